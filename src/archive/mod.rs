@@ -1,0 +1,36 @@
+//! Archives: one pax tar per entry, compressed with zstd (multithreaded, no long mode), gzip, or
+//! nothing.
+//!
+//! Layout, in order:
+//! 1. `.exact-cache/fingerprint.json`: the [`FingerprintRecord`], first, so a later miss can be
+//!    explained from a small ranged read at the start of the blob;
+//! 2. the entries of each `path` root `i`, named `i` (a file root) or `i/<relative path>`,
+//!    parents before children (directory names end in `/`);
+//! 3. `.exact-cache/manifest.json`: the [`Manifest`] of every entry, last, so the files are
+//!    read and hashed once, while they are written.
+//!
+//! Restore ([`unpack`]) extracts into a staging directory beside each root (same filesystem),
+//! verifies everything against the manifest, and only then moves entries into place, undoing
+//! every move if one fails.
+//!
+//! [`FingerprintRecord`]: crate::fingerprint::FingerprintRecord
+//! [`Manifest`]: crate::manifest::Manifest
+
+mod clean;
+mod codec;
+mod pack;
+mod safety;
+mod unpack;
+
+pub use clean::{CleanError, CleanStats, clean};
+pub use codec::{Compression, Encoder, decoder};
+pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
+pub use safety::{check_entry_name, check_symlink_target};
+pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
+
+/// Name of the fingerprint member (first).
+pub const FINGERPRINT_NAME: &str = ".exact-cache/fingerprint.json";
+/// Name of the manifest member (last).
+pub const MANIFEST_NAME: &str = ".exact-cache/manifest.json";
+/// Format version of the archive layout; part of the cache version string.
+pub const ARCHIVE_FORMAT: u32 = 1;

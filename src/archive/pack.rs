@@ -1,0 +1,285 @@
+//! Save side: list what the `path` roots hold ([`inventory`]), then stream it into an archive
+//! ([`write_archive`]), hashing every file in the same read that archives it.
+
+use super::codec::Compression;
+use super::safety::check_symlink_target;
+use super::{FINGERPRINT_NAME, MANIFEST_NAME};
+use crate::fingerprint::FingerprintRecord;
+use crate::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, entry_path};
+use crate::paths::{PathError, PatternSet, walk};
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{}` shrank while it was being archived", path.display())]
+    Changed { path: PathBuf },
+    #[error("symlink `{}` cannot be cached: {detail}", path.display())]
+    Symlink { path: PathBuf, detail: String },
+    #[error("cannot write the archive")]
+    Write(#[source] io::Error),
+}
+
+/// One thing to archive.
+#[derive(Clone, Debug)]
+pub struct SourceEntry {
+    pub root: usize,
+    pub rel: String,
+    pub abs: PathBuf,
+    pub kind: EntryKind,
+    pub mode: u32,
+    pub size: u64,
+    pub mtime: u64,
+    pub target: Option<String>,
+}
+
+/// What the roots hold right now.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    pub roots: Vec<RootRecord>,
+    pub entries: Vec<SourceEntry>,
+    /// Sockets, FIFOs and devices found under a root; never archived.
+    pub skipped: Vec<PathBuf>,
+}
+
+impl Inventory {
+    pub fn file_count(&self) -> usize {
+        self.entries.iter().filter(|e| e.kind != EntryKind::Dir).count()
+    }
+
+    pub fn content_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| e.size).sum()
+    }
+
+    pub fn contains(&self, abs: &Path) -> bool {
+        self.entries.iter().any(|e| e.abs == abs)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PackStats {
+    pub files: usize,
+    pub dirs: usize,
+    pub symlinks: usize,
+    pub content_bytes: u64,
+    pub manifest: Manifest,
+}
+
+pub fn inventory(set: &PatternSet) -> Result<Inventory, PackError> {
+    let mut inv = Inventory::default();
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    for (root, pattern) in set.includes.iter().enumerate() {
+        let found = walk(pattern, set)?;
+        let kind = match (&pattern.glob, found.first()) {
+            (_, None) if pattern.glob.is_none() => RootKind::Missing,
+            (Some(_), _) => RootKind::Glob,
+            (None, Some(f)) if f.metadata.is_dir() => RootKind::Dir,
+            (None, _) => RootKind::File,
+        };
+        inv.roots.push(RootRecord { line: pattern.line.clone(), kind });
+        for f in found {
+            if !seen.insert(f.abs.clone()) {
+                continue;
+            }
+            let (kind, size, target) = if f.file_type.is_symlink() {
+                let target =
+                    std::fs::read_link(&f.abs).map_err(|source| PackError::Read { path: f.abs.clone(), source })?;
+                let target = target
+                    .to_str()
+                    .ok_or_else(|| PackError::Symlink { path: f.abs.clone(), detail: "target is not UTF-8".into() })?
+                    .to_owned();
+                check_symlink_target(&f.rel, &target)
+                    .map_err(|detail| PackError::Symlink { path: f.abs.clone(), detail })?;
+                (EntryKind::Symlink, 0, Some(target))
+            } else if f.file_type.is_dir() {
+                (EntryKind::Dir, 0, None)
+            } else if f.file_type.is_file() {
+                (EntryKind::File, f.metadata.len(), None)
+            } else {
+                inv.skipped.push(f.abs);
+                continue;
+            };
+            inv.entries.push(SourceEntry {
+                root,
+                rel: f.rel,
+                abs: f.abs,
+                kind,
+                mode: permission_bits(&f.metadata, kind),
+                size,
+                mtime: f
+                    .metadata
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_secs()),
+                target,
+            });
+        }
+    }
+    Ok(inv)
+}
+
+fn permission_bits(meta: &std::fs::Metadata, kind: EntryKind) -> u32 {
+    #[cfg(unix)]
+    {
+        let _ = kind;
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o777
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        if kind == EntryKind::Dir { 0o755 } else { 0o644 }
+    }
+}
+
+/// Stream `inv` into `out` as an archive; `on_bytes` hears about every chunk of file content.
+pub fn write_archive<W: Write>(
+    inv: &Inventory,
+    record: &FingerprintRecord,
+    compression: Compression,
+    out: W,
+    on_bytes: &mut dyn FnMut(u64),
+) -> Result<(W, PackStats), PackError> {
+    let encoder = compression.encoder(out).map_err(PackError::Write)?;
+    let mut tar = tar::Builder::new(encoder);
+    let write_err = PackError::Write;
+
+    let fingerprint = record.to_json();
+    append(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, 0, None, fingerprint.len() as u64)
+        .map_err(write_err)?;
+    tar.get_mut().write_all(fingerprint.as_bytes()).map_err(write_err)?;
+    pad(&mut tar, fingerprint.len() as u64).map_err(write_err)?;
+
+    let mut entries = Vec::with_capacity(inv.entries.len());
+    let mut stats = (0usize, 0usize, 0usize, 0u64);
+    let mut buf = vec![0u8; 1 << 20];
+    for e in &inv.entries {
+        let path = entry_path(e.root, &e.rel);
+        let mut manifest_entry =
+            ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
+        match e.kind {
+            EntryKind::Dir => {
+                append(&mut tar, &format!("{path}/"), tar::EntryType::Directory, e.mode, e.mtime, None, 0)
+                    .map_err(write_err)?;
+                stats.1 += 1;
+            }
+            EntryKind::Symlink => {
+                append(&mut tar, &path, tar::EntryType::Symlink, e.mode, e.mtime, e.target.as_deref(), 0)
+                    .map_err(write_err)?;
+                manifest_entry.target = e.target.clone();
+                stats.2 += 1;
+            }
+            EntryKind::File => {
+                let mut file = File::open(&e.abs).map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
+                append(&mut tar, &path, tar::EntryType::Regular, e.mode, e.mtime, None, e.size).map_err(write_err)?;
+                let mut hasher = Sha256::new();
+                let mut remaining = e.size;
+                while remaining > 0 {
+                    let want = remaining.min(buf.len() as u64) as usize;
+                    let n = file
+                        .read(&mut buf[..want])
+                        .map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
+                    if n == 0 {
+                        return Err(PackError::Changed { path: e.abs.clone() });
+                    }
+                    hasher.update(&buf[..n]);
+                    tar.get_mut().write_all(&buf[..n]).map_err(write_err)?;
+                    remaining -= n as u64;
+                    on_bytes(n as u64);
+                }
+                pad(&mut tar, e.size).map_err(write_err)?;
+                manifest_entry.size = e.size;
+                manifest_entry.sha256 = Some(hex::encode(hasher.finalize()));
+                stats.0 += 1;
+                stats.3 += e.size;
+            }
+        }
+        entries.push(manifest_entry);
+    }
+
+    let manifest =
+        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: record.key.clone(), roots: inv.roots.clone(), entries };
+    let manifest_json = serde_json::to_vec(&manifest).expect("manifests always serialize");
+    append(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, 0, None, manifest_json.len() as u64)
+        .map_err(write_err)?;
+    tar.get_mut().write_all(&manifest_json).map_err(write_err)?;
+    pad(&mut tar, manifest_json.len() as u64).map_err(write_err)?;
+
+    let encoder = tar.into_inner().map_err(write_err)?;
+    let out = encoder.finish().map_err(write_err)?;
+    Ok((out, PackStats { files: stats.0, dirs: stats.1, symlinks: stats.2, content_bytes: stats.3, manifest }))
+}
+
+/// Write a ustar header for `name`, preceded by a pax header when the name, link target or
+/// size do not fit the ustar fields.
+fn append<W: Write>(
+    tar: &mut tar::Builder<W>,
+    name: &str,
+    entry_type: tar::EntryType,
+    mode: u32,
+    mtime: u64,
+    link: Option<&str>,
+    size: u64,
+) -> io::Result<()> {
+    const USTAR_NAME: usize = 100;
+    const USTAR_MAX_SIZE: u64 = 0o77777777777;
+    let mut pax: Vec<(&str, Vec<u8>)> = Vec::new();
+    if name.len() > USTAR_NAME {
+        pax.push(("path", name.as_bytes().to_vec()));
+    }
+    if let Some(link) = link.filter(|l| l.len() > USTAR_NAME) {
+        pax.push(("linkpath", link.as_bytes().to_vec()));
+    }
+    if size > USTAR_MAX_SIZE {
+        pax.push(("size", size.to_string().into_bytes()));
+    }
+    if !pax.is_empty() {
+        tar.append_pax_extensions(pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
+    }
+    let mut header = tar::Header::new_ustar();
+    header.set_entry_type(entry_type);
+    header.set_mode(mode);
+    header.set_mtime(mtime);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_size(size);
+    let short_name = truncate(name, USTAR_NAME);
+    header.as_old_mut().name[..short_name.len()].copy_from_slice(short_name.as_bytes());
+    if let Some(link) = link {
+        let short = truncate(link, USTAR_NAME);
+        header.as_old_mut().linkname[..short.len()].copy_from_slice(short.as_bytes());
+    }
+    header.set_cksum();
+    tar.get_mut().write_all(header.as_bytes())
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn pad<W: Write>(tar: &mut tar::Builder<W>, size: u64) -> io::Result<()> {
+    let rem = (size % 512) as usize;
+    if rem != 0 {
+        tar.get_mut().write_all(&[0u8; 512][..512 - rem])?;
+    }
+    Ok(())
+}

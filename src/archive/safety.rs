@@ -1,0 +1,92 @@
+//! Checks on untrusted archive names and link targets. Nothing here touches the filesystem:
+//! names are judged as text, so a hostile archive cannot steer the check through links.
+
+/// Split an archive member name into `(root index, relative path)`.
+///
+/// Accepted: `<digits>` or `<digits>/<components>` where no component is empty, `.` or `..`,
+/// and nothing is absolute or contains `\` or NUL. A trailing `/` (directory) is allowed.
+pub fn check_entry_name(name: &str) -> Result<(usize, String), String> {
+    let trimmed = name.strip_suffix('/').unwrap_or(name);
+    if trimmed.is_empty() || trimmed.starts_with('/') {
+        return Err("absolute or empty name".into());
+    }
+    if trimmed.contains('\0') || trimmed.contains('\\') {
+        return Err("name contains NUL or `\\`".into());
+    }
+    let (root, rel) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    if root.is_empty() || !root.bytes().all(|b| b.is_ascii_digit()) || root.len() > 6 {
+        return Err("name is outside every `path` root".into());
+    }
+    for part in rel.split('/').filter(|_| !rel.is_empty()) {
+        match part {
+            "" => return Err("name has an empty component".into()),
+            "." | ".." => return Err("name contains `.` or `..`".into()),
+            _ => {}
+        }
+    }
+    Ok((root.parse().expect("digits"), rel.to_owned()))
+}
+
+/// A symlink at `rel` (relative to its root) may point only to a relative place inside the
+/// root. The target may climb with leading `..` components (never above the root), then only
+/// descend: a `..` after a name is refused, because the kernel resolves `name/..` through
+/// `name` when it is itself a link, which a textual check cannot follow.
+pub fn check_symlink_target(rel: &str, target: &str) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("symlink has an empty target".into());
+    }
+    if target.starts_with('/') || target.starts_with('\\') || target.contains('\0') || target.get(1..2) == Some(":") {
+        return Err(format!("symlink target `{target}` is absolute"));
+    }
+    if rel.is_empty() {
+        return Err("a `path` root cannot be a symlink".into());
+    }
+    let mut depth: usize = rel.split('/').count() - 1;
+    let mut descended = false;
+    for part in target.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." if descended => {
+                return Err(format!("symlink target `{target}` has `..` after a name"));
+            }
+            ".." => {
+                if depth == 0 {
+                    return Err(format!("symlink target `{target}` escapes its root"));
+                }
+                depth -= 1;
+            }
+            _ => descended = true,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names() {
+        assert_eq!(check_entry_name("0"), Ok((0, String::new())));
+        assert_eq!(check_entry_name("3/a/b.txt"), Ok((3, "a/b.txt".into())));
+        assert_eq!(check_entry_name("0/dir/"), Ok((0, "dir".into())));
+        for bad in
+            ["", "/etc/passwd", "0/../x", "0/a/../../x", "0//a", "0/./a", "x/a", "../0/a", "0/a\\b", ".exact-cache/x"]
+        {
+            assert!(check_entry_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn symlink_targets() {
+        assert!(check_symlink_target("a/link", "b").is_ok());
+        assert!(check_symlink_target("a/link", "../b").is_ok());
+        assert!(check_symlink_target("a/link", "./x/y").is_ok());
+        assert!(check_symlink_target("a/b/link", "s/../../..").is_err(), "`..` after a name");
+        assert!(check_symlink_target("link", "../x").is_err());
+        assert!(check_symlink_target("a/link", "../../x").is_err());
+        assert!(check_symlink_target("a/link", "x/../../../y").is_err());
+        assert!(check_symlink_target("a/link", "/etc/passwd").is_err());
+        assert!(check_symlink_target("", "x").is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! The local directory backend: for runs outside Actions and self-hosted runners with a
+//! persistent disk (`backend: local`).
+//!
+//! Layout under the root: `entries/<key>@<version>` (one archive each) and `tmp/`. A save
+//! writes `tmp/<random>`, syncs it, and links it to its final name only if that name does not
+//! exist yet (`persist_noclobber`): entries are immutable, readers never see a partial file,
+//! and of two processes saving the same key exactly one wins while the other hears `Exists`.
+
+use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::env::Env;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+pub struct LocalBackend {
+    root: PathBuf,
+}
+
+impl LocalBackend {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// `EXACT_CACHE_DIR`, else `<user cache dir>/exact-cache`.
+    pub fn default_dir(env: &Env) -> PathBuf {
+        if let Some(dir) = env.non_empty("EXACT_CACHE_DIR") {
+            return PathBuf::from(dir);
+        }
+        env.non_empty("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| {
+                env.home_dir().map(
+                    |h| {
+                        if cfg!(target_os = "macos") { h.join("Library/Caches") } else { h.join(".cache") }
+                    },
+                )
+            })
+            .or_else(dirs::cache_dir)
+            .unwrap_or_else(std::env::temp_dir)
+            .join("exact-cache")
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn entry_path(&self, key: &str, version: &str) -> Result<PathBuf, BackendError> {
+        let safe =
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+        if !safe(key) || !safe(version) || key.starts_with('.') {
+            return Err(BackendError::new(
+                ErrorKind::Fatal,
+                format!("`{key}` is not a valid key for the local backend"),
+            ));
+        }
+        Ok(self.root.join("entries").join(format!("{key}@{version}")))
+    }
+
+    fn io_error(&self, what: &str, path: &Path, e: io::Error) -> BackendError {
+        BackendError::new(ErrorKind::Fatal, format!("cannot {what} `{}`", path.display())).with_source(e)
+    }
+}
+
+impl Backend for LocalBackend {
+    fn describe(&self) -> String {
+        format!("local directory `{}`", self.root.display())
+    }
+
+    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+        let path = self.entry_path(key, version)?;
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(Some(CacheEntry {
+                key: key.to_owned(),
+                version: version.to_owned(),
+                size: Some(meta.len()),
+                created: meta.modified().ok(),
+                location: path.to_string_lossy().into_owned(),
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error("read", &path, e)),
+        }
+    }
+
+    fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
+        let path = Path::new(&entry.location);
+        let file = File::open(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => BackendError::new(ErrorKind::NotFound, "entry disappeared"),
+            _ => self.io_error("open", path, e),
+        })?;
+        Ok(Box::new(file))
+    }
+
+    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+        let final_path = self.entry_path(key, version)?;
+        if final_path.exists() {
+            return Ok(Reservation::Exists);
+        }
+        let tmp_dir = self.root.join("tmp");
+        for dir in [&tmp_dir, &self.root.join("entries")] {
+            fs::create_dir_all(dir).map_err(|e| self.io_error("create", dir, e))?;
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("upload-")
+            .tempfile_in(&tmp_dir)
+            .map_err(|e| self.io_error("create a file in", &tmp_dir, e))?;
+        let file = tmp.reopen().map_err(|e| self.io_error("open", tmp.path(), e))?;
+        Ok(Reservation::Reserved(Box::new(LocalUpload {
+            writer: BufWriter::with_capacity(1 << 20, file),
+            tmp: Some(tmp),
+            final_path,
+            written: 0,
+        })))
+    }
+}
+
+struct LocalUpload {
+    writer: BufWriter<File>,
+    tmp: Option<tempfile::NamedTempFile>,
+    final_path: PathBuf,
+    written: u64,
+}
+
+impl Write for LocalUpload {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.writer.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+}
+
+impl Upload for LocalUpload {
+    fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
+        let fatal =
+            |what: &str, e: io::Error| BackendError::new(ErrorKind::Fatal, format!("cannot {what}")).with_source(e);
+        self.writer.flush().map_err(|e| fatal("write the entry", e))?;
+        self.writer.get_ref().sync_all().map_err(|e| fatal("sync the entry", e))?;
+        let tmp = self.tmp.take().expect("committed once");
+        match tmp.persist_noclobber(&self.final_path) {
+            Ok(_) => Ok(Committed::Saved { size: self.written }),
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Committed::Exists),
+            Err(e) => Err(fatal(&format!("store `{}`", self.final_path.display()), e.error)),
+        }
+    }
+}

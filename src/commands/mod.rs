@@ -1,0 +1,160 @@
+//! Orchestration of `fingerprint`, `restore` and `save`: configuration in, outputs, state,
+//! logs and summary out. Commands see the cache only through [`Backend`] and the machine only
+//! through [`System`]; everything they say goes through the [`Runner`].
+
+mod fingerprint;
+mod report;
+mod restore;
+mod save;
+
+use crate::archive::{CleanError, PackError};
+use crate::backend::{Backend, ErrorKind, LocalBackend};
+use crate::cli::{CommandName, Invocation};
+use crate::config::{BackendChoice, Config, ConfigError, INPUTS, RawInputs};
+use crate::env::Env;
+use crate::fingerprint::{FingerprintError, FingerprintRecord, System};
+use crate::outcome::MissReason;
+use crate::runner::{Mode, Runner, RunnerError};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot compute the fingerprint")]
+    Fingerprint(#[from] FingerprintError),
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    #[error("cannot write the fingerprint file `{}`", path.display())]
+    WriteFingerprint {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no fingerprint file for key `{key}` at `{}`: run the restore or fingerprint step first in this job, or pass `fingerprint-file`", path.display())]
+    NoFingerprint { key: String, path: PathBuf },
+    #[error("fingerprint file `{}` does not belong to key `{key}`", path.display())]
+    WrongFingerprint { key: String, path: PathBuf },
+    #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]
+    FailOnMiss { key: String, reason: MissReason },
+    #[error("cache trouble and `strict` is set: {0}")]
+    Strict(String),
+    #[error("cannot archive the `path` entries")]
+    Pack(#[from] PackError),
+    #[error("cannot remove stale files (`clean-on-miss`)")]
+    Clean(#[from] CleanError),
+    #[error("cannot determine the workspace directory")]
+    Workspace(#[source] std::io::Error),
+}
+
+/// Builds the backend a configuration asks for.
+pub type BackendFactory = dyn Fn(&Config, &Env) -> Result<Box<dyn Backend>, Error>;
+
+/// What commands work with.
+pub struct Context<'a> {
+    pub runner: &'a Runner,
+    pub system: &'a dyn System,
+    pub backend: &'a BackendFactory,
+}
+
+/// Run one invocation with the real backends.
+pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Result<(), Error> {
+    let ctx = Context { runner, system, backend: &select_backend };
+    run_with(invocation, &ctx)
+}
+
+pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
+    let env = ctx.runner.env();
+    let mut raw = RawInputs::default();
+    if ctx.runner.mode() == Mode::Actions {
+        for spec in INPUTS {
+            if let Some(value) = ctx.runner.input(spec.name) {
+                raw.set(spec.name, value);
+            }
+        }
+    }
+    raw.overlay(invocation.flags.clone());
+    let workspace = match (&invocation.workspace, env.non_empty("GITHUB_WORKSPACE")) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => PathBuf::from(dir),
+        (None, None) => std::env::current_dir().map_err(Error::Workspace)?,
+    };
+    let workspace = crate::paths::normalize(&std::path::absolute(&workspace).map_err(Error::Workspace)?);
+    let config = Config::from_raw(&raw, env, &workspace)?;
+    match invocation.command {
+        CommandName::Fingerprint => fingerprint::run(ctx, &config),
+        CommandName::Restore => restore::run(ctx, &config),
+        CommandName::Save => save::run(ctx, &config, invocation.post),
+    }
+}
+
+/// The backend the configuration asks for (the local directory, for now).
+pub fn select_backend(config: &Config, env: &Env) -> Result<Box<dyn Backend>, Error> {
+    let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
+    match config.backend {
+        BackendChoice::Auto | BackendChoice::Local | BackendChoice::Github => Ok(Box::new(LocalBackend::new(dir))),
+    }
+}
+
+/// `message`, then one `caused by:` line per source.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(&format!("\n  caused by: {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// Compute the fingerprint, log it, and return its record.
+fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
+    let _group = ctx.runner.group("Fingerprint");
+    let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, ctx.runner.env())?;
+    let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
+    report::log_fingerprint(ctx.runner, &record);
+    Ok(record)
+}
+
+/// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
+fn fingerprint_path(config: &Config, env: &Env, key: &str) -> PathBuf {
+    config.fingerprint_file.clone().unwrap_or_else(|| {
+        let base = env.non_empty("RUNNER_TEMP").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        base.join("exact-cache").join(format!("{key}.json"))
+    })
+}
+
+fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {
+    let path = fingerprint_path(config, env, &record.key);
+    let write = |path: &Path| -> std::io::Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, record.to_json())
+    };
+    write(&path).map_err(|source| Error::WriteFingerprint { path: path.clone(), source })?;
+    Ok(path)
+}
+
+fn read_fingerprint(path: &Path, key: &str) -> Result<FingerprintRecord, Error> {
+    let bytes = std::fs::read(path).map_err(|_| Error::NoFingerprint { key: key.to_owned(), path: path.to_owned() })?;
+    let record = FingerprintRecord::from_json(&bytes)
+        .map_err(|_| Error::WrongFingerprint { key: key.to_owned(), path: path.to_owned() })?;
+    if record.key != key {
+        return Err(Error::WrongFingerprint { key: key.to_owned(), path: path.to_owned() });
+    }
+    Ok(record)
+}
+
+/// The miss reason for a backend failure.
+fn miss_reason(kind: ErrorKind) -> MissReason {
+    match kind {
+        ErrorKind::Timeout => MissReason::Timeout,
+        ErrorKind::NotFound => MissReason::NotFound,
+        _ => MissReason::ServiceError,
+    }
+}
+
+fn bool_str(b: bool) -> &'static str {
+    if b { "true" } else { "false" }
+}

@@ -1,0 +1,173 @@
+//! `restore`: compute the key, look it up exactly, download, verify, put in place — or report a
+//! miss with its reason, clean stale files if asked, and let the job go on.
+
+use super::{Context, Error, bool_str, compute, miss_reason, report, write_fingerprint};
+use crate::archive::{RestorePlan, RestoreStats, UnpackError, clean, unpack};
+use crate::backend::{Backend, BackendError};
+use crate::config::Config;
+use crate::outcome::MissReason;
+use crate::runner::ProgressReader;
+use crate::units;
+use std::time::{Duration, Instant};
+
+/// How a restore attempt ended.
+#[derive(Debug)]
+pub(super) enum Attempt {
+    Reused {
+        stats: RestoreStats,
+        elapsed: Duration,
+        archive_bytes: u64,
+    },
+    /// `lookup-only` found the entry.
+    Found,
+    Miss {
+        reason: MissReason,
+        detail: Option<String>,
+    },
+}
+
+impl Attempt {
+    /// Misses that are cache trouble (warnings, failures under `strict`), not plain absence.
+    fn is_trouble(&self) -> bool {
+        matches!(self, Attempt::Miss { reason, .. }
+            if !matches!(reason, MissReason::NotFound | MissReason::PrefixOnly | MissReason::LookupOnly))
+    }
+}
+
+pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
+    let runner = ctx.runner;
+    let env = runner.env();
+    let record = compute(ctx, config)?;
+    let key = record.key.clone();
+    let fingerprint_file = write_fingerprint(config, env, &record)?;
+    runner.save_state("key", &key)?;
+    runner.save_state("fingerprint-file", &fingerprint_file.to_string_lossy())?;
+
+    let backend = (ctx.backend)(config, env)?;
+    let attempt = {
+        let _group = runner.group(&format!("Restore {key}"));
+        runner.info(&format!("backend: {}", backend.describe()));
+        let attempt = attempt(ctx, config, backend.as_ref(), &key);
+        match &attempt {
+            Attempt::Reused { stats, elapsed, .. } => runner.info(&format!(
+                "reused {} files ({}) in {}",
+                units::count(stats.files as u64),
+                units::bytes(stats.bytes),
+                units::duration(*elapsed)
+            )),
+            Attempt::Found => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
+            Attempt::Miss { reason, detail } => {
+                let text = match detail {
+                    Some(d) => format!("not reused ({reason}): {d}"),
+                    None => format!("not reused ({reason})"),
+                };
+                if attempt.is_trouble() { runner.warning(&text) } else { runner.info(&text) }
+            }
+        }
+        attempt
+    };
+
+    let reused = matches!(attempt, Attempt::Reused { .. });
+    let hit = reused || matches!(attempt, Attempt::Found);
+    let reason = match &attempt {
+        Attempt::Reused { .. } => MissReason::None,
+        Attempt::Found => MissReason::LookupOnly,
+        Attempt::Miss { reason, .. } => *reason,
+    };
+    let mut cleaned = None;
+    if !reused && config.clean_on_miss && !matches!(attempt, Attempt::Found) {
+        let stats = clean(&config.paths)?;
+        runner.info(&format!(
+            "clean-on-miss: removed {} stale files and {} directories",
+            stats.removed_files, stats.removed_dirs
+        ));
+        cleaned = Some(stats);
+    }
+
+    let (files, bytes) = match &attempt {
+        Attempt::Reused { stats, .. } => (stats.files, stats.bytes),
+        _ => (0, 0),
+    };
+    runner.set_output("cache-hit", bool_str(hit))?;
+    runner.set_output("reused", bool_str(reused))?;
+    runner.set_output("key", &key)?;
+    runner.set_output("fingerprint-file", &fingerprint_file.to_string_lossy())?;
+    runner.set_output("miss-reason", reason.as_str())?;
+    runner.set_output("restored-files", &files.to_string())?;
+    runner.set_output("restored-bytes", &bytes.to_string())?;
+    if let Some(name) = &config.reuse_env {
+        runner.export_env(name, if reused { "1" } else { "0" })?;
+    }
+    runner.save_state("cache-hit", bool_str(hit))?;
+    runner.save_state("reused", bool_str(reused))?;
+    runner.append_summary(&report::restore_summary(&record, backend.describe(), &attempt, cleaned))?;
+
+    if attempt.is_trouble() && config.strict {
+        let detail = match &attempt {
+            Attempt::Miss { reason, detail } => {
+                format!("{reason}: {}", detail.as_deref().unwrap_or(""))
+            }
+            _ => String::new(),
+        };
+        return Err(Error::Strict(detail));
+    }
+    if config.fail_on_cache_miss && !hit {
+        return Err(Error::FailOnMiss { key, reason });
+    }
+    Ok(())
+}
+
+fn attempt(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Attempt {
+    let runner = ctx.runner;
+    let version = config.version();
+    let entry = match backend.lookup(key, &version) {
+        Ok(Some(entry)) => entry,
+        Ok(None) => {
+            return Attempt::Miss { reason: MissReason::NotFound, detail: None };
+        }
+        Err(e) => {
+            return Attempt::Miss { reason: miss_reason(e.kind), detail: Some(super::error_chain(&e)) };
+        }
+    };
+    if entry.key != key {
+        return Attempt::Miss {
+            reason: MissReason::PrefixOnly,
+            detail: Some(format!("the service offered `{}`, which is not this key; exact reuse only", entry.key)),
+        };
+    }
+    if config.lookup_only {
+        return Attempt::Found;
+    }
+    let started = Instant::now();
+    let stream = match backend.open(&entry) {
+        Ok(s) => s,
+        Err(e) => {
+            return Attempt::Miss { reason: miss_reason(e.kind), detail: Some(super::error_chain(&e)) };
+        }
+    };
+    let mut reader = ProgressReader::new(stream, runner.progress("download", entry.size));
+    let roots = config.root_dirs();
+    let plan = RestorePlan { key, roots: &roots, required: &config.required, compression: config.compression };
+    let staged = match unpack(&mut reader, &plan) {
+        Ok(staged) => staged,
+        Err(e) => {
+            return Attempt::Miss { reason: classify(&e), detail: Some(super::error_chain(&e)) };
+        }
+    };
+    reader.progress().finish();
+    let archive_bytes = reader.progress().bytes();
+    match staged.commit() {
+        Ok(stats) => Attempt::Reused { stats, elapsed: started.elapsed(), archive_bytes },
+        Err(e) => Attempt::Miss { reason: classify(&e), detail: Some(super::error_chain(&e)) },
+    }
+}
+
+/// A stream error caused by the service (reset, timeout) is service trouble, not corruption.
+fn classify(err: &UnpackError) -> MissReason {
+    if let UnpackError::Corrupt { source: Some(io), .. } = err
+        && let Some(backend) = BackendError::in_io(io)
+    {
+        return miss_reason(backend.kind);
+    }
+    err.miss_reason()
+}

@@ -1,0 +1,485 @@
+//! Inputs → one validated [`Config`].
+//!
+//! [`INPUTS`] is the single list of inputs: action mode reads each as `INPUT_<NAME>`, the CLI
+//! offers each as `--<name>`, and tests check `action.yml` and the README against it. Raw
+//! values ([`RawInputs`]) are strings as users typed them; [`Config::from_raw`] parses and
+//! validates them, and every error names the input and what is wrong with it.
+
+use crate::archive::Compression;
+use crate::env::Env;
+use crate::fingerprint::{Facet, FingerprintSpec};
+use crate::keys;
+use crate::paths::{Locations, PathError, PatternSet};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// Newline-separated lines.
+    Lines,
+    /// Names separated by commas, spaces or newlines.
+    List,
+    Bool,
+    Text,
+}
+
+/// Which entry points take an input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// fingerprint, restore and save.
+    Fingerprint,
+    /// restore and save.
+    Cache,
+    Restore,
+    Save,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct InputSpec {
+    pub name: &'static str,
+    pub kind: InputKind,
+    pub scope: Scope,
+    pub default: &'static str,
+    pub description: &'static str,
+}
+
+const fn input(
+    name: &'static str,
+    kind: InputKind,
+    scope: Scope,
+    default: &'static str,
+    description: &'static str,
+) -> InputSpec {
+    InputSpec { name, kind, scope, default, description }
+}
+
+use InputKind::*;
+use Scope::*;
+
+pub const INPUTS: &[InputSpec] = &[
+    input(
+        "path",
+        Lines,
+        Fingerprint,
+        "",
+        "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes.",
+    ),
+    input(
+        "prefix",
+        Text,
+        Fingerprint,
+        "exact-cache",
+        "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased).",
+    ),
+    input(
+        "hash-files",
+        Lines,
+        Fingerprint,
+        "",
+        "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles).",
+    ),
+    input("hash-env", List, Fingerprint, "", "Names of environment variables whose values enter the fingerprint."),
+    input(
+        "hash-commands",
+        Lines,
+        Fingerprint,
+        "",
+        "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an error.",
+    ),
+    input(
+        "native",
+        List,
+        Fingerprint,
+        "os,arch,isa,libc,compiler",
+        "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`).",
+    ),
+    input(
+        "compilers",
+        Lines,
+        Fingerprint,
+        "",
+        "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`).",
+    ),
+    input(
+        "python",
+        Text,
+        Fingerprint,
+        "",
+        "Python interpreter whose version and installed distributions enter the fingerprint (empty: none).",
+    ),
+    input(
+        "python-exclude",
+        List,
+        Fingerprint,
+        "",
+        "Distribution names left out of the Python facet (e.g. the editable project whose source is hashed already).",
+    ),
+    input("variant", Text, Fingerprint, "", "Free-form build variant (`cuda-debug`, `lsan`, …)."),
+    input(
+        "fingerprint-file",
+        Text,
+        Fingerprint,
+        "",
+        "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`).",
+    ),
+    input(
+        "required",
+        Lines,
+        Cache,
+        "",
+        "Paths that must exist for an entry to be complete, checked on save and on restore.",
+    ),
+    input("compression", Text, Cache, "zstd", "Archive compression: `zstd`, `gzip` or `none`."),
+    input(
+        "strict",
+        Bool,
+        Cache,
+        "false",
+        "Turn cache-service trouble (errors, timeouts, rate limits) into step failures.",
+    ),
+    input("backend", Text, Cache, "auto", "`auto`, `github` or `local`."),
+    input(
+        "local-dir",
+        Text,
+        Cache,
+        "",
+        "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
+    ),
+    input(
+        "clean-on-miss",
+        Bool,
+        Restore,
+        "false",
+        "On a miss, remove stale files under `path` before generation starts.",
+    ),
+    input(
+        "reuse-env",
+        Text,
+        Restore,
+        "",
+        "Name of an environment variable exported as `1` when reused, `0` otherwise.",
+    ),
+    input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),
+    input("fail-on-cache-miss", Bool, Restore, "false", "Fail the step when the entry is not reused."),
+    input("key", Text, Save, "", "Save under this key (the restore step's `key` output) instead of computing it."),
+    input("save-on-failure", Bool, Save, "false", "Root action: also save when the job failed."),
+];
+
+pub fn input_spec(name: &str) -> Option<&'static InputSpec> {
+    INPUTS.iter().find(|i| i.name == name)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("input `{name}` is required")]
+    Missing { name: &'static str },
+    #[error("input `{name}`: {detail}")]
+    Invalid { name: &'static str, detail: String },
+    #[error("input `{name}`")]
+    Path {
+        name: &'static str,
+        #[source]
+        source: PathError,
+    },
+    #[error("cannot determine the workspace directory")]
+    Workspace(#[source] std::io::Error),
+}
+
+/// Input values as given, by input name. Unset and blank inputs are absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawInputs {
+    values: BTreeMap<String, String>,
+}
+
+impl RawInputs {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str).filter(|v| !v.trim().is_empty())
+    }
+
+    pub fn set(&mut self, name: &str, value: impl Into<String>) {
+        self.values.insert(name.to_owned(), value.into());
+    }
+
+    /// `other`'s values replace ours.
+    pub fn overlay(&mut self, other: RawInputs) {
+        self.values.extend(other.values);
+    }
+
+    fn lines(&self, name: &str) -> Vec<String> {
+        self.get(name)
+            .map(|v| v.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    fn list(&self, name: &str) -> Vec<String> {
+        self.get(name)
+            .map(|v| v.split([',', ' ', '\t', '\n', '\r']).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    fn text(&self, name: &str) -> Option<String> {
+        self.get(name).map(|v| v.trim().to_owned())
+    }
+
+    fn bool(&self, name: &'static str) -> Result<bool, ConfigError> {
+        match self.get(name).map(str::trim) {
+            None => Ok(input_spec(name).is_some_and(|s| s.default == "true")),
+            Some("true" | "True" | "TRUE") => Ok(true),
+            Some("false" | "False" | "FALSE") => Ok(false),
+            Some(other) => Err(ConfigError::Invalid { name, detail: format!("`{other}` is not `true` or `false`") }),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Github,
+    Local,
+}
+
+/// Everything a command needs, validated.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub fingerprint: FingerprintSpec,
+    pub prefix: String,
+    /// The `path` lines as written (they enter the version).
+    pub path_lines: Vec<String>,
+    pub paths: PatternSet,
+    pub required: Vec<PathBuf>,
+    pub compression: Compression,
+    pub strict: bool,
+    pub backend: BackendChoice,
+    pub local_dir: Option<PathBuf>,
+    pub clean_on_miss: bool,
+    pub reuse_env: Option<String>,
+    pub lookup_only: bool,
+    pub fail_on_cache_miss: bool,
+    pub key: Option<String>,
+    pub save_on_failure: bool,
+    pub fingerprint_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// Validate `raw`. `workspace` is where relative paths point.
+    pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, ConfigError> {
+        let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
+
+        let path_lines = raw.lines("path");
+        if path_lines.iter().all(|l| l.starts_with('!')) {
+            return Err(ConfigError::Missing { name: "path" });
+        }
+        let paths =
+            PatternSet::parse(&path_lines, &locations).map_err(|source| ConfigError::Path { name: "path", source })?;
+
+        let prefix = keys::normalize_prefix(raw.get("prefix").unwrap_or("exact-cache"))
+            .map_err(|detail| ConfigError::Invalid { name: "prefix", detail })?;
+
+        let compression = match raw.text("compression") {
+            None => Compression::Zstd,
+            Some(c) => Compression::parse(&c).ok_or_else(|| ConfigError::Invalid {
+                name: "compression",
+                detail: format!("`{c}` is not one of `zstd`, `gzip`, `none`"),
+            })?,
+        };
+
+        let native = match raw.get("native") {
+            None => Facet::DEFAULT.into_iter().collect(),
+            Some(_) => {
+                let names = raw.list("native");
+                if names.len() == 1 && names[0].eq_ignore_ascii_case("none") {
+                    Default::default()
+                } else {
+                    names
+                        .iter()
+                        .map(|n| {
+                            Facet::parse(n).ok_or_else(|| ConfigError::Invalid {
+                                name: "native",
+                                detail: format!(
+                                    "unknown facet `{n}`; known facets: {}",
+                                    Facet::ALL.map(Facet::name).join(", ")
+                                ),
+                            })
+                        })
+                        .collect::<Result<_, _>>()?
+                }
+            }
+        };
+
+        let hash_env = raw.list("hash-env");
+        if let Some(bad) = hash_env.iter().find(|n| !valid_env_name(n)) {
+            return Err(ConfigError::Invalid { name: "hash-env", detail: format!("`{bad}` is not a variable name") });
+        }
+
+        let compilers = match raw.get("compilers") {
+            Some(_) => raw.lines("compilers"),
+            None => {
+                vec![env.non_empty("CC").unwrap_or("cc").to_owned(), env.non_empty("CXX").unwrap_or("c++").to_owned()]
+            }
+        };
+
+        let mut fingerprint = FingerprintSpec::new(locations.clone());
+        fingerprint.hash_files = raw.lines("hash-files");
+        fingerprint.hash_env = hash_env;
+        fingerprint.hash_commands = raw.lines("hash-commands");
+        fingerprint.native = native;
+        fingerprint.compilers = compilers;
+        fingerprint.python = raw.text("python");
+        fingerprint.python_exclude = raw.list("python-exclude");
+        fingerprint.variant = raw.text("variant");
+
+        let mut required = Vec::new();
+        for line in raw.lines("required") {
+            let abs = locations.resolve(&line).map_err(|source| ConfigError::Path { name: "required", source })?;
+            let covered = paths.includes.iter().any(|p| {
+                abs.starts_with(&p.base)
+                    && p.glob.as_ref().is_none_or(|g| {
+                        // For a glob root the required path must be a match or lie under one.
+                        abs.ancestors().take_while(|a| a.starts_with(&p.base)).any(|a| g.is_match(a))
+                    })
+            });
+            if !covered {
+                return Err(ConfigError::Invalid {
+                    name: "required",
+                    detail: format!("`{line}` is not under any `path` entry, so no entry could contain it"),
+                });
+            }
+            required.push(abs);
+        }
+
+        let clean_on_miss = raw.bool("clean-on-miss")?;
+        if clean_on_miss {
+            for p in paths.includes.iter().filter(|p| p.glob.is_none()) {
+                let dangerous = p.base.parent().is_none()
+                    || workspace.starts_with(&p.base)
+                    || locations.home.as_ref().is_some_and(|h| h.starts_with(&p.base));
+                if dangerous {
+                    return Err(ConfigError::Invalid {
+                        name: "clean-on-miss",
+                        detail: format!(
+                            "refusing to clean `{}`: it is the workspace, the home directory or one of their parents",
+                            p.line
+                        ),
+                    });
+                }
+            }
+        }
+
+        let reuse_env = raw.text("reuse-env");
+        if let Some(name) = reuse_env.as_deref().filter(|n| !valid_env_name(n)) {
+            return Err(ConfigError::Invalid { name: "reuse-env", detail: format!("`{name}` is not a variable name") });
+        }
+
+        let backend = match raw.text("backend").as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("auto") => BackendChoice::Auto,
+            Some("github") => BackendChoice::Github,
+            Some("local") => BackendChoice::Local,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "backend",
+                    detail: format!("`{other}` is not one of `auto`, `github`, `local`"),
+                });
+            }
+        };
+
+        let key = raw.text("key");
+        if let Some(k) = &key {
+            keys::check_key(k)
+                .map_err(|detail| ConfigError::Invalid { name: "key", detail: format!("`{k}` {detail}") })?;
+        }
+
+        let resolve_opt = |name: &'static str| -> Result<Option<PathBuf>, ConfigError> {
+            raw.text(name)
+                .map(|p| locations.resolve(&p).map_err(|source| ConfigError::Path { name, source }))
+                .transpose()
+        };
+
+        Ok(Config {
+            fingerprint,
+            prefix,
+            path_lines: path_lines.clone(),
+            paths,
+            required,
+            compression,
+            strict: raw.bool("strict")?,
+            backend,
+            local_dir: resolve_opt("local-dir")?,
+            clean_on_miss,
+            reuse_env,
+            lookup_only: raw.bool("lookup-only")?,
+            fail_on_cache_miss: raw.bool("fail-on-cache-miss")?,
+            key,
+            save_on_failure: raw.bool("save-on-failure")?,
+            fingerprint_file: resolve_opt("fingerprint-file")?,
+        })
+    }
+
+    /// The cache service version for these paths and this compression.
+    pub fn version(&self) -> String {
+        keys::cache_version(&self.path_lines, self.compression)
+    }
+
+    /// Destination of each `path` root.
+    pub fn root_dirs(&self) -> Vec<PathBuf> {
+        self.paths.includes.iter().map(|p| p.base.clone()).collect()
+    }
+}
+
+pub fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(pairs: &[(&str, &str)]) -> RawInputs {
+        let mut r = RawInputs::default();
+        for (k, v) in pairs {
+            r.set(k, *v);
+        }
+        r
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_raw(&raw(pairs), &Env::from_pairs([("HOME", "/home/u")]), Path::new("/ws/repo"))
+    }
+
+    #[test]
+    fn bad_inputs_name_the_input() {
+        let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
+        assert_eq!(msg(&[]), "input `path` is required");
+        assert_eq!(
+            msg(&[("path", "out"), ("native", "os,gpux")]),
+            "input `native`: unknown facet `gpux`; known facets: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("compression", "lz4")]),
+            "input `compression`: `lz4` is not one of `zstd`, `gzip`, `none`"
+        );
+        assert_eq!(msg(&[("path", "out"), ("strict", "yes")]), "input `strict`: `yes` is not `true` or `false`");
+        assert!(msg(&[("path", "out"), ("prefix", "a,b")]).starts_with("input `prefix`: contains `,`"));
+        assert!(msg(&[("path", "out"), ("required", "elsewhere/x")]).contains("not under any `path` entry"));
+        assert!(msg(&[("path", "."), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "~"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "out"), ("reuse-env", "A-B")]).contains("not a variable name"));
+        assert!(msg(&[("path", "out"), ("key", "Bad-KEY")]).starts_with("input `key`"));
+    }
+
+    #[test]
+    fn defaults_and_lists() {
+        let c = config(&[("path", "out\n\n models/*.pth \n"), ("hash-env", "B, A\nC"), ("native", "none")]).unwrap();
+        assert_eq!(c.path_lines, ["out", "models/*.pth"]);
+        assert_eq!(c.prefix, "exact-cache");
+        assert_eq!(c.compression, Compression::Zstd);
+        assert_eq!(c.fingerprint.hash_env, ["B", "A", "C"]);
+        assert!(c.fingerprint.native.is_empty());
+        assert_eq!(c.root_dirs(), [PathBuf::from("/ws/repo/out"), PathBuf::from("/ws/repo/models")]);
+        let d =
+            config(&[("path", "out"), ("required", "out/a.pth\nmodels/x.pth"), ("path", "out\nmodels/*.pth")]).unwrap();
+        assert_eq!(d.required.len(), 2);
+        assert_eq!(d.fingerprint.native.len(), 5);
+    }
+}

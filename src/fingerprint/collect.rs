@@ -1,0 +1,139 @@
+//! What to fingerprint ([`FingerprintSpec`], built from the inputs) and the collection itself.
+
+use super::system::System;
+use super::{Component, Fingerprint, FingerprintError, Value, files, native, python};
+use crate::env::Env;
+use crate::paths::Locations;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A native facet the `native` input can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Facet {
+    Os,
+    Arch,
+    Isa,
+    CpuFlags,
+    Libc,
+    Compiler,
+    Gpu,
+    Cuda,
+}
+
+impl Facet {
+    pub const ALL: [Facet; 8] =
+        [Facet::Os, Facet::Arch, Facet::Isa, Facet::CpuFlags, Facet::Libc, Facet::Compiler, Facet::Gpu, Facet::Cuda];
+    pub const DEFAULT: [Facet; 5] = [Facet::Os, Facet::Arch, Facet::Isa, Facet::Libc, Facet::Compiler];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Facet::Os => "os",
+            Facet::Arch => "arch",
+            Facet::Isa => "isa",
+            Facet::CpuFlags => "cpu-flags",
+            Facet::Libc => "libc",
+            Facet::Compiler => "compiler",
+            Facet::Gpu => "gpu",
+            Facet::Cuda => "cuda",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// The component name, `native.<facet>`.
+    pub fn component(self) -> String {
+        format!("native.{}", self.name())
+    }
+}
+
+/// Everything that decides which facts enter the fingerprint.
+#[derive(Clone, Debug)]
+pub struct FingerprintSpec {
+    pub locations: Locations,
+    pub hash_files: Vec<String>,
+    pub hash_env: Vec<String>,
+    pub hash_commands: Vec<String>,
+    pub native: BTreeSet<Facet>,
+    /// Compiler commands for the `compiler` facet (default: `$CC` or `cc`, `$CXX` or `c++`).
+    pub compilers: Vec<String>,
+    pub python: Option<String>,
+    pub python_exclude: Vec<String>,
+    pub variant: Option<String>,
+    /// Components added by a preset, merged last.
+    pub extra: BTreeMap<String, Component>,
+}
+
+impl FingerprintSpec {
+    pub fn new(locations: Locations) -> Self {
+        Self {
+            locations,
+            hash_files: Vec::new(),
+            hash_env: Vec::new(),
+            hash_commands: Vec::new(),
+            native: Facet::DEFAULT.into_iter().collect(),
+            compilers: vec!["cc".into(), "c++".into()],
+            python: None,
+            python_exclude: Vec::new(),
+            variant: None,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+/// Gather every configured fact. Commands run in the workspace with exactly `env`.
+pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fingerprint, FingerprintError> {
+    let cwd = &spec.locations.workspace;
+    let mut fp = Fingerprint::default();
+    if !spec.hash_files.is_empty() {
+        fp.insert("files", files::hash_files(&spec.hash_files, &spec.locations)?);
+    }
+    if !spec.hash_env.is_empty() {
+        let component: Component = spec
+            .hash_env
+            .iter()
+            .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
+            .collect();
+        fp.insert("env", component);
+    }
+    if !spec.hash_commands.is_empty() {
+        let mut component = Component::new();
+        for command in &spec.hash_commands {
+            let out = sys
+                .run_shell(command, env, cwd)
+                .map_err(|source| FingerprintError::CommandSpawn { command: command.clone(), source })?;
+            if !out.success {
+                return Err(FingerprintError::CommandFailed { command: command.clone(), detail: out.failure_detail() });
+            }
+            component.insert(command.clone(), Value::Text(out.stdout));
+        }
+        fp.insert("commands", component);
+    }
+    let needs_cpu = spec.native.iter().any(|f| matches!(f, Facet::Arch | Facet::Isa | Facet::CpuFlags));
+    let cpu = if needs_cpu { sys.cpu() } else { Default::default() };
+    for facet in &spec.native {
+        let component = match facet {
+            Facet::Os => native::os(sys),
+            Facet::Arch => native::arch(&cpu),
+            Facet::Isa => native::isa(&cpu),
+            Facet::CpuFlags => native::cpu_flags(&cpu),
+            Facet::Libc => native::libc(sys, env),
+            Facet::Compiler => native::compiler(sys, env, cwd, &spec.compilers),
+            Facet::Gpu => native::gpu(sys, env, cwd),
+            Facet::Cuda => native::cuda(sys, env, cwd),
+        };
+        fp.insert(&facet.component(), component);
+    }
+    if let Some(python) = &spec.python {
+        let (interpreter, dists) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
+        fp.insert("python.interpreter", interpreter);
+        fp.insert("python.dists", dists);
+    }
+    if let Some(variant) = &spec.variant {
+        fp.insert("variant", [("variant".to_owned(), Value::text(variant))].into());
+    }
+    for (name, component) in &spec.extra {
+        fp.components.entry(name.clone()).or_default().extend(component.clone());
+    }
+    Ok(fp)
+}

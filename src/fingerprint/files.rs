@@ -1,0 +1,67 @@
+//! The `files` component: content and executable bit of every file `hash-files` matches.
+//!
+//! Labels are paths as [`Locations::display`] writes them, so the component does not depend on
+//! where the checkout lives, on directory order, or on the order of the patterns. Symlinks are
+//! hashed as links (their target text), never followed.
+
+use super::{Component, FingerprintError, Value};
+use crate::paths::{Locations, PatternSet, walk};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+pub(super) fn hash_files(patterns: &[String], locations: &Locations) -> Result<Component, FingerprintError> {
+    let set = PatternSet::parse(patterns, locations).map_err(FingerprintError::HashFilesPath)?;
+    let mut component = Component::new();
+    for pattern in &set.includes {
+        let found = walk(pattern, &set).map_err(FingerprintError::HashFilesPath)?;
+        let mut matched = 0usize;
+        for f in found {
+            let value = if f.file_type.is_symlink() {
+                let target = std::fs::read_link(&f.abs)
+                    .map_err(|source| FingerprintError::Read { path: f.abs.clone(), source })?;
+                format!("symlink {}", target.to_string_lossy())
+            } else if f.metadata.is_file() {
+                let digest =
+                    sha256_file(&f.abs).map_err(|source| FingerprintError::Read { path: f.abs.clone(), source })?;
+                format!("{digest} {}", if is_executable(&f.metadata) { "x" } else { "-" })
+            } else {
+                continue;
+            };
+            matched += 1;
+            component.insert(locations.display(&f.abs), Value::Text(value));
+        }
+        if matched == 0 {
+            return Err(FingerprintError::NoMatch { pattern: pattern.line.clone() });
+        }
+    }
+    Ok(component)
+}
+
+pub(crate) fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}

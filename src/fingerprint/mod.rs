@@ -1,0 +1,349 @@
+//! The fingerprint: every fact that decides whether a cached native artifact is valid here,
+//! as named components of labelled values, and the key derived from it.
+//!
+//! | component | labels → values |
+//! |---|---|
+//! | `files` | path (workspace-relative, `~/…` or absolute) → `<sha256> x` / `<sha256> -` (exec bit), or `symlink <target>` |
+//! | `env` | variable name → value (absent when unset) |
+//! | `commands` | command line → its stdout |
+//! | `native.os` | `family`, `distro`, `version` |
+//! | `native.arch` | `arch` |
+//! | `native.isa` | `level` (x86-64-v1..v4) or `features` (aarch64) |
+//! | `native.cpu-flags` | `flags` (opt-in) |
+//! | `native.libc` | `libc` (`glibc 2.36`, `musl 1.2.4`, or absent) |
+//! | `native.compiler` | compiler command → `--version` output (absent when not installed) |
+//! | `native.gpu` | `gpu0`, `gpu1`, … → name, compute capability, driver major; `nvidia-smi` absent without one |
+//! | `native.cuda` | `nvcc` → toolkit version, absent without one |
+//! | `python.interpreter` | `implementation`, `version`, `abi` |
+//! | `python.dists` | normalized distribution name → version |
+//! | `variant` | `variant` |
+//!
+//! Deliberately **not** included: mtimes, absolute checkout paths, directory or glob order, the
+//! order of `hash-env`, and anything about exact-cache's own build.
+//!
+//! ## Canonical encoding (format 1)
+//! Integers are u64 little-endian; `str(s)` is `len(s)` followed by the UTF-8 bytes.
+//! ```text
+//! str("exact-cache fingerprint v1")
+//! u64(number of components)
+//! for each component, sorted bytewise by name:
+//!     str(name) u64(number of values)
+//!     for each value, sorted bytewise by label:
+//!         str(label) then 0x00 (absent) or 0x01 str(value)
+//! ```
+//! The digest is the SHA-256 of that encoding; the key is `<prefix>-<64 lowercase hex>`.
+//! `tests/vectors/` freezes the encoding with digests computed by an independent Python
+//! implementation; any change to what enters a key ships with a test.
+
+pub mod collect;
+mod files;
+mod native;
+mod python;
+pub mod system;
+
+pub use collect::{Facet, FingerprintSpec, collect};
+pub use native::{aarch64_isa, x86_64_level};
+pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+const ENCODING_MAGIC: &str = "exact-cache fingerprint v1";
+/// Version of the fingerprint JSON document.
+pub const RECORD_FORMAT: u32 = 1;
+
+/// One value of a component: a recorded fact, or the fact that it is absent.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Value {
+    Absent,
+    Text(String),
+}
+
+impl Value {
+    pub fn text(s: impl Into<String>) -> Self {
+        Value::Text(s.into())
+    }
+
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Value::Absent => None,
+            Value::Text(s) => Some(s),
+        }
+    }
+
+    /// How the value reads in logs and the summary.
+    pub fn display(&self) -> &str {
+        self.as_text().unwrap_or("absent")
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Absent => s.serialize_none(),
+            Value::Text(t) => s.serialize_str(t),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Option::<String>::deserialize(d)? {
+            None => Value::Absent,
+            Some(t) => Value::Text(t),
+        })
+    }
+}
+
+/// Labelled values of one component.
+pub type Component = BTreeMap<String, Value>;
+
+/// Named components; ordering is canonical by construction (B-tree maps).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fingerprint {
+    pub components: BTreeMap<String, Component>,
+}
+
+impl Fingerprint {
+    pub fn insert(&mut self, name: &str, component: Component) {
+        self.components.insert(name.to_owned(), component);
+    }
+
+    /// The canonical byte encoding (see the module documentation).
+    pub fn encode(&self) -> Vec<u8> {
+        fn put_u64(out: &mut Vec<u8>, n: usize) {
+            out.extend_from_slice(&(n as u64).to_le_bytes());
+        }
+        fn put_str(out: &mut Vec<u8>, s: &str) {
+            put_u64(out, s.len());
+            out.extend_from_slice(s.as_bytes());
+        }
+        let mut out = Vec::new();
+        put_str(&mut out, ENCODING_MAGIC);
+        put_u64(&mut out, self.components.len());
+        for (name, values) in &self.components {
+            put_str(&mut out, name);
+            put_u64(&mut out, values.len());
+            for (label, value) in values {
+                put_str(&mut out, label);
+                match value {
+                    Value::Absent => out.push(0),
+                    Value::Text(t) => {
+                        out.push(1);
+                        put_str(&mut out, t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// SHA-256 of the canonical encoding, 64 lowercase hex characters.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.encode()))
+    }
+
+    /// Every value that differs between `self` (older) and `newer`, in canonical order.
+    pub fn diff(&self, newer: &Fingerprint) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let empty = Component::new();
+        let names: std::collections::BTreeSet<&String> =
+            self.components.keys().chain(newer.components.keys()).collect();
+        for name in names {
+            let old = self.components.get(name.as_str()).unwrap_or(&empty);
+            let new = newer.components.get(name.as_str()).unwrap_or(&empty);
+            let labels: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+            for label in labels {
+                let (a, b) = (old.get(label.as_str()), new.get(label.as_str()));
+                if a != b {
+                    changes.push(Change {
+                        component: name.to_string(),
+                        label: label.to_string(),
+                        old: a.cloned(),
+                        new: b.cloned(),
+                    });
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// One differing value between two fingerprints; `None` means the label is not there at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub component: String,
+    pub label: String,
+    pub old: Option<Value>,
+    pub new: Option<Value>,
+}
+
+/// `<prefix>-<digest>`.
+pub fn key(prefix: &str, digest: &str) -> String {
+    format!("{prefix}-{digest}")
+}
+
+/// The fingerprint document written to `fingerprint-file` and carried first in every archive.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FingerprintRecord {
+    pub exact_cache_fingerprint: u32,
+    pub key: String,
+    pub prefix: String,
+    pub digest: String,
+    /// The cache service version string of the entry (paths and compression).
+    pub version: String,
+    /// Informational; never hashed.
+    pub tool: String,
+    pub components: Fingerprint,
+}
+
+impl FingerprintRecord {
+    pub fn new(prefix: &str, version: &str, fingerprint: Fingerprint) -> Self {
+        let digest = fingerprint.digest();
+        Self {
+            exact_cache_fingerprint: RECORD_FORMAT,
+            key: key(prefix, &digest),
+            prefix: prefix.to_owned(),
+            digest,
+            version: version.to_owned(),
+            tool: concat!("exact-cache ", env!("CARGO_PKG_VERSION")).to_owned(),
+            components: fingerprint,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("fingerprint records always serialize")
+    }
+
+    /// Parse a record and check that its digest and key match its components.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, FingerprintError> {
+        let record: Self = serde_json::from_slice(bytes).map_err(FingerprintError::BadRecord)?;
+        if record.exact_cache_fingerprint != RECORD_FORMAT {
+            return Err(FingerprintError::RecordFormat(record.exact_cache_fingerprint));
+        }
+        let digest = record.components.digest();
+        if digest != record.digest || record.key != key(&record.prefix, &digest) {
+            return Err(FingerprintError::RecordDigest { key: record.key });
+        }
+        Ok(record)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    #[error("in `hash-files`")]
+    HashFilesPath(#[source] crate::paths::PathError),
+    #[error("`hash-files` pattern `{pattern}` matched no files")]
+    NoMatch { pattern: String },
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`hash-commands` command `{command}` failed: {detail}")]
+    CommandFailed { command: String, detail: String },
+    #[error("cannot run `hash-commands` command `{command}`")]
+    CommandSpawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("python interpreter `{python}` not found")]
+    PythonNotFound { python: String },
+    #[error("python interpreter `{python}` failed: {detail}")]
+    PythonFailed { python: String, detail: String },
+    #[error("cannot run python interpreter `{python}`")]
+    PythonSpawn {
+        python: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("malformed fingerprint record")]
+    BadRecord(#[source] serde_json::Error),
+    #[error("fingerprint record format {0} is not supported")]
+    RecordFormat(u32),
+    #[error("fingerprint record for `{key}` does not match its own digest")]
+    RecordDigest { key: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(pairs: &[(&str, Option<&str>)]) -> Component {
+        pairs.iter().map(|(l, v)| (l.to_string(), v.map(Value::text).unwrap_or(Value::Absent))).collect()
+    }
+
+    #[test]
+    fn encoding_is_length_prefixed_and_tagged() {
+        let mut fp = Fingerprint::default();
+        fp.insert("env", component(&[("A", Some("1")), ("B", None)]));
+        let bytes = fp.encode();
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&26u64.to_le_bytes());
+        expected.extend_from_slice(b"exact-cache fingerprint v1");
+        expected.extend_from_slice(&1u64.to_le_bytes());
+        expected.extend_from_slice(&3u64.to_le_bytes());
+        expected.extend_from_slice(b"env");
+        expected.extend_from_slice(&2u64.to_le_bytes());
+        expected.extend_from_slice(&1u64.to_le_bytes());
+        expected.extend_from_slice(b"A");
+        expected.push(1);
+        expected.extend_from_slice(&1u64.to_le_bytes());
+        expected.extend_from_slice(b"1");
+        expected.extend_from_slice(&1u64.to_le_bytes());
+        expected.extend_from_slice(b"B");
+        expected.push(0);
+        assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn absent_differs_from_empty_and_labels_cannot_run_together() {
+        let a = Fingerprint { components: [("env".into(), component(&[("A", None)]))].into() };
+        let b = Fingerprint { components: [("env".into(), component(&[("A", Some(""))]))].into() };
+        assert_ne!(a.digest(), b.digest());
+        let c = Fingerprint { components: [("x".into(), component(&[("ab", Some("c"))]))].into() };
+        let d = Fingerprint { components: [("x".into(), component(&[("a", Some("bc"))]))].into() };
+        assert_ne!(c.digest(), d.digest());
+    }
+
+    #[test]
+    fn diff_names_each_changed_value() {
+        let old = Fingerprint {
+            components: [("python.dists".into(), component(&[("torch", Some("2.14.0")), ("numpy", Some("2.0"))]))]
+                .into(),
+        };
+        let new = Fingerprint {
+            components: [
+                ("python.dists".into(), component(&[("torch", Some("2.15.0")), ("numpy", Some("2.0"))])),
+                ("variant".into(), component(&[("variant", Some("cuda"))])),
+            ]
+            .into(),
+        };
+        let changes = old.diff(&new);
+        assert_eq!(changes.len(), 2);
+        assert_eq!(changes[0].label, "torch");
+        assert_eq!(changes[0].old, Some(Value::text("2.14.0")));
+        assert_eq!(changes[0].new, Some(Value::text("2.15.0")));
+        assert_eq!(changes[1].component, "variant");
+        assert_eq!(changes[1].old, None);
+    }
+
+    #[test]
+    fn records_check_their_own_digest() {
+        let mut fp = Fingerprint::default();
+        fp.insert("variant", component(&[("variant", Some("x"))]));
+        let record = FingerprintRecord::new("p", "v", fp);
+        let parsed = FingerprintRecord::from_json(record.to_json().as_bytes()).unwrap();
+        assert_eq!(parsed, record);
+        let tampered = record.to_json().replace("\"x\"", "\"y\"");
+        assert!(matches!(
+            FingerprintRecord::from_json(tampered.as_bytes()),
+            Err(FingerprintError::RecordDigest { .. })
+        ));
+    }
+}

@@ -1,0 +1,25 @@
+//! The `exact-cache` binary: parse, run, render the error, exit.
+
+use exact_cache::{cli, commands, env::Env, fingerprint::HostSystem, runner::Runner};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let env = Env::capture();
+    let runner = Runner::from_env(&env);
+    let invocation = match cli::parse(std::env::args_os()) {
+        Ok(invocation) => invocation,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    let code = match commands::run(&invocation, &runner, &HostSystem::default()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            runner.error(&commands::error_chain(&e));
+            ExitCode::FAILURE
+        }
+    };
+    runner.finish();
+    code
+}

@@ -1,0 +1,195 @@
+//! The manifest: every entry of an archive (path, kind, mode, size, sha256, link target), and
+//! its verification against what was actually unpacked.
+//!
+//! Entry paths are `<root>` or `<root>/<relative path>`, where `<root>` is the index of the
+//! `path` line the entry belongs to. The manifest is the last member of the archive, so it can
+//! be written in the same pass that hashes the files; a truncated archive therefore has none.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+pub const MANIFEST_FORMAT: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "dir",
+            EntryKind::Symlink => "symlink",
+        }
+    }
+}
+
+/// How a `path` line resolved when the entry was saved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RootKind {
+    Dir,
+    File,
+    Glob,
+    Missing,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootRecord {
+    pub line: String,
+    pub kind: RootKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    pub path: String,
+    pub kind: EntryKind,
+    /// Permission bits only (`0o777` mask); setuid, setgid and sticky bits are never stored.
+    pub mode: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub exact_cache_manifest: u32,
+    pub key: String,
+    pub roots: Vec<RootRecord>,
+    pub entries: Vec<ManifestEntry>,
+}
+
+/// The archive name of an entry: `<root>` or `<root>/<rel>`.
+pub fn entry_path(root: usize, rel: &str) -> String {
+    if rel.is_empty() { root.to_string() } else { format!("{root}/{rel}") }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("`{path}` is in the archive but not in the manifest")]
+    Extra { path: String },
+    #[error("`{path}` is listed in the manifest but missing from the archive")]
+    Missing { path: String },
+    #[error("`{path}`: {field} is {actual} in the archive but {expected} in the manifest")]
+    Differs { path: String, field: &'static str, expected: String, actual: String },
+    #[error("manifest lists `{path}` twice")]
+    Duplicate { path: String },
+    #[error("manifest is for key `{manifest}`, expected `{expected}`")]
+    Key { manifest: String, expected: String },
+    #[error("manifest has {manifest} path roots, expected {expected}")]
+    Roots { manifest: usize, expected: usize },
+    #[error("manifest format {0} is not supported")]
+    Format(u32),
+}
+
+impl Manifest {
+    pub fn files(&self) -> impl Iterator<Item = &ManifestEntry> {
+        self.entries.iter().filter(|e| e.kind == EntryKind::File)
+    }
+
+    /// Check the manifest's own header against what the restore expects.
+    pub fn check_header(&self, key: &str, roots: usize) -> Result<(), Mismatch> {
+        if self.exact_cache_manifest != MANIFEST_FORMAT {
+            return Err(Mismatch::Format(self.exact_cache_manifest));
+        }
+        if self.key != key {
+            return Err(Mismatch::Key { manifest: self.key.clone(), expected: key.to_owned() });
+        }
+        if self.roots.len() != roots {
+            return Err(Mismatch::Roots { manifest: self.roots.len(), expected: roots });
+        }
+        Ok(())
+    }
+
+    /// Every entry of `actual` must be in the manifest with identical fields, and every
+    /// manifest entry must be in `actual`.
+    pub fn verify(&self, actual: &[ManifestEntry]) -> Result<(), Mismatch> {
+        let mut expected: HashMap<&str, &ManifestEntry> = HashMap::with_capacity(self.entries.len());
+        for e in &self.entries {
+            if expected.insert(e.path.as_str(), e).is_some() {
+                return Err(Mismatch::Duplicate { path: e.path.clone() });
+            }
+        }
+        for a in actual {
+            let Some(e) = expected.remove(a.path.as_str()) else {
+                return Err(Mismatch::Extra { path: a.path.clone() });
+            };
+            let differs = |field, expected: String, actual: String| Mismatch::Differs {
+                path: a.path.clone(),
+                field,
+                expected,
+                actual,
+            };
+            if e.kind != a.kind {
+                return Err(differs("kind", e.kind.as_str().into(), a.kind.as_str().into()));
+            }
+            if e.mode != a.mode {
+                return Err(differs("mode", format!("{:o}", e.mode), format!("{:o}", a.mode)));
+            }
+            if e.size != a.size {
+                return Err(differs("size", e.size.to_string(), a.size.to_string()));
+            }
+            if e.sha256 != a.sha256 {
+                let show = |s: &Option<String>| s.clone().unwrap_or_else(|| "none".into());
+                return Err(differs("sha256", show(&e.sha256), show(&a.sha256)));
+            }
+            if e.target != a.target {
+                let show = |s: &Option<String>| s.clone().unwrap_or_else(|| "none".into());
+                return Err(differs("link target", show(&e.target), show(&a.target)));
+            }
+        }
+        if let Some(missing) = self.entries.iter().find(|e| expected.contains_key(e.path.as_str())) {
+            return Err(Mismatch::Missing { path: missing.path.clone() });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, sha: &str) -> ManifestEntry {
+        ManifestEntry {
+            path: path.into(),
+            kind: EntryKind::File,
+            mode: 0o644,
+            size: 3,
+            sha256: Some(sha.into()),
+            target: None,
+        }
+    }
+
+    fn manifest(entries: Vec<ManifestEntry>) -> Manifest {
+        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries }
+    }
+
+    #[test]
+    fn verify_names_extras_missing_and_differences() {
+        let m = manifest(vec![file("0/a", "aa"), file("0/b", "bb")]);
+        assert_eq!(m.verify(&[file("0/a", "aa"), file("0/b", "bb")]), Ok(()));
+        assert_eq!(m.verify(&[file("0/a", "aa")]), Err(Mismatch::Missing { path: "0/b".into() }));
+        assert_eq!(
+            m.verify(&[file("0/a", "aa"), file("0/b", "bb"), file("0/c", "cc")]),
+            Err(Mismatch::Extra { path: "0/c".into() })
+        );
+        let err = m.verify(&[file("0/a", "aa"), file("0/b", "xx")]).unwrap_err();
+        assert_eq!(err.to_string(), "`0/b`: sha256 is xx in the archive but bb in the manifest");
+        let mut exec = file("0/a", "aa");
+        exec.mode = 0o755;
+        assert!(matches!(m.verify(&[exec, file("0/b", "bb")]), Err(Mismatch::Differs { field: "mode", .. })));
+        let dup = manifest(vec![file("0/a", "aa"), file("0/a", "aa")]);
+        assert!(matches!(dup.verify(&[]), Err(Mismatch::Duplicate { .. })));
+    }
+}

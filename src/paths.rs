@@ -1,0 +1,310 @@
+//! Path lines as users write them (`path`, `hash-files`, `required`) → absolute locations.
+//!
+//! A line is workspace-relative, absolute, or `~/…`, optionally with glob characters
+//! (`* ? [ {`, and `**` across directories); a line starting with `!` excludes what it matches.
+//! A pattern's *base* is its longest literal directory prefix: walks start there, and archive
+//! entries are stored relative to it. Paths are normalized lexically (`.`/`..`), never through
+//! symlinks, so the same line resolves the same way on every machine with the same layout.
+
+use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use std::fs::{FileType, Metadata};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// Directories exact-cache creates next to restore targets; walks never descend into them.
+pub const STAGING_PREFIX: &str = ".exact-cache-staging-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("`{line}`: `~user` paths are not supported, use `~/…` or an absolute path")]
+    TildeUser { line: String },
+    #[error("`{line}`: `~` needs a home directory and none is known (set `HOME`)")]
+    NoHome { line: String },
+    #[error("invalid glob `{line}`")]
+    BadGlob {
+        line: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error("cannot list `{}`", path.display())]
+    Walk {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{}`: file names must be valid UTF-8", path.display())]
+    NonUtf8 { path: PathBuf },
+}
+
+/// Where relative and `~` paths point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Locations {
+    pub workspace: PathBuf,
+    pub home: Option<PathBuf>,
+}
+
+impl Locations {
+    /// An absolute, lexically normalized path for a line without glob characters.
+    pub fn resolve(&self, line: &str) -> Result<PathBuf, PathError> {
+        let line = line.trim();
+        let path = if line == "~" || line.starts_with("~/") || line.starts_with("~\\") {
+            let home = self.home.as_ref().ok_or_else(|| PathError::NoHome { line: line.to_owned() })?;
+            home.join(line[1..].trim_start_matches(['/', '\\']))
+        } else if line.starts_with('~') {
+            return Err(PathError::TildeUser { line: line.to_owned() });
+        } else if Path::new(line).is_absolute() {
+            PathBuf::from(line)
+        } else {
+            self.workspace.join(line)
+        };
+        Ok(normalize(&path))
+    }
+
+    /// How a path reads in labels: workspace-relative (`/`-separated), `~/…`, or absolute.
+    pub fn display(&self, abs: &Path) -> String {
+        if let Ok(rel) = abs.strip_prefix(&self.workspace) {
+            return if rel.as_os_str().is_empty() { ".".to_owned() } else { slash(rel) };
+        }
+        if let Some(rel) = self.home.as_ref().and_then(|h| abs.strip_prefix(h).ok()) {
+            return if rel.as_os_str().is_empty() { "~".to_owned() } else { format!("~/{}", slash(rel)) };
+        }
+        abs.to_string_lossy().into_owned()
+    }
+}
+
+/// `a/./b/../c` → `a/c`, without touching the filesystem.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn slash(rel: &Path) -> String {
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+pub fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '[', '{'])
+}
+
+/// One resolved line: its literal base, and a matcher when the line has glob characters.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    pub line: String,
+    pub base: PathBuf,
+    pub glob: Option<GlobMatcher>,
+}
+
+impl Pattern {
+    pub fn parse(line: &str, locations: &Locations) -> Result<Self, PathError> {
+        let line = line.trim();
+        if !has_glob_meta(line) {
+            return Ok(Self { line: line.to_owned(), base: locations.resolve(line)?, glob: None });
+        }
+        // Split at the first component with glob characters; the literal part resolves normally.
+        let parts: Vec<&str> = line.split('/').collect();
+        let first_glob = parts.iter().position(|p| has_glob_meta(p)).unwrap_or(parts.len());
+        let literal = parts[..first_glob].join("/");
+        let base = if literal.is_empty() && line.starts_with('/') {
+            PathBuf::from("/")
+        } else if literal.is_empty() {
+            locations.workspace.clone()
+        } else {
+            locations.resolve(&literal)?
+        };
+        let rest = parts[first_glob..].join("/");
+        let base_str = base.to_string_lossy();
+        let full = format!("{}/{}", globset::escape(base_str.trim_end_matches('/')), rest);
+        let glob = GlobBuilder::new(&full)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|source| PathError::BadGlob { line: line.to_owned(), source })?
+            .compile_matcher();
+        Ok(Self { line: line.to_owned(), base, glob: Some(glob) })
+    }
+}
+
+/// Include patterns and `!` excludes from one multi-line input.
+#[derive(Clone, Debug)]
+pub struct PatternSet {
+    pub includes: Vec<Pattern>,
+    excludes: GlobSet,
+    has_excludes: bool,
+}
+
+impl PatternSet {
+    pub fn parse<S: AsRef<str>>(lines: &[S], locations: &Locations) -> Result<Self, PathError> {
+        let mut includes = Vec::new();
+        let mut excludes = GlobSetBuilder::new();
+        let mut has_excludes = false;
+        for line in lines.iter().map(|l| l.as_ref().trim()).filter(|l| !l.is_empty()) {
+            if let Some(negated) = line.strip_prefix('!') {
+                let p = Pattern::parse(negated.trim(), locations)?;
+                let glob = match p.glob {
+                    Some(m) => m.glob().clone(),
+                    None => Glob::new(&globset::escape(&p.base.to_string_lossy()))
+                        .map_err(|source| PathError::BadGlob { line: line.to_owned(), source })?,
+                };
+                excludes.add(glob);
+                has_excludes = true;
+            } else {
+                includes.push(Pattern::parse(line, locations)?);
+            }
+        }
+        let excludes = excludes.build().map_err(|source| PathError::BadGlob { line: "!…".to_owned(), source })?;
+        Ok(Self { includes, excludes, has_excludes })
+    }
+
+    pub fn is_excluded(&self, abs: &Path) -> bool {
+        self.has_excludes && self.excludes.is_match(abs)
+    }
+}
+
+/// One path found under a pattern.
+#[derive(Debug)]
+pub struct Found {
+    pub abs: PathBuf,
+    /// Relative to the pattern's base, `/`-separated; empty for the base itself.
+    pub rel: String,
+    /// The type without following symlinks (the base itself is followed).
+    pub file_type: FileType,
+    pub metadata: Metadata,
+}
+
+/// Everything a pattern covers, parents before children, siblings sorted by name. A literal
+/// line covers its path and, for a directory, everything below it; a glob covers each match
+/// and everything below matched directories. Excluded paths and their subtrees are skipped.
+/// A base that does not exist yields nothing.
+pub fn walk(pattern: &Pattern, set: &PatternSet) -> Result<Vec<Found>, PathError> {
+    let base = &pattern.base;
+    let base_meta = match std::fs::metadata(base) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(PathError::Walk { path: base.clone(), source });
+        }
+    };
+    let mut found = Vec::new();
+    if pattern.glob.is_none() {
+        if set.is_excluded(base) {
+            return Ok(found);
+        }
+        found.push(Found {
+            abs: base.clone(),
+            rel: String::new(),
+            file_type: base_meta.file_type(),
+            metadata: base_meta.clone(),
+        });
+        if !base_meta.is_dir() {
+            return Ok(found);
+        }
+    } else if !base_meta.is_dir() {
+        return Ok(found);
+    }
+    let mut matched_dir: Option<PathBuf> = None;
+    let mut it = walkdir::WalkDir::new(base).follow_links(false).min_depth(1).sort_by_file_name().into_iter();
+    while let Some(entry) = it.next() {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(base).to_owned();
+            PathError::Walk { path, source: e.into() }
+        })?;
+        let abs = entry.path();
+        let name = entry.file_name().to_string_lossy();
+        if name.starts_with(STAGING_PREFIX) || set.is_excluded(abs) {
+            if entry.file_type().is_dir() {
+                it.skip_current_dir();
+            }
+            continue;
+        }
+        let included = match &pattern.glob {
+            None => true,
+            Some(glob) => {
+                if matched_dir.as_ref().is_some_and(|d| abs.starts_with(d)) {
+                    true
+                } else if glob.is_match(abs) {
+                    matched_dir = entry.file_type().is_dir().then(|| abs.to_owned());
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if !included {
+            continue;
+        }
+        let rel_path = abs.strip_prefix(base).expect("walk stays under its base");
+        let rel = rel_path.to_str().ok_or_else(|| PathError::NonUtf8 { path: abs.to_owned() })?;
+        let metadata = entry.metadata().map_err(|e| PathError::Walk { path: abs.to_owned(), source: e.into() })?;
+        found.push(Found { abs: abs.to_owned(), rel: rel.replace('\\', "/"), file_type: entry.file_type(), metadata });
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn locations() -> Locations {
+        Locations { workspace: PathBuf::from("/ws/repo"), home: Some(PathBuf::from("/home/u")) }
+    }
+
+    #[test]
+    fn resolves_relative_absolute_and_home_lines() {
+        let l = locations();
+        assert_eq!(l.resolve("out/./a/../b").unwrap(), PathBuf::from("/ws/repo/out/b"));
+        assert_eq!(l.resolve("/abs/x").unwrap(), PathBuf::from("/abs/x"));
+        assert_eq!(l.resolve("~/.cache/t").unwrap(), PathBuf::from("/home/u/.cache/t"));
+        assert_eq!(l.resolve("~").unwrap(), PathBuf::from("/home/u"));
+        assert!(matches!(l.resolve("~bob/x"), Err(PathError::TildeUser { .. })));
+        assert_eq!(l.display(Path::new("/ws/repo/a/b")), "a/b");
+        assert_eq!(l.display(Path::new("/ws/repo")), ".");
+        assert_eq!(l.display(Path::new("/home/u/.cache")), "~/.cache");
+        assert_eq!(l.display(Path::new("/opt/x")), "/opt/x");
+    }
+
+    #[test]
+    fn glob_bases_are_the_literal_prefix() {
+        let l = locations();
+        let p = Pattern::parse("models/**/*.pth", &l).unwrap();
+        assert_eq!(p.base, PathBuf::from("/ws/repo/models"));
+        let g = p.glob.unwrap();
+        assert!(g.is_match("/ws/repo/models/a/b/c.pth"));
+        assert!(g.is_match("/ws/repo/models/c.pth"));
+        assert!(!g.is_match("/ws/repo/models/c.pt"));
+        let star = Pattern::parse("*.expected", &l).unwrap();
+        assert_eq!(star.base, PathBuf::from("/ws/repo"));
+        assert!(!star.glob.unwrap().is_match("/ws/repo/sub/x.expected"), "`*` does not cross `/`");
+    }
+
+    #[test]
+    fn walks_in_sorted_order_with_excludes_and_matched_subtrees() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        for f in ["b/2.pth", "b/1.pth", "a.pth", "keep/x.txt", "keep/y/z.txt", "skip.pth", "other.txt"] {
+            let p = ws.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, f).unwrap();
+        }
+        let l = Locations { workspace: ws.to_owned(), home: None };
+        let set = PatternSet::parse(&["**/*.pth", "kee?", "!skip.pth"], &l).unwrap();
+        let rels = |i: usize| walk(&set.includes[i], &set).unwrap().into_iter().map(|f| f.rel).collect::<Vec<_>>();
+        assert_eq!(rels(0), ["a.pth", "b/1.pth", "b/2.pth"]);
+        assert_eq!(rels(1), ["keep", "keep/x.txt", "keep/y", "keep/y/z.txt"]);
+        let literal = PatternSet::parse(&["keep"], &l).unwrap();
+        let found: Vec<_> = walk(&literal.includes[0], &literal).unwrap().into_iter().map(|f| f.rel).collect();
+        assert_eq!(found, ["", "x.txt", "y", "y/z.txt"]);
+        let missing = PatternSet::parse(&["nope/*"], &l).unwrap();
+        assert!(walk(&missing.includes[0], &missing).unwrap().is_empty());
+    }
+}

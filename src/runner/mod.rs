@@ -1,0 +1,369 @@
+//! The only code that talks to the GitHub Actions runner: inputs (`INPUT_*`), outputs
+//! (`$GITHUB_OUTPUT`), state (`$GITHUB_STATE` / `STATE_*`), exported variables (`$GITHUB_ENV`),
+//! the step summary (`$GITHUB_STEP_SUMMARY`) and log commands (`::group::`, `::warning::`, …).
+//!
+//! Outside Actions ([`Mode::Cli`]) the same calls print plain text to stderr, and outputs are
+//! printed as `name=value` lines on stdout at the end, so scripts can read them.
+//!
+//! Every line written passes through [`Runner::redact`], which removes registered secrets even
+//! where the runner's own masking does not apply (CLI mode, or a value printed before masking).
+
+mod progress;
+pub mod summary;
+mod workflow_command;
+
+pub use progress::{Progress, ProgressReader, ProgressWriter};
+pub use workflow_command::{escape_data, escape_property};
+
+use crate::env::Env;
+use std::fs::OpenOptions;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("cannot write to `{path}` ({what})")]
+    Write {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{name}` is not a valid environment variable name")]
+    BadEnvName { name: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Running as a step of a GitHub Actions job (`GITHUB_ACTIONS=true`).
+    Actions,
+    /// Running as a command-line tool.
+    Cli,
+}
+
+pub struct Runner {
+    mode: Mode,
+    env: Env,
+    log: Mutex<Box<dyn Write + Send>>,
+    stdout: Mutex<Box<dyn Write + Send>>,
+    secrets: Mutex<Vec<String>>,
+    cli_outputs: Mutex<Vec<(String, String)>>,
+    progress_interval: Duration,
+}
+
+impl Runner {
+    /// A runner for this process: Actions mode when `GITHUB_ACTIONS=true`.
+    pub fn from_env(env: &Env) -> Self {
+        let mode = if env.is_true("GITHUB_ACTIONS") { Mode::Actions } else { Mode::Cli };
+        let log: Box<dyn Write + Send> = match mode {
+            Mode::Actions => Box::new(io::stdout()),
+            Mode::Cli => Box::new(io::stderr()),
+        };
+        Self::new(mode, env.clone(), log, Box::new(io::stdout()))
+    }
+
+    /// A runner writing its log to `log` and CLI outputs to `stdout` (tests use buffers).
+    pub fn new(mode: Mode, env: Env, log: Box<dyn Write + Send>, stdout: Box<dyn Write + Send>) -> Self {
+        let progress_interval = env
+            .non_empty("EXACT_CACHE_PROGRESS_SECONDS")
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(Duration::from_secs_f64)
+            .unwrap_or(Duration::from_secs(5));
+        Self {
+            mode,
+            env,
+            log: Mutex::new(log),
+            stdout: Mutex::new(stdout),
+            secrets: Mutex::new(Vec::new()),
+            cli_outputs: Mutex::new(Vec::new()),
+            progress_interval,
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    // ---- inputs and state -------------------------------------------------------------------
+
+    /// The action input `name` (`INPUT_<NAME>`), or `None` when unset or blank.
+    pub fn input(&self, name: &str) -> Option<String> {
+        let var = format!("INPUT_{}", name.replace(' ', "_").to_uppercase());
+        self.env.get(&var).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
+    }
+
+    /// State saved by the main step, read in the post step (`STATE_<name>`).
+    pub fn state(&self, name: &str) -> Option<String> {
+        self.env.non_empty(&format!("STATE_{name}")).map(str::to_owned)
+    }
+
+    // ---- outputs, state, env, summary ---------------------------------------------------------
+
+    pub fn set_output(&self, name: &str, value: &str) -> Result<(), RunnerError> {
+        if let Some(path) = self.env.non_empty("GITHUB_OUTPUT") {
+            append_key_value(Path::new(path), "outputs", name, value)?;
+        }
+        if self.mode == Mode::Cli {
+            self.cli_outputs.lock().unwrap().push((name.to_owned(), value.to_owned()));
+        }
+        Ok(())
+    }
+
+    pub fn save_state(&self, name: &str, value: &str) -> Result<(), RunnerError> {
+        if let Some(path) = self.env.non_empty("GITHUB_STATE") {
+            append_key_value(Path::new(path), "state", name, value)?;
+        }
+        Ok(())
+    }
+
+    /// Export `name=value` to the steps after this one (`$GITHUB_ENV`).
+    pub fn export_env(&self, name: &str, value: &str) -> Result<(), RunnerError> {
+        if name.is_empty()
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || name.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(RunnerError::BadEnvName { name: name.to_owned() });
+        }
+        match self.env.non_empty("GITHUB_ENV") {
+            Some(path) => append_key_value(Path::new(path), "environment", name, value),
+            None => {
+                if self.mode == Mode::Cli {
+                    self.cli_outputs.lock().unwrap().push((format!("env.{name}"), value.to_owned()));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Append Markdown to the step summary (ignored outside Actions).
+    pub fn append_summary(&self, markdown: &str) -> Result<(), RunnerError> {
+        let Some(path) = self.env.non_empty("GITHUB_STEP_SUMMARY") else {
+            return Ok(());
+        };
+        let text = self.redact(markdown);
+        let write = || -> io::Result<()> {
+            let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+            f.write_all(text.as_bytes())?;
+            if !text.ends_with('\n') {
+                f.write_all(b"\n")?;
+            }
+            Ok(())
+        };
+        write().map_err(|source| RunnerError::Write { path: path.into(), what: "step summary", source })
+    }
+
+    /// In CLI mode, print the collected outputs as `name=value` lines on stdout.
+    pub fn finish(&self) {
+        if self.mode != Mode::Cli {
+            return;
+        }
+        let outputs = std::mem::take(&mut *self.cli_outputs.lock().unwrap());
+        let mut out = self.stdout.lock().unwrap();
+        for (name, value) in outputs {
+            let value = self.redact(&value).replace('\n', "\\n");
+            let _ = writeln!(out, "{name}={value}");
+        }
+        let _ = out.flush();
+    }
+
+    // ---- log ------------------------------------------------------------------------------------
+
+    /// Register a secret: masked by the runner and removed from everything this process prints.
+    pub fn add_secret(&self, secret: &str) {
+        let secret = secret.trim();
+        if secret.len() < 4 {
+            return;
+        }
+        {
+            let mut secrets = self.secrets.lock().unwrap();
+            if secrets.iter().any(|s| s == secret) {
+                return;
+            }
+            secrets.push(secret.to_owned());
+        }
+        if self.mode == Mode::Actions {
+            self.raw_line(&format!("::add-mask::{}", escape_data(secret)));
+        }
+    }
+
+    /// `text` with every registered secret replaced by `***`.
+    pub fn redact(&self, text: &str) -> String {
+        let secrets = self.secrets.lock().unwrap();
+        let mut out = text.to_owned();
+        for s in secrets.iter() {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "***");
+            }
+        }
+        out
+    }
+
+    pub fn info(&self, message: &str) {
+        let message = self.redact(message);
+        for line in message.lines() {
+            self.raw_line(line);
+        }
+    }
+
+    /// Debug detail: `::debug::` in Actions (shown with step debug logging), hidden in CLI mode
+    /// unless `EXACT_CACHE_DEBUG` is set.
+    pub fn debug(&self, message: &str) {
+        match self.mode {
+            Mode::Actions => self.raw_line(&format!("::debug::{}", escape_data(&self.redact(message)))),
+            Mode::Cli if self.env.non_empty("EXACT_CACHE_DEBUG").is_some() => self.info(&format!("debug: {message}")),
+            Mode::Cli => {}
+        }
+    }
+
+    pub fn notice(&self, message: &str) {
+        self.annotate("notice", message);
+    }
+
+    pub fn warning(&self, message: &str) {
+        self.annotate("warning", message);
+    }
+
+    pub fn error(&self, message: &str) {
+        self.annotate("error", message);
+    }
+
+    fn annotate(&self, level: &str, message: &str) {
+        let message = self.redact(message);
+        match self.mode {
+            Mode::Actions => self.raw_line(&format!("::{level}::{}", escape_data(&message))),
+            Mode::Cli => {
+                for (i, line) in message.lines().enumerate() {
+                    if i == 0 {
+                        self.raw_line(&format!("{level}: {line}"));
+                    } else {
+                        self.raw_line(&format!("  {line}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Open a collapsible log group; it closes when the guard drops.
+    pub fn group(&self, title: &str) -> Group<'_> {
+        let title = self.redact(title);
+        match self.mode {
+            Mode::Actions => self.raw_line(&format!("::group::{}", escape_data(&title))),
+            Mode::Cli => self.raw_line(&format!("── {title}")),
+        }
+        Group { runner: self }
+    }
+
+    /// A progress reporter that prints a line at most every few seconds, and a final line.
+    pub fn progress(&self, verb: &'static str, total: Option<u64>) -> Progress<'_> {
+        Progress::new(self, verb, total, self.progress_interval)
+    }
+
+    fn raw_line(&self, line: &str) {
+        let mut log = self.log.lock().unwrap();
+        let _ = writeln!(log, "{line}");
+        let _ = log.flush();
+    }
+}
+
+pub struct Group<'a> {
+    runner: &'a Runner,
+}
+
+impl Drop for Group<'_> {
+    fn drop(&mut self) {
+        if self.runner.mode == Mode::Actions {
+            self.runner.raw_line("::endgroup::");
+        }
+    }
+}
+
+/// A random token for heredoc delimiters and temporary names.
+pub fn random_token() -> String {
+    let a = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    format!("{:016x}{:016x}", a, h.finish())
+}
+
+/// Append `name<<DELIM\nvalue\nDELIM\n` to one of the runner's command files.
+fn append_key_value(path: &Path, what: &'static str, name: &str, value: &str) -> Result<(), RunnerError> {
+    let mut delimiter = format!("ghadelimiter_{}", random_token());
+    while value.contains(&delimiter) || name.contains(&delimiter) {
+        delimiter = format!("ghadelimiter_{}", random_token());
+    }
+    let record = format!("{name}<<{delimiter}\n{value}\n{delimiter}\n");
+    let write = || -> io::Result<()> {
+        let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+        f.write_all(record.as_bytes())
+    };
+    write().map_err(|source| RunnerError::Write { path: path.to_owned(), what, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Clone, Default)]
+    pub(crate) struct Buffer(pub Arc<Mutex<Vec<u8>>>);
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    #[test]
+    fn outputs_are_multiline_safe_and_secrets_never_print() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let env = Env::from_pairs([("GITHUB_OUTPUT", out.to_str().unwrap()), ("GITHUB_ACTIONS", "true")]);
+        let log = Buffer::default();
+        let runner = Runner::new(Mode::Actions, env, Box::new(log.clone()), Box::new(io::sink()));
+        runner.set_output("changed-files", "a\nb").unwrap();
+        runner.add_secret("s3cr3t-value");
+        runner.warning("token s3cr3t-value leaked\nsecond line");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let mut lines = text.lines();
+        let first = lines.next().unwrap();
+        let delim = first.strip_prefix("changed-files<<").unwrap();
+        assert!(delim.starts_with("ghadelimiter_"));
+        assert_eq!(lines.collect::<Vec<_>>(), ["a", "b", delim]);
+        let logged = log.text();
+        assert!(logged.contains("::add-mask::s3cr3t-value"));
+        assert!(logged.contains("::warning::token *** leaked%0Asecond line"));
+        assert_eq!(logged.matches("s3cr3t-value").count(), 1, "only the mask command names it: {logged}");
+    }
+
+    #[test]
+    fn inputs_follow_the_runner_naming() {
+        let env = Env::from_pairs([("INPUT_HASH-FILES", " gen.py \n"), ("INPUT_PREFIX", "  ")]);
+        let runner = Runner::new(Mode::Actions, env, Box::new(io::sink()), Box::new(io::sink()));
+        assert_eq!(runner.input("hash-files").as_deref(), Some("gen.py"));
+        assert_eq!(runner.input("prefix"), None);
+    }
+
+    #[test]
+    fn export_env_rejects_bad_names() {
+        let runner = Runner::new(Mode::Cli, Env::default(), Box::new(io::sink()), Box::new(io::sink()));
+        assert!(runner.export_env("BAD NAME", "1").is_err());
+        assert!(runner.export_env("1X", "1").is_err());
+        assert!(runner.export_env("GOOD_NAME", "1").is_ok());
+    }
+}

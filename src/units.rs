@@ -1,0 +1,67 @@
+//! Human-readable sizes, durations and throughput for logs and the step summary.
+
+use std::time::Duration;
+
+/// `1536` → `1.5 KiB`; bytes below 1 KiB are printed exactly.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// `1.234 s`, `2 min 5 s`.
+pub fn duration(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 60.0 {
+        format!("{secs:.1} s")
+    } else {
+        let whole = d.as_secs();
+        format!("{} min {} s", whole / 60, whole % 60)
+    }
+}
+
+/// Bytes per second over `d`, as `123.4 MiB/s`.
+pub fn throughput(n: u64, d: Duration) -> String {
+    let secs = d.as_secs_f64().max(0.001);
+    format!("{}/s", bytes((n as f64 / secs) as u64))
+}
+
+/// `1234567` → `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_sizes_counts_and_rates() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 * 1024 * 1024 * 1024), "3.0 GiB");
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(throughput(10 * 1024 * 1024, Duration::from_secs(2)), "5.0 MiB/s");
+        assert_eq!(duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(duration(Duration::from_secs(125)), "2 min 5 s");
+    }
+}
