@@ -185,10 +185,12 @@ pub struct Found {
 /// Everything a pattern covers, parents before children, siblings sorted by name. A literal
 /// line covers its path and, for a directory, everything below it; a glob covers each match
 /// and everything below matched directories. Excluded paths and their subtrees are skipped.
-/// A base that does not exist yields nothing.
-pub fn walk(pattern: &Pattern, set: &PatternSet) -> Result<Vec<Found>, PathError> {
+/// A base that does not exist yields nothing. A literal base that is a symlink is followed
+/// when `follow_base` is set (cache roots), and reported as the link otherwise (hashing).
+pub fn walk(pattern: &Pattern, set: &PatternSet, follow_base: bool) -> Result<Vec<Found>, PathError> {
     let base = &pattern.base;
-    let base_meta = match std::fs::metadata(base) {
+    let stat = if follow_base || pattern.glob.is_some() { std::fs::metadata } else { std::fs::symlink_metadata };
+    let base_meta = match stat(base) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
@@ -298,13 +300,14 @@ mod tests {
         }
         let l = Locations { workspace: ws.to_owned(), home: None };
         let set = PatternSet::parse(&["**/*.pth", "kee?", "!skip.pth"], &l).unwrap();
-        let rels = |i: usize| walk(&set.includes[i], &set).unwrap().into_iter().map(|f| f.rel).collect::<Vec<_>>();
+        let rels =
+            |i: usize| walk(&set.includes[i], &set, true).unwrap().into_iter().map(|f| f.rel).collect::<Vec<_>>();
         assert_eq!(rels(0), ["a.pth", "b/1.pth", "b/2.pth"]);
         assert_eq!(rels(1), ["keep", "keep/x.txt", "keep/y", "keep/y/z.txt"]);
         let literal = PatternSet::parse(&["keep"], &l).unwrap();
-        let found: Vec<_> = walk(&literal.includes[0], &literal).unwrap().into_iter().map(|f| f.rel).collect();
+        let found: Vec<_> = walk(&literal.includes[0], &literal, true).unwrap().into_iter().map(|f| f.rel).collect();
         assert_eq!(found, ["", "x.txt", "y", "y/z.txt"]);
         let missing = PatternSet::parse(&["nope/*"], &l).unwrap();
-        assert!(walk(&missing.includes[0], &missing).unwrap().is_empty());
+        assert!(walk(&missing.includes[0], &missing, true).unwrap().is_empty());
     }
 }

@@ -28,7 +28,7 @@ pub struct CleanStats {
 pub fn clean(set: &PatternSet) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
     for pattern in &set.includes {
-        let found = walk(pattern, set)?;
+        let found = walk(pattern, set, true)?;
         let mut dirs = Vec::new();
         for f in found {
             if f.file_type.is_dir() {

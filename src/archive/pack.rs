@@ -80,7 +80,7 @@ pub fn inventory(set: &PatternSet) -> Result<Inventory, PackError> {
     let mut inv = Inventory::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     for (root, pattern) in set.includes.iter().enumerate() {
-        let found = walk(pattern, set)?;
+        let found = walk(pattern, set, true)?;
         let kind = match (&pattern.glob, found.first()) {
             (_, None) if pattern.glob.is_none() => RootKind::Missing,
             (Some(_), _) => RootKind::Glob,

@@ -15,7 +15,7 @@ pub(super) fn hash_files(patterns: &[String], locations: &Locations) -> Result<C
     let set = PatternSet::parse(patterns, locations).map_err(FingerprintError::HashFilesPath)?;
     let mut component = Component::new();
     for pattern in &set.includes {
-        let found = walk(pattern, &set).map_err(FingerprintError::HashFilesPath)?;
+        let found = walk(pattern, &set, false).map_err(FingerprintError::HashFilesPath)?;
         let mut matched = 0usize;
         for f in found {
             let value = if f.file_type.is_symlink() {

@@ -1,0 +1,358 @@
+//! Archives: round trips, all-or-nothing placement, and hostile archives built by hand.
+
+mod support;
+
+use exact_cache::archive::{
+    Compression, FINGERPRINT_NAME, MANIFEST_NAME, RestorePlan, UnpackError, inventory, unpack, write_archive,
+};
+use exact_cache::fingerprint::{Fingerprint, FingerprintRecord};
+use exact_cache::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord};
+use exact_cache::outcome::MissReason;
+use exact_cache::paths::{Locations, PatternSet};
+use sha2::Digest;
+use std::path::{Path, PathBuf};
+use support::{TarBuilder, snapshot, write};
+use tar::EntryType;
+
+fn record(prefix: &str) -> FingerprintRecord {
+    let mut fp = Fingerprint::default();
+    fp.insert("variant", [("variant".to_owned(), exact_cache::fingerprint::Value::text(prefix))].into());
+    FingerprintRecord::new(prefix, "v", fp)
+}
+
+fn pattern_set(ws: &Path, lines: &[&str]) -> PatternSet {
+    PatternSet::parse(lines, &Locations { workspace: ws.to_owned(), home: None }).unwrap()
+}
+
+fn pack(ws: &Path, lines: &[&str], rec: &FingerprintRecord, compression: Compression) -> Vec<u8> {
+    let inv = inventory(&pattern_set(ws, lines)).unwrap();
+    write_archive(&inv, rec, compression, Vec::new(), &mut |_| {}).unwrap().0
+}
+
+fn restore(bytes: &[u8], ws: &Path, lines: &[&str], key: &str, compression: Compression) -> Result<(), UnpackError> {
+    let set = pattern_set(ws, lines);
+    let roots: Vec<PathBuf> = set.includes.iter().map(|p| p.base.clone()).collect();
+    let plan = RestorePlan { key, roots: &roots, required: &[], compression };
+    unpack(bytes, &plan)?.commit().map(|_| ())
+}
+
+fn fixture_tree(ws: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    write(&ws.join("out/models/a.pth"), &vec![1u8; 70_000]);
+    write(&ws.join("out/models/b.expected"), b"expected\n");
+    write(&ws.join("out/bin/tool"), b"#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(ws.join("out/bin/tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(ws.join("out/models/b.expected"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir_all(ws.join("out/empty/nested")).unwrap();
+    std::os::unix::fs::symlink("models/a.pth", ws.join("out/latest.pth")).unwrap();
+    std::os::unix::fs::symlink("../models", ws.join("out/bin/models")).unwrap();
+    let long = "d".repeat(80);
+    write(&ws.join(format!("out/{long}/{long}/file-with-a-long-name.txt")), b"long");
+    write(&ws.join("saved_model/variables/variables.index"), b"idx");
+    write(&ws.join("saved_model/saved_model.pb"), &[0u8, 1, 2, 3]);
+    write(&ws.join("single.pte"), b"pte");
+}
+
+#[test]
+fn round_trip_is_byte_identical_for_every_codec() {
+    let lines = ["out", "saved_model", "single.pte", "missing-dir"];
+    for compression in [Compression::Zstd, Compression::Gzip, Compression::None] {
+        let src = tempfile::tempdir().unwrap();
+        fixture_tree(src.path());
+        let rec = record("rt");
+        let bytes = pack(src.path(), &lines, &rec, compression);
+        let dst = tempfile::tempdir().unwrap();
+        restore(&bytes, dst.path(), &lines, &rec.key, compression).unwrap();
+        assert_eq!(snapshot(dst.path()), snapshot(src.path()), "{}", compression.name());
+        let leftovers: Vec<_> = std::fs::read_dir(dst.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".exact-cache"))
+            .collect();
+        assert!(leftovers.is_empty(), "staging removed: {leftovers:?}");
+    }
+}
+
+#[test]
+fn globs_keep_their_base_and_restore_over_existing_files() {
+    let src = tempfile::tempdir().unwrap();
+    write(&src.path().join("fixtures/x/1.pth"), b"one");
+    write(&src.path().join("fixtures/2.pth"), b"two");
+    write(&src.path().join("fixtures/gen.py"), b"not cached");
+    let lines = ["fixtures/**/*.pth"];
+    let rec = record("glob");
+    let bytes = pack(src.path(), &lines, &rec, Compression::Zstd);
+    let dst = tempfile::tempdir().unwrap();
+    write(&dst.path().join("fixtures/gen.py"), b"the checkout's own file");
+    write(&dst.path().join("fixtures/2.pth"), b"stale");
+    restore(&bytes, dst.path(), &lines, &rec.key, Compression::Zstd).unwrap();
+    assert_eq!(std::fs::read(dst.path().join("fixtures/2.pth")).unwrap(), b"two");
+    assert_eq!(std::fs::read(dst.path().join("fixtures/x/1.pth")).unwrap(), b"one");
+    assert_eq!(std::fs::read(dst.path().join("fixtures/gen.py")).unwrap(), b"the checkout's own file");
+}
+
+#[test]
+fn a_failed_placement_leaves_the_target_exactly_as_it_was() {
+    let src = tempfile::tempdir().unwrap();
+    write(&src.path().join("out/0.pth"), b"new zero");
+    write(&src.path().join("out/a/b.pth"), b"new b");
+    let lines = ["out/**/*.pth"];
+    let rec = record("rollback");
+    let bytes = pack(src.path(), &lines, &rec, Compression::Zstd);
+
+    let dst = tempfile::tempdir().unwrap();
+    write(&dst.path().join("out/0.pth"), b"old zero");
+    // A file where the entry needs a directory: `out/a/b.pth` cannot be placed.
+    write(&dst.path().join("out/a"), b"in the way");
+    let before = snapshot(dst.path());
+    let err = restore(&bytes, dst.path(), &lines, &rec.key, Compression::Zstd).unwrap_err();
+    assert_eq!(err.miss_reason(), MissReason::IoError, "{err}");
+    assert_eq!(snapshot(dst.path()), before, "every move was undone");
+}
+
+#[test]
+fn symlinks_escaping_a_root_are_refused_at_save() {
+    let src = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(src.path().join("out")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", src.path().join("out/abs")).unwrap();
+    let err = inventory(&pattern_set(src.path(), &["out"])).unwrap_err();
+    assert!(err.to_string().contains("symlink target `/etc/passwd` is absolute"), "{err}");
+    std::fs::remove_file(src.path().join("out/abs")).unwrap();
+    std::os::unix::fs::symlink("../../x", src.path().join("out/up")).unwrap();
+    let err = inventory(&pattern_set(src.path(), &["out"])).unwrap_err();
+    assert!(err.to_string().contains("escapes its root"), "{err}");
+}
+
+// ---- hostile archives ------------------------------------------------------------------------
+
+const KEY_PREFIX: &str = "hostile";
+
+fn fingerprint_member(tar: &mut TarBuilder) -> String {
+    let rec = record(KEY_PREFIX);
+    tar.file(FINGERPRINT_NAME, rec.to_json().as_bytes());
+    rec.key
+}
+
+fn file_entry(path: &str, data: &[u8]) -> ManifestEntry {
+    ManifestEntry {
+        path: path.into(),
+        kind: EntryKind::File,
+        mode: 0o644,
+        size: data.len() as u64,
+        sha256: Some(hex::encode(sha2::Sha256::digest(data))),
+        target: None,
+    }
+}
+
+fn dir_entry(path: &str) -> ManifestEntry {
+    ManifestEntry { path: path.into(), kind: EntryKind::Dir, mode: 0o755, size: 0, sha256: None, target: None }
+}
+
+fn manifest_member(tar: &mut TarBuilder, key: &str, entries: Vec<ManifestEntry>) {
+    let m = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.into(),
+        roots: vec![RootRecord { line: "out".into(), kind: RootKind::Dir }],
+        entries,
+    };
+    tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
+}
+
+/// Restore `bytes` into a fresh workspace whose `out` root holds a sentinel file, and check
+/// that nothing changed anywhere: not the root, not its parent, not a sibling directory.
+fn assert_refused(bytes: Vec<u8>, key: &str, expected: MissReason, message: &str) {
+    let ws = tempfile::tempdir().unwrap();
+    write(&ws.path().join("out/sentinel"), b"keep me");
+    write(&ws.path().join("outside/victim"), b"untouched");
+    let before = snapshot(ws.path());
+    let roots = vec![ws.path().join("out")];
+    let plan = RestorePlan { key, roots: &roots, required: &[], compression: Compression::None };
+    let err = match unpack(&bytes[..], &plan) {
+        Ok(staged) => staged.commit().map(|_| ()).unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(err.miss_reason(), expected, "{message}: {err}");
+    assert!(err.to_string().contains(message), "expected `{message}` in `{err}`");
+    assert_eq!(snapshot(ws.path()), before, "{message}: the workspace must be untouched");
+}
+
+#[test]
+fn an_honest_hand_made_archive_is_accepted() {
+    // The control for every refusal below: the same builder, nothing hostile.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"data");
+    manifest_member(&mut tar, &key, vec![dir_entry("0"), file_entry("0/a", b"data")]);
+    let ws = tempfile::tempdir().unwrap();
+    let roots = vec![ws.path().join("out")];
+    let plan = RestorePlan { key: &key, roots: &roots, required: &[], compression: Compression::None };
+    unpack(&tar.finish()[..], &plan).unwrap().commit().unwrap();
+    assert_eq!(std::fs::read(ws.path().join("out/a")).unwrap(), b"data");
+}
+
+#[test]
+fn names_that_escape_are_refused() {
+    for (name, message) in [
+        ("0/../outside/victim", "name contains `.` or `..`"),
+        ("/etc/passwd", "absolute or empty name"),
+        ("../outside/victim", "outside every `path` root"),
+        ("7/x", "belongs to `path` root 7, but there are only 1"),
+        ("0//x", "empty component"),
+    ] {
+        let mut tar = TarBuilder::default();
+        let key = fingerprint_member(&mut tar);
+        tar.file(name, b"evil");
+        manifest_member(&mut tar, &key, vec![file_entry(name, b"evil")]);
+        assert_refused(tar.finish(), &key, MissReason::Corrupt, message);
+    }
+}
+
+#[test]
+fn links_devices_and_special_bits_are_refused() {
+    type Case = (&'static str, EntryType, u32, Option<&'static str>, &'static str);
+    let cases: [Case; 8] = [
+        ("0/abs", EntryType::Symlink, 0o777, Some("/etc/passwd"), "is absolute"),
+        ("0/up", EntryType::Symlink, 0o777, Some("../outside/victim"), "escapes its root"),
+        ("0/d/up", EntryType::Symlink, 0o777, Some("../../outside"), "escapes its root"),
+        ("0/hard", EntryType::Link, 0o644, Some("0/../../outside/victim"), "hard links are not allowed"),
+        ("0/tty", EntryType::Char, 0o644, None, "device files are not allowed"),
+        ("0/disk", EntryType::Block, 0o644, None, "device files are not allowed"),
+        ("0/pipe", EntryType::Fifo, 0o644, None, "FIFOs are not allowed"),
+        ("0/suid", EntryType::Regular, 0o4755, None, "setuid, setgid or sticky bit"),
+    ];
+    for (name, kind, mode, link, message) in cases {
+        let mut tar = TarBuilder::default();
+        let key = fingerprint_member(&mut tar);
+        tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+        tar.entry("0/d/", EntryType::Directory, 0o755, b"", None);
+        tar.entry(name, kind, mode, b"", link);
+        manifest_member(&mut tar, &key, vec![dir_entry("0"), dir_entry("0/d")]);
+        assert_refused(tar.finish(), &key, MissReason::Corrupt, message);
+    }
+}
+
+#[test]
+fn entries_beneath_a_symlink_are_refused() {
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    tar.entry("0/sub/", EntryType::Directory, 0o755, b"", None);
+    tar.entry("0/link", EntryType::Symlink, 0o777, b"", Some("sub"));
+    tar.file("0/link/x", b"through the link");
+    manifest_member(&mut tar, &key, vec![]);
+    assert_refused(tar.finish(), &key, MissReason::Corrupt, "lies beneath `0/link`, which is not a directory");
+}
+
+#[test]
+fn duplicates_and_extras_are_refused() {
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.file("0", b"one").file("0", b"two");
+    manifest_member(&mut tar, &key, vec![file_entry("0", b"one")]);
+    assert_refused(tar.finish(), &key, MissReason::Corrupt, "duplicate entry");
+
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"a").file("0/extra", b"x");
+    manifest_member(&mut tar, &key, vec![dir_entry("0"), file_entry("0/a", b"a")]);
+    assert_refused(
+        tar.finish(),
+        &key,
+        MissReason::ManifestMismatch,
+        "`0/extra` is in the archive but not in the manifest",
+    );
+}
+
+#[test]
+fn content_that_disagrees_with_the_manifest_is_refused() {
+    // More bytes than the manifest says.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"abcdef-and-more");
+    let mut short = file_entry("0/a", b"abcdef-and-more");
+    short.size = 6;
+    manifest_member(&mut tar, &key, vec![dir_entry("0"), short]);
+    assert_refused(tar.finish(), &key, MissReason::ManifestMismatch, "size is 15 in the archive but 6 in the manifest");
+
+    // Same size, other bytes.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"tampered");
+    manifest_member(&mut tar, &key, vec![dir_entry("0"), file_entry("0/a", b"original")]);
+    assert_refused(tar.finish(), &key, MissReason::ManifestMismatch, "sha256 is");
+
+    // The manifest lists a file the archive lacks.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"a");
+    manifest_member(&mut tar, &key, vec![dir_entry("0"), file_entry("0/a", b"a"), file_entry("0/gone", b"g")]);
+    assert_refused(tar.finish(), &key, MissReason::ManifestMismatch, "`0/gone` is listed in the manifest but missing");
+}
+
+#[test]
+fn truncated_and_misordered_archives_are_refused() {
+    // No manifest: the archive was cut short.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"a");
+    assert_refused(tar.finish(), &key, MissReason::Corrupt, "no manifest");
+
+    // Cut in the middle of a file.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", &[7u8; 5000]);
+    let mut bytes = tar.finish();
+    bytes.truncate(bytes.len() - 1024 - 3000);
+    assert_refused(bytes, &key, MissReason::Corrupt, "truncated");
+
+    // Something after the manifest.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    manifest_member(&mut tar, &key, vec![dir_entry("0")]);
+    tar.file("0/late", b"smuggled");
+    assert_refused(tar.finish(), &key, MissReason::Corrupt, "entry after the manifest");
+
+    // Garbage after the end of the archive.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    manifest_member(&mut tar, &key, vec![dir_entry("0")]);
+    let mut bytes = tar.finish();
+    bytes.extend_from_slice(b"trailing garbage");
+    assert_refused(bytes, &key, MissReason::Corrupt, "data after the end of the archive");
+
+    // The fingerprint must come first.
+    let mut tar = TarBuilder::default();
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    let key = fingerprint_member(&mut tar);
+    assert_refused(tar.finish(), &key, MissReason::Corrupt, "not the fingerprint");
+}
+
+#[test]
+fn an_archive_for_another_key_is_refused() {
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    manifest_member(&mut tar, &key, vec![dir_entry("0")]);
+    let other = format!("hostile-{}", "0".repeat(64));
+    assert_refused(tar.finish(), &other, MissReason::ManifestMismatch, "expected `hostile-000");
+}
+
+#[test]
+fn a_required_path_missing_from_the_entry_is_incomplete() {
+    let src = tempfile::tempdir().unwrap();
+    write(&src.path().join("out/a.pth"), b"a");
+    let rec = record("req");
+    let bytes = pack(src.path(), &["out"], &rec, Compression::Zstd);
+    let dst = tempfile::tempdir().unwrap();
+    let roots = vec![dst.path().join("out")];
+    let required = vec![dst.path().join("out/b.pth")];
+    let plan = RestorePlan { key: &rec.key, roots: &roots, required: &required, compression: Compression::Zstd };
+    let err = unpack(&bytes[..], &plan).err().unwrap();
+    assert_eq!(err.miss_reason(), MissReason::Incomplete);
+    assert!(!dst.path().join("out").exists());
+    let ok_required = vec![dst.path().join("out/a.pth"), dst.path().join("out")];
+    let plan = RestorePlan { key: &rec.key, roots: &roots, required: &ok_required, compression: Compression::Zstd };
+    unpack(&bytes[..], &plan).unwrap().commit().unwrap();
+}
