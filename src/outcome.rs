@@ -19,6 +19,15 @@ pub enum MissReason {
 }
 
 impl MissReason {
+    /// Whether the entry was found and downloaded, and only its verification or placement
+    /// failed: `cache-hit` is then `true` while `reused` is `false`.
+    pub fn entry_was_downloaded(self) -> bool {
+        matches!(
+            self,
+            MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete | MissReason::IoError
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             MissReason::None => "none",

@@ -24,7 +24,8 @@ fn shorten(s: &str) -> String {
 
 pub(super) fn log_fingerprint(runner: &Runner, record: &FingerprintRecord) {
     for (name, values) in &record.components.components {
-        runner.info(&format!("{name} ({} values)", values.len()));
+        let plural = if values.len() == 1 { "value" } else { "values" };
+        runner.info(&format!("{name} ({} {plural})", values.len()));
         for (label, value) in values.iter().take(LOG_VALUES) {
             runner.info(&format!("  {label} = {}", shorten(value.display())));
         }

@@ -68,7 +68,12 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     };
 
     let reused = matches!(attempt, Attempt::Reused { .. });
-    let hit = reused || matches!(attempt, Attempt::Found);
+    // An entry that was downloaded but failed verification is still a hit: it exists under
+    // exactly this key; `reused` is what says whether it can be used.
+    let hit = match &attempt {
+        Attempt::Reused { .. } | Attempt::Found => true,
+        Attempt::Miss { reason, .. } => reason.entry_was_downloaded(),
+    };
     let reason = match &attempt {
         Attempt::Reused { .. } => MissReason::None,
         Attempt::Found => MissReason::LookupOnly,
@@ -98,8 +103,8 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     if let Some(name) = &config.reuse_env {
         runner.export_env(name, if reused { "1" } else { "0" })?;
     }
-    runner.save_state("cache-hit", bool_str(hit))?;
     runner.save_state("reused", bool_str(reused))?;
+    runner.save_state("skip-save", bool_str(reused || matches!(attempt, Attempt::Found)))?;
     runner.append_summary(&report::restore_summary(&record, backend.describe(), &attempt, cleaned))?;
 
     if attempt.is_trouble() && config.strict {

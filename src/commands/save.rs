@@ -32,7 +32,7 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
             runner.info("the restore step computed no key; nothing to save");
             return finish(ctx, config, None, SaveReport::skipped(SaveResult::Error, "no key from the restore step"));
         };
-        if runner.state("cache-hit").as_deref() == Some("true") {
+        if runner.state("skip-save").as_deref() == Some("true") {
             runner.info(&format!("entry `{key}` was found by the restore step; not saving"));
             return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::SkippedHit, "restored"));
         }

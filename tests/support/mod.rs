@@ -32,7 +32,17 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
             format!("dir {mode:o}")
         } else {
             use sha2::Digest;
-            let digest = hex::encode(sha2::Sha256::digest(std::fs::read(entry.path()).unwrap()));
+            let mut hasher = sha2::Sha256::new();
+            let mut file = std::fs::File::open(entry.path()).unwrap();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = std::io::Read::read(&mut file, &mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+            let digest = hex::encode(hasher.finalize());
             format!("file {mode:o} {} {digest}", meta.len())
         };
         out.insert(rel, value);
@@ -86,5 +96,127 @@ impl TarBuilder {
         let mut bytes = std::mem::take(&mut self.bytes);
         bytes.extend(std::iter::repeat_n(0u8, 1024));
         bytes
+    }
+}
+
+/// The `exact-cache` binary run as an Actions step: fresh command files per run, inputs as
+/// `INPUT_*`, state carried from the main step to the post step.
+pub struct Step {
+    pub dir: tempfile::TempDir,
+    pub ws: std::path::PathBuf,
+    pub cache: std::path::PathBuf,
+    pub home: std::path::PathBuf,
+    pub runner_temp: std::path::PathBuf,
+    pub extra_env: Vec<(String, String)>,
+    runs: std::cell::Cell<usize>,
+}
+
+#[derive(Debug)]
+pub struct StepResult {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub outputs: std::collections::BTreeMap<String, String>,
+    pub state: std::collections::BTreeMap<String, String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub summary: String,
+}
+
+impl StepResult {
+    pub fn output(&self, name: &str) -> &str {
+        self.outputs.get(name).map(String::as_str).unwrap_or_else(|| panic!("output `{name}` is unset: {self:#?}"))
+    }
+}
+
+pub fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_exact-cache")
+}
+
+/// Parse `name<<DELIM\nvalue\nDELIM\n` records.
+pub fn parse_command_file(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let (name, delim) = line.split_once("<<").expect("heredoc record");
+        let mut value = Vec::new();
+        for l in lines.by_ref() {
+            if l == delim {
+                break;
+            }
+            value.push(l);
+        }
+        out.insert(name.to_owned(), value.join("\n"));
+    }
+    out
+}
+
+impl Step {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("work/repo/repo");
+        let cache = dir.path().join("cache");
+        let home = dir.path().join("home");
+        let runner_temp = dir.path().join("runner-temp");
+        for d in [&ws, &home, &runner_temp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self { dir, ws, cache, home, runner_temp, extra_env: Vec::new(), runs: Default::default() }
+    }
+
+    /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
+    pub fn run(
+        &self,
+        args: &[&str],
+        inputs: &[(&str, &str)],
+        state: &std::collections::BTreeMap<String, String>,
+    ) -> StepResult {
+        let n = self.runs.get();
+        self.runs.set(n + 1);
+        let files = self.dir.path().join(format!("run-{n}"));
+        std::fs::create_dir_all(&files).unwrap();
+        let (output, state_file, env_file, summary) =
+            (files.join("output"), files.join("state"), files.join("env"), files.join("summary"));
+        let mut cmd = std::process::Command::new(exe());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_WORKSPACE", &self.ws)
+            .env("GITHUB_OUTPUT", &output)
+            .env("GITHUB_STATE", &state_file)
+            .env("GITHUB_ENV", &env_file)
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("RUNNER_TEMP", &self.runner_temp)
+            .env("HOME", &self.home)
+            .env("EXACT_CACHE_DIR", &self.cache)
+            .current_dir(&self.ws);
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        for (name, value) in inputs {
+            cmd.env(format!("INPUT_{}", name.to_uppercase()), value);
+        }
+        for (name, value) in state {
+            cmd.env(format!("STATE_{name}"), value);
+        }
+        let out = cmd.output().unwrap();
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        StepResult {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            outputs: parse_command_file(&read(&output)),
+            state: parse_command_file(&read(&state_file)),
+            env: parse_command_file(&read(&env_file)),
+            summary: read(&summary),
+        }
+    }
+
+    /// The single stored entry file of the local backend.
+    pub fn stored_entry(&self) -> std::path::PathBuf {
+        let entries: Vec<_> =
+            std::fs::read_dir(self.cache.join("entries")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        entries.into_iter().next().unwrap()
     }
 }

@@ -1,0 +1,265 @@
+//! The binary as an Actions step: inputs, outputs, state, env, summary, annotations, exit codes.
+
+mod support;
+
+use std::collections::BTreeMap;
+use support::{Step, snapshot, write};
+
+const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
+fn generate(step: &Step) {
+    use std::os::unix::fs::PermissionsExt;
+    write(&step.ws.join("fixtures/model.pth"), &[3u8; 10_000]);
+    write(&step.ws.join("fixtures/model.expected"), b"tensor([1., 2.])\n");
+    write(&step.ws.join("fixtures/saved_model/saved_model.pb"), b"pb");
+    std::fs::create_dir_all(step.ws.join("fixtures/saved_model/assets")).unwrap();
+    write(&step.ws.join("fixtures/run.sh"), b"#!/bin/sh\n");
+    std::fs::set_permissions(step.ws.join("fixtures/run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("model.pth", step.ws.join("fixtures/latest.pth")).unwrap();
+}
+
+fn inputs() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("path", "fixtures"),
+        ("prefix", "fixtures-v1"),
+        ("hash-files", "gen.py"),
+        ("required", "fixtures/model.pth\nfixtures/saved_model"),
+        ("reuse-env", "REUSE_FIXTURES"),
+    ]
+}
+
+#[test]
+fn cold_then_warm() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"print('generate')\n");
+
+    let cold = step.run(&["restore"], &inputs(), NO_STATE);
+    assert_eq!(cold.code, 0, "{}", cold.stdout);
+    assert_eq!(cold.output("cache-hit"), "false");
+    assert_eq!(cold.output("reused"), "false");
+    assert_eq!(cold.output("miss-reason"), "not-found");
+    assert_eq!(cold.output("restored-files"), "0");
+    assert_eq!(cold.env["REUSE_FIXTURES"], "0");
+    let key = cold.output("key").to_owned();
+    assert!(key.starts_with("fixtures-v1-") && key.len() == "fixtures-v1-".len() + 64);
+    let fingerprint: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cold.output("fingerprint-file")).unwrap()).unwrap();
+    assert_eq!(fingerprint["key"], key.as_str());
+    assert!(fingerprint["components"]["files"]["gen.py"].is_string());
+    assert_eq!(cold.state["key"], key);
+
+    generate(&step);
+    let post = step.run(&["save", "--post"], &inputs(), &cold.state);
+    assert_eq!(post.code, 0, "{}", post.stdout);
+    assert_eq!(post.output("saved"), "true");
+    assert_eq!(post.output("save-result"), "saved");
+    let produced = snapshot(&step.ws.join("fixtures"));
+
+    std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
+    let warm = step.run(&["restore"], &inputs(), NO_STATE);
+    assert_eq!(warm.code, 0, "{}", warm.stdout);
+    assert_eq!(warm.output("cache-hit"), "true");
+    assert_eq!(warm.output("reused"), "true");
+    assert_eq!(warm.output("miss-reason"), "none");
+    assert_eq!(warm.output("key"), key);
+    assert_eq!(warm.output("restored-files"), "5");
+    assert_eq!(warm.output("restored-bytes"), (10_000 + 17 + 2 + 10).to_string());
+    assert_eq!(warm.env["REUSE_FIXTURES"], "1");
+    assert_eq!(snapshot(&step.ws.join("fixtures")), produced, "byte-identical, modes and links kept");
+
+    let post = step.run(&["save", "--post"], &inputs(), &warm.state);
+    assert_eq!(post.output("save-result"), "skipped-hit");
+    assert_eq!(post.output("saved"), "false");
+
+    // A changed generator is a different key: a miss.
+    write(&step.ws.join("gen.py"), b"print('generate v2')\n");
+    let changed = step.run(&["restore"], &inputs(), NO_STATE);
+    assert_eq!(changed.output("miss-reason"), "not-found");
+    assert_ne!(changed.output("key"), key);
+}
+
+#[test]
+fn a_flipped_byte_in_the_stored_entry_is_never_reused() {
+    for compression in ["zstd", "none"] {
+        let step = Step::new();
+        write(&step.ws.join("gen.py"), b"print('generate')\n");
+        let mut inputs = inputs();
+        inputs.push(("compression", compression));
+        generate(&step);
+        let save = step.run(&["save"], &inputs, NO_STATE);
+        assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+
+        let entry = step.stored_entry();
+        let mut bytes = std::fs::read(&entry).unwrap();
+        // A byte inside the model file's data (zstd: inside the compressed stream).
+        let at = if compression == "none" { 2048 + 1024 } else { bytes.len() / 2 };
+        bytes[at] ^= 0x01;
+        std::fs::write(&entry, &bytes).unwrap();
+
+        // The target holds a half-generated state; the failed restore must not change it.
+        std::fs::remove_file(step.ws.join("fixtures/model.pth")).unwrap();
+        write(&step.ws.join("fixtures/partial.tmp"), b"half");
+        let before = snapshot(&step.ws);
+        let restore = step.run(&["restore"], &inputs, NO_STATE);
+        assert_eq!(restore.code, 0, "{}", restore.stdout);
+        assert_eq!(restore.output("cache-hit"), "true", "{}", restore.stdout);
+        assert_eq!(restore.output("reused"), "false");
+        let reason = restore.output("miss-reason");
+        assert!(reason == "corrupt" || reason == "manifest-mismatch", "{compression}: {reason}");
+        assert!(restore.stdout.contains("::warning::not reused"), "{}", restore.stdout);
+        assert_eq!(restore.env["REUSE_FIXTURES"], "0");
+        assert_eq!(snapshot(&step.ws), before, "{compression}: target untouched");
+
+        let mut strict = inputs.clone();
+        strict.push(("strict", "true"));
+        let failed = step.run(&["restore"], &strict, NO_STATE);
+        assert_eq!(failed.code, 1, "strict turns a corrupt entry into a failure");
+        assert_eq!(failed.output("reused"), "false");
+        assert!(failed.stdout.contains("::error::cache trouble and `strict` is set"), "{}", failed.stdout);
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (vec![], "::error::input `path` is required"),
+        (vec![("path", "out"), ("native", "os,gpus")], "::error::input `native`: unknown facet `gpus`"),
+        (vec![("path", "out"), ("compression", "brotli")], "::error::input `compression`: `brotli` is not one of"),
+        (vec![("path", "out"), ("hash-files", "nope/*.py")], "`hash-files` pattern `nope/*.py` matched no files"),
+        (vec![("path", "out"), ("hash-files", "/proc/self/mem")], "cannot read `/proc/self/mem`"),
+        (vec![("path", "out"), ("hash-commands", "false")], "`hash-commands` command `false` failed: exit status 1"),
+        (
+            vec![("path", "out"), ("lookup-only", "maybe")],
+            "::error::input `lookup-only`: `maybe` is not `true` or `false`",
+        ),
+    ];
+    for (inputs, message) in cases {
+        let r = step.run(&["restore"], &inputs, NO_STATE);
+        assert_eq!(r.code, 1, "{message}");
+        assert!(r.stdout.contains(message), "expected `{message}` in:\n{}", r.stdout);
+        assert!(r.stdout.lines().filter(|l| l.starts_with("::error::")).count() == 1);
+    }
+    let r = step.run(&["restore", "--no-such-flag"], &[], NO_STATE);
+    assert_eq!(r.code, 2, "usage errors exit 2");
+}
+
+#[test]
+fn incomplete_sets_are_never_saved() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    write(&step.ws.join("fixtures/model.pth"), b"only this");
+    let save = step.run(&["save"], &inputs(), NO_STATE);
+    assert_eq!(save.code, 0);
+    assert_eq!(save.output("save-result"), "incomplete");
+    assert_eq!(save.output("saved"), "false");
+    assert!(save.stdout.contains("::warning::required path"), "{}", save.stdout);
+    assert!(
+        !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+    );
+
+    std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
+    let empty = step.run(&["save"], &[("path", "fixtures")], NO_STATE);
+    assert_eq!(empty.output("save-result"), "incomplete");
+    assert!(empty.stdout.contains("nothing to save"), "{}", empty.stdout);
+}
+
+#[test]
+fn saving_twice_reports_exists() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    generate(&step);
+    assert_eq!(step.run(&["save"], &inputs(), NO_STATE).output("save-result"), "saved");
+    let again = step.run(&["save"], &inputs(), NO_STATE);
+    assert_eq!(again.code, 0);
+    assert_eq!(again.output("save-result"), "exists");
+    assert_eq!(again.output("saved"), "false");
+    assert!(!again.stdout.contains("::warning"), "exists is information, not a warning: {}", again.stdout);
+}
+
+#[test]
+fn save_with_an_explicit_key_uses_the_restore_steps_fingerprint() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    let restore = step.run(&["restore"], &inputs(), NO_STATE);
+    let key = restore.output("key").to_owned();
+    generate(&step);
+    // Something changes between restore and save; the entry is still saved under the key the
+    // restore step computed, with its fingerprint.
+    write(&step.ws.join("gen.py"), b"changed after restore");
+    let mut save_inputs = inputs();
+    save_inputs.push(("key", &key));
+    let save = step.run(&["save"], &save_inputs, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert_eq!(save.output("key"), key);
+    assert!(step.stored_entry().file_name().unwrap().to_string_lossy().starts_with(&format!("{key}@")));
+
+    let unknown = format!("fixtures-v1-{}", "f".repeat(64));
+    let mut bad = inputs();
+    bad.push(("key", &unknown));
+    let r = step.run(&["save"], &bad, NO_STATE);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("no fingerprint file for key"), "{}", r.stdout);
+}
+
+#[test]
+fn clean_on_miss_lookup_only_and_fail_on_cache_miss() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    write(&step.ws.join("fixtures/stale.pth"), b"old");
+    write(&step.ws.join("fixtures/keep.txt"), b"excluded from path");
+    let mut clean = vec![("path", "fixtures\n!fixtures/keep.txt"), ("clean-on-miss", "true")];
+    let r = step.run(&["restore"], &clean, NO_STATE);
+    assert_eq!(r.output("miss-reason"), "not-found");
+    assert!(!step.ws.join("fixtures/stale.pth").exists());
+    assert!(step.ws.join("fixtures/keep.txt").exists(), "excluded paths survive");
+
+    clean.push(("fail-on-cache-miss", "true"));
+    let r = step.run(&["restore"], &clean, NO_STATE);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.output("reused"), "false", "outputs are written even when the step fails");
+    assert!(r.stdout.contains("`fail-on-cache-miss` is set"));
+
+    write(&step.ws.join("fixtures/new.pth"), b"new");
+    assert_eq!(step.run(&["save"], &[("path", "fixtures\n!fixtures/keep.txt")], NO_STATE).output("saved"), "true");
+    let lookup = step.run(
+        &["restore"],
+        &[("path", "fixtures\n!fixtures/keep.txt"), ("lookup-only", "true"), ("fail-on-cache-miss", "true")],
+        NO_STATE,
+    );
+    assert_eq!(lookup.code, 0);
+    assert_eq!(lookup.output("cache-hit"), "true");
+    assert_eq!(lookup.output("reused"), "false");
+    assert_eq!(lookup.output("miss-reason"), "lookup-only");
+}
+
+#[test]
+fn read_only_cache_mode_skips_the_save() {
+    let mut step = Step::new();
+    step.extra_env.push(("ACTIONS_CACHE_MODE".into(), "read".into()));
+    write(&step.ws.join("out/a"), b"a");
+    let r = step.run(&["save"], &[("path", "out")], NO_STATE);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.output("save-result"), "read-only");
+    assert!(!step.cache.join("entries").exists());
+}
+
+#[test]
+fn cli_mode_prints_outputs_on_stdout_and_logs_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    write(&dir.path().join("ws/out/a"), b"a");
+    let out = std::process::Command::new(support::exe())
+        .args(["fingerprint", "--path", "out", "--prefix", "Demo", "--native", "os", "--workspace"])
+        .arg(dir.path().join("ws"))
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_OUTPUT")
+        .env("RUNNER_TEMP", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let key_line = stdout.lines().find(|l| l.starts_with("key=demo-")).expect("key on stdout");
+    assert_eq!(key_line.len(), "key=demo-".len() + 64);
+    assert!(String::from_utf8(out.stderr).unwrap().contains("native.os"));
+}
