@@ -263,3 +263,20 @@ fn cli_mode_prints_outputs_on_stdout_and_logs_on_stderr() {
     assert_eq!(key_line.len(), "key=demo-".len() + 64);
     assert!(String::from_utf8(out.stderr).unwrap().contains("native.os"));
 }
+
+#[test]
+fn home_and_absolute_roots_restore_to_the_same_resolved_place() {
+    let step = Step::new();
+    let abs_root = step.dir.path().join("abs-root");
+    write(&step.home.join(".cache/inductor/fx/abc.py"), b"kernel");
+    write(&abs_root.join("lib.so"), b"\x7fELF");
+    let lines = format!("~/.cache/inductor\n{}", abs_root.display());
+    let inputs = [("path", lines.as_str()), ("native", "none")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    let before = (snapshot(&step.home), snapshot(&abs_root));
+    std::fs::remove_dir_all(step.home.join(".cache")).unwrap();
+    std::fs::remove_dir_all(&abs_root).unwrap();
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "{}", r.stdout);
+    assert_eq!((snapshot(&step.home), snapshot(&abs_root)), before);
+}
