@@ -349,15 +349,21 @@ impl Config {
 
         let clean_on_miss = raw.bool("clean-on-miss")?;
         if clean_on_miss {
-            for p in paths.includes.iter().filter(|p| p.glob.is_none()) {
-                let dangerous = p.base.parent().is_none()
+            for p in &paths.includes {
+                let precious = p.base.parent().is_none()
                     || workspace.starts_with(&p.base)
                     || locations.home.as_ref().is_some_and(|h| h.starts_with(&p.base));
-                if dangerous {
+                // A glob rooted at such a place is fine when it only picks particular names
+                // (`*.expected`), not when it would take anything (`*`, `**`, `*/`).
+                let takes_anything = p.glob.as_ref().is_none_or(|g| {
+                    let probe = p.base.join("exact-cache-probe");
+                    g.is_match(&probe) || g.is_match(probe.join("x"))
+                });
+                if precious && takes_anything {
                     return Err(ConfigError::Invalid {
                         name: "clean-on-miss",
                         detail: format!(
-                            "refusing to clean `{}`: it is the workspace, the home directory or one of their parents",
+                            "refusing to clean `{}`: it would remove everything in the workspace, the home directory or one of their parents",
                             p.line
                         ),
                     });
@@ -464,6 +470,9 @@ mod tests {
         assert!(msg(&[("path", "out"), ("required", "elsewhere/x")]).contains("not under any `path` entry"));
         assert!(msg(&[("path", "."), ("clean-on-miss", "true")]).contains("refusing to clean"));
         assert!(msg(&[("path", "~"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "*"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "**"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(config(&[("path", "*.expected\nout"), ("clean-on-miss", "true")]).is_ok());
         assert!(msg(&[("path", "out"), ("reuse-env", "A-B")]).contains("not a variable name"));
         assert!(msg(&[("path", "out"), ("key", "Bad-KEY")]).starts_with("input `key`"));
     }

@@ -280,3 +280,91 @@ fn home_and_absolute_roots_restore_to_the_same_resolved_place() {
     assert_eq!(r.output("reused"), "true", "{}", r.stdout);
     assert_eq!((snapshot(&step.home), snapshot(&abs_root)), before);
 }
+
+#[test]
+fn a_save_that_cannot_archive_warns_sets_outputs_and_lets_the_job_go_on() {
+    let step = Step::new();
+    write(&step.ws.join("venv/lib/site.py"), b"x");
+    std::os::unix::fs::symlink("/usr/bin/python3", step.ws.join("venv/python")).unwrap();
+    let save = step.run(&["save"], &[("path", "venv"), ("native", "none")], NO_STATE);
+    assert_eq!(save.code, 0, "{}", save.stdout);
+    assert_eq!(save.output("saved"), "false");
+    assert_eq!(save.output("save-result"), "error");
+    assert!(save.stdout.contains("::warning::not saved (error): symlink"), "{}", save.stdout);
+    assert!(save.stdout.contains("is absolute"), "{}", save.stdout);
+    let strict = step.run(&["save"], &[("path", "venv"), ("native", "none"), ("strict", "true")], NO_STATE);
+    assert_eq!(strict.code, 1);
+    assert_eq!(strict.output("save-result"), "error");
+}
+
+#[test]
+fn fail_on_cache_miss_fires_when_an_existing_entry_is_unusable() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    generate(&step);
+    let mut inputs = inputs();
+    inputs.push(("compression", "none"));
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let entry = step.stored_entry();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    bytes[3072] ^= 1;
+    std::fs::write(&entry, bytes).unwrap();
+    inputs.push(("fail-on-cache-miss", "true"));
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"));
+    assert_eq!(r.code, 1, "{}", r.stdout);
+}
+
+#[test]
+fn a_save_with_other_paths_or_compression_than_its_key_is_refused() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    let key = step.run(&["restore"], &inputs(), NO_STATE).output("key").to_owned();
+    generate(&step);
+    let mut save_inputs = inputs();
+    save_inputs.push(("key", &key));
+    save_inputs.push(("compression", "gzip"));
+    let r = step.run(&["save"], &save_inputs, NO_STATE);
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("was computed for other `path` lines or another `compression`"), "{}", r.stdout);
+    assert!(!step.cache.join("entries").exists(), "nothing stored under a key that could never restore");
+}
+
+/// Read-only directories (a Go module cache, say) restored once must not block the next
+/// restore or `clean-on-miss`. Runs as an unprivileged user: root ignores permissions.
+#[test]
+fn read_only_directories_do_not_block_restore_or_clean() {
+    let step = Step::new();
+    let nobody = |args: &[&str]| {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", support::exe()])
+            .args(args)
+            .arg("--workspace")
+            .arg(&step.ws)
+            .env_remove("GITHUB_ACTIONS")
+            .env("EXACT_CACHE_DIR", step.dir.path().join("nobody-cache"))
+            .env("HOME", step.dir.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    use std::os::unix::fs::PermissionsExt;
+    write(&step.ws.join("mod/pkg/a.go"), b"package a");
+    std::fs::set_permissions(step.ws.join("mod/pkg"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(step.ws.join("mod/pkg/a.go"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    for p in [step.dir.path(), &step.dir.path().join("work"), &step.dir.path().join("work/repo"), &step.ws] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let chown = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&step.ws).status().unwrap();
+    assert!(chown.success());
+    let args = ["--path=mod", "--native=none"];
+    assert!(nobody(&[&["save"][..], &args].concat()).contains("save-result=saved"));
+    // The tree is still there, read-only: restore over it.
+    let restored = nobody(&[&["restore"][..], &args].concat());
+    assert!(restored.contains("reused=true"), "{restored}");
+    assert_eq!(std::fs::metadata(step.ws.join("mod/pkg")).unwrap().permissions().mode() & 0o777, 0o555);
+    // A miss with clean-on-miss removes it all.
+    let cleaned = nobody(&["restore", "--path=mod", "--native=none", "--variant=other", "--clean-on-miss"]);
+    assert!(cleaned.contains("miss-reason=not-found") && !cleaned.contains("warning"), "{cleaned}");
+    assert!(!step.ws.join("mod/pkg/a.go").exists());
+}

@@ -10,7 +10,7 @@ use exact_cache::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry,
 use exact_cache::outcome::MissReason;
 use exact_cache::paths::{Locations, PatternSet};
 use sha2::Digest;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use support::{TarBuilder, snapshot, write};
 use tar::EntryType;
 
@@ -31,8 +31,7 @@ fn pack(ws: &Path, lines: &[&str], rec: &FingerprintRecord, compression: Compres
 
 fn restore(bytes: &[u8], ws: &Path, lines: &[&str], key: &str, compression: Compression) -> Result<(), UnpackError> {
     let set = pattern_set(ws, lines);
-    let roots: Vec<PathBuf> = set.includes.iter().map(|p| p.base.clone()).collect();
-    let plan = RestorePlan { key, roots: &roots, required: &[], compression };
+    let plan = RestorePlan { key, paths: &set, required: &[], compression };
     unpack(bytes, &plan)?.commit().map(|_| ())
 }
 
@@ -165,8 +164,8 @@ fn assert_refused(bytes: Vec<u8>, key: &str, expected: MissReason, message: &str
     write(&ws.path().join("out/sentinel"), b"keep me");
     write(&ws.path().join("outside/victim"), b"untouched");
     let before = snapshot(ws.path());
-    let roots = vec![ws.path().join("out")];
-    let plan = RestorePlan { key, roots: &roots, required: &[], compression: Compression::None };
+    let set = pattern_set(ws.path(), &["out"]);
+    let plan = RestorePlan { key, paths: &set, required: &[], compression: Compression::None };
     let err = match unpack(&bytes[..], &plan) {
         Ok(staged) => staged.commit().map(|_| ()).unwrap_err(),
         Err(e) => e,
@@ -184,8 +183,8 @@ fn an_honest_hand_made_archive_is_accepted() {
     tar.entry("0/", EntryType::Directory, 0o755, b"", None).file("0/a", b"data");
     manifest_member(&mut tar, &key, vec![dir_entry("0"), file_entry("0/a", b"data")]);
     let ws = tempfile::tempdir().unwrap();
-    let roots = vec![ws.path().join("out")];
-    let plan = RestorePlan { key: &key, roots: &roots, required: &[], compression: Compression::None };
+    let set = pattern_set(ws.path(), &["out"]);
+    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
     unpack(&tar.finish()[..], &plan).unwrap().commit().unwrap();
     assert_eq!(std::fs::read(ws.path().join("out/a")).unwrap(), b"data");
 }
@@ -346,13 +345,61 @@ fn a_required_path_missing_from_the_entry_is_incomplete() {
     let rec = record("req");
     let bytes = pack(src.path(), &["out"], &rec, Compression::Zstd);
     let dst = tempfile::tempdir().unwrap();
-    let roots = vec![dst.path().join("out")];
+    let set = pattern_set(dst.path(), &["out"]);
     let required = vec![dst.path().join("out/b.pth")];
-    let plan = RestorePlan { key: &rec.key, roots: &roots, required: &required, compression: Compression::Zstd };
+    let plan = RestorePlan { key: &rec.key, paths: &set, required: &required, compression: Compression::Zstd };
     let err = unpack(&bytes[..], &plan).err().unwrap();
     assert_eq!(err.miss_reason(), MissReason::Incomplete);
     assert!(!dst.path().join("out").exists());
     let ok_required = vec![dst.path().join("out/a.pth"), dst.path().join("out")];
-    let plan = RestorePlan { key: &rec.key, roots: &roots, required: &ok_required, compression: Compression::Zstd };
+    let plan = RestorePlan { key: &rec.key, paths: &set, required: &ok_required, compression: Compression::Zstd };
     unpack(&bytes[..], &plan).unwrap().commit().unwrap();
+}
+
+/// A tampered entry for a glob line must not reach beyond what the glob covers, even though
+/// the glob's base (here the workspace itself) is where entries are rooted.
+#[test]
+fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
+    let cases: [(&[&str], &str, &str); 5] = [
+        (&["*.expected"], "0/.git/hooks/pre-commit", "does not match `path` line `*.expected`"),
+        (&["*.expected"], "0/", "the base of glob `*.expected` cannot be an entry"),
+        (&["models/**/*.pth"], "0/evil.sh", "does not match `path` line `models/**/*.pth`"),
+        (&["out", "!out/keep"], "0/keep/x", "is excluded by a `!` line"),
+        (&["out", "!out/keep"], "0/keep", "is excluded by a `!` line"),
+    ];
+    for (lines, name, message) in cases {
+        let mut tar = TarBuilder::default();
+        let key = fingerprint_member(&mut tar);
+        if name.ends_with('/') {
+            tar.entry(name, EntryType::Directory, 0o777, b"", None);
+        } else {
+            tar.entry(name, EntryType::Regular, 0o755, b"#!/bin/sh\n", None);
+        }
+        manifest_member(&mut tar, &key, vec![]);
+        let ws = tempfile::tempdir().unwrap();
+        write(&ws.path().join("a.expected"), b"keep");
+        let before = snapshot(ws.path());
+        let set = pattern_set(ws.path(), lines);
+        let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+        let err = unpack(&tar.finish()[..], &plan).err().expect("refused");
+        assert_eq!(err.miss_reason(), MissReason::Corrupt);
+        assert!(err.to_string().contains(message), "{lines:?} {name}: {err}");
+        assert_eq!(snapshot(ws.path()), before);
+    }
+    // The honest case still works: a matching entry below a glob's base.
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.file("0/sub/m.pth", b"w");
+    let m = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.clone(),
+        roots: vec![RootRecord { line: "models/**/*.pth".into(), kind: RootKind::Glob }],
+        entries: vec![file_entry("0/sub/m.pth", b"w")],
+    };
+    tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
+    let ws = tempfile::tempdir().unwrap();
+    let set = pattern_set(ws.path(), &["models/**/*.pth"]);
+    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+    unpack(&tar.finish()[..], &plan).unwrap().commit().unwrap();
+    assert_eq!(std::fs::read(ws.path().join("models/sub/m.pth")).unwrap(), b"w");
 }

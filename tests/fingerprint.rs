@@ -231,21 +231,28 @@ fn directory_order_glob_order_and_checkout_path_do_not_matter() {
 }
 
 #[test]
-fn symlinks_are_hashed_as_links() {
+fn symlinks_are_hashed_as_links_and_by_what_they_resolve_to() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     write(&ws.join("d/target-a"), b"a");
-    write(&ws.join("d/target-b"), b"b");
+    write(&ws.join("d/target-b"), b"a");
     std::os::unix::fs::symlink("target-a", ws.join("d/link")).unwrap();
     let spec = files_spec(ws, &["d/link"]);
     let fp = collect(&spec, &HostSystem::default(), &Env::capture()).unwrap();
-    assert_eq!(fp.components["files"]["d/link"], Value::text("symlink target-a"));
+    let a_digest = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb";
+    assert_eq!(fp.components["files"]["d/link"], Value::text(format!("symlink target-a -> {a_digest} -")));
     let before = fp.digest();
-    write(&ws.join("d/target-a"), b"changed");
-    assert_eq!(digest(&spec), before, "the link is not followed");
+    // Another target with the same content: still a new key (the link is part of it).
     std::fs::remove_file(ws.join("d/link")).unwrap();
     std::os::unix::fs::symlink("target-b", ws.join("d/link")).unwrap();
-    assert_ne!(digest(&spec), before, "a new target is a new key");
+    let retargeted = digest(&spec);
+    assert_ne!(retargeted, before);
+    // The content behind the link changes: a new key (requirements.txt -> reqs/base.txt).
+    write(&ws.join("d/target-b"), b"changed");
+    assert_ne!(digest(&spec), retargeted);
+    std::fs::remove_file(ws.join("d/target-b")).unwrap();
+    let fp = collect(&spec, &HostSystem::default(), &Env::capture()).unwrap();
+    assert_eq!(fp.components["files"]["d/link"], Value::text("symlink target-b (dangling)"));
 }
 
 #[test]

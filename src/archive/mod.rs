@@ -20,12 +20,14 @@ mod clean;
 mod codec;
 mod pack;
 mod safety;
+mod staging;
 mod unpack;
 
 pub use clean::{CleanError, CleanStats, clean};
 pub use codec::{Compression, Encoder, decoder};
 pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
 pub use safety::{check_entry_name, check_symlink_target};
+pub use staging::sweep_stale;
 pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
 
 /// Name of the fingerprint member (first).

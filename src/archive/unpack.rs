@@ -9,11 +9,12 @@
 
 use super::codec::{Compression, decoder};
 use super::safety::{check_entry_name, check_symlink_target};
+use super::staging;
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry, Mismatch, entry_path};
 use crate::outcome::MissReason;
-use crate::paths::STAGING_PREFIX;
+use crate::paths::PatternSet;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -37,6 +38,8 @@ pub enum UnpackError {
     Mismatch(Mismatch),
     #[error("required path `{path}` is not in the entry")]
     Incomplete { path: String },
+    #[error("{cause}; undoing it failed too, the previous files are kept in {kept}: {failures}")]
+    RollbackFailed { cause: Box<UnpackError>, kept: String, failures: String },
     #[error("cannot write `{}`", path.display())]
     Io {
         path: PathBuf,
@@ -51,7 +54,7 @@ impl UnpackError {
             UnpackError::Corrupt { .. } | UnpackError::Unsafe { .. } => MissReason::Corrupt,
             UnpackError::Mismatch(_) => MissReason::ManifestMismatch,
             UnpackError::Incomplete { .. } => MissReason::Incomplete,
-            UnpackError::Io { .. } => MissReason::IoError,
+            UnpackError::Io { .. } | UnpackError::RollbackFailed { .. } => MissReason::IoError,
         }
     }
 
@@ -63,8 +66,9 @@ impl UnpackError {
 /// Where a restore may write and what it must find.
 pub struct RestorePlan<'a> {
     pub key: &'a str,
-    /// Destination of each `path` root, by index.
-    pub roots: &'a [PathBuf],
+    /// The `path` lines: root `i` is `paths.includes[i]`. Entries of a glob line must match
+    /// the glob (or lie under a matching directory), and nothing a `!` line excludes is written.
+    pub paths: &'a PatternSet,
     /// Paths that must be in the entry.
     pub required: &'a [PathBuf],
     pub compression: Compression,
@@ -94,7 +98,8 @@ struct StagedEntry {
 /// staging directories.
 pub struct Staged {
     roots: Vec<PathBuf>,
-    staging: Vec<Option<tempfile::TempDir>>,
+    staging: Vec<Option<PathBuf>>,
+    keep_staging: bool,
     entries: Vec<StagedEntry>,
     pub record: FingerprintRecord,
     pub manifest: Manifest,
@@ -103,12 +108,14 @@ pub struct Staged {
 
 /// Read, check and stage an archive from `reader` (compressed bytes).
 pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackError> {
+    let roots: Vec<PathBuf> = plan.paths.includes.iter().map(|p| p.base.clone()).collect();
     let buffered = BufReader::with_capacity(1 << 20, reader);
     let stream = decoder(plan.compression, buffered).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
     let mut archive = tar::Archive::new(stream);
     let mut staged = Staged {
-        roots: plan.roots.to_vec(),
-        staging: (0..plan.roots.len()).map(|_| None).collect(),
+        roots: roots.clone(),
+        staging: (0..roots.len()).map(|_| None).collect(),
+        keep_staging: false,
         entries: Vec::new(),
         record: placeholder_record(),
         manifest: Manifest { exact_cache_manifest: 0, key: String::new(), roots: vec![], entries: vec![] },
@@ -160,9 +167,10 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
         }
         let refuse = |detail: &str| UnpackError::Unsafe { entry: name.clone(), detail: detail.to_owned() };
         let (root, rel) = check_entry_name(&name).map_err(|d| refuse(&d))?;
-        if root >= plan.roots.len() {
-            return Err(refuse(&format!("belongs to `path` root {root}, but there are only {}", plan.roots.len())));
+        if root >= roots.len() {
+            return Err(refuse(&format!("belongs to `path` root {root}, but there are only {}", roots.len())));
         }
+        check_covered(plan.paths, root, &rel).map_err(|d| refuse(&d))?;
         let kind = match entry_type {
             tar::EntryType::Regular | tar::EntryType::Continuous if !name.ends_with('/') => EntryKind::File,
             tar::EntryType::Directory => EntryKind::Dir,
@@ -290,7 +298,7 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
         detail: "no manifest at the end (truncated archive?)".into(),
         source: None,
     })?;
-    manifest.check_header(plan.key, plan.roots.len()).map_err(UnpackError::Mismatch)?;
+    manifest.check_header(plan.key, roots.len()).map_err(UnpackError::Mismatch)?;
     let actual: Vec<ManifestEntry> = staged
         .entries
         .iter()
@@ -307,7 +315,7 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
     staged.manifest = manifest;
 
     for required in plan.required {
-        let found = plan.roots.iter().enumerate().any(|(i, base)| {
+        let found = roots.iter().enumerate().any(|(i, base)| {
             let Ok(rel) = required.strip_prefix(base) else {
                 return false;
             };
@@ -320,6 +328,27 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
         }
     }
     Ok(staged)
+}
+
+/// An entry of root `root` at `rel` must be something that root's `path` line could have
+/// saved: under a glob line it must match the glob or lie under a matching directory (the
+/// glob's base itself is never an entry), and no `!` line may exclude it or its parents.
+fn check_covered(paths: &PatternSet, root: usize, rel: &str) -> Result<(), String> {
+    let pattern = &paths.includes[root];
+    let dest = if rel.is_empty() { pattern.base.clone() } else { pattern.base.join(rel) };
+    let within_root = || dest.ancestors().take_while(|a| a.starts_with(&pattern.base) && *a != pattern.base);
+    if let Some(glob) = &pattern.glob {
+        if rel.is_empty() {
+            return Err(format!("the base of glob `{}` cannot be an entry", pattern.line));
+        }
+        if !within_root().any(|a| glob.is_match(a)) {
+            return Err(format!("does not match `path` line `{}`", pattern.line));
+        }
+    }
+    if paths.is_excluded(&dest) || within_root().any(|a| paths.is_excluded(a)) {
+        return Err("is excluded by a `!` line of `path`".into());
+    }
+    Ok(())
 }
 
 /// Read only the first member of an archive: its fingerprint record.
@@ -403,38 +432,47 @@ enum Undo {
 
 impl Staged {
     /// The staging twin of root `i`'s destination, created on first use: inside the
-    /// destination when it is an existing directory, else in its nearest existing ancestor, so
-    /// that moves are renames on one filesystem.
+    /// destination when it is an existing, writable directory, else in its nearest existing
+    /// ancestor, so that moves are renames on one filesystem.
     fn stage_root(&mut self, i: usize, inside_ok: bool) -> Result<PathBuf, UnpackError> {
         if self.staging[i].is_none() {
             let dest = &self.roots[i];
             let mut anchor: &Path = if inside_ok && dest.is_dir() { dest } else { dest.parent().unwrap_or(dest) };
-            while !anchor.is_dir() {
+            let created = loop {
+                if anchor.is_dir() {
+                    match staging::create(anchor) {
+                        Ok(dir) => break dir,
+                        // A read-only destination: stage next to it instead.
+                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied && anchor == dest.as_path() => {}
+                        Err(source) => return Err(UnpackError::Io { path: anchor.to_owned(), source }),
+                    }
+                }
                 anchor = anchor.parent().ok_or_else(|| UnpackError::Io {
                     path: dest.clone(),
                     source: io::Error::new(io::ErrorKind::NotFound, "no existing ancestor directory"),
                 })?;
-            }
-            let dir = tempfile::Builder::new()
-                .prefix(STAGING_PREFIX)
-                .tempdir_in(anchor)
-                .map_err(|source| UnpackError::Io { path: anchor.to_owned(), source })?;
-            self.staging[i] = Some(dir);
+            };
+            self.staging[i] = Some(created);
         }
-        Ok(self.staging[i].as_ref().expect("just created").path().join("root"))
+        Ok(self.staging[i].as_ref().expect("just created").join("root"))
     }
 
     /// Move everything into place. On failure every completed step is undone, so the targets
-    /// are exactly as they were, and the error is returned.
+    /// are exactly as they were, and the error is returned. Should undoing fail too, the
+    /// staging directory (holding the previous files) is kept and the error names it.
     pub fn commit(mut self) -> Result<RestoreStats, UnpackError> {
         let mut journal = Vec::new();
         match self.place_all(&mut journal) {
             Ok(()) => Ok(self.stats),
-            Err(e) => {
-                for step in journal.into_iter().rev() {
-                    undo(step);
+            Err(cause) => {
+                let failures: Vec<String> = journal.into_iter().rev().filter_map(|step| undo(step).err()).collect();
+                if failures.is_empty() {
+                    return Err(cause);
                 }
-                Err(e)
+                self.keep_staging = true;
+                let kept =
+                    self.staging.iter().flatten().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(", ");
+                Err(UnpackError::RollbackFailed { cause: Box::new(cause), kept, failures: failures.join("; ") })
             }
         }
     }
@@ -446,8 +484,9 @@ impl Staged {
         };
         let mut backups = 0usize;
         let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
+        let mut relaxed: Vec<(PathBuf, u32)> = Vec::new();
         for i in 0..self.roots.len() {
-            let Some(staging) = self.staging[i].as_ref().map(|d| d.path().to_owned()) else {
+            let Some(staging) = self.staging[i].clone() else {
                 continue;
             };
             let stage = staging.join("root");
@@ -471,12 +510,16 @@ impl Staged {
                 match existing {
                     Ok(meta) if e.kind == EntryKind::Dir && meta.is_dir() => continue, // merge into it
                     Ok(_) => {
+                        relax_parent(&dest, journal, &mut relaxed)?;
                         let backup = staging.join(format!("backup-{backups}"));
                         backups += 1;
                         fs::rename(&dest, &backup).map_err(io_err(&dest))?;
                         journal.push(Undo::Backup { dest: dest.clone(), backup });
                     }
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => create_parents(&dest, journal)?,
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                        create_parents(&dest, journal, &mut relaxed)?;
+                        relax_parent(&dest, journal, &mut relaxed)?;
+                    }
                     Err(err) => {
                         return Err(UnpackError::Io { path: dest, source: err });
                     }
@@ -489,18 +532,49 @@ impl Staged {
             }
         }
         // Directory modes last, deepest first, so read-only directories do not block children.
-        for (path, mode) in dir_modes.into_iter().rev() {
-            let old = fs::metadata(&path).map_err(io_err(&path))?;
-            if get_mode(&old) != mode {
+        for (path, mode) in dir_modes.iter().rev() {
+            let old = fs::metadata(path).map_err(io_err(path))?;
+            if get_mode(&old) != *mode {
                 journal.push(Undo::Mode { path: path.clone(), mode: get_mode(&old) });
-                set_mode(&path, mode).map_err(io_err(&path))?;
+                set_mode(path, *mode).map_err(io_err(path))?;
+            }
+        }
+        // Directories that were opened for writing and are not part of the entry get their
+        // own mode back.
+        for (path, mode) in relaxed.iter().rev() {
+            if !dir_modes.iter().any(|(p, _)| p == path) {
+                set_mode(path, *mode).map_err(io_err(path))?;
             }
         }
         Ok(())
     }
 }
 
-fn create_parents(dest: &Path, journal: &mut Vec<Undo>) -> Result<(), UnpackError> {
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.keep_staging {
+            return;
+        }
+        for dir in self.staging.iter().flatten() {
+            let _ = staging::force_remove(dir);
+        }
+    }
+}
+
+/// Give `dest`'s parent owner write permission when it lacks it (a read-only directory from an
+/// earlier restore), recording the old mode.
+fn relax_parent(dest: &Path, journal: &mut Vec<Undo>, relaxed: &mut Vec<(PathBuf, u32)>) -> Result<(), UnpackError> {
+    let Some(parent) = dest.parent() else { return Ok(()) };
+    if let Some(old) =
+        staging::make_writable(parent).map_err(|source| UnpackError::Io { path: parent.to_owned(), source })?
+    {
+        journal.push(Undo::Mode { path: parent.to_owned(), mode: old });
+        relaxed.push((parent.to_owned(), old));
+    }
+    Ok(())
+}
+
+fn create_parents(dest: &Path, journal: &mut Vec<Undo>, relaxed: &mut Vec<(PathBuf, u32)>) -> Result<(), UnpackError> {
     let mut missing = Vec::new();
     let mut p = dest.parent();
     while let Some(dir) = p {
@@ -514,27 +588,36 @@ fn create_parents(dest: &Path, journal: &mut Vec<Undo>) -> Result<(), UnpackErro
         p = dir.parent();
     }
     for dir in missing.into_iter().rev() {
+        relax_parent(&dir, journal, relaxed)?;
         fs::create_dir(&dir).map_err(|source| UnpackError::Io { path: dir.clone(), source })?;
         journal.push(Undo::CreatedDir(dir));
     }
     Ok(())
 }
 
-fn undo(step: Undo) {
+fn undo(step: Undo) -> Result<(), String> {
+    let fail = |what: &str, path: &Path, e: io::Error| Err(format!("could not {what} `{}`: {e}", path.display()));
     match step {
         Undo::Placed { dest, staged } => {
             if fs::rename(&dest, &staged).is_err() {
-                let _ = fs::remove_dir_all(&dest).or_else(|_| fs::remove_file(&dest));
+                let removed = fs::remove_dir_all(&dest).or_else(|_| fs::remove_file(&dest));
+                if let Err(e) = removed {
+                    return fail("remove the restored", &dest, e);
+                }
             }
+            Ok(())
         }
-        Undo::Backup { dest, backup } => {
-            let _ = fs::rename(&backup, &dest);
-        }
+        Undo::Backup { dest, backup } => match fs::rename(&backup, &dest) {
+            Ok(()) => Ok(()),
+            Err(e) => fail("put back the previous", &dest, e),
+        },
         Undo::CreatedDir(dir) => {
             let _ = fs::remove_dir(&dir);
+            Ok(())
         }
-        Undo::Mode { path, mode } => {
-            let _ = set_mode(&path, mode);
-        }
+        Undo::Mode { path, mode } => match set_mode(&path, mode) {
+            Ok(()) => Ok(()),
+            Err(e) => fail("reset the mode of", &path, e),
+        },
     }
 }

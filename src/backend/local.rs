@@ -122,13 +122,22 @@ struct LocalUpload {
 
 impl Write for LocalUpload {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.writer.write(buf)?;
+        let n = self.writer.write(buf).map_err(|e| self.store_error(e))?;
         self.written += n as u64;
         Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.writer.flush()
+        self.writer.flush().map_err(|e| self.store_error(e))
+    }
+}
+
+impl LocalUpload {
+    /// A write failure of the store (disk full) is backend trouble, not a problem of the files.
+    fn store_error(&self, e: io::Error) -> io::Error {
+        BackendError::new(ErrorKind::Fatal, format!("cannot write to the local cache `{}`", self.final_path.display()))
+            .with_source(e)
+            .into_io()
     }
 }
 
@@ -139,10 +148,27 @@ impl Upload for LocalUpload {
         self.writer.flush().map_err(|e| fatal("write the entry", e))?;
         self.writer.get_ref().sync_all().map_err(|e| fatal("sync the entry", e))?;
         let tmp = self.tmp.take().expect("committed once");
+        // Temporary files are private; entries are readable like any other file the user makes.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = 0o666 & !current_umask();
+            let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode));
+        }
         match tmp.persist_noclobber(&self.final_path) {
             Ok(_) => Ok(Committed::Saved { size: self.written }),
             Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(fatal(&format!("store `{}`", self.final_path.display()), e.error)),
         }
+    }
+}
+
+#[cfg(unix)]
+fn current_umask() -> u32 {
+    // SAFETY: umask cannot fail; the old mask is put back at once.
+    unsafe {
+        let mask = libc::umask(0o022);
+        libc::umask(mask);
+        mask as u32
     }
 }

@@ -35,6 +35,10 @@ pub enum Error {
     NoFingerprint { key: String, path: PathBuf },
     #[error("fingerprint file `{}` does not belong to key `{key}`", path.display())]
     WrongFingerprint { key: String, path: PathBuf },
+    #[error(
+        "key `{key}` was computed for other `path` lines or another `compression` than this save step's; give the save step the same `path` and `compression` as the restore step"
+    )]
+    VersionMismatch { key: String },
     #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]
     FailOnMiss { key: String, reason: MissReason },
     #[error("cache trouble and `strict` is set: {0}")]
@@ -117,20 +121,29 @@ fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
 }
 
 /// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
+/// `$RUNNER_TEMP/exact-cache/` on a runner (private to the job); otherwise a directory of the
+/// user's own, never a shared and predictable `/tmp` path.
 fn fingerprint_path(config: &Config, env: &Env, key: &str) -> PathBuf {
     config.fingerprint_file.clone().unwrap_or_else(|| {
-        let base = env.non_empty("RUNNER_TEMP").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
-        base.join("exact-cache").join(format!("{key}.json"))
+        let dir = match env.non_empty("RUNNER_TEMP") {
+            Some(temp) => PathBuf::from(temp).join("exact-cache"),
+            None => LocalBackend::default_dir(env).join("fingerprints"),
+        };
+        dir.join(format!("{key}.json"))
     })
 }
 
+/// Written to a temporary file and renamed into place, so an existing file or symlink at the
+/// path is replaced, never written through.
 fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {
     let path = fingerprint_path(config, env, &record.key);
     let write = |path: &Path| -> std::io::Result<()> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, record.to_json())
+        let parent = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+        std::io::Write::write_all(&mut tmp, record.to_json().as_bytes())?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
     };
     write(&path).map_err(|source| Error::WriteFingerprint { path: path.clone(), source })?;
     Ok(path)

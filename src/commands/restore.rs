@@ -81,12 +81,17 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     };
     let mut cleaned = None;
     if !reused && config.clean_on_miss && !matches!(attempt, Attempt::Found) {
-        let stats = clean(&config.paths)?;
-        runner.info(&format!(
-            "clean-on-miss: removed {} stale files and {} directories",
-            stats.removed_files, stats.removed_dirs
-        ));
-        cleaned = Some(stats);
+        match clean(&config.paths) {
+            Ok(stats) => {
+                runner.info(&format!(
+                    "clean-on-miss: removed {} stale files and {} directories",
+                    stats.removed_files, stats.removed_dirs
+                ));
+                cleaned = Some(stats);
+            }
+            Err(e) if config.strict => return Err(Error::Clean(e)),
+            Err(e) => runner.warning(&format!("clean-on-miss did not finish: {}", super::error_chain(&e))),
+        }
     }
 
     let (files, bytes) = match &attempt {
@@ -116,7 +121,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
         };
         return Err(Error::Strict(detail));
     }
-    if config.fail_on_cache_miss && !hit {
+    if config.fail_on_cache_miss && !reused && !matches!(attempt, Attempt::Found) {
         return Err(Error::FailOnMiss { key, reason });
     }
     Ok(())
@@ -151,8 +156,7 @@ fn attempt(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> 
         }
     };
     let mut reader = ProgressReader::new(stream, runner.progress("download", entry.size));
-    let roots = config.root_dirs();
-    let plan = RestorePlan { key, roots: &roots, required: &config.required, compression: config.compression };
+    let plan = RestorePlan { key, paths: &config.paths, required: &config.required, compression: config.compression };
     let staged = match unpack(&mut reader, &plan) {
         Ok(staged) => staged,
         Err(e) => {

@@ -40,7 +40,11 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
             runner.state("fingerprint-file").map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key));
         read_fingerprint(&path, &key)?
     } else if let Some(key) = &config.key {
-        read_fingerprint(&fingerprint_path(config, env, key), key)?
+        let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
+        if record.version != config.version() {
+            return Err(Error::VersionMismatch { key: key.clone() });
+        }
+        record
     } else {
         let record = compute(ctx, config)?;
         write_fingerprint(config, env, &record)?;
@@ -54,7 +58,10 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::ReadOnly, "cache mode is read-only"));
     }
 
-    let inv = inventory(&config.paths)?;
+    let inv = match inventory(&config.paths) {
+        Ok(inv) => inv,
+        Err(e) => return finish(ctx, config, Some(&key), pack_trouble(&e)),
+    };
     if !inv.skipped.is_empty() {
         let list: Vec<String> = inv.skipped.iter().take(5).map(|p| format!("`{}`", p.display())).collect();
         runner.warning(&format!(
@@ -114,13 +121,10 @@ fn upload(
         });
     let (writer, stats) = match written {
         Ok(done) => done,
-        Err(PackError::Write(io)) => {
-            return match BackendError::in_io(&io) {
-                Some(e) => Ok(trouble(e)),
-                None => Err(Error::Pack(PackError::Write(io))),
-            };
+        Err(PackError::Write(io)) if BackendError::in_io(&io).is_some() => {
+            return Ok(trouble(BackendError::in_io(&io).expect("checked")));
         }
-        Err(other) => return Err(Error::Pack(other)),
+        Err(other) => return Ok(pack_trouble(&other)),
     };
     progress.finish();
     let archive_bytes = writer.count;
@@ -151,6 +155,12 @@ fn upload(
         Err(e) => return Ok(trouble(&e)),
     }
     Ok(report)
+}
+
+/// Local trouble while archiving (a link that cannot be cached, a file that vanished, a full
+/// disk): nothing is saved, and the job goes on unless `strict`.
+fn pack_trouble(e: &PackError) -> SaveReport {
+    SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::Error, &super::error_chain(e)) }
 }
 
 struct CountingWriter<W> {

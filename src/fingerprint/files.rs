@@ -19,9 +19,7 @@ pub(super) fn hash_files(patterns: &[String], locations: &Locations) -> Result<C
         let mut matched = 0usize;
         for f in found {
             let value = if f.file_type.is_symlink() {
-                let target = std::fs::read_link(&f.abs)
-                    .map_err(|source| FingerprintError::Read { path: f.abs.clone(), source })?;
-                format!("symlink {}", target.to_string_lossy())
+                symlink_value(&f.abs)?
             } else if f.metadata.is_file() {
                 let digest =
                     sha256_file(&f.abs).map_err(|source| FingerprintError::Read { path: f.abs.clone(), source })?;
@@ -37,6 +35,25 @@ pub(super) fn hash_files(patterns: &[String], locations: &Locations) -> Result<C
         }
     }
     Ok(component)
+}
+
+/// A symlink is hashed as a link — its target text — plus what it resolves to, so a change to
+/// the file behind it changes the key too: `symlink <target> -> <sha256> x|-`, or
+/// `… (directory)` / `… (dangling)`.
+fn symlink_value(path: &Path) -> Result<String, FingerprintError> {
+    let read = |source| FingerprintError::Read { path: path.to_owned(), source };
+    let target = std::fs::read_link(path).map_err(read)?;
+    let link = format!("symlink {}", target.to_string_lossy());
+    Ok(match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => {
+            let digest = sha256_file(path).map_err(read)?;
+            format!("{link} -> {digest} {}", if is_executable(&meta) { "x" } else { "-" })
+        }
+        Ok(meta) if meta.is_dir() => format!("{link} (directory)"),
+        Ok(_) => format!("{link} (special file)"),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => format!("{link} (dangling)"),
+        Err(source) => return Err(read(source)),
+    })
 }
 
 pub(crate) fn sha256_file(path: &Path) -> io::Result<String> {

@@ -3,7 +3,7 @@
 //!
 //! | component | labels → values |
 //! |---|---|
-//! | `files` | path (workspace-relative, `~/…` or absolute) → `<sha256> x` / `<sha256> -` (exec bit), or `symlink <target>` |
+//! | `files` | path (workspace-relative, `~/…` or absolute) → `<sha256> x` / `<sha256> -` (exec bit), or `symlink <target> -> <sha256> x|-` (the link and what it resolves to) |
 //! | `env` | variable name → value (absent when unset) |
 //! | `commands` | command line → its stdout |
 //! | `native.os` | `family`, `distro`, `version` |

@@ -148,13 +148,25 @@ impl System for HostSystem {
             if !cfg!(target_os = "linux") {
                 return None;
             }
-            // musl's `ldd` prints "musl libc (x86_64)\nVersion 1.2.4" on stderr.
+            // Ask `ldd`: musl prints "musl libc (x86_64)\nVersion 1.2.4" on stderr, glibc
+            // prints "ldd (GNU libc) 2.39" or "ldd (Ubuntu GLIBC 2.39-0ubuntu8) 2.39".
             let out = self.run("ldd", &["--version"], env, Path::new("/")).ok().flatten()?;
-            let text = format!("{}{}", out.stdout, out.stderr);
-            let version = text.lines().find_map(|l| l.trim().strip_prefix("Version "))?;
-            text.contains("musl").then(|| format!("musl {}", version.trim()))
+            parse_ldd_version(&format!("{}{}", out.stdout, out.stderr))
         }
     }
+}
+
+/// The libc named by `ldd --version` output.
+pub fn parse_ldd_version(text: &str) -> Option<String> {
+    if text.contains("musl") {
+        let version = text.lines().find_map(|l| l.trim().strip_prefix("Version "))?;
+        return Some(format!("musl {}", version.trim()));
+    }
+    let first = text.lines().next()?;
+    if first.contains("GLIBC") || first.contains("GNU libc") {
+        return first.split_whitespace().last().map(|v| format!("glibc {v}"));
+    }
+    None
 }
 
 /// Parse `ID` and `VERSION_ID` from `/etc/os-release`.
@@ -310,6 +322,17 @@ mod tests {
         assert_eq!(version.as_deref(), Some("24.04"));
         let flags = parse_cpuinfo_flags("processor\t: 0\nflags\t\t: fpu sse2 avx2\nbugs\t: x\n").unwrap();
         assert!(flags.contains("avx2") && flags.contains("fpu"));
+    }
+
+    #[test]
+    fn parses_ldd_for_glibc_and_musl() {
+        assert_eq!(
+            parse_ldd_version("ldd (Ubuntu GLIBC 2.39-0ubuntu8.3) 2.39\nCopyright").as_deref(),
+            Some("glibc 2.39")
+        );
+        assert_eq!(parse_ldd_version("ldd (GNU libc) 2.28\n").as_deref(), Some("glibc 2.28"));
+        assert_eq!(parse_ldd_version("musl libc (x86_64)\nVersion 1.2.4\n").as_deref(), Some("musl 1.2.4"));
+        assert_eq!(parse_ldd_version("something else"), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::fs::OpenOptions;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -47,9 +47,9 @@ pub enum Mode {
 pub struct Runner {
     mode: Mode,
     env: Env,
-    log: Mutex<Box<dyn Write + Send>>,
+    log: SharedWriter,
     stdout: Mutex<Box<dyn Write + Send>>,
-    secrets: Mutex<Vec<String>>,
+    secrets: Arc<Mutex<Vec<String>>>,
     cli_outputs: Mutex<Vec<(String, String)>>,
     progress_interval: Duration,
 }
@@ -75,9 +75,9 @@ impl Runner {
         Self {
             mode,
             env,
-            log: Mutex::new(log),
+            log: Arc::new(Mutex::new(log)),
             stdout: Mutex::new(stdout),
-            secrets: Mutex::new(Vec::new()),
+            secrets: Arc::new(Mutex::new(Vec::new())),
             cli_outputs: Mutex::new(Vec::new()),
             progress_interval,
         }
@@ -177,19 +177,14 @@ impl Runner {
 
     /// Register a secret: masked by the runner and removed from everything this process prints.
     pub fn add_secret(&self, secret: &str) {
-        let secret = secret.trim();
-        if secret.len() < 4 {
-            return;
-        }
-        {
-            let mut secrets = self.secrets.lock().unwrap();
-            if secrets.iter().any(|s| s == secret) {
-                return;
-            }
-            secrets.push(secret.to_owned());
-        }
-        if self.mode == Mode::Actions {
-            self.raw_line(&format!("::add-mask::{}", escape_data(secret)));
+        self.secret_sink().add(secret);
+    }
+
+    /// A handle other threads (backends) use to register secrets, such as signed-URL signatures.
+    pub fn secret_sink(&self) -> SecretSink {
+        SecretSink {
+            secrets: Arc::clone(&self.secrets),
+            log: (self.mode == Mode::Actions).then(|| Arc::clone(&self.log)),
         }
     }
 
@@ -269,6 +264,52 @@ impl Runner {
         let mut log = self.log.lock().unwrap();
         let _ = writeln!(log, "{line}");
         let _ = log.flush();
+    }
+}
+
+type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// Registers secrets with the runner from anywhere; cheap to clone.
+#[derive(Clone)]
+pub struct SecretSink {
+    secrets: Arc<Mutex<Vec<String>>>,
+    log: Option<SharedWriter>,
+}
+
+impl SecretSink {
+    /// A sink that only remembers (for tests and for code running without a runner).
+    pub fn detached() -> Self {
+        Self { secrets: Arc::new(Mutex::new(Vec::new())), log: None }
+    }
+
+    /// Whether `secret` has been registered.
+    pub fn contains(&self, secret: &str) -> bool {
+        self.secrets.lock().unwrap().iter().any(|s| s == secret)
+    }
+
+    pub fn add(&self, secret: &str) {
+        let secret = secret.trim();
+        if secret.len() < 4 {
+            return;
+        }
+        {
+            let mut secrets = self.secrets.lock().unwrap();
+            if secrets.iter().any(|s| s == secret) {
+                return;
+            }
+            secrets.push(secret.to_owned());
+        }
+        if let Some(log) = &self.log {
+            let mut log = log.lock().unwrap();
+            let _ = writeln!(log, "::add-mask::{}", escape_data(secret));
+            let _ = log.flush();
+        }
+    }
+}
+
+impl std::fmt::Debug for SecretSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretSink")
     }
 }
 
