@@ -139,6 +139,13 @@ pub const INPUTS: &[InputSpec] = &[
     ),
     input("backend", Text, Cache, "auto", "`auto`, `github` or `local`."),
     input(
+        "protocol",
+        Text,
+        Cache,
+        "auto",
+        "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
+    ),
+    input(
         "local-dir",
         Text,
         Cache,
@@ -250,6 +257,7 @@ pub struct Config {
     pub compression: Compression,
     pub strict: bool,
     pub backend: BackendChoice,
+    pub protocol: crate::backend::Protocol,
     pub local_dir: Option<PathBuf>,
     pub clean_on_miss: bool,
     pub reuse_env: Option<String>,
@@ -388,6 +396,14 @@ impl Config {
             }
         };
 
+        let protocol = match raw.text("protocol") {
+            None => crate::backend::Protocol::Auto,
+            Some(p) => crate::backend::Protocol::parse(&p).ok_or_else(|| ConfigError::Invalid {
+                name: "protocol",
+                detail: format!("`{p}` is not one of `auto`, `v1`, `v2`"),
+            })?,
+        };
+
         let key = raw.text("key");
         if let Some(k) = &key {
             keys::check_key(k)
@@ -409,6 +425,7 @@ impl Config {
             compression,
             strict: raw.bool("strict")?,
             backend,
+            protocol,
             local_dir: resolve_opt("local-dir")?,
             clean_on_miss,
             reuse_env,

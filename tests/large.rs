@@ -21,12 +21,8 @@ fn random_file(path: &Path, size: u64) {
 /// Python parent: `ru_maxrss` survives fork and exec, so a child forked straight from this
 /// (large) test process would report the test's own memory.
 fn cli(ws: &Path, cache: &Path, args: &[&str]) -> (String, f64) {
-    const MEASURE: &str = "import resource, subprocess, sys\n\
-        r = subprocess.run(sys.argv[1:])\n\
-        sys.stderr.write('maxrss-kib=%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
-        sys.exit(r.returncode)";
     let out = Command::new("python3")
-        .args(["-c", MEASURE, support::exe()])
+        .args(["-c", support::MEASURE_RSS, support::exe()])
         .args(args)
         .arg("--workspace")
         .arg(ws)

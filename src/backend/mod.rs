@@ -5,9 +5,18 @@
 //! failure; nothing downstream matches on message text. Entry locations may be signed URLs:
 //! they are never printed (`CacheEntry`'s `Debug` leaves them out).
 
+mod download;
+pub mod http;
 mod local;
+pub mod select;
+mod upload;
+mod v1;
+mod v2;
 
 pub use local::LocalBackend;
+pub use select::{Choice, Protocol, choose};
+pub use v1::V1Backend;
+pub use v2::V2Backend;
 
 use std::fmt;
 use std::io::{self, Read, Write};

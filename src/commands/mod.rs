@@ -8,14 +8,19 @@ mod restore;
 mod save;
 
 use crate::archive::{CleanError, PackError};
-use crate::backend::{Backend, ErrorKind, LocalBackend};
+use crate::backend::http::Http;
+use crate::backend::{
+    Backend, BackendError, CacheEntry, Choice, ErrorKind, LocalBackend, Reservation, V1Backend, V2Backend, choose,
+};
 use crate::cli::{CommandName, Invocation};
-use crate::config::{BackendChoice, Config, ConfigError, INPUTS, RawInputs};
+use crate::config::{Config, ConfigError, INPUTS, RawInputs};
 use crate::env::Env;
 use crate::fingerprint::{FingerprintError, FingerprintRecord, System};
 use crate::outcome::MissReason;
+use crate::runner::SecretSink;
 use crate::runner::{Mode, Runner, RunnerError};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -52,7 +57,7 @@ pub enum Error {
 }
 
 /// Builds the backend a configuration asks for.
-pub type BackendFactory = dyn Fn(&Config, &Env) -> Result<Box<dyn Backend>, Error>;
+pub type BackendFactory = dyn Fn(&Config, &Env, SecretSink) -> Box<dyn Backend>;
 
 /// What commands work with.
 pub struct Context<'a> {
@@ -78,6 +83,12 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
         }
     }
     raw.overlay(invocation.flags.clone());
+    // Tokens never print, whatever path an error takes.
+    for name in ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"] {
+        if let Some(token) = env.non_empty(name) {
+            ctx.runner.add_secret(token);
+        }
+    }
     let workspace = match (&invocation.workspace, env.non_empty("GITHUB_WORKSPACE")) {
         (Some(dir), _) => dir.clone(),
         (None, Some(dir)) => PathBuf::from(dir),
@@ -92,11 +103,43 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     }
 }
 
-/// The backend the configuration asks for (the local directory, for now).
-pub fn select_backend(config: &Config, env: &Env) -> Result<Box<dyn Backend>, Error> {
+/// The backend the configuration and the environment ask for (see [`crate::backend::select`]).
+pub fn select_backend(config: &Config, env: &Env, secrets: SecretSink) -> Box<dyn Backend> {
     let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
-    match config.backend {
-        BackendChoice::Auto | BackendChoice::Local | BackendChoice::Github => Ok(Box::new(LocalBackend::new(dir))),
+    let http = || Http::new(env, secrets.clone()).map(Arc::new);
+    let built: Result<Box<dyn Backend>, BackendError> = match choose(config.backend, config.protocol, dir, env) {
+        Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
+        Choice::V1 { cache_url, token } => {
+            http().and_then(|h| Ok(Box::new(V1Backend::new(h, &cache_url, token)?) as _))
+        }
+        Choice::V2 { results_url, token } => {
+            http().and_then(|h| Ok(Box::new(V2Backend::new(h, &results_url, token)?) as _))
+        }
+        Choice::Unavailable { reason } => Err(BackendError::new(ErrorKind::Fatal, reason)),
+    };
+    built.unwrap_or_else(|e| Box::new(Unavailable { reason: e.message }))
+}
+
+/// No cache service can be reached: every call is service trouble, with the reason.
+struct Unavailable {
+    reason: String,
+}
+
+impl Backend for Unavailable {
+    fn describe(&self) -> String {
+        "no cache service".to_owned()
+    }
+
+    fn lookup(&self, _key: &str, _version: &str) -> Result<Option<CacheEntry>, BackendError> {
+        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
+    }
+
+    fn open(&self, _entry: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
+        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
+    }
+
+    fn reserve(&self, _key: &str, _version: &str, _size: Option<u64>) -> Result<Reservation, BackendError> {
+        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 }
 

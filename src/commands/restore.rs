@@ -43,7 +43,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     runner.save_state("key", &key)?;
     runner.save_state("fingerprint-file", &fingerprint_file.to_string_lossy())?;
 
-    let backend = (ctx.backend)(config, env)?;
+    let backend = (ctx.backend)(config, env, runner.secret_sink());
     let attempt = {
         let _group = runner.group(&format!("Restore {key}"));
         runner.info(&format!("backend: {}", backend.describe()));

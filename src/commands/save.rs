@@ -81,7 +81,7 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::Incomplete, &msg));
     }
 
-    let backend = (ctx.backend)(config, env)?;
+    let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
     let report = upload(ctx, config, backend.as_ref(), &record, &inv)?;
     finish(ctx, config, Some(&key), report)

@@ -99,6 +99,14 @@ impl TarBuilder {
     }
 }
 
+/// Runs its arguments and reports the child's peak RSS. A Python parent is used because
+/// `ru_maxrss` survives fork and exec: a child forked straight from the (large) test process
+/// would report the test's own memory.
+pub const MEASURE_RSS: &str = "import resource, subprocess, sys\n\
+    r = subprocess.run(sys.argv[1:])\n\
+    sys.stderr.write('maxrss-kib=%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
+    sys.exit(r.returncode)";
+
 /// The `exact-cache` binary run as an Actions step: fresh command files per run, inputs as
 /// `INPUT_*`, state carried from the main step to the post step.
 pub struct Step {
@@ -108,6 +116,8 @@ pub struct Step {
     pub home: std::path::PathBuf,
     pub runner_temp: std::path::PathBuf,
     pub extra_env: Vec<(String, String)>,
+    /// Run the binary under a Python parent that reports its peak RSS (`StepResult::peak_rss_mib`).
+    pub measure: bool,
     runs: std::cell::Cell<usize>,
 }
 
@@ -120,6 +130,7 @@ pub struct StepResult {
     pub state: std::collections::BTreeMap<String, String>,
     pub env: std::collections::BTreeMap<String, String>,
     pub summary: String,
+    pub peak_rss_mib: Option<f64>,
 }
 
 impl StepResult {
@@ -160,7 +171,7 @@ impl Step {
         for d in [&ws, &home, &runner_temp] {
             std::fs::create_dir_all(d).unwrap();
         }
-        Self { dir, ws, cache, home, runner_temp, extra_env: Vec::new(), runs: Default::default() }
+        Self { dir, ws, cache, home, runner_temp, extra_env: Vec::new(), measure: false, runs: Default::default() }
     }
 
     /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
@@ -176,7 +187,13 @@ impl Step {
         std::fs::create_dir_all(&files).unwrap();
         let (output, state_file, env_file, summary) =
             (files.join("output"), files.join("state"), files.join("env"), files.join("summary"));
-        let mut cmd = std::process::Command::new(exe());
+        let mut cmd = if self.measure {
+            let mut c = std::process::Command::new("python3");
+            c.args(["-c", MEASURE_RSS, exe()]);
+            c
+        } else {
+            std::process::Command::new(exe())
+        };
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
@@ -201,10 +218,17 @@ impl Step {
         }
         let out = cmd.output().unwrap();
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let peak_rss_mib = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("maxrss-kib="))
+            .and_then(|k| k.parse::<f64>().ok())
+            .map(|k| k / 1024.0);
         StepResult {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            stderr,
+            peak_rss_mib,
             outputs: parse_command_file(&read(&output)),
             state: parse_command_file(&read(&state_file)),
             env: parse_command_file(&read(&env_file)),

@@ -1,0 +1,240 @@
+//! Downloads as a plain `Read`: ranged GETs run several at a time on the HTTP runtime and are
+//! handed to the reader in order, so the unpacker starts while later ranges are still in
+//! flight, and memory stays at (ranges in flight + 2) × range size.
+//!
+//! The first request asks for the first range; a `206` with `Content-Range: bytes 0-n/TOTAL`
+//! gives the total and the rest follows in parallel, while a `200` (a server without range
+//! support) is streamed as it arrives. Each range is retried, resuming after the bytes already
+//! received; each read waits at most `read_timeout`; the whole download has a deadline; and the
+//! byte count must equal the total (and the size the service announced). No auth header is
+//! ever sent here: these URLs are signed or secret by themselves.
+
+use super::http::{Http, status_error, transport_error};
+use super::{BackendError, ErrorKind};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use std::io::{self, Read};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+type Chunk = Result<Bytes, BackendError>;
+
+/// A reader over `url`'s bytes; `expected` is the size the service announced, if any.
+pub fn open(http: Arc<Http>, url: String, expected: Option<u64>) -> Box<dyn Read + Send> {
+    let (tx, rx) = mpsc::channel::<Chunk>(2);
+    let task_http = Arc::clone(&http);
+    http.rt.spawn(async move {
+        let deadline = task_http.tuning.download_deadline;
+        let result = tokio::time::timeout(deadline, run(&task_http, &url, expected, &tx)).await;
+        let failure = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(_) => BackendError::new(
+                ErrorKind::Timeout,
+                format!("download did not finish within {}", crate::units::duration(deadline)),
+            ),
+        };
+        let _ = tx.send(Err(failure)).await;
+    });
+    Box::new(ChannelReader { rx, current: Bytes::new(), http, failed: false })
+}
+
+async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
+    let chunk = http.tuning.download_chunk;
+    let first_end = expected.map_or(chunk, |e| e.min(chunk)).saturating_sub(1);
+    let response = http
+        .retry(|| async {
+            let r = http
+                .client
+                .get(url)
+                .header(reqwest::header::RANGE, format!("bytes=0-{first_end}"))
+                .send()
+                .await
+                .map_err(|e| transport_error("download", e))?;
+            match r.status() {
+                StatusCode::OK | StatusCode::PARTIAL_CONTENT => Ok(r),
+                // An empty blob answers a range request with 416.
+                StatusCode::RANGE_NOT_SATISFIABLE if expected == Some(0) => Ok(r),
+                status => {
+                    let headers = r.headers().clone();
+                    Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()))
+                }
+            }
+        })
+        .await?;
+
+    if response.status() == StatusCode::RANGE_NOT_SATISFIABLE {
+        return Ok(());
+    }
+    if response.status() == StatusCode::OK {
+        return stream_whole(response, expected, tx).await;
+    }
+    let total = content_range_total(response.headers())
+        .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "download: a ranged answer without a total length"))?;
+    if let Some(expected) = expected.filter(|e| *e != total) {
+        return Err(BackendError::new(
+            ErrorKind::Fatal,
+            format!("download: the blob has {total} bytes, the service announced {expected}"),
+        ));
+    }
+    // The first answer may be shorter than asked for: the blob is smaller than one range.
+    let first_end = first_end.min(total.saturating_sub(1));
+    let first = read_body(response, first_end + 1).await;
+    // The first range, resumed if its body broke off.
+    let first = match first {
+        Ok(bytes) => bytes,
+        Err((partial, e)) if e.kind == ErrorKind::Transient || e.kind == ErrorKind::Timeout => {
+            let mut buf = BytesMut::from(&partial[..]);
+            buf.extend_from_slice(&fetch_range(http, url, partial.len() as u64, first_end).await?);
+            buf.freeze()
+        }
+        Err((_, e)) => return Err(e),
+    };
+    if tx.send(Ok(first)).await.is_err() {
+        return Ok(());
+    }
+    let starts: Vec<u64> = ((first_end + 1)..total).step_by(chunk as usize).collect();
+    let mut ranges = futures_util::stream::iter(starts)
+        .map(|start| fetch_range(http, url, start, (start + chunk).min(total) - 1))
+        .buffered(http.tuning.download_concurrency);
+    while let Some(bytes) = ranges.next().await {
+        if tx.send(Ok(bytes?)).await.is_err() {
+            return Ok(()); // the reader went away (the unpacker failed): stop downloading
+        }
+    }
+    Ok(())
+}
+
+/// `start..=end`, retried; a retry asks only for what is still missing.
+async fn fetch_range(http: &Http, url: &str, start: u64, end: u64) -> Result<Bytes, BackendError> {
+    let want = end - start + 1;
+    let got = std::sync::Mutex::new(BytesMut::with_capacity(want as usize));
+    http.retry(|| {
+        let already = got.lock().unwrap().len() as u64;
+        let got = &got;
+        async move {
+            let from = start + already;
+            let r = http
+                .client
+                .get(url)
+                .header(reqwest::header::RANGE, format!("bytes={from}-{end}"))
+                .send()
+                .await
+                .map_err(|e| transport_error("download", e))?;
+            if r.status() != StatusCode::PARTIAL_CONTENT {
+                let (status, headers) = (r.status(), r.headers().clone());
+                if status.is_success() {
+                    return Err(BackendError::new(
+                        ErrorKind::Fatal,
+                        format!("download: HTTP {status} to a range request"),
+                    ));
+                }
+                return Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()));
+            }
+            match read_body(r, want - already).await {
+                Ok(bytes) => {
+                    got.lock().unwrap().extend_from_slice(&bytes);
+                    Ok(())
+                }
+                Err((partial, e)) => {
+                    got.lock().unwrap().extend_from_slice(&partial);
+                    Err(e)
+                }
+            }
+        }
+    })
+    .await?;
+    Ok(got.into_inner().unwrap().freeze())
+}
+
+/// Exactly `len` bytes of a body, or what arrived before it broke off, with the error.
+async fn read_body(mut r: reqwest::Response, len: u64) -> Result<Bytes, (Bytes, BackendError)> {
+    let mut buf = BytesMut::with_capacity(len as usize);
+    loop {
+        match r.chunk().await {
+            Ok(Some(c)) => {
+                if buf.len() as u64 + c.len() as u64 > len {
+                    return Err((
+                        Bytes::new(),
+                        BackendError::new(ErrorKind::Fatal, "download: more bytes than asked for"),
+                    ));
+                }
+                buf.extend_from_slice(&c);
+            }
+            Ok(None) => break,
+            Err(e) => return Err((buf.freeze(), transport_error("download", e))),
+        }
+    }
+    if (buf.len() as u64) < len {
+        let got = buf.len();
+        return Err((
+            buf.freeze(),
+            BackendError::new(ErrorKind::Transient, format!("download: body ended after {got} of {len} bytes")),
+        ));
+    }
+    Ok(buf.freeze())
+}
+
+/// A `200` answer: pass it on as it arrives, then check its length.
+async fn stream_whole(
+    mut r: reqwest::Response,
+    expected: Option<u64>,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<(), BackendError> {
+    let announced = r.content_length();
+    let mut n = 0u64;
+    loop {
+        match r.chunk().await {
+            Ok(Some(c)) => {
+                n += c.len() as u64;
+                if tx.send(Ok(c)).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Err(transport_error("download", e)),
+        }
+    }
+    for want in [announced, expected].into_iter().flatten() {
+        if n != want {
+            return Err(BackendError::new(ErrorKind::Transient, format!("download: received {n} of {want} bytes")));
+        }
+    }
+    Ok(())
+}
+
+/// `bytes 0-8388607/123456789` → 123456789.
+fn content_range_total(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    headers.get(reqwest::header::CONTENT_RANGE)?.to_str().ok()?.rsplit('/').next()?.trim().parse().ok()
+}
+
+struct ChannelReader {
+    rx: mpsc::Receiver<Chunk>,
+    current: Bytes,
+    /// Keeps the runtime alive while the reader exists.
+    #[allow(dead_code)]
+    http: Arc<Http>,
+    failed: bool,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            if self.failed {
+                return Ok(0);
+            }
+            match self.rx.blocking_recv() {
+                Some(Ok(bytes)) => self.current = bytes,
+                Some(Err(e)) => {
+                    self.failed = true;
+                    return Err(e.into_io());
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}

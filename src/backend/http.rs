@@ -1,0 +1,267 @@
+//! What both service protocols share: one HTTP client on a small Tokio runtime, tuning knobs,
+//! the classification of every failure into an [`ErrorKind`], bounded retries with backoff for
+//! transient failures, and the 429 circuit breaker (after one rate-limit answer, no further
+//! calls are made in this run).
+//!
+//! Signed URLs are secrets: errors are stripped of URLs (`reqwest::Error::without_url`) and
+//! `sig` values are registered with the runner's [`SecretSink`] as soon as a URL arrives.
+
+use super::{BackendError, ErrorKind};
+use crate::env::Env;
+use crate::runner::SecretSink;
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
+
+/// Sizes, parallelism and timeouts; each has an `EXACT_CACHE_*` override for tests and tuning.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// Attempts per call for transient failures.
+    pub attempts: u32,
+    /// First backoff; doubles per retry, with jitter.
+    pub retry_base: Duration,
+    /// Longest wait for the next bytes of a response.
+    pub read_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Longest a whole download may take.
+    pub download_deadline: Duration,
+    /// Bytes per ranged GET.
+    pub download_chunk: u64,
+    /// Ranged GETs in flight.
+    pub download_concurrency: usize,
+    /// Bytes per uploaded block (v2) or chunk (v1).
+    pub upload_block: usize,
+    /// Blocks in flight.
+    pub upload_concurrency: usize,
+    /// Largest archive sent as one Put Blob (v2).
+    pub single_put_limit: usize,
+}
+
+impl Tuning {
+    pub fn from_env(env: &Env) -> Self {
+        let num = |name: &str| env.non_empty(name).and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| *v >= 0.0);
+        let secs = |name: &str, default: f64| Duration::from_secs_f64(num(name).unwrap_or(default));
+        let mib = |name: &str, default: f64| (num(name).unwrap_or(default) * 1024.0 * 1024.0) as usize;
+        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS bounds its downloads; honour it too.
+        let deadline_default = num("SEGMENT_DOWNLOAD_TIMEOUT_MINS").map(|m| m * 60.0).unwrap_or(30.0 * 60.0);
+        Self {
+            attempts: num("EXACT_CACHE_ATTEMPTS").map(|n| n.max(1.0) as u32).unwrap_or(4),
+            retry_base: Duration::from_millis(num("EXACT_CACHE_RETRY_BASE_MS").unwrap_or(1000.0) as u64),
+            read_timeout: secs("EXACT_CACHE_READ_TIMEOUT_SECONDS", 30.0),
+            connect_timeout: secs("EXACT_CACHE_CONNECT_TIMEOUT_SECONDS", 30.0),
+            download_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
+            download_chunk: mib("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", 8.0).max(64 * 1024) as u64,
+            download_concurrency: num("EXACT_CACHE_DOWNLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(6),
+            upload_block: mib("EXACT_CACHE_UPLOAD_BLOCK_MIB", 16.0).max(64 * 1024),
+            upload_concurrency: num("EXACT_CACHE_UPLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(4),
+            single_put_limit: mib("EXACT_CACHE_SINGLE_PUT_MIB", 16.0),
+        }
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self.retry_base.as_secs_f64() * 2f64.powi(attempt.saturating_sub(1) as i32);
+        // ±25% jitter from the clock: enough to spread parallel jobs apart.
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let jitter = 0.75 + (nanos % 1000) as f64 / 2000.0;
+        Duration::from_secs_f64(base * jitter)
+    }
+}
+
+/// The HTTP side of a remote backend.
+pub struct Http {
+    pub rt: tokio::runtime::Runtime,
+    pub client: reqwest::Client,
+    pub tuning: Tuning,
+    pub secrets: SecretSink,
+    rate_limited: AtomicBool,
+}
+
+impl Http {
+    pub fn new(env: &Env, secrets: SecretSink) -> Result<Self, BackendError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tuning = Tuning::from_env(env);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("exact-cache-http")
+            .enable_all()
+            .build()
+            .map_err(|e| BackendError::new(ErrorKind::Fatal, "cannot start the HTTP runtime").with_source(e))?;
+        let client = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .connect_timeout(tuning.connect_timeout)
+            .read_timeout(tuning.read_timeout)
+            .build()
+            .map_err(|e| {
+                BackendError::new(ErrorKind::Fatal, "cannot build the HTTP client").with_source(e.without_url())
+            })?;
+        Ok(Self { rt, client, tuning, secrets, rate_limited: AtomicBool::new(false) })
+    }
+
+    /// Register the `sig` of a signed URL (and the whole query when there is no `sig`).
+    pub fn mask_url(&self, url: &str) {
+        if let Ok(parsed) = url::Url::parse(url) {
+            let mut found = false;
+            for (name, value) in parsed.query_pairs() {
+                if name.eq_ignore_ascii_case("sig") || name.eq_ignore_ascii_case("signature") {
+                    self.secrets.add(&value);
+                    self.secrets.add(&urlencode(&value));
+                    found = true;
+                }
+            }
+            if !found && let Some(query) = parsed.query() {
+                self.secrets.add(query);
+            }
+        }
+    }
+
+    /// Run `call` until it succeeds, fails for good, or runs out of attempts. Transient
+    /// failures and timeouts are retried with backoff; a rate-limit answer trips the breaker.
+    pub async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T, BackendError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let mut attempt = 1;
+        loop {
+            if self.rate_limited.load(Ordering::Relaxed) {
+                return Err(BackendError::new(
+                    ErrorKind::RateLimited { retry_after: None },
+                    "the cache service rate-limited an earlier call; no more calls in this run",
+                ));
+            }
+            match call().await {
+                Ok(v) => return Ok(v),
+                Err(e) if matches!(e.kind, ErrorKind::RateLimited { .. }) => {
+                    self.rate_limited.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+                Err(e)
+                    if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout)
+                        && attempt < self.tuning.attempts =>
+                {
+                    tokio::time::sleep(self.tuning.backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// A transport failure (no HTTP status): timeouts and connection trouble are worth retrying.
+pub fn transport_error(what: &str, e: reqwest::Error) -> BackendError {
+    let e = e.without_url();
+    let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Transient };
+    let detail = if e.is_timeout() { "timed out" } else { "connection failed" };
+    BackendError::new(kind, format!("{what}: {detail}")).with_source(e)
+}
+
+/// The kind and message for an HTTP error status. `body` may be a Twirp error
+/// (`{"code","msg"}`) or an Azure DevOps error (`{"message","typeKey"}`).
+pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str) -> BackendError {
+    let detail = error_detail(body);
+    let lower = detail.to_ascii_lowercase();
+    let kind = if lower.contains("insufficient usage") || lower.contains("quota") {
+        ErrorKind::QuotaExceeded
+    } else {
+        match status.as_u16() {
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::AlreadyExists,
+            429 => ErrorKind::RateLimited { retry_after: retry_after(headers) },
+            408 | 500 | 502 | 503 | 504 => ErrorKind::Transient,
+            _ if lower.contains("already exists") => ErrorKind::AlreadyExists,
+            _ => ErrorKind::Fatal,
+        }
+    };
+    let mut message = format!("{what}: HTTP {}", status.as_u16());
+    if let ErrorKind::RateLimited { retry_after: Some(after) } = kind {
+        message.push_str(&format!(" (retry after {} s)", after.as_secs()));
+    }
+    if !detail.is_empty() {
+        message.push_str(&format!(": {detail}"));
+    }
+    BackendError::new(kind, message)
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// A short human-readable detail from an error body, never longer than one line of text.
+fn error_detail(body: &str) -> String {
+    let text = match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(json) => ["msg", "message", "error"]
+            .iter()
+            .find_map(|k| json.get(k).and_then(|v| v.as_str()).map(str::to_owned))
+            .unwrap_or_default(),
+        Err(_) => body.lines().next().unwrap_or("").to_owned(),
+    };
+    let text = text.trim();
+    if text.starts_with('<') {
+        // Azure's XML errors: keep the code.
+        return body
+            .split("<Code>")
+            .nth(1)
+            .and_then(|rest| rest.split("</Code>").next())
+            .map(str::to_owned)
+            .unwrap_or_default();
+    }
+    text.chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_kinds() {
+        let mut headers = HeaderMap::new();
+        let e = status_error(
+            "create",
+            StatusCode::CONFLICT,
+            &headers,
+            r#"{"code":"already_exists","msg":"cache entry exists"}"#,
+        );
+        assert_eq!(e.kind, ErrorKind::AlreadyExists);
+        assert_eq!(e.message, "create: HTTP 409: cache entry exists");
+        headers.insert(reqwest::header::RETRY_AFTER, "60".parse().unwrap());
+        let e = status_error("create", StatusCode::TOO_MANY_REQUESTS, &headers, "");
+        assert_eq!(e.kind, ErrorKind::RateLimited { retry_after: Some(Duration::from_secs(60)) });
+        assert_eq!(e.message, "create: HTTP 429 (retry after 60 s)");
+        let e = status_error("x", StatusCode::BAD_GATEWAY, &HeaderMap::new(), "<html>bad gateway</html>");
+        assert_eq!(e.kind, ErrorKind::Transient);
+        let e = status_error(
+            "x",
+            StatusCode::BAD_REQUEST,
+            &HeaderMap::new(),
+            r#"{"code":"invalid_argument","msg":"insufficient usage to create cache entry"}"#,
+        );
+        assert_eq!(e.kind, ErrorKind::QuotaExceeded);
+        let e = status_error(
+            "put",
+            StatusCode::FORBIDDEN,
+            &HeaderMap::new(),
+            "<?xml version=\"1.0\"?><Error><Code>AuthenticationFailed</Code><Message>x</Message></Error>",
+        );
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Fatal, "put: HTTP 403: AuthenticationFailed"));
+    }
+
+    #[test]
+    fn signatures_are_registered_as_secrets() {
+        let env = Env::default();
+        let sink = SecretSink::detached();
+        let http = Http::new(&env, sink.clone()).unwrap();
+        http.mask_url("https://acct.blob.core.windows.net/c/b?sv=2020&sig=abc%2Bdef%3D&se=x");
+        assert!(sink.contains("abc+def="));
+    }
+}

@@ -1,0 +1,161 @@
+//! Uploads as a plain `Write`: bytes are cut into fixed-size blocks that upload several at a
+//! time on the HTTP runtime while the packer goes on producing the next ones. The writer blocks
+//! when the uploads fall behind, so memory stays at (blocks in flight + 2) × block size and no
+//! temporary archive file is written.
+//!
+//! What a block upload is depends on the protocol ([`BlockSink`]): Azure Put Block for v2, a
+//! `PATCH` with `Content-Range` for v1. An archive that fits in one block never starts the
+//! machinery, so v2 can send it with a single Put Blob.
+
+use super::http::Http;
+use super::{BackendError, ErrorKind};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use std::future::Future;
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One block upload of a protocol.
+pub trait BlockSink: Send + Sync + 'static {
+    /// Upload block number `index`, whose bytes start at `offset` of the archive.
+    fn put_block(&self, index: usize, offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>>;
+}
+
+/// How a finished upload ended.
+pub enum Finished {
+    /// Everything fit in one block and nothing was uploaded yet.
+    Small(Bytes),
+    /// `blocks` blocks of `total` bytes were uploaded.
+    Blocks { blocks: usize, total: u64 },
+}
+
+pub struct BlockWriter {
+    http: Arc<Http>,
+    sink: Arc<dyn BlockSink>,
+    block_size: usize,
+    allow_small: bool,
+    buf: Vec<u8>,
+    next_index: usize,
+    offset: u64,
+    tx: Option<mpsc::Sender<(usize, u64, Bytes)>>,
+    task: Option<JoinHandle<Result<(), BackendError>>>,
+    failure: Arc<Mutex<Option<(ErrorKind, String)>>>,
+}
+
+impl BlockWriter {
+    /// `allow_small`: keep an archive that fits in one block for [`Finished::Small`].
+    pub fn new(http: Arc<Http>, sink: Arc<dyn BlockSink>, allow_small: bool) -> Self {
+        let block_size = if allow_small {
+            http.tuning.upload_block.max(http.tuning.single_put_limit)
+        } else {
+            http.tuning.upload_block
+        };
+        Self {
+            block_size,
+            buf: Vec::with_capacity(block_size.min(8 << 20)),
+            http,
+            sink,
+            allow_small,
+            next_index: 0,
+            offset: 0,
+            tx: None,
+            task: None,
+            failure: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn start(&mut self) {
+        let concurrency = self.http.tuning.upload_concurrency;
+        let (tx, mut rx) = mpsc::channel::<(usize, u64, Bytes)>(1);
+        let sink = Arc::clone(&self.sink);
+        let failure = Arc::clone(&self.failure);
+        self.task = Some(self.http.rt.spawn(async move {
+            let mut running = FuturesUnordered::new();
+            let mut closed = false;
+            loop {
+                tokio::select! {
+                    block = rx.recv(), if !closed && running.len() < concurrency => match block {
+                        Some((index, offset, data)) => running.push(sink.put_block(index, offset, data)),
+                        None => closed = true,
+                    },
+                    Some(done) = running.next(), if !running.is_empty() => {
+                        if let Err(e) = done {
+                            *failure.lock().unwrap() = Some((e.kind, e.message.clone()));
+                            return Err(e);
+                        }
+                    }
+                    else => break,
+                }
+                if closed && running.is_empty() {
+                    break;
+                }
+            }
+            Ok(())
+        }));
+        self.tx = Some(tx);
+    }
+
+    fn send_block(&mut self) -> io::Result<()> {
+        if self.tx.is_none() {
+            self.start();
+        }
+        let data = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(self.block_size)));
+        let len = data.len() as u64;
+        let sent = self.tx.as_ref().expect("started").blocking_send((self.next_index, self.offset, data));
+        self.next_index += 1;
+        self.offset += len;
+        if sent.is_err() { Err(self.failure_io()) } else { Ok(()) }
+    }
+
+    fn failure_io(&self) -> io::Error {
+        match self.failure.lock().unwrap().clone() {
+            Some((kind, message)) => BackendError::new(kind, message).into_io(),
+            None => BackendError::new(ErrorKind::Fatal, "upload stopped").into_io(),
+        }
+    }
+
+    /// Send what is left and wait for every block.
+    pub fn finish(mut self) -> Result<Finished, BackendError> {
+        if self.tx.is_none() && self.allow_small {
+            return Ok(Finished::Small(Bytes::from(std::mem::take(&mut self.buf))));
+        }
+        if !self.buf.is_empty() || self.next_index == 0 {
+            self.send_block().map_err(|e| match BackendError::in_io(&e) {
+                Some(b) => BackendError::new(b.kind, b.message.clone()),
+                None => BackendError::new(ErrorKind::Fatal, e.to_string()),
+            })?;
+        }
+        drop(self.tx.take());
+        let task = self.task.take().expect("started");
+        self.http
+            .rt
+            .block_on(task)
+            .map_err(|e| BackendError::new(ErrorKind::Fatal, "upload task failed").with_source(e))??;
+        Ok(Finished::Blocks { blocks: self.next_index, total: self.offset })
+    }
+}
+
+impl Write for BlockWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.failure.lock().unwrap().is_some() {
+            return Err(self.failure_io());
+        }
+        let room = self.block_size - self.buf.len();
+        let n = room.min(data.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == self.block_size {
+            self.send_block()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

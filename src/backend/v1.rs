@@ -1,0 +1,209 @@
+//! The legacy cache service v1 REST API: GHES, nektos/act, Gitea and Forgejo runners.
+//!
+//! `GET cache?keys=&version=` (204 = miss), `POST caches` → `cacheId`, `PATCH caches/<id>` with
+//! `Content-Range: bytes a-b/*` (several in flight), `POST caches/<id>` with the size, and a
+//! download from `archiveLocation` without any auth header. Quirks handled: act lowercases keys
+//! (ours are lowercase already) and prefix-matches even the primary key (the caller compares
+//! keys); act never answers 409 and checks the commit against a reserved `cacheSize`, so the
+//! reservation sends none (the archive is streamed; its size is known only at the end).
+
+use super::download;
+use super::http::{Http, status_error, transport_error};
+use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use bytes::Bytes;
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+const ACCEPT: &str = "application/json;api-version=6.0-preview.1";
+
+pub struct V1Backend {
+    api: Arc<Api>,
+}
+
+struct Api {
+    http: Arc<Http>,
+    base: url::Url,
+    token: Option<String>,
+}
+
+struct Answer {
+    status: StatusCode,
+    text: String,
+}
+
+impl Api {
+    fn url(&self, resource: &str) -> url::Url {
+        self.base.join(&format!("_apis/artifactcache/{resource}")).expect("relative paths join")
+    }
+
+    /// One call, retried when transient; any 2xx (and 204) comes back, other statuses are errors.
+    async fn call(
+        &self,
+        what: &str,
+        method: Method,
+        url: url::Url,
+        body: Option<Bytes>,
+        range: Option<String>,
+    ) -> Result<Answer, BackendError> {
+        self.http
+            .retry(|| async {
+                let mut request =
+                    self.http.client.request(method.clone(), url.clone()).header(reqwest::header::ACCEPT, ACCEPT);
+                if let Some(token) = &self.token {
+                    request = request.bearer_auth(token);
+                }
+                if let Some(range) = &range {
+                    request = request
+                        .header(reqwest::header::CONTENT_RANGE, range.as_str())
+                        .header(reqwest::header::CONTENT_TYPE, "application/octet-stream");
+                } else if body.is_some() {
+                    request = request.header(reqwest::header::CONTENT_TYPE, "application/json");
+                }
+                if let Some(body) = &body {
+                    request = request.body(body.clone());
+                }
+                let response = request.send().await.map_err(|e| transport_error(what, e))?;
+                let status = response.status();
+                let headers = response.headers().clone();
+                let text = response.text().await.map_err(|e| transport_error(what, e))?;
+                if status.is_success() {
+                    Ok(Answer { status, text })
+                } else {
+                    Err(status_error(what, status, &headers, &text))
+                }
+            })
+            .await
+    }
+
+    fn json<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> Result<T, BackendError> {
+        serde_json::from_str(text)
+            .map_err(|e| BackendError::new(ErrorKind::Fatal, format!("{what}: unreadable response")).with_source(e))
+    }
+}
+
+impl V1Backend {
+    pub fn new(http: Arc<Http>, cache_url: &str, token: Option<String>) -> Result<Self, BackendError> {
+        let with_slash = if cache_url.ends_with('/') { cache_url.to_owned() } else { format!("{cache_url}/") };
+        let base = url::Url::parse(&with_slash)
+            .map_err(|_| BackendError::new(ErrorKind::Fatal, "`ACTIONS_CACHE_URL` is not a URL"))?;
+        // The cache URL itself can carry a secret (act puts one in its path).
+        http.secrets.add(base.path().trim_matches('/'));
+        if let Some(token) = &token {
+            http.secrets.add(token);
+        }
+        Ok(Self { api: Arc::new(Api { http, base, token }) })
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct LookupAnswer {
+    cache_key: String,
+    archive_location: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReserveAnswer {
+    cache_id: i64,
+}
+
+impl Backend for V1Backend {
+    fn describe(&self) -> String {
+        format!("GitHub cache service v1 ({})", self.api.base.host_str().unwrap_or("?"))
+    }
+
+    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+        let mut url = self.api.url("cache");
+        url.query_pairs_mut().append_pair("keys", key).append_pair("version", version);
+        let answer = self.api.http.rt.block_on(self.api.call("lookup", Method::GET, url, None, None))?;
+        if answer.status == StatusCode::NO_CONTENT || answer.text.trim().is_empty() {
+            return Ok(None);
+        }
+        let found: LookupAnswer = Api::json("lookup", &answer.text)?;
+        if found.archive_location.is_empty() {
+            return Err(BackendError::new(ErrorKind::Fatal, "lookup: a hit without `archiveLocation`"));
+        }
+        self.api.http.mask_url(&found.archive_location);
+        Ok(Some(CacheEntry {
+            key: found.cache_key,
+            version: version.to_owned(),
+            size: None,
+            created: None,
+            location: found.archive_location,
+        }))
+    }
+
+    fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
+        Ok(download::open(Arc::clone(&self.api.http), entry.location.clone(), entry.size))
+    }
+
+    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+        let body = serde_json::json!({ "key": key, "version": version }).to_string();
+        let url = self.api.url("caches");
+        let answer =
+            match self.api.http.rt.block_on(self.api.call("reserve", Method::POST, url, Some(body.into()), None)) {
+                Ok(a) => a,
+                Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Reservation::Exists),
+                Err(e) => return Err(e),
+            };
+        let reserved: ReserveAnswer = Api::json("reserve", &answer.text)?;
+        let sink = Arc::new(ChunkSink { api: Arc::clone(&self.api), id: reserved.cache_id });
+        let writer = BlockWriter::new(Arc::clone(&self.api.http), sink, false);
+        Ok(Reservation::Reserved(Box::new(V1Upload {
+            api: Arc::clone(&self.api),
+            id: reserved.cache_id,
+            writer: Some(writer),
+        })))
+    }
+}
+
+struct ChunkSink {
+    api: Arc<Api>,
+    id: i64,
+}
+
+impl BlockSink for ChunkSink {
+    fn put_block(&self, _index: usize, offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let range = format!("bytes {offset}-{}/*", offset + data.len() as u64 - 1);
+            let url = self.api.url(&format!("caches/{}", self.id));
+            self.api.call("upload", Method::PATCH, url, Some(data), Some(range)).await.map(|_| ())
+        })
+    }
+}
+
+struct V1Upload {
+    api: Arc<Api>,
+    id: i64,
+    writer: Option<BlockWriter>,
+}
+
+impl Write for V1Upload {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.as_mut().expect("open until commit").write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Upload for V1Upload {
+    fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
+        let size = match self.writer.take().expect("committed once").finish()? {
+            Finished::Blocks { total, .. } => total,
+            Finished::Small(_) => unreachable!("v1 writers always upload in chunks"),
+        };
+        let body = serde_json::json!({ "size": size }).to_string();
+        let url = self.api.url(&format!("caches/{}", self.id));
+        match self.api.http.rt.block_on(self.api.call("commit", Method::POST, url, Some(body.into()), None)) {
+            Ok(_) => Ok(Committed::Saved { size }),
+            Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
+            Err(e) => Err(e),
+        }
+    }
+}

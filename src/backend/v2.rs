@@ -1,0 +1,301 @@
+//! The GitHub cache service v2: Twirp JSON calls to `ACTIONS_RESULTS_URL` with the runtime
+//! token, and Azure Blob signed URLs for the bytes (never sent the token).
+//!
+//! Twirp JSON uses the protobuf field names in snake_case, omits default values (so `{}` means
+//! `ok: false`), and writes int64 as strings; responses are read with every field defaulted and
+//! int64 accepted as string or number. Restore keys are never sent.
+//!
+//! Uploads: an archive that fits in one block goes up as a single Put Blob; a larger one as Put
+//! Block (fixed-width ids, several in flight) and one Put Block List. Then
+//! `FinalizeCacheEntryUpload` with the exact byte count.
+
+use super::download;
+use super::http::{Http, status_error, transport_error, urlencode};
+use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use base64::Engine;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+const SERVICE: &str = "/twirp/github.actions.results.api.v1.CacheService/";
+/// Azure Blob REST version sent with every blob request.
+pub const AZURE_VERSION: &str = "2025-01-05";
+
+pub struct V2Backend {
+    twirp: Arc<Twirp>,
+}
+
+/// The Twirp side: where to call and with which token.
+struct Twirp {
+    http: Arc<Http>,
+    origin: url::Url,
+    token: String,
+}
+
+impl V2Backend {
+    pub fn new(http: Arc<Http>, results_url: &str, token: String) -> Result<Self, BackendError> {
+        let origin = url::Url::parse(results_url)
+            .map_err(|_| BackendError::new(ErrorKind::Fatal, "`ACTIONS_RESULTS_URL` is not a URL"))?;
+        http.secrets.add(&token);
+        Ok(Self { twirp: Arc::new(Twirp { http, origin, token }) })
+    }
+}
+
+impl Twirp {
+    /// One Twirp call, retried when transient. The method path replaces any path of the base
+    /// URL, as the official client resolves it.
+    async fn call<T: DeserializeOwned>(&self, method: &str, body: serde_json::Value) -> Result<T, BackendError> {
+        let url = self.origin.join(&format!("{SERVICE}{method}")).expect("a fixed path joins");
+        let what = method.to_owned();
+        self.http
+            .retry(|| async {
+                let response = self
+                    .http
+                    .client
+                    .post(url.clone())
+                    .bearer_auth(&self.token)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .map_err(|e| transport_error(&what, e))?;
+                let status = response.status();
+                let headers = response.headers().clone();
+                let text = response.text().await.map_err(|e| transport_error(&what, e))?;
+                if !status.is_success() {
+                    return Err(status_error(&what, status, &headers, &text));
+                }
+                // An unreadable success body is as good as a broken connection: retry.
+                serde_json::from_str(&text).map_err(|e| {
+                    BackendError::new(ErrorKind::Transient, format!("{what}: unreadable response")).with_source(e)
+                })
+            })
+            .await
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct DownloadUrlResponse {
+    ok: bool,
+    signed_download_url: String,
+    matched_key: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CreateResponse {
+    ok: bool,
+    signed_upload_url: String,
+    message: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct FinalizeResponse {
+    ok: bool,
+    #[serde(deserialize_with = "int64")]
+    entry_id: i64,
+    message: String,
+}
+
+/// Canonical protobuf JSON writes int64 as a string; accept a number too.
+fn int64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Int {
+        N(i64),
+        S(String),
+    }
+    match Int::deserialize(d)? {
+        Int::N(n) => Ok(n),
+        Int::S(s) => s.parse().map_err(serde::de::Error::custom),
+    }
+}
+
+impl Backend for V2Backend {
+    fn describe(&self) -> String {
+        format!("GitHub cache service v2 ({})", self.twirp.origin.host_str().unwrap_or("?"))
+    }
+
+    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+        let twirp = &self.twirp;
+        let body = serde_json::json!({ "key": key, "version": version });
+        let r: DownloadUrlResponse = twirp.http.rt.block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
+        if !r.ok || r.signed_download_url.is_empty() {
+            return Ok(None);
+        }
+        twirp.http.mask_url(&r.signed_download_url);
+        Ok(Some(CacheEntry {
+            key: if r.matched_key.is_empty() { key.to_owned() } else { r.matched_key },
+            version: version.to_owned(),
+            size: None,
+            created: None,
+            location: r.signed_download_url,
+        }))
+    }
+
+    fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
+        Ok(download::open(Arc::clone(&self.twirp.http), entry.location.clone(), entry.size))
+    }
+
+    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+        let twirp = &self.twirp;
+        let body = serde_json::json!({ "key": key, "version": version });
+        let r: CreateResponse = match twirp.http.rt.block_on(twirp.call("CreateCacheEntry", body)) {
+            Ok(r) => r,
+            Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Reservation::Exists),
+            Err(e) => return Err(e),
+        };
+        if !r.ok || r.signed_upload_url.is_empty() {
+            let lower = r.message.to_ascii_lowercase();
+            let kind = if lower.contains("already exists") {
+                return Ok(Reservation::Exists);
+            } else if lower.contains("denied") || lower.contains("writable") || lower.contains("read-only") {
+                ErrorKind::ReadOnly
+            } else {
+                ErrorKind::Fatal
+            };
+            let detail =
+                if r.message.is_empty() { "the service refused to create the entry".to_owned() } else { r.message };
+            return Err(BackendError::new(kind, format!("CreateCacheEntry: {detail}")));
+        }
+        twirp.http.mask_url(&r.signed_upload_url);
+        let blob = Arc::new(BlobSink { http: Arc::clone(&twirp.http), url: r.signed_upload_url });
+        let writer = BlockWriter::new(Arc::clone(&twirp.http), blob.clone(), true);
+        Ok(Reservation::Reserved(Box::new(V2Upload {
+            twirp: Arc::clone(twirp),
+            key: key.to_owned(),
+            version: version.to_owned(),
+            blob,
+            writer: Some(writer),
+        })))
+    }
+}
+
+/// Azure block blob at a signed URL.
+struct BlobSink {
+    http: Arc<Http>,
+    url: String,
+}
+
+/// Block ids must all have the same length: base64 of `exact-cache-block-NNNNNNNNNN`.
+fn block_id(index: usize) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("exact-cache-block-{index:010}"))
+}
+
+impl BlobSink {
+    fn with_query(&self, extra: &str) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}{extra}", self.url)
+    }
+
+    async fn put(&self, what: &str, url: String, headers: &[(&str, &str)], body: Bytes) -> Result<(), BackendError> {
+        self.http
+            .retry(|| async {
+                let mut request =
+                    self.http.client.put(url.as_str()).header("x-ms-version", AZURE_VERSION).body(body.clone());
+                for (name, value) in headers {
+                    request = request.header(*name, *value);
+                }
+                let response = request.send().await.map_err(|e| transport_error(what, e))?;
+                if response.status().is_success() {
+                    return Ok(());
+                }
+                let (status, headers) = (response.status(), response.headers().clone());
+                Err(status_error(what, status, &headers, &response.text().await.unwrap_or_default()))
+            })
+            .await
+    }
+
+    async fn put_blob(&self, data: Bytes) -> Result<(), BackendError> {
+        let headers = [("x-ms-blob-type", "BlockBlob"), ("content-type", "application/octet-stream")];
+        self.put("Put Blob", self.url.clone(), &headers, data).await
+    }
+
+    async fn put_block_list(&self, blocks: usize) -> Result<(), BackendError> {
+        let mut xml = String::from(r#"<?xml version="1.0" encoding="utf-8"?><BlockList>"#);
+        for i in 0..blocks {
+            xml.push_str(&format!("<Latest>{}</Latest>", block_id(i)));
+        }
+        xml.push_str("</BlockList>");
+        let url = self.with_query("comp=blocklist");
+        self.put("Put Block List", url, &[("content-type", "application/xml")], Bytes::from(xml)).await
+    }
+}
+
+impl BlockSink for BlobSink {
+    fn put_block(&self, index: usize, _offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let url = self.with_query(&format!("comp=block&blockid={}", urlencode(&block_id(index))));
+            self.put("Put Block", url, &[], data).await
+        })
+    }
+}
+
+struct V2Upload {
+    twirp: Arc<Twirp>,
+    key: String,
+    version: String,
+    blob: Arc<BlobSink>,
+    writer: Option<BlockWriter>,
+}
+
+impl Write for V2Upload {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.as_mut().expect("open until commit").write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Upload for V2Upload {
+    fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
+        let writer = self.writer.take().expect("committed once");
+        let http = Arc::clone(&self.twirp.http);
+        let size = match writer.finish()? {
+            Finished::Small(data) => {
+                let size = data.len() as u64;
+                http.rt.block_on(self.blob.put_blob(data))?;
+                size
+            }
+            Finished::Blocks { blocks, total } => {
+                http.rt.block_on(self.blob.put_block_list(blocks))?;
+                total
+            }
+        };
+        let body = serde_json::json!({ "key": self.key, "version": self.version, "size_bytes": size.to_string() });
+        let r: FinalizeResponse = match http.rt.block_on(self.twirp.call("FinalizeCacheEntryUpload", body)) {
+            Ok(r) => r,
+            Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Committed::Exists),
+            Err(e) => return Err(e),
+        };
+        if !r.ok {
+            let detail = if r.message.is_empty() { "the entry was not committed".to_owned() } else { r.message };
+            return Err(BackendError::new(ErrorKind::Fatal, format!("FinalizeCacheEntryUpload: {detail}")));
+        }
+        let _ = r.entry_id;
+        Ok(Committed::Saved { size })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_ids_have_one_width_and_responses_default_every_field() {
+        assert_eq!(block_id(0).len(), block_id(49_999).len());
+        let r: FinalizeResponse = serde_json::from_str(r#"{"ok":true,"entry_id":"9876"}"#).unwrap();
+        assert_eq!((r.ok, r.entry_id), (true, 9876));
+        let r: FinalizeResponse = serde_json::from_str(r#"{"ok":true,"entry_id":42}"#).unwrap();
+        assert_eq!(r.entry_id, 42);
+        let r: DownloadUrlResponse = serde_json::from_str("{}").unwrap();
+        assert!(!r.ok);
+    }
+}

@@ -1,0 +1,318 @@
+//! The v2 protocol end to end against the local Twirp service and Azurite: round trips and
+//! every injected fault, with the outcome a user would expect.
+
+#[path = "services/mod.rs"]
+mod services;
+mod support;
+
+use services::Services;
+use std::collections::BTreeMap;
+use support::{Step, snapshot, write};
+
+const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
+fn step_for(services: &Services) -> Step {
+    let mut step = Step::new();
+    step.extra_env = services.v2_env();
+    step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+    step
+}
+
+#[test]
+fn round_trip_through_twirp_and_azurite_is_byte_identical() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a.bin"), &vec![7u8; 300_000]);
+    write(&step.ws.join("out/sub/b.txt"), b"hello");
+    let inputs = [("path", "out"), ("native", "none")];
+    let save = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert!(save.stdout.contains("GitHub cache service v2"), "{}", save.stdout);
+    let before = snapshot(&step.ws.join("out"));
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("reused"), "true", "{}", restore.stdout);
+    assert_eq!(snapshot(&step.ws.join("out")), before);
+    assert_eq!(*services.faults.auth_to_blob.lock().unwrap(), 0, "the runtime token never goes to the blob host");
+    assert!(!restore.stdout.contains("sig="), "signed URLs never print");
+}
+
+use exact_cache::archive::Compression;
+use exact_cache::keys::cache_version;
+use services::{Fault, Op};
+
+const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "faults")];
+
+/// A step with a saved entry, and the tree it holds.
+fn saved(services: &Services) -> (Step, BTreeMap<String, String>) {
+    let step = step_for(services);
+    write(&step.ws.join("out/model.pth"), &(0..200_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<_>>());
+    write(&step.ws.join("out/x.expected"), b"expected");
+    let save = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    let tree = snapshot(&step.ws.join("out"));
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    (step, tree)
+}
+
+/// The workspace must hold exactly what it held before a failed restore.
+fn assert_untouched(step: &Step, before: &BTreeMap<String, String>) {
+    assert_eq!(&snapshot(&step.ws), before, "nothing partially restored");
+}
+
+#[test]
+fn large_entries_use_blocks_and_parallel_ranges() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    for (k, v) in [
+        ("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1"),
+        ("EXACT_CACHE_SINGLE_PUT_MIB", "1"),
+        ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1"),
+    ] {
+        step.extra_env.push((k.into(), v.into()));
+    }
+    let mut data = vec![0u8; 12 << 20];
+    let mut x = 0x9e3779b97f4a7c15u64;
+    for b in data.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    write(&step.ws.join("out/weights.bin"), &data);
+    let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    // Twelve 1 MiB blocks and a block list, not one Put Blob.
+    assert!(services.faults.calls(Op::BlobPut) >= 13, "{} puts", services.faults.calls(Op::BlobPut));
+    let before = snapshot(&step.ws.join("out"));
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("reused"), "true", "{}", restore.stdout);
+    assert!(services.faults.calls(Op::BlobGet) >= 12, "ranged GETs");
+    assert_eq!(snapshot(&step.ws.join("out")), before);
+}
+
+#[test]
+fn rate_limits_stop_the_save_and_every_later_call() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+    services.faults.push(Op::Create, Fault::Status { code: 429, retry_after: Some(60), msg: "rate limited" }, 5);
+    let r = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.output("save-result"), "rate-limited");
+    assert_eq!(r.output("saved"), "false");
+    assert!(
+        r.stdout.contains("::warning::not saved (rate-limited): CreateCacheEntry: HTTP 429 (retry after 60 s)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(services.faults.calls(Op::Create), 1, "a 429 is never retried");
+    assert_eq!(services.faults.calls(Op::BlobPut), 0);
+    let strict = step.run(&["save"], &[INPUTS[0], INPUTS[1], INPUTS[2], ("strict", "true")], NO_STATE);
+    assert_eq!(strict.code, 1);
+    assert_eq!(strict.output("save-result"), "rate-limited");
+}
+
+#[test]
+fn transient_errors_are_retried_and_persistent_ones_become_a_miss() {
+    let services = Services::start();
+    let (step, tree) = saved(&services);
+    services.faults.push(Op::Lookup, Fault::Status { code: 503, retry_after: None, msg: "busy" }, 2);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "two 503s, then success: {}", r.stdout);
+    assert_eq!(snapshot(&step.ws.join("out")), tree);
+
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let before = snapshot(&step.ws);
+    let calls = services.faults.calls(Op::Lookup);
+    services.faults.push(Op::Lookup, Fault::Status { code: 500, retry_after: None, msg: "down" }, 100);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        (r.output("cache-hit"), r.output("reused"), r.output("miss-reason")),
+        ("false", "false", "service-error")
+    );
+    assert!(
+        r.stdout.contains("::warning::not reused (service-error): GetCacheEntryDownloadURL: HTTP 500: down"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(services.faults.calls(Op::Lookup) - calls, 4, "bounded retries");
+    assert_untouched(&step, &before);
+}
+
+#[test]
+fn a_reset_or_truncated_download_resumes_or_misses_cleanly() {
+    let services = Services::start();
+    let (step, tree) = saved(&services);
+    services.faults.push(Op::BlobGet, Fault::Reset { after: 1000 }, 1);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "resumed after a reset: {}", r.stdout);
+    assert_eq!(snapshot(&step.ws.join("out")), tree);
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+
+    services.faults.push(Op::BlobGet, Fault::Truncate { keep: 100 }, 1);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "a short body is retried: {}", r.stdout);
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+
+    let before = snapshot(&step.ws);
+    services.faults.push(Op::BlobGet, Fault::Reset { after: 1000 }, 100);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.code, 0);
+    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "service-error"), "{}", r.stdout);
+    assert_untouched(&step, &before);
+}
+
+#[test]
+fn a_stalled_download_times_out() {
+    let services = Services::start();
+    let (mut step, _) = saved(&services);
+    step.extra_env.push(("EXACT_CACHE_READ_TIMEOUT_SECONDS".into(), "0.5".into()));
+    step.extra_env.push(("EXACT_CACHE_ATTEMPTS".into(), "2".into()));
+    let before = snapshot(&step.ws);
+    services.faults.push(Op::BlobGet, Fault::Stall { seconds: 3.0 }, 100);
+    let started = std::time::Instant::now();
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.code, 0);
+    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "timeout"), "{}", r.stdout);
+    assert!(started.elapsed().as_secs_f64() < 3.0, "gave up without waiting for the stall");
+    assert_untouched(&step, &before);
+
+    // The overall deadline holds even when every single read is quick enough.
+    let services = Services::start();
+    let (mut step, _) = saved(&services);
+    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS".into(), "0.5".into()));
+    services.faults.push(Op::BlobGet, Fault::Stall { seconds: 1.0 }, 100);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("miss-reason"), "timeout", "{}", r.stdout);
+    assert!(r.stdout.contains("download did not finish within 0.5 s"), "{}", r.stdout);
+}
+
+#[test]
+fn a_prefix_match_is_never_downloaded() {
+    let services = Services::start();
+    let step = step_for(&services);
+    let key = step.run(&["fingerprint"], &INPUTS, NO_STATE).output("key").to_owned();
+    let version = cache_version(&["out"], Compression::Zstd);
+    // An entry whose key has ours as a prefix, with our version: the service offers it.
+    services.plant(&format!("{key}-other"), &version, b"not an archive of ours");
+    let before = snapshot(&step.ws);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.code, 0);
+    assert_eq!((r.output("cache-hit"), r.output("reused"), r.output("miss-reason")), ("false", "false", "prefix-only"));
+    assert!(r.stdout.contains(&format!("the service offered `{key}-other`")), "{}", r.stdout);
+    assert_eq!(services.faults.calls(Op::BlobGet), 0, "not a byte downloaded");
+    assert_untouched(&step, &before);
+
+    // The same when the service claims a different key for an entry.
+    services.faults.push(Op::Lookup, Fault::WrongMatchedKey("exact-cache-something-else".into()), 1);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("miss-reason"), "prefix-only");
+    assert_eq!(services.faults.calls(Op::BlobGet), 0);
+}
+
+#[test]
+fn read_only_tokens_conflicts_and_quota() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+
+    services.faults.push(Op::Create, Fault::ReadOnly, 1);
+    let r = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!((r.code, r.output("save-result")), (0, "read-only"));
+    assert!(r.stdout.contains("cache write denied"), "{}", r.stdout);
+
+    services.faults.push(
+        Op::Create,
+        Fault::Status { code: 400, retry_after: None, msg: "insufficient usage to create cache entry" },
+        1,
+    );
+    let r = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!((r.code, r.output("save-result")), (0, "error"));
+    assert!(r.stdout.contains("insufficient usage"), "{}", r.stdout);
+
+    services.faults.push(
+        Op::Create,
+        Fault::Status {
+            code: 409,
+            retry_after: None,
+            msg: "cache entry with the same key, version, and scope already exists",
+        },
+        1,
+    );
+    let r = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!((r.code, r.output("save-result"), r.output("saved")), (0, "exists", "false"));
+    assert!(!r.stdout.contains("::warning"), "409 is information: {}", r.stdout);
+
+    // A real conflict: save, then save again.
+    assert_eq!(step.run(&["save"], &INPUTS, NO_STATE).output("save-result"), "saved");
+    let again = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!(again.output("save-result"), "exists");
+}
+
+#[test]
+fn blob_upload_failures_are_retried_then_reported() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+    services.faults.push(Op::BlobPut, Fault::Status { code: 503, retry_after: None, msg: "ServerBusy" }, 1);
+    assert_eq!(step.run(&["save"], &INPUTS, NO_STATE).output("save-result"), "saved");
+
+    write(&step.ws.join("out/b"), b"b");
+    let inputs = [("path", "out"), ("native", "none"), ("variant", "second")];
+    services.faults.push(Op::BlobPut, Fault::Status { code: 500, retry_after: None, msg: "InternalError" }, 100);
+    let r = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!((r.code, r.output("save-result")), (0, "error"), "{}", r.stdout);
+    services.faults.clear();
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("miss-reason"), "not-found", "an unfinalized entry is never visible");
+}
+
+#[test]
+fn a_corrupt_blob_is_a_corrupt_miss() {
+    let services = Services::start();
+    let (step, _) = saved(&services);
+    let before = snapshot(&step.ws);
+    services.faults.push(Op::BlobGet, Fault::Corrupt { offset: 600 }, 100);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!((r.code, r.output("cache-hit"), r.output("reused")), (0, "true", "false"));
+    assert_eq!(r.output("miss-reason"), "corrupt", "{}", r.stdout);
+    assert_untouched(&step, &before);
+}
+
+#[test]
+fn cache_mode_read_skips_saving() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    step.extra_env.push(("ACTIONS_CACHE_MODE".into(), "read".into()));
+    write(&step.ws.join("out/a"), b"a");
+    let r = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("save-result"), "read-only");
+    assert_eq!(services.faults.calls(Op::Create), 0);
+}
+
+/// 1 GiB through Twirp and Azurite with bounded memory on both sides.
+#[test]
+fn a_1_gib_entry_round_trips_in_bounded_memory() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    step.measure = true;
+    let path = step.ws.join("big/blob.bin");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut urandom = std::io::Read::take(std::fs::File::open("/dev/urandom").unwrap(), 1 << 30);
+    std::io::copy(&mut urandom, &mut f).unwrap();
+    drop(f);
+    let inputs = [("path", "big"), ("native", "none")];
+    let save = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    std::fs::remove_dir_all(step.ws.join("big")).unwrap();
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("reused"), "true", "{}", restore.stdout);
+    assert_eq!(restore.output("restored-bytes"), (1u64 << 30).to_string());
+    let (save_mib, restore_mib) = (save.peak_rss_mib.unwrap(), restore.peak_rss_mib.unwrap());
+    eprintln!("1 GiB via v2: peak RSS save {save_mib:.0} MiB, restore {restore_mib:.0} MiB");
+    assert!(save_mib < 300.0 && restore_mib < 300.0, "save {save_mib:.0} MiB, restore {restore_mib:.0} MiB");
+}

@@ -1,0 +1,94 @@
+//! Azurite, the Azure Blob emulator (npm `azurite`), started once per test process.
+//!
+//! It is spawned from a thread that lives as long as the process, with `PR_SET_PDEATHSIG`, so
+//! it goes away with the tests. Account SAS tokens are computed here the way Azure defines them
+//! (HMAC-SHA256 over the string-to-sign with the account key).
+
+use base64::Engine;
+use hmac::{Hmac, KeyInit, Mac};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub const ACCOUNT: &str = "devstoreaccount1";
+/// Azurite's well-known development key (public, documented by Microsoft).
+const ACCOUNT_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const SAS_VERSION: &str = "2022-11-02";
+
+pub struct Azurite {
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+pub fn node_modules() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node/node_modules")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The shared Azurite of this test process.
+pub fn azurite() -> &'static Azurite {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    static AZURITE: OnceLock<Azurite> = OnceLock::new();
+    AZURITE.get_or_init(|| {
+        let bin = node_modules().join(".bin/azurite-blob");
+        assert!(bin.exists(), "{} is missing: run `npm ci` in tests/node (scripts/test does)", bin.display());
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let location = dir.path().to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The spawning thread must outlive every test: PDEATHSIG fires when *it* exits.
+        std::thread::spawn(move || {
+            let mut cmd = Command::new(bin);
+            cmd.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string(), "--location"])
+                .arg(&location)
+                .args(["--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            #[cfg(target_os = "linux")]
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: prctl is async-signal-safe and touches only this child.
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn().expect("start azurite");
+            tx.send(()).unwrap();
+            let _child = child;
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().unwrap();
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "azurite did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Azurite { port, _dir: dir }
+    })
+}
+
+impl Azurite {
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}/{ACCOUNT}", self.port)
+    }
+}
+
+/// An account SAS valid for every blob operation until 2099.
+pub fn account_sas() -> String {
+    let (sp, ss, srt, se, spr) = ("rwdlac", "b", "sco", "2099-01-01T00:00:00Z", "https,http");
+    let to_sign = format!("{ACCOUNT}\n{sp}\n{ss}\n{srt}\n\n{se}\n\n{spr}\n{SAS_VERSION}\n\n");
+    let key = base64::engine::general_purpose::STANDARD.decode(ACCOUNT_KEY).unwrap();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+    mac.update(to_sign.as_bytes());
+    let sig = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    format!("sv={SAS_VERSION}&ss={ss}&srt={srt}&sp={sp}&se={}&spr={}&sig={}", enc(se), enc(spr), enc(&sig))
+}

@@ -1,0 +1,89 @@
+//! Local peers for the cache-service tests: a GitHub cache service (v2 Twirp and v1 REST) on
+//! 127.0.0.1, storing v2 blobs in Azurite through real SAS-signed URLs, with scriptable
+//! faults. The official `@actions/cache` client is run against it to prove it speaks the real
+//! protocol (tests/official_client.rs).
+#![allow(dead_code)]
+
+pub mod azurite;
+mod server;
+
+pub use server::Services;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// Where a fault strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// v2 `GetCacheEntryDownloadURL`
+    Lookup,
+    /// v2 `CreateCacheEntry`
+    Create,
+    /// v2 `FinalizeCacheEntryUpload`
+    Finalize,
+    /// Azure Put Blob / Put Block / Put Block List through the blob front
+    BlobPut,
+    /// Azure GET through the blob front
+    BlobGet,
+    /// v1 `GET cache`
+    V1Lookup,
+    /// v1 `POST caches`
+    V1Reserve,
+    /// v1 `PATCH caches/<id>`
+    V1Upload,
+    /// v1 `POST caches/<id>`
+    V1Commit,
+    /// v1 archive download
+    V1Download,
+}
+
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// Answer with this HTTP status (and `Retry-After`, and a Twirp-style error body).
+    Status { code: u16, retry_after: Option<u64>, msg: &'static str },
+    /// Downloads: send this many bytes of the body, then reset the connection.
+    Reset { after: usize },
+    /// Downloads: a well-formed answer with only this many bytes of body.
+    Truncate { keep: usize },
+    /// Wait this long before answering.
+    Stall { seconds: f64 },
+    /// Lookups: answer with this key instead (a prefix match of another entry).
+    WrongMatchedKey(String),
+    /// `CreateCacheEntry`: `ok: false`, as for a read-only token.
+    ReadOnly,
+    /// Downloads: flip one byte at this offset of the body.
+    Corrupt { offset: usize },
+}
+
+#[derive(Default)]
+pub struct Faults {
+    queued: Mutex<HashMap<Op, VecDeque<Fault>>>,
+    calls: Mutex<HashMap<Op, usize>>,
+    /// Requests to the blob front that carried an `Authorization` header (must stay 0).
+    pub auth_to_blob: Mutex<usize>,
+}
+
+impl Faults {
+    /// Strike the next `times` calls of `op`.
+    pub fn push(&self, op: Op, fault: Fault, times: usize) {
+        let mut q = self.queued.lock().unwrap();
+        let queue = q.entry(op).or_default();
+        for _ in 0..times {
+            queue.push_back(fault.clone());
+        }
+    }
+
+    pub fn clear(&self) {
+        self.queued.lock().unwrap().clear();
+    }
+
+    /// Count a call of `op` and hand out its fault, if one is queued.
+    pub fn next(&self, op: Op) -> Option<Fault> {
+        *self.calls.lock().unwrap().entry(op).or_default() += 1;
+        self.queued.lock().unwrap().get_mut(&op).and_then(VecDeque::pop_front)
+    }
+
+    pub fn calls(&self, op: Op) -> usize {
+        self.calls.lock().unwrap().get(&op).copied().unwrap_or(0)
+    }
+}

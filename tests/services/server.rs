@@ -1,0 +1,547 @@
+//! The cache service itself (axum on its own runtime): v2 Twirp at
+//! `/twirp/github.actions.results.api.v1.CacheService/<Method>`, v1 REST under
+//! `/v1/<secret>/_apis/artifactcache/`, and the blob front at `/devstoreaccount1/…`, which
+//! forwards to Azurite and injects faults.
+//!
+//! Matching follows the real service: among finalized entries with the same version, an exact
+//! key first, else the newest entry whose key starts with the requested one. Creating an
+//! existing (key, version) answers 409.
+
+use super::azurite::{self, ACCOUNT};
+use super::{Fault, Faults, Op};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, patch, post};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const TOKEN: &str = "test-runtime-token-0123456789";
+const V1_SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub key: String,
+    pub version: String,
+    pub blob: String,
+    pub size: u64,
+    pub finalized: bool,
+    pub seq: u64,
+}
+
+#[derive(Default)]
+struct Store {
+    entries: Vec<Entry>,
+    seq: u64,
+    /// v1: reserved id → (key, version, chunks by offset).
+    v1_uploads: HashMap<i64, (String, String, BTreeMap<u64, Bytes>)>,
+    /// v1: committed id → archive bytes.
+    v1_blobs: HashMap<i64, Bytes>,
+}
+
+struct Shared {
+    faults: Arc<Faults>,
+    store: Mutex<Store>,
+    container: String,
+    front: String,
+    client: reqwest::Client,
+}
+
+pub struct Services {
+    rt: tokio::runtime::Runtime,
+    pub url: String,
+    pub faults: Arc<Faults>,
+    shared: Arc<Shared>,
+}
+
+impl Services {
+    pub fn start() -> Self {
+        let azurite = azurite::azurite();
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let container =
+            format!("c{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::new();
+        let create = format!("{}/{container}?restype=container&{}", azurite.base(), azurite::account_sas());
+        let status =
+            rt.block_on(async { client.put(&create).header("content-length", "0").send().await.unwrap().status() });
+        assert!(status.is_success(), "create container: {status}");
+        let faults = Arc::new(Faults::default());
+        let shared = Arc::new(Shared {
+            faults: Arc::clone(&faults),
+            store: Mutex::default(),
+            container,
+            front: url.trim_end_matches('/').to_owned(),
+            client,
+        });
+        let app = Router::new()
+            .route("/twirp/github.actions.results.api.v1.CacheService/{method}", post(twirp))
+            .route("/v1/{secret}/_apis/artifactcache/cache", get(v1_lookup))
+            .route("/v1/{secret}/_apis/artifactcache/caches", post(v1_reserve))
+            .route("/v1/{secret}/_apis/artifactcache/caches/{id}", patch(v1_upload).post(v1_commit))
+            .route("/v1/{secret}/_apis/artifactcache/artifacts/{id}", get(v1_download))
+            .route(&format!("/{ACCOUNT}/{{*path}}"), any(blob_front))
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(Arc::clone(&shared));
+        rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Services { rt, url, faults, shared }
+    }
+
+    /// Variables a runner gives a node action for v2.
+    pub fn v2_env(&self) -> Vec<(String, String)> {
+        [
+            ("ACTIONS_CACHE_SERVICE_V2", "True"),
+            ("ACTIONS_RESULTS_URL", self.url.as_str()),
+            ("ACTIONS_RUNTIME_TOKEN", TOKEN),
+            ("GITHUB_SERVER_URL", "https://github.com"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    /// Variables for v1 (as on GHES: no v2 flag, a cache URL with a trailing slash).
+    pub fn v1_env(&self) -> Vec<(String, String)> {
+        [
+            ("ACTIONS_CACHE_URL", format!("{}v1/{V1_SECRET}/", self.url)),
+            ("ACTIONS_RUNTIME_TOKEN", TOKEN.to_owned()),
+            ("GITHUB_SERVER_URL", "https://github.com".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.shared.store.lock().unwrap().entries.clone()
+    }
+
+    /// Store a finalized entry directly (e.g. one whose key has ours as a prefix).
+    pub fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
+        let blob = format!("planted-{key}");
+        let url = format!("{}/{}/{blob}?{}", azurite::azurite().base(), self.shared.container, azurite::account_sas());
+        let body = bytes.to_vec();
+        let status = self.rt.block_on(async {
+            self.shared.client.put(&url).header("x-ms-blob-type", "BlockBlob").body(body).send().await.unwrap().status()
+        });
+        assert!(status.is_success());
+        let mut store = self.shared.store.lock().unwrap();
+        store.seq += 1;
+        let seq = store.seq;
+        store.entries.push(Entry {
+            key: key.into(),
+            version: version.into(),
+            blob,
+            size: bytes.len() as u64,
+            finalized: true,
+            seq,
+        });
+    }
+}
+
+fn twirp_error(status: StatusCode, code: &str, msg: &str) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], serde_json::json!({ "code": code, "msg": msg }).to_string())
+        .into_response()
+}
+
+fn fault_status(code: u16, retry_after: Option<u64>, msg: &str) -> Response {
+    let status = StatusCode::from_u16(code).unwrap();
+    let mut response = twirp_error(status, "injected", msg);
+    if let Some(after) = retry_after {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_str(&after.to_string()).unwrap());
+    }
+    response
+}
+
+/// Apply a call-level fault; `Some` is the answer to give instead of the real one.
+async fn strike(faults: &Faults, op: Op) -> (Option<Response>, Option<Fault>) {
+    match faults.next(op) {
+        Some(Fault::Status { code, retry_after, msg }) => (Some(fault_status(code, retry_after, msg)), None),
+        Some(Fault::Stall { seconds }) => {
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            (None, None)
+        }
+        other => (None, other),
+    }
+}
+
+fn json(value: serde_json::Value) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+fn find<'a>(store: &'a Store, key: &str, version: &str) -> Option<&'a Entry> {
+    let candidates = store.entries.iter().filter(|e| e.finalized && e.version == version);
+    candidates
+        .clone()
+        .filter(|e| e.key == key)
+        .max_by_key(|e| e.seq)
+        .or_else(|| candidates.filter(|e| e.key.starts_with(key)).max_by_key(|e| e.seq))
+}
+
+async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    if headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {TOKEN}")) {
+        return twirp_error(StatusCode::UNAUTHORIZED, "unauthenticated", "missing or wrong bearer token");
+    }
+    let Ok(req) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return twirp_error(StatusCode::BAD_REQUEST, "malformed", "body is not JSON");
+    };
+    let key = req["key"].as_str().unwrap_or("").to_owned();
+    let version = req["version"].as_str().unwrap_or("").to_owned();
+    if req.get("restore_keys").is_some_and(|k| k.as_array().is_some_and(|a| !a.is_empty())) {
+        return twirp_error(StatusCode::BAD_REQUEST, "invalid_argument", "this test service rejects restore keys");
+    }
+    let op = match method.as_str() {
+        "GetCacheEntryDownloadURL" => Op::Lookup,
+        "CreateCacheEntry" => Op::Create,
+        "FinalizeCacheEntryUpload" => Op::Finalize,
+        _ => return twirp_error(StatusCode::NOT_FOUND, "bad_route", "no such method"),
+    };
+    let (answer, fault) = strike(&s.faults, op).await;
+    if let Some(answer) = answer {
+        return answer;
+    }
+    let sas = azurite::account_sas();
+    match op {
+        Op::Lookup => {
+            let store = s.store.lock().unwrap();
+            let Some(entry) = find(&store, &key, &version) else { return json(serde_json::json!({})) };
+            let matched = match fault {
+                Some(Fault::WrongMatchedKey(other)) => other,
+                _ => entry.key.clone(),
+            };
+            json(serde_json::json!({
+                "ok": true,
+                "signed_download_url": format!("{}/{ACCOUNT}/{}/{}?{sas}", s.front, s.container, entry.blob),
+                "matched_key": matched,
+            }))
+        }
+        Op::Create => {
+            if matches!(fault, Some(Fault::ReadOnly)) {
+                return json(
+                    serde_json::json!({ "ok": false, "message": "cache write denied: token has no writable scopes" }),
+                );
+            }
+            let mut store = s.store.lock().unwrap();
+            if store.entries.iter().any(|e| e.key == key && e.version == version) {
+                return twirp_error(
+                    StatusCode::CONFLICT,
+                    "already_exists",
+                    "cache entry with the same key, version, and scope already exists",
+                );
+            }
+            store.seq += 1;
+            let seq = store.seq;
+            let blob = format!("entry-{seq}");
+            store.entries.push(Entry { key, version, blob: blob.clone(), size: 0, finalized: false, seq });
+            json(serde_json::json!({
+                "ok": true,
+                "signed_upload_url": format!("{}/{ACCOUNT}/{}/{blob}?{sas}", s.front, s.container),
+            }))
+        }
+        Op::Finalize => {
+            let size: u64 = match &req["size_bytes"] {
+                serde_json::Value::String(v) => v.parse().unwrap_or(u64::MAX),
+                serde_json::Value::Number(n) => n.as_u64().unwrap_or(u64::MAX),
+                _ => u64::MAX,
+            };
+            let blob = {
+                let store = s.store.lock().unwrap();
+                match store.entries.iter().find(|e| e.key == key && e.version == version && !e.finalized) {
+                    Some(e) => e.blob.clone(),
+                    None => return json(serde_json::json!({ "ok": false, "message": "no reservation" })),
+                }
+            };
+            let url = format!("{}/{}/{blob}?{sas}", azurite::azurite().base(), s.container);
+            let actual = match s.client.head(&url).send().await {
+                // Not `content_length()`: a HEAD answer has no body, so that reports 0.
+                Ok(r) if r.status().is_success() => {
+                    r.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                }
+                _ => None,
+            };
+            if actual != Some(size) {
+                return json(
+                    serde_json::json!({ "ok": false, "message": format!("blob has {actual:?} bytes, finalize says {size}") }),
+                );
+            }
+            let mut store = s.store.lock().unwrap();
+            let entry = store.entries.iter_mut().find(|e| e.blob == blob).unwrap();
+            entry.finalized = true;
+            entry.size = size;
+            json(serde_json::json!({ "ok": true, "entry_id": entry.seq.to_string() }))
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Forward to Azurite, injecting download and upload faults.
+async fn blob_front(
+    State(s): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if headers.contains_key(header::AUTHORIZATION) {
+        *s.faults.auth_to_blob.lock().unwrap() += 1;
+    }
+    let op = if method == Method::PUT { Op::BlobPut } else { Op::BlobGet };
+    let (answer, fault) = strike(&s.faults, op).await;
+    if let Some(answer) = answer {
+        return answer;
+    }
+    let target = format!(
+        "http://127.0.0.1:{}{}",
+        azurite::azurite().port,
+        uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
+    );
+    let mut request = s.client.request(method.clone(), &target);
+    for (name, value) in &headers {
+        if !matches!(name.as_str(), "host" | "connection" | "content-length" | "transfer-encoding") {
+            request = request.header(name, value);
+        }
+    }
+    let upstream = match request.body(body).send().await {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    let status = upstream.status();
+    let mut out_headers = HeaderMap::new();
+    for (name, value) in upstream.headers() {
+        if !matches!(name.as_str(), "connection" | "transfer-encoding" | "keep-alive") {
+            out_headers.insert(name, value.clone());
+        }
+    }
+    match fault {
+        Some(Fault::Reset { after }) => {
+            let mut upstream = upstream;
+            let stream = async_stream(move |tx| async move {
+                let mut sent = 0usize;
+                while let Ok(Some(chunk)) = upstream.chunk().await {
+                    let take = chunk.len().min(after.saturating_sub(sent));
+                    if take > 0 {
+                        let _ = tx.send(Ok(chunk.slice(..take))).await;
+                    }
+                    sent += take;
+                    if sent >= after {
+                        break;
+                    }
+                }
+                let _ = tx.send(Err(std::io::Error::other("injected reset"))).await;
+            });
+            (status, out_headers, Body::from_stream(stream)).into_response()
+        }
+        Some(Fault::Truncate { keep }) => {
+            let full = upstream.bytes().await.unwrap_or_default();
+            let short = full.slice(..keep.min(full.len()));
+            out_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(short.len()));
+            (status, out_headers, short).into_response()
+        }
+        Some(Fault::Corrupt { offset }) => {
+            let mut full = upstream.bytes().await.unwrap_or_default().to_vec();
+            if offset < full.len() {
+                full[offset] ^= 0x20;
+            }
+            (status, out_headers, full).into_response()
+        }
+        _ => {
+            let mut upstream = upstream;
+            let stream = async_stream(move |tx| async move {
+                loop {
+                    match upstream.chunk().await {
+                        Ok(Some(chunk)) => {
+                            if tx.send(Ok(chunk)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => return,
+                        Err(e) => {
+                            let _ = tx.send(Err(std::io::Error::other(e))).await;
+                            return;
+                        }
+                    }
+                }
+            });
+            (status, out_headers, Body::from_stream(stream)).into_response()
+        }
+    }
+}
+
+/// A stream fed by a task.
+fn async_stream<F, Fut>(producer: F) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(producer(tx));
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+}
+
+// ---- v1 ------------------------------------------------------------------------------------
+
+fn v1_ok_secret(secret: &str) -> bool {
+    secret == V1_SECRET
+}
+
+async fn v1_lookup(
+    State(s): State<Arc<Shared>>,
+    Path(secret): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if !v1_ok_secret(&secret) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let (answer, fault) = strike(&s.faults, Op::V1Lookup).await;
+    if let Some(answer) = answer {
+        return answer;
+    }
+    let version = q.get("version").cloned().unwrap_or_default();
+    let store = s.store.lock().unwrap();
+    for key in q.get("keys").map(|k| k.split(',').collect::<Vec<_>>()).unwrap_or_default() {
+        if let Some(entry) = find(&store, key, &version) {
+            let matched = match &fault {
+                Some(Fault::WrongMatchedKey(other)) => other.clone(),
+                _ => entry.key.clone(),
+            };
+            return json(serde_json::json!({
+                "cacheKey": matched,
+                "archiveLocation": format!("{}/v1/{V1_SECRET}/_apis/artifactcache/artifacts/{}", s.front, entry.seq),
+            }));
+        }
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn v1_reserve(State(s): State<Arc<Shared>>, Path(secret): Path<String>, body: Bytes) -> Response {
+    if !v1_ok_secret(&secret) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    if let (Some(answer), _) = strike(&s.faults, Op::V1Reserve).await {
+        return answer;
+    }
+    let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let key = req["key"].as_str().unwrap_or("").to_owned();
+    let version = req["version"].as_str().unwrap_or("").to_owned();
+    let mut store = s.store.lock().unwrap();
+    if store.entries.iter().any(|e| e.key == key && e.version == version) {
+        return (StatusCode::CONFLICT, json(serde_json::json!({ "message": "Cache already exists." }))).into_response();
+    }
+    store.seq += 1;
+    let id = store.seq as i64;
+    store.v1_uploads.insert(id, (key, version, BTreeMap::new()));
+    json(serde_json::json!({ "cacheId": id }))
+}
+
+async fn v1_upload(
+    State(s): State<Arc<Shared>>,
+    Path((secret, id)): Path<(String, i64)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !v1_ok_secret(&secret) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    if let (Some(answer), _) = strike(&s.faults, Op::V1Upload).await {
+        return answer;
+    }
+    let range = headers.get(header::CONTENT_RANGE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let Some(start) =
+        range.strip_prefix("bytes ").and_then(|r| r.split('-').next()).and_then(|n| n.parse::<u64>().ok())
+    else {
+        return (StatusCode::BAD_REQUEST, "bad Content-Range").into_response();
+    };
+    let mut store = s.store.lock().unwrap();
+    match store.v1_uploads.get_mut(&id) {
+        Some((_, _, chunks)) => {
+            chunks.insert(start, body);
+            StatusCode::OK.into_response()
+        }
+        None => (StatusCode::BAD_REQUEST, "unknown cache id").into_response(),
+    }
+}
+
+async fn v1_commit(State(s): State<Arc<Shared>>, Path((secret, id)): Path<(String, i64)>, body: Bytes) -> Response {
+    if !v1_ok_secret(&secret) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    if let (Some(answer), _) = strike(&s.faults, Op::V1Commit).await {
+        return answer;
+    }
+    let size = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v["size"].as_u64());
+    let mut store = s.store.lock().unwrap();
+    let Some((key, version, chunks)) = store.v1_uploads.remove(&id) else {
+        return (StatusCode::BAD_REQUEST, "unknown cache id").into_response();
+    };
+    let mut data = Vec::new();
+    for (start, chunk) in chunks {
+        if start != data.len() as u64 {
+            return (StatusCode::BAD_REQUEST, "chunks do not join").into_response();
+        }
+        data.extend_from_slice(&chunk);
+    }
+    if size != Some(data.len() as u64) {
+        return (StatusCode::BAD_REQUEST, "size does not match").into_response();
+    }
+    store.v1_blobs.insert(id, Bytes::from(data.clone()));
+    store.entries.push(Entry {
+        key,
+        version,
+        blob: format!("v1-{id}"),
+        size: data.len() as u64,
+        finalized: true,
+        seq: id as u64,
+    });
+    StatusCode::OK.into_response()
+}
+
+async fn v1_download(
+    State(s): State<Arc<Shared>>,
+    Path((secret, id)): Path<(String, i64)>,
+    headers: HeaderMap,
+) -> Response {
+    if !v1_ok_secret(&secret) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    if headers.contains_key(header::AUTHORIZATION) {
+        *s.faults.auth_to_blob.lock().unwrap() += 1;
+    }
+    let (answer, fault) = strike(&s.faults, Op::V1Download).await;
+    if let Some(answer) = answer {
+        return answer;
+    }
+    let Some(data) = s.store.lock().unwrap().v1_blobs.get(&id).cloned() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let total = data.len();
+    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(|r| r.strip_prefix("bytes="));
+    let (status, start, end) = match range.and_then(|r| r.split_once('-')) {
+        Some((a, b)) => {
+            let a: usize = a.parse().unwrap_or(0);
+            let b: usize = b.parse().map(|b: usize| b.min(total - 1)).unwrap_or(total - 1);
+            (StatusCode::PARTIAL_CONTENT, a, b)
+        }
+        None => (StatusCode::OK, 0, total - 1),
+    };
+    let mut body = data.slice(start..=end).to_vec();
+    let mut out = HeaderMap::new();
+    if status == StatusCode::PARTIAL_CONTENT {
+        out.insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes {start}-{end}/{total}")).unwrap());
+    }
+    match fault {
+        Some(Fault::Truncate { keep }) => body.truncate(keep),
+        Some(Fault::Corrupt { offset }) if offset < body.len() => body[offset] ^= 0x20,
+        Some(Fault::Reset { after }) => {
+            let head = Bytes::from(body[..after.min(body.len())].to_vec());
+            let stream = futures_util::stream::iter(vec![Ok(head), Err(std::io::Error::other("injected reset"))]);
+            return (status, out, Body::from_stream(stream)).into_response();
+        }
+        _ => {}
+    }
+    (status, out, body).into_response()
+}
