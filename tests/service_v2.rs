@@ -68,6 +68,7 @@ fn large_entries_use_blocks_and_parallel_ranges() {
         ("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1"),
         ("EXACT_CACHE_SINGLE_PUT_MIB", "1"),
         ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1"),
+        ("EXACT_CACHE_PROGRESS_SECONDS", "0"),
     ] {
         step.extra_env.push((k.into(), v.into()));
     }
@@ -89,6 +90,11 @@ fn large_entries_use_blocks_and_parallel_ranges() {
     let restore = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!(restore.output("reused"), "true", "{}", restore.stdout);
     assert!(services.faults.calls(Op::BlobGet) >= 12, "ranged GETs");
+    // Progress lines while it runs, and a final size/time/throughput line.
+    let save_log =
+        &step.run(&["save"], &[("path", "out"), ("native", "none"), ("variant", "progress")], NO_STATE).stdout;
+    assert!(save_log.lines().any(|l| l.starts_with("archive: ") && l.contains(" of 12.0 MiB (")), "{save_log}");
+    assert!(restore.stdout.lines().any(|l| l.starts_with("download: 12.0 MiB in ")), "{}", restore.stdout);
     assert_eq!(snapshot(&step.ws.join("out")), before);
 }
 

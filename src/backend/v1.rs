@@ -4,8 +4,12 @@
 //! `Content-Range: bytes a-b/*` (several in flight), `POST caches/<id>` with the size, and a
 //! download from `archiveLocation` without any auth header. Quirks handled: act lowercases keys
 //! (ours are lowercase already) and prefix-matches even the primary key (the caller compares
-//! keys); act never answers 409 and checks the commit against a reserved `cacheSize`, so the
-//! reservation sends none (the archive is streamed; its size is known only at the end).
+//! keys); act never answers 409 and checks the commit against the reserved `cacheSize`.
+//!
+//! The reservation must carry the exact `cacheSize` (GHES checks its size limit with it), so a
+//! v1 save first spools the archive — in memory up to 64 MiB, then in a temporary file — and
+//! reserves, uploads and commits once it is complete. Before that, an exact lookup detects an
+//! entry that exists already, so nothing is packed for nothing.
 
 use super::download;
 use super::http::{Http, status_error, transport_error};
@@ -14,10 +18,12 @@ use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 const ACCEPT: &str = "application/json;api-version=6.0-preview.1";
+/// Archives up to this size are spooled in memory; larger ones in a temporary file.
+const SPOOL_IN_MEMORY: usize = 64 << 20;
 
 pub struct V1Backend {
     api: Arc<Api>,
@@ -142,21 +148,14 @@ impl Backend for V1Backend {
     }
 
     fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
-        let body = serde_json::json!({ "key": key, "version": version }).to_string();
-        let url = self.api.url("caches");
-        let answer =
-            match self.api.http.rt.block_on(self.api.call("reserve", Method::POST, url, Some(body.into()), None)) {
-                Ok(a) => a,
-                Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Reservation::Exists),
-                Err(e) => return Err(e),
-            };
-        let reserved: ReserveAnswer = Api::json("reserve", &answer.text)?;
-        let sink = Arc::new(ChunkSink { api: Arc::clone(&self.api), id: reserved.cache_id });
-        let writer = BlockWriter::new(Arc::clone(&self.api.http), sink, false);
+        if self.lookup(key, version)?.is_some_and(|entry| entry.key == key) {
+            return Ok(Reservation::Exists);
+        }
         Ok(Reservation::Reserved(Box::new(V1Upload {
             api: Arc::clone(&self.api),
-            id: reserved.cache_id,
-            writer: Some(writer),
+            key: key.to_owned(),
+            version: version.to_owned(),
+            spool: tempfile::spooled_tempfile(SPOOL_IN_MEMORY),
         })))
     }
 }
@@ -178,13 +177,14 @@ impl BlockSink for ChunkSink {
 
 struct V1Upload {
     api: Arc<Api>,
-    id: i64,
-    writer: Option<BlockWriter>,
+    key: String,
+    version: String,
+    spool: tempfile::SpooledTempFile,
 }
 
 impl Write for V1Upload {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.writer.as_mut().expect("open until commit").write(buf)
+        self.spool.write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -194,13 +194,33 @@ impl Write for V1Upload {
 
 impl Upload for V1Upload {
     fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
-        let size = match self.writer.take().expect("committed once").finish()? {
-            Finished::Blocks { total, .. } => total,
-            Finished::Small(_) => unreachable!("v1 writers always upload in chunks"),
-        };
+        let local = |e: io::Error| BackendError::new(ErrorKind::Fatal, "cannot spool the archive").with_source(e);
+        let size = self.spool.seek(SeekFrom::End(0)).map_err(local)?;
+        self.spool.seek(SeekFrom::Start(0)).map_err(local)?;
+        let api = &self.api;
+        let body = serde_json::json!({ "key": self.key, "version": self.version, "cacheSize": size }).to_string();
+        let answer =
+            match api.http.rt.block_on(api.call("reserve", Method::POST, api.url("caches"), Some(body.into()), None)) {
+                Ok(a) => a,
+                Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Committed::Exists),
+                Err(e) => return Err(e),
+            };
+        let id = Api::json::<ReserveAnswer>("reserve", &answer.text)?.cache_id;
+        let sink = Arc::new(ChunkSink { api: Arc::clone(api), id });
+        let mut writer = BlockWriter::new(Arc::clone(&api.http), sink, false);
+        if let Err(e) = io::copy(&mut self.spool, &mut writer) {
+            return Err(match BackendError::in_io(&e) {
+                Some(b) => BackendError::new(b.kind, b.message.clone()),
+                None => local(e),
+            });
+        }
+        match writer.finish()? {
+            Finished::Blocks { total, .. } if total == size => {}
+            _ => return Err(BackendError::new(ErrorKind::Fatal, "upload: the spooled archive changed size")),
+        }
         let body = serde_json::json!({ "size": size }).to_string();
-        let url = self.api.url(&format!("caches/{}", self.id));
-        match self.api.http.rt.block_on(self.api.call("commit", Method::POST, url, Some(body.into()), None)) {
+        let url = api.url(&format!("caches/{id}"));
+        match api.http.rt.block_on(api.call("commit", Method::POST, url, Some(body.into()), None)) {
             Ok(_) => Ok(Committed::Saved { size }),
             Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(e),

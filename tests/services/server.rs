@@ -32,12 +32,14 @@ pub struct Entry {
     pub seq: u64,
 }
 
+type V1Upload = (String, String, Option<u64>, BTreeMap<u64, Bytes>);
+
 #[derive(Default)]
 struct Store {
     entries: Vec<Entry>,
     seq: u64,
-    /// v1: reserved id → (key, version, chunks by offset).
-    v1_uploads: HashMap<i64, (String, String, BTreeMap<u64, Bytes>)>,
+    /// v1: reserved id → (key, version, reserved cacheSize, chunks by offset).
+    v1_uploads: HashMap<i64, V1Upload>,
     /// v1: committed id → archive bytes.
     v1_blobs: HashMap<i64, Bytes>,
 }
@@ -119,6 +121,22 @@ impl Services {
 
     pub fn entries(&self) -> Vec<Entry> {
         self.shared.store.lock().unwrap().entries.clone()
+    }
+
+    /// Store a committed v1 entry directly.
+    pub fn plant_v1(&self, key: &str, version: &str, bytes: &[u8]) {
+        let mut store = self.shared.store.lock().unwrap();
+        store.seq += 1;
+        let id = store.seq;
+        store.v1_blobs.insert(id as i64, Bytes::from(bytes.to_vec()));
+        store.entries.push(Entry {
+            key: key.into(),
+            version: version.into(),
+            blob: format!("v1-{id}"),
+            size: bytes.len() as u64,
+            finalized: true,
+            seq: id,
+        });
     }
 
     /// Store a finalized entry directly (e.g. one whose key has ours as a prefix).
@@ -434,7 +452,7 @@ async fn v1_reserve(State(s): State<Arc<Shared>>, Path(secret): Path<String>, bo
     }
     store.seq += 1;
     let id = store.seq as i64;
-    store.v1_uploads.insert(id, (key, version, BTreeMap::new()));
+    store.v1_uploads.insert(id, (key, version, req["cacheSize"].as_u64(), BTreeMap::new()));
     json(serde_json::json!({ "cacheId": id }))
 }
 
@@ -458,7 +476,7 @@ async fn v1_upload(
     };
     let mut store = s.store.lock().unwrap();
     match store.v1_uploads.get_mut(&id) {
-        Some((_, _, chunks)) => {
+        Some((_, _, _, chunks)) => {
             chunks.insert(start, body);
             StatusCode::OK.into_response()
         }
@@ -475,7 +493,7 @@ async fn v1_commit(State(s): State<Arc<Shared>>, Path((secret, id)): Path<(Strin
     }
     let size = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v["size"].as_u64());
     let mut store = s.store.lock().unwrap();
-    let Some((key, version, chunks)) = store.v1_uploads.remove(&id) else {
+    let Some((key, version, reserved, chunks)) = store.v1_uploads.remove(&id) else {
         return (StatusCode::BAD_REQUEST, "unknown cache id").into_response();
     };
     let mut data = Vec::new();
@@ -487,6 +505,11 @@ async fn v1_commit(State(s): State<Arc<Shared>>, Path((secret, id)): Path<(Strin
     }
     if size != Some(data.len() as u64) {
         return (StatusCode::BAD_REQUEST, "size does not match").into_response();
+    }
+    // As act does: the reserved cacheSize must match what arrived.
+    if reserved.is_some_and(|r| r != data.len() as u64) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, format!("broken file: {} != {reserved:?}", data.len()))
+            .into_response();
     }
     store.v1_blobs.insert(id, Bytes::from(data.clone()));
     store.entries.push(Entry {

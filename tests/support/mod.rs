@@ -244,3 +244,5 @@ impl Step {
         entries.into_iter().next().unwrap()
     }
 }
+
+pub mod act;

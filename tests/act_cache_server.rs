@@ -1,0 +1,98 @@
+//! Our v1 client against nektos/act's real cache server (act 0.2.89, host mode): a round trip
+//! within one run, reuse across runs, and act's prefix matching never restoring another key.
+
+mod support;
+
+use support::act::{git_repo, run_act};
+
+const ROUND_TRIP: &str = r#"
+on: push
+jobs:
+  cache:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          mkdir -p out/sub
+          head -c 3000000 /dev/urandom > out/weights.bin
+          echo expected > out/sub/a.expected
+          chmod +x out/sub/a.expected
+          sha256sum out/weights.bin out/sub/a.expected > "$RUNNER_TEMP/before.sums"
+      - id: save
+        run: '"$EXE" save --path out --native none --prefix act-demo'
+      - run: rm -rf out
+      - id: restore
+        run: '"$EXE" restore --path out --native none --prefix act-demo'
+      - run: |
+          sha256sum -c "$RUNNER_TEMP/before.sums"
+          test -x out/sub/a.expected
+"#;
+
+const RESTORE_ONLY: &str = r#"
+on: push
+jobs:
+  cache:
+    runs-on: ubuntu-latest
+    steps:
+      - id: restore
+        run: '"$EXE" restore --path out --native none --prefix act-demo'
+      - run: test -s out/weights.bin
+"#;
+
+/// Plants, through act's own v1 API, an entry whose key extends ours, with our version.
+const PREFIX_TRAP: &str = r#"
+on: push
+jobs:
+  cache:
+    runs-on: ubuntu-latest
+    steps:
+      - id: fp
+        run: '"$EXE" fingerprint --path trap --native none --prefix act-trap'
+      - run: |
+          key=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["key"])' "${{ steps.fp.outputs.fingerprint-file }}")
+          version=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "${{ steps.fp.outputs.fingerprint-file }}")
+          api="${ACTIONS_CACHE_URL}_apis/artifactcache"
+          printf 'not ours' > blob
+          id=$(curl -sf -X POST -H 'Content-Type: application/json' \
+            -d "{\"key\":\"${key}-other\",\"version\":\"$version\",\"cacheSize\":8}" "$api/caches" \
+            | python3 -c 'import json,sys; print(json.load(sys.stdin)["cacheId"])')
+          curl -sf -X PATCH -H 'Content-Type: application/octet-stream' -H 'Content-Range: bytes 0-7/*' \
+            --data-binary @blob "$api/caches/$id"
+          curl -sf -X POST -H 'Content-Type: application/json' -d '{"size":8}' "$api/caches/$id"
+          echo "planted ${key}-other"
+      - id: restore
+        run: '"$EXE" restore --path trap --native none --prefix act-trap'
+      - run: test ! -e trap
+"#;
+
+#[test]
+fn round_trip_and_reuse_across_runs_with_acts_cache_server() {
+    let repo = git_repo(&[(".github/workflows/rt.yml", ROUND_TRIP), (".github/workflows/again.yml", RESTORE_ONLY)]);
+    let storage = tempfile::tempdir().unwrap();
+    let exe = support::exe();
+    let run = run_act(repo.path(), &repo.path().join(".github/workflows/rt.yml"), storage.path(), &[("EXE", exe)]);
+    assert!(run.success, "{}", run.log);
+    assert_eq!(run.output("save", "save-result"), "saved");
+    assert_eq!(run.output("restore", "reused"), "true");
+    assert_eq!(run.output("restore", "miss-reason"), "none");
+    assert!(run.log.contains("GitHub cache service v1"), "{}", run.log);
+
+    let again = run_act(repo.path(), &repo.path().join(".github/workflows/again.yml"), storage.path(), &[("EXE", exe)]);
+    assert!(again.success, "{}", again.log);
+    assert_eq!(again.output("restore", "reused"), "true");
+}
+
+#[test]
+fn acts_prefix_match_is_never_restored() {
+    let repo = git_repo(&[(".github/workflows/trap.yml", PREFIX_TRAP)]);
+    let storage = tempfile::tempdir().unwrap();
+    let run = run_act(
+        repo.path(),
+        &repo.path().join(".github/workflows/trap.yml"),
+        storage.path(),
+        &[("EXE", support::exe())],
+    );
+    assert!(run.success, "{}", run.log);
+    assert!(run.log.contains("planted act-trap-"), "{}", run.log);
+    assert_eq!(run.output("restore", "cache-hit"), "false");
+    assert_eq!(run.output("restore", "miss-reason"), "prefix-only");
+}

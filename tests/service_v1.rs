@@ -1,0 +1,107 @@
+//! The v1 protocol end to end against the local v1 REST service (GHES-like), and its faults.
+//! nektos/act's real cache server is exercised in tests/act_cache_server.rs.
+
+#[path = "services/mod.rs"]
+mod services;
+mod support;
+
+use exact_cache::archive::Compression;
+use exact_cache::keys::cache_version;
+use services::{Fault, Op, Services};
+use std::collections::BTreeMap;
+use support::{Step, snapshot, write};
+
+const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+const INPUTS: [(&str, &str); 2] = [("path", "out"), ("native", "none")];
+
+fn step_for(services: &Services) -> Step {
+    let mut step = Step::new();
+    step.extra_env = services.v1_env();
+    step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+    step
+}
+
+#[test]
+fn round_trip_with_chunked_uploads_and_ranged_downloads() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "0.25".into()));
+    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "0.25".into()));
+    let data: Vec<u8> = (0..600_000u32).flat_map(|i| (i.wrapping_mul(2654435761)).to_le_bytes()).collect();
+    write(&step.ws.join("out/w.bin"), &data);
+    write(&step.ws.join("out/e.expected"), b"e");
+    let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
+    let save = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert!(save.stdout.contains("GitHub cache service v1"), "{}", save.stdout);
+    assert!(services.faults.calls(Op::V1Upload) >= 9, "chunked: {}", services.faults.calls(Op::V1Upload));
+    let before = snapshot(&step.ws.join("out"));
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("reused"), "true", "{}", restore.stdout);
+    assert!(services.faults.calls(Op::V1Download) >= 9, "ranged");
+    assert_eq!(snapshot(&step.ws.join("out")), before);
+    assert_eq!(*services.faults.auth_to_blob.lock().unwrap(), 0, "no token on archive downloads");
+    let secret = "0123456789abcdef0123456789abcdef";
+    assert!(restore.stdout.contains(&format!("::add-mask::v1/{secret}")), "the cache URL's secret is masked");
+    assert!(!restore.stdout.lines().any(|l| !l.starts_with("::add-mask::") && l.contains(secret)));
+
+    let again = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(again.output("save-result"), "exists", "found by an exact lookup before packing");
+    assert_eq!(services.faults.calls(Op::V1Reserve), 1);
+
+    // A conflict only the reservation reveals (another job saved meanwhile): 409, `exists`.
+    write(&step.ws.join("out/new"), b"n");
+    let other = [("path", "out"), ("native", "none"), ("compression", "none"), ("variant", "race")];
+    services.faults.push(
+        Op::V1Reserve,
+        Fault::Status { code: 409, retry_after: None, msg: "Cache already exists." },
+        1,
+    );
+    let raced = step.run(&["save"], &other, NO_STATE);
+    assert_eq!((raced.code, raced.output("save-result")), (0, "exists"), "{}", raced.stdout);
+}
+
+#[test]
+fn faults_end_as_warnings_and_misses() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+    assert_eq!(step.run(&["save"], &INPUTS, NO_STATE).output("save-result"), "saved");
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let before = snapshot(&step.ws);
+
+    services.faults.push(Op::V1Lookup, Fault::Status { code: 429, retry_after: Some(30), msg: "slow down" }, 1);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!((r.code, r.output("reused"), r.output("miss-reason")), (0, "false", "service-error"));
+    assert!(r.stdout.contains("HTTP 429 (retry after 30 s)"), "{}", r.stdout);
+    assert_eq!(snapshot(&step.ws), before);
+
+    services.faults.push(Op::V1Download, Fault::Reset { after: 10 }, 1);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "resumed after a reset: {}", r.stdout);
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+
+    services.faults.push(Op::V1Download, Fault::Truncate { keep: 10 }, 100);
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "service-error"), "{}", r.stdout);
+    assert_eq!(snapshot(&step.ws), before);
+    services.faults.clear();
+
+    write(&step.ws.join("out/b"), b"b");
+    let second = [("path", "out"), ("native", "none"), ("variant", "2")];
+    services.faults.push(Op::V1Commit, Fault::Status { code: 500, retry_after: None, msg: "broken file" }, 100);
+    let r = step.run(&["save"], &second, NO_STATE);
+    assert_eq!((r.code, r.output("save-result")), (0, "error"), "{}", r.stdout);
+}
+
+#[test]
+fn prefix_matches_are_misses_before_any_download() {
+    let services = Services::start();
+    let step = step_for(&services);
+    let key = step.run(&["fingerprint"], &INPUTS, NO_STATE).output("key").to_owned();
+    services.plant_v1(&format!("{key}x"), &cache_version(&["out"], Compression::Zstd), b"someone else's");
+    let r = step.run(&["restore"], &INPUTS, NO_STATE);
+    assert_eq!((r.output("cache-hit"), r.output("miss-reason")), ("false", "prefix-only"), "{}", r.stdout);
+    assert_eq!(services.faults.calls(Op::V1Download), 0);
+}
