@@ -193,7 +193,7 @@ fn a_stalled_download_times_out() {
     services.faults.push(Op::BlobGet, Fault::Stall { seconds: 1.0 }, 100);
     let r = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!(r.output("miss-reason"), "timeout", "{}", r.stdout);
-    assert!(r.stdout.contains("download did not finish within 0.5 s"), "{}", r.stdout);
+    assert!(r.stdout.contains("a range of the download did not finish within 0.5 s"), "{}", r.stdout);
 }
 
 #[test]
@@ -212,11 +212,13 @@ fn a_prefix_match_is_never_downloaded() {
     assert_eq!(services.faults.calls(Op::BlobGet), 0, "not a byte downloaded");
     assert_untouched(&step, &before);
 
-    // The same when the service claims a different key for an entry.
-    services.faults.push(Op::Lookup, Fault::WrongMatchedKey("exact-cache-something-else".into()), 1);
-    let r = step.run(&["restore"], &INPUTS, NO_STATE);
-    assert_eq!(r.output("miss-reason"), "prefix-only");
-    assert_eq!(services.faults.calls(Op::BlobGet), 0);
+    // The same when the service claims a different key for an entry, or none at all.
+    for claimed in ["exact-cache-something-else", ""] {
+        services.faults.push(Op::Lookup, Fault::WrongMatchedKey(claimed.into()), 1);
+        let r = step.run(&["restore"], &INPUTS, NO_STATE);
+        assert_eq!(r.output("miss-reason"), "prefix-only", "claimed `{claimed}`");
+        assert_eq!(services.faults.calls(Op::BlobGet), 0);
+    }
 }
 
 #[test]
@@ -321,4 +323,58 @@ fn a_1_gib_entry_round_trips_in_bounded_memory() {
     let (save_mib, restore_mib) = (save.peak_rss_mib.unwrap(), restore.peak_rss_mib.unwrap());
     eprintln!("1 GiB via v2: peak RSS save {save_mib:.0} MiB, restore {restore_mib:.0} MiB");
     assert!(save_mib < 300.0 && restore_mib < 300.0, "save {save_mib:.0} MiB, restore {restore_mib:.0} MiB");
+}
+
+/// Uploads are not bound by the per-read idle timeout of downloads: a service that takes longer
+/// than that to answer a block (or a slow uplink) is not a failure.
+#[test]
+fn slow_block_answers_are_not_read_timeouts() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    step.extra_env.push(("EXACT_CACHE_READ_TIMEOUT_SECONDS".into(), "0.3".into()));
+    step.extra_env.push(("EXACT_CACHE_ATTEMPTS".into(), "1".into()));
+    write(&step.ws.join("out/a"), b"a");
+    services.faults.push(Op::BlobPut, Fault::Stall { seconds: 1.0 }, 1);
+    services.faults.push(Op::Finalize, Fault::Stall { seconds: 1.0 }, 1);
+    let r = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!(r.output("save-result"), "saved", "{}", r.stdout);
+}
+
+/// Dropping a download half-way (the unpacker failed) and then the backend, while ranges are
+/// still in flight, must not bring the process down (the runtime is never dropped inside one
+/// of its own workers).
+#[test]
+fn dropping_a_download_mid_flight_is_clean() {
+    use exact_cache::backend::{Backend, V2Backend, http::Http};
+    use exact_cache::runner::SecretSink;
+    use std::io::Read;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    let services = Services::start();
+    let mut step = step_for(&services);
+    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "0.0625".into()));
+    write(&step.ws.join("out/big"), &vec![9u8; 2 << 20]);
+    let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    let key = step.run(&["fingerprint"], &inputs, NO_STATE).output("key").to_owned();
+
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        PANICS.fetch_add(1, Ordering::SeqCst);
+        previous(info);
+    }));
+    let env = exact_cache::env::Env::from_pairs(
+        step.extra_env.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>(),
+    );
+    let http = std::sync::Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
+    let backend = V2Backend::new(http, &services.url, services::TOKEN.to_owned()).unwrap();
+    let entry = backend.lookup(&key, &cache_version(&["out"], Compression::None)).unwrap().unwrap();
+    services.faults.push(Op::BlobGet, Fault::Stall { seconds: 0.5 }, 50);
+    let mut reader = backend.open(&entry).unwrap();
+    let mut buf = [0u8; 1000];
+    reader.read_exact(&mut buf).unwrap();
+    drop(reader);
+    drop(backend);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0);
 }

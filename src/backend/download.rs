@@ -5,9 +5,10 @@
 //! The first request asks for the first range; a `206` with `Content-Range: bytes 0-n/TOTAL`
 //! gives the total and the rest follows in parallel, while a `200` (a server without range
 //! support) is streamed as it arrives. Each range is retried, resuming after the bytes already
-//! received; each read waits at most `read_timeout`; the whole download has a deadline; and the
-//! byte count must equal the total (and the size the service announced). No auth header is
-//! ever sent here: these URLs are signed or secret by themselves.
+//! received; each read waits at most `read_timeout`; each range (retries included) has a
+//! deadline of network time, so a slow unpacker never counts against it; and the byte count
+//! must equal the total (and the size the service announced). No auth header is ever sent
+//! here: these URLs are signed or secret by themselves.
 
 use super::http::{Http, status_error, transport_error};
 use super::{BackendError, ErrorKind};
@@ -16,6 +17,7 @@ use futures_util::StreamExt;
 use reqwest::StatusCode;
 use std::io::{self, Read};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 type Chunk = Result<Bytes, BackendError>;
@@ -24,29 +26,35 @@ type Chunk = Result<Bytes, BackendError>;
 pub fn open(http: Arc<Http>, url: String, expected: Option<u64>) -> Box<dyn Read + Send> {
     let (tx, rx) = mpsc::channel::<Chunk>(2);
     let task_http = Arc::clone(&http);
-    http.rt.spawn(async move {
-        let deadline = task_http.tuning.download_deadline;
-        let result = tokio::time::timeout(deadline, run(&task_http, &url, expected, &tx)).await;
-        let failure = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(_) => BackendError::new(
-                ErrorKind::Timeout,
-                format!("download did not finish within {}", crate::units::duration(deadline)),
-            ),
-        };
-        let _ = tx.send(Err(failure)).await;
+    let task = http.rt().spawn(async move {
+        if let Err(e) = run(&task_http, &url, expected, &tx).await {
+            let _ = tx.send(Err(e)).await;
+        }
     });
-    Box::new(ChannelReader { rx, current: Bytes::new(), http, failed: false })
+    Box::new(ChannelReader { rx, current: Bytes::new(), task, failure: None })
+}
+
+fn deadline_error(deadline: Duration) -> BackendError {
+    BackendError::new(
+        ErrorKind::Timeout,
+        format!("a range of the download did not finish within {}", crate::units::duration(deadline)),
+    )
+}
+
+/// `future` within the range deadline.
+async fn within<T>(http: &Http, future: impl Future<Output = Result<T, BackendError>>) -> Result<T, BackendError> {
+    let deadline = http.tuning.range_deadline;
+    tokio::time::timeout(deadline, future).await.unwrap_or_else(|_| Err(deadline_error(deadline)))
 }
 
 async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
     let chunk = http.tuning.download_chunk;
     let first_end = expected.map_or(chunk, |e| e.min(chunk)).saturating_sub(1);
-    let response = http
-        .retry(|| async {
+    let response = within(
+        http,
+        http.retry(|| async {
             let r = http
-                .client
+                .download_client
                 .get(url)
                 .header(reqwest::header::RANGE, format!("bytes=0-{first_end}"))
                 .send()
@@ -61,14 +69,15 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
                     Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()))
                 }
             }
-        })
-        .await?;
+        }),
+    )
+    .await?;
 
     if response.status() == StatusCode::RANGE_NOT_SATISFIABLE {
         return Ok(());
     }
     if response.status() == StatusCode::OK {
-        return stream_whole(response, expected, tx).await;
+        return stream_whole(http, response, expected, tx).await;
     }
     let total = content_range_total(response.headers())
         .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "download: a ranged answer without a total length"))?;
@@ -80,23 +89,21 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
     }
     // The first answer may be shorter than asked for: the blob is smaller than one range.
     let first_end = first_end.min(total.saturating_sub(1));
-    let first = read_body(response, first_end + 1).await;
-    // The first range, resumed if its body broke off.
-    let first = match first {
+    let first = match within(http, async { read_body(response, first_end + 1).await.map_err(|(_, e)| e) }).await {
         Ok(bytes) => bytes,
-        Err((partial, e)) if e.kind == ErrorKind::Transient || e.kind == ErrorKind::Timeout => {
-            let mut buf = BytesMut::from(&partial[..]);
-            buf.extend_from_slice(&fetch_range(http, url, partial.len() as u64, first_end).await?);
-            buf.freeze()
+        // Broken off: fetch the first range again as any other (resuming is not worth it here).
+        Err(e) if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout) => {
+            within(http, fetch_range(http, url, 0, first_end)).await?
         }
-        Err((_, e)) => return Err(e),
+        Err(e) => return Err(e),
     };
     if tx.send(Ok(first)).await.is_err() {
         return Ok(());
     }
-    let starts: Vec<u64> = ((first_end + 1)..total).step_by(chunk as usize).collect();
+    // Lazily: a bogus total from a broken proxy must not allocate the range list up front.
+    let starts = ((first_end + 1)..total).step_by(chunk as usize);
     let mut ranges = futures_util::stream::iter(starts)
-        .map(|start| fetch_range(http, url, start, (start + chunk).min(total) - 1))
+        .map(|start| within(http, fetch_range(http, url, start, (start + chunk).min(total) - 1)))
         .buffered(http.tuning.download_concurrency);
     while let Some(bytes) = ranges.next().await {
         if tx.send(Ok(bytes?)).await.is_err() {
@@ -116,7 +123,7 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64) -> Result<Byt
         async move {
             let from = start + already;
             let r = http
-                .client
+                .download_client
                 .get(url)
                 .header(reqwest::header::RANGE, format!("bytes={from}-{end}"))
                 .send()
@@ -176,24 +183,32 @@ async fn read_body(mut r: reqwest::Response, len: u64) -> Result<Bytes, (Bytes, 
     Ok(buf.freeze())
 }
 
-/// A `200` answer: pass it on as it arrives, then check its length.
+/// A `200` answer: pass it on as it arrives, then check its length. Only the time spent
+/// waiting for the network counts against the deadline, not the time the reader takes.
 async fn stream_whole(
+    http: &Http,
     mut r: reqwest::Response,
     expected: Option<u64>,
     tx: &mpsc::Sender<Chunk>,
 ) -> Result<(), BackendError> {
+    let deadline = http.tuning.range_deadline;
     let announced = r.content_length();
     let mut n = 0u64;
+    let mut network = Duration::ZERO;
     loop {
-        match r.chunk().await {
-            Ok(Some(c)) => {
+        let started = Instant::now();
+        let next = tokio::time::timeout(deadline.saturating_sub(network), r.chunk()).await;
+        network += started.elapsed();
+        match next {
+            Err(_) => return Err(deadline_error(deadline)),
+            Ok(Ok(Some(c))) => {
                 n += c.len() as u64;
                 if tx.send(Ok(c)).await.is_err() {
                     return Ok(());
                 }
             }
-            Ok(None) => break,
-            Err(e) => return Err(transport_error("download", e)),
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => return Err(transport_error("download", e)),
         }
     }
     for want in [announced, expected].into_iter().flatten() {
@@ -212,22 +227,21 @@ fn content_range_total(headers: &reqwest::header::HeaderMap) -> Option<u64> {
 struct ChannelReader {
     rx: mpsc::Receiver<Chunk>,
     current: Bytes,
-    /// Keeps the runtime alive while the reader exists.
-    #[allow(dead_code)]
-    http: Arc<Http>,
-    failed: bool,
+    task: tokio::task::JoinHandle<()>,
+    /// After a failure every read fails the same way (never a clean end of file).
+    failure: Option<(ErrorKind, String)>,
 }
 
 impl Read for ChannelReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.current.is_empty() {
-            if self.failed {
-                return Ok(0);
+            if let Some((kind, message)) = &self.failure {
+                return Err(BackendError::new(*kind, message.clone()).into_io());
             }
             match self.rx.blocking_recv() {
                 Some(Ok(bytes)) => self.current = bytes,
                 Some(Err(e)) => {
-                    self.failed = true;
+                    self.failure = Some((e.kind, e.message.clone()));
                     return Err(e.into_io());
                 }
                 None => return Ok(0),
@@ -236,5 +250,12 @@ impl Read for ChannelReader {
         let n = buf.len().min(self.current.len());
         buf[..n].copy_from_slice(&self.current.split_to(n));
         Ok(n)
+    }
+}
+
+impl Drop for ChannelReader {
+    fn drop(&mut self) {
+        // Stop downloading what nobody will read.
+        self.task.abort();
     }
 }

@@ -1,7 +1,12 @@
-//! What both service protocols share: one HTTP client on a small Tokio runtime, tuning knobs,
-//! the classification of every failure into an [`ErrorKind`], bounded retries with backoff for
+//! What both service protocols share: HTTP clients on a small Tokio runtime, tuning knobs, the
+//! classification of every failure into an [`ErrorKind`], bounded retries with backoff for
 //! transient failures, and the 429 circuit breaker (after one rate-limit answer, no further
 //! calls are made in this run).
+//!
+//! Timeouts: downloads use a per-read idle timeout (`read_timeout`); calls and uploads get a
+//! whole-request budget instead, because reqwest's read timeout also runs while a request body
+//! is being sent: an upload budget grows with the body (a minimum rate), so a slow uplink is
+//! not a failure.
 //!
 //! Signed URLs are secrets: errors are stripped of URLs (`reqwest::Error::without_url`) and
 //! `sig` values are registered with the runner's [`SecretSink`] as soon as a URL arrives.
@@ -24,11 +29,16 @@ pub struct Tuning {
     pub attempts: u32,
     /// First backoff; doubles per retry, with jitter.
     pub retry_base: Duration,
-    /// Longest wait for the next bytes of a response.
+    /// Longest wait for the next bytes of a download.
     pub read_timeout: Duration,
     pub connect_timeout: Duration,
-    /// Longest a whole download may take.
-    pub download_deadline: Duration,
+    /// Longest one control call (Twirp, REST) may take, answer included.
+    pub call_timeout: Duration,
+    /// Slowest upload rate accepted, in bytes per second (sets each upload's budget).
+    pub min_upload_rate: f64,
+    /// Longest network time of one ranged download, retries included (the toolkit's segment
+    /// timeout). Time spent waiting for the unpacker does not count.
+    pub range_deadline: Duration,
     /// Bytes per ranged GET.
     pub download_chunk: u64,
     /// Ranged GETs in flight.
@@ -44,16 +54,20 @@ pub struct Tuning {
 impl Tuning {
     pub fn from_env(env: &Env) -> Self {
         let num = |name: &str| env.non_empty(name).and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| *v >= 0.0);
-        let secs = |name: &str, default: f64| Duration::from_secs_f64(num(name).unwrap_or(default));
+        // Clamped, so no setting can overflow a Duration.
+        let secs = |name: &str, default: f64| duration(num(name).unwrap_or(default));
         let mib = |name: &str, default: f64| (num(name).unwrap_or(default) * 1024.0 * 1024.0) as usize;
-        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS bounds its downloads; honour it too.
-        let deadline_default = num("SEGMENT_DOWNLOAD_TIMEOUT_MINS").map(|m| m * 60.0).unwrap_or(30.0 * 60.0);
+        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS bounds each segment it downloads; honour it
+        // for each range.
+        let deadline_default = num("SEGMENT_DOWNLOAD_TIMEOUT_MINS").map(|m| m * 60.0).unwrap_or(10.0 * 60.0);
         Self {
             attempts: num("EXACT_CACHE_ATTEMPTS").map(|n| n.max(1.0) as u32).unwrap_or(4),
             retry_base: Duration::from_millis(num("EXACT_CACHE_RETRY_BASE_MS").unwrap_or(1000.0) as u64),
             read_timeout: secs("EXACT_CACHE_READ_TIMEOUT_SECONDS", 30.0),
             connect_timeout: secs("EXACT_CACHE_CONNECT_TIMEOUT_SECONDS", 30.0),
-            download_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
+            call_timeout: secs("EXACT_CACHE_CALL_TIMEOUT_SECONDS", 300.0),
+            min_upload_rate: num("EXACT_CACHE_MIN_UPLOAD_KIB_PER_SECOND").unwrap_or(64.0).max(1.0) * 1024.0,
+            range_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
             download_chunk: mib("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", 8.0).max(64 * 1024) as u64,
             download_concurrency: num("EXACT_CACHE_DOWNLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(6),
             upload_block: mib("EXACT_CACHE_UPLOAD_BLOCK_MIB", 16.0).max(64 * 1024),
@@ -62,20 +76,35 @@ impl Tuning {
         }
     }
 
+    /// The whole-request budget of an upload of `len` bytes.
+    pub fn upload_timeout(&self, len: usize) -> Duration {
+        self.call_timeout.min(Duration::from_secs(60)) + duration(len as f64 / self.min_upload_rate)
+    }
+
     fn backoff(&self, attempt: u32) -> Duration {
         let base = self.retry_base.as_secs_f64() * 2f64.powi(attempt.saturating_sub(1) as i32);
         // ±25% jitter from the clock: enough to spread parallel jobs apart.
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let jitter = 0.75 + (nanos % 1000) as f64 / 2000.0;
-        Duration::from_secs_f64(base * jitter)
+        duration(base * jitter)
     }
 }
 
-/// The HTTP side of a remote backend.
+/// Seconds as a Duration, clamped to [0, ~115 days]; never panics.
+fn duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs.clamp(0.0, 1e7)).unwrap_or(Duration::ZERO)
+}
+
+/// The HTTP side of a remote backend. Tasks hold it through an `Arc`, so its last owner may be
+/// a task on its own runtime: `Drop` shuts the runtime down without blocking, which is allowed
+/// there (dropping a runtime inside itself would panic).
 pub struct Http {
-    pub rt: tokio::runtime::Runtime,
+    rt: Option<tokio::runtime::Runtime>,
+    /// Calls and uploads: no idle timeout; each request carries its own budget.
     pub client: reqwest::Client,
+    /// Downloads: an idle timeout between reads.
+    pub download_client: reqwest::Client,
     pub tuning: Tuning,
     pub secrets: SecretSink,
     rate_limited: AtomicBool,
@@ -91,15 +120,22 @@ impl Http {
             .enable_all()
             .build()
             .map_err(|e| BackendError::new(ErrorKind::Fatal, "cannot start the HTTP runtime").with_source(e))?;
-        let client = reqwest::Client::builder()
-            .user_agent(USER_AGENT)
-            .connect_timeout(tuning.connect_timeout)
-            .read_timeout(tuning.read_timeout)
-            .build()
-            .map_err(|e| {
+        let build = |read_timeout: Option<Duration>| {
+            let mut builder = reqwest::Client::builder().user_agent(USER_AGENT).connect_timeout(tuning.connect_timeout);
+            if let Some(t) = read_timeout {
+                builder = builder.read_timeout(t);
+            }
+            builder.build().map_err(|e| {
                 BackendError::new(ErrorKind::Fatal, "cannot build the HTTP client").with_source(e.without_url())
-            })?;
-        Ok(Self { rt, client, tuning, secrets, rate_limited: AtomicBool::new(false) })
+            })
+        };
+        let client = build(None)?;
+        let download_client = build(Some(tuning.read_timeout))?;
+        Ok(Self { rt: Some(rt), client, download_client, tuning, secrets, rate_limited: AtomicBool::new(false) })
+    }
+
+    pub fn rt(&self) -> &tokio::runtime::Runtime {
+        self.rt.as_ref().expect("the runtime lives as long as Http")
     }
 
     /// Register the `sig` of a signed URL (and the whole query when there is no `sig`).
@@ -140,6 +176,14 @@ impl Http {
                     self.rate_limited.store(true, Ordering::Relaxed);
                     return Err(e);
                 }
+                // A conflict after a retried request may be our own first attempt: that is not
+                // "another job saved it", and nothing was saved by us.
+                Err(e) if e.kind == ErrorKind::AlreadyExists && attempt > 1 => {
+                    return Err(BackendError::new(
+                        ErrorKind::Fatal,
+                        format!("{} (after a retried request; its first attempt may hold the entry)", e.message),
+                    ));
+                }
                 Err(e)
                     if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout)
                         && attempt < self.tuning.attempts =>
@@ -149,6 +193,14 @@ impl Http {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
         }
     }
 }

@@ -75,7 +75,7 @@ impl BlockWriter {
         let (tx, mut rx) = mpsc::channel::<(usize, u64, Bytes)>(1);
         let sink = Arc::clone(&self.sink);
         let failure = Arc::clone(&self.failure);
-        self.task = Some(self.http.rt.spawn(async move {
+        self.task = Some(self.http.rt().spawn(async move {
             let mut running = FuturesUnordered::new();
             let mut closed = false;
             loop {
@@ -134,10 +134,19 @@ impl BlockWriter {
         drop(self.tx.take());
         let task = self.task.take().expect("started");
         self.http
-            .rt
+            .rt()
             .block_on(task)
             .map_err(|e| BackendError::new(ErrorKind::Fatal, "upload task failed").with_source(e))??;
         Ok(Finished::Blocks { blocks: self.next_index, total: self.offset })
+    }
+}
+
+impl Drop for BlockWriter {
+    fn drop(&mut self) {
+        // An abandoned upload (the packer failed) stops sending blocks.
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
     }
 }
 

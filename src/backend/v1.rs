@@ -56,8 +56,16 @@ impl Api {
     ) -> Result<Answer, BackendError> {
         self.http
             .retry(|| async {
-                let mut request =
-                    self.http.client.request(method.clone(), url.clone()).header(reqwest::header::ACCEPT, ACCEPT);
+                let budget = match (&range, &body) {
+                    (Some(_), Some(body)) => self.http.tuning.upload_timeout(body.len()),
+                    _ => self.http.tuning.call_timeout,
+                };
+                let mut request = self
+                    .http
+                    .client
+                    .request(method.clone(), url.clone())
+                    .timeout(budget)
+                    .header(reqwest::header::ACCEPT, ACCEPT);
                 if let Some(token) = &self.token {
                     request = request.bearer_auth(token);
                 }
@@ -125,7 +133,7 @@ impl Backend for V1Backend {
     fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
         let mut url = self.api.url("cache");
         url.query_pairs_mut().append_pair("keys", key).append_pair("version", version);
-        let answer = self.api.http.rt.block_on(self.api.call("lookup", Method::GET, url, None, None))?;
+        let answer = self.api.http.rt().block_on(self.api.call("lookup", Method::GET, url, None, None))?;
         if answer.status == StatusCode::NO_CONTENT || answer.text.trim().is_empty() {
             return Ok(None);
         }
@@ -200,7 +208,8 @@ impl Upload for V1Upload {
         let api = &self.api;
         let body = serde_json::json!({ "key": self.key, "version": self.version, "cacheSize": size }).to_string();
         let answer =
-            match api.http.rt.block_on(api.call("reserve", Method::POST, api.url("caches"), Some(body.into()), None)) {
+            match api.http.rt().block_on(api.call("reserve", Method::POST, api.url("caches"), Some(body.into()), None))
+            {
                 Ok(a) => a,
                 Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Committed::Exists),
                 Err(e) => return Err(e),
@@ -220,7 +229,7 @@ impl Upload for V1Upload {
         }
         let body = serde_json::json!({ "size": size }).to_string();
         let url = api.url(&format!("caches/{id}"));
-        match api.http.rt.block_on(api.call("commit", Method::POST, url, Some(body.into()), None)) {
+        match api.http.rt().block_on(api.call("commit", Method::POST, url, Some(body.into()), None)) {
             Ok(_) => Ok(Committed::Saved { size }),
             Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(e),

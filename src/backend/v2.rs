@@ -56,6 +56,7 @@ impl Twirp {
                     .http
                     .client
                     .post(url.clone())
+                    .timeout(self.http.tuning.call_timeout)
                     .bearer_auth(&self.token)
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(body.to_string())
@@ -124,13 +125,14 @@ impl Backend for V2Backend {
     fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
         let twirp = &self.twirp;
         let body = serde_json::json!({ "key": key, "version": version });
-        let r: DownloadUrlResponse = twirp.http.rt.block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
+        let r: DownloadUrlResponse = twirp.http.rt().block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
         if !r.ok || r.signed_download_url.is_empty() {
             return Ok(None);
         }
         twirp.http.mask_url(&r.signed_download_url);
         Ok(Some(CacheEntry {
-            key: if r.matched_key.is_empty() { key.to_owned() } else { r.matched_key },
+            // No matched key is no proof of an exact match: the caller treats it as a miss.
+            key: r.matched_key,
             version: version.to_owned(),
             size: None,
             created: None,
@@ -145,7 +147,7 @@ impl Backend for V2Backend {
     fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
         let twirp = &self.twirp;
         let body = serde_json::json!({ "key": key, "version": version });
-        let r: CreateResponse = match twirp.http.rt.block_on(twirp.call("CreateCacheEntry", body)) {
+        let r: CreateResponse = match twirp.http.rt().block_on(twirp.call("CreateCacheEntry", body)) {
             Ok(r) => r,
             Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Reservation::Exists),
             Err(e) => return Err(e),
@@ -196,8 +198,13 @@ impl BlobSink {
     async fn put(&self, what: &str, url: String, headers: &[(&str, &str)], body: Bytes) -> Result<(), BackendError> {
         self.http
             .retry(|| async {
-                let mut request =
-                    self.http.client.put(url.as_str()).header("x-ms-version", AZURE_VERSION).body(body.clone());
+                let mut request = self
+                    .http
+                    .client
+                    .put(url.as_str())
+                    .timeout(self.http.tuning.upload_timeout(body.len()))
+                    .header("x-ms-version", AZURE_VERSION)
+                    .body(body.clone());
                 for (name, value) in headers {
                     request = request.header(*name, *value);
                 }
@@ -261,16 +268,16 @@ impl Upload for V2Upload {
         let size = match writer.finish()? {
             Finished::Small(data) => {
                 let size = data.len() as u64;
-                http.rt.block_on(self.blob.put_blob(data))?;
+                http.rt().block_on(self.blob.put_blob(data))?;
                 size
             }
             Finished::Blocks { blocks, total } => {
-                http.rt.block_on(self.blob.put_block_list(blocks))?;
+                http.rt().block_on(self.blob.put_block_list(blocks))?;
                 total
             }
         };
         let body = serde_json::json!({ "key": self.key, "version": self.version, "size_bytes": size.to_string() });
-        let r: FinalizeResponse = match http.rt.block_on(self.twirp.call("FinalizeCacheEntryUpload", body)) {
+        let r: FinalizeResponse = match http.rt().block_on(self.twirp.call("FinalizeCacheEntryUpload", body)) {
             Ok(r) => r,
             Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Committed::Exists),
             Err(e) => return Err(e),

@@ -7,7 +7,8 @@
 pub mod azurite;
 mod server;
 
-pub use server::Services;
+#[allow(unused_imports)]
+pub use server::{Services, TOKEN};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
