@@ -30,6 +30,8 @@ fn takes(scope: Scope, command: CommandName) -> bool {
         Scope::Cache => command != CommandName::Fingerprint,
         Scope::Restore => command == CommandName::Restore,
         Scope::Save => command == CommandName::Save,
+        // The root action's restore (main) and save (post) steps both read these.
+        Scope::Root => command != CommandName::Fingerprint,
     }
 }
 

@@ -32,7 +32,94 @@ pub enum Scope {
     Cache,
     Restore,
     Save,
+    /// Only the root action (read by its restore step and its post step).
+    Root,
 }
+
+/// The action's entry points (`action.yml` files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `uses: owner/exact-cache@sha`: restore in `main`, save in `post`.
+    Root,
+    Restore,
+    Save,
+    Fingerprint,
+}
+
+impl Entry {
+    pub const ALL: [Entry; 4] = [Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint];
+
+    /// The directory of its `action.yml`, relative to the repository root.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Entry::Root => ".",
+            Entry::Restore => "restore",
+            Entry::Save => "save",
+            Entry::Fingerprint => "fingerprint",
+        }
+    }
+
+    /// Whether this entry point declares an input of `scope`.
+    pub fn takes(self, scope: Scope) -> bool {
+        match scope {
+            Scope::Fingerprint => true,
+            Scope::Cache => self != Entry::Fingerprint,
+            Scope::Restore => matches!(self, Entry::Root | Entry::Restore),
+            Scope::Save => self == Entry::Save,
+            Scope::Root => self == Entry::Root,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct OutputSpec {
+    pub name: &'static str,
+    pub entries: &'static [Entry],
+    pub description: &'static str,
+}
+
+const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
+
+/// Every step output, and which entry points set it.
+pub const OUTPUTS: &[OutputSpec] = &[
+    OutputSpec {
+        name: "cache-hit",
+        entries: RESTORING,
+        description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded).",
+    },
+    OutputSpec {
+        name: "reused",
+        entries: RESTORING,
+        description: "`true` when the entry was restored, its manifest verified, and every file is in place.",
+    },
+    OutputSpec {
+        name: "key",
+        entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint],
+        description: "The full key, `<prefix>-<64 lowercase hex>`.",
+    },
+    OutputSpec {
+        name: "fingerprint-file",
+        entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint],
+        description: "Path of a JSON file with every fingerprint component and its value.",
+    },
+    OutputSpec {
+        name: "miss-reason",
+        entries: RESTORING,
+        description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, `service-error`, `lookup-only` or `io-error`.",
+    },
+    OutputSpec {
+        name: "restored-files",
+        entries: RESTORING,
+        description: "Number of files and symlinks put in place.",
+    },
+    OutputSpec { name: "restored-bytes", entries: RESTORING, description: "Bytes of file content put in place." },
+    OutputSpec { name: "saved", entries: &[Entry::Save], description: "`true` when this step created the entry." },
+    OutputSpec {
+        name: "save-result",
+        entries: &[Entry::Save],
+        description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete` or `error`.",
+    },
+];
 
 #[derive(Clone, Copy, Debug)]
 pub struct InputSpec {
@@ -169,7 +256,13 @@ pub const INPUTS: &[InputSpec] = &[
     input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),
     input("fail-on-cache-miss", Bool, Restore, "false", "Fail the step when the entry is not reused."),
     input("key", Text, Save, "", "Save under this key (the restore step's `key` output) instead of computing it."),
-    input("save-on-failure", Bool, Save, "false", "Root action: also save when the job failed."),
+    input(
+        "save-on-failure",
+        Bool,
+        Root,
+        "false",
+        "Also save in the post step when the job failed (by default only after a successful job).",
+    ),
 ];
 
 pub fn input_spec(name: &str) -> Option<&'static InputSpec> {

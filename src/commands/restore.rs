@@ -10,6 +10,10 @@ use crate::runner::ProgressReader;
 use crate::units;
 use std::time::{Duration, Instant};
 
+/// Steps (by `GITHUB_ACTION`) whose post step saves even after a failed job, as `,id1,id2,`;
+/// the root action's `post-if` reads it.
+pub const SAVE_ON_FAILURE_ENV: &str = "EXACT_CACHE_SAVE_ON_FAILURE";
+
 /// How a restore attempt ended.
 #[derive(Debug)]
 pub(super) enum Attempt {
@@ -107,6 +111,16 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     runner.set_output("restored-bytes", &bytes.to_string())?;
     if let Some(name) = &config.reuse_env {
         runner.export_env(name, if reused { "1" } else { "0" })?;
+    }
+    if config.save_on_failure {
+        // `post-if` cannot read inputs: it reads this list of the steps that opted in.
+        let step = env.non_empty("GITHUB_ACTION").unwrap_or("exact-cache");
+        let listed = env.non_empty(SAVE_ON_FAILURE_ENV).unwrap_or(",");
+        if !listed.contains(&format!(",{step},")) {
+            let listed = if listed.starts_with(',') { listed.to_owned() } else { format!(",{listed}") };
+            let listed = if listed.ends_with(',') { listed } else { format!("{listed},") };
+            runner.export_env(SAVE_ON_FAILURE_ENV, &format!("{listed}{step},"))?;
+        }
     }
     runner.save_state("reused", bool_str(reused))?;
     runner.save_state("skip-save", bool_str(reused || matches!(attempt, Attempt::Found)))?;

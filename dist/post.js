@@ -1,0 +1,3 @@
+'use strict';
+// Entry point of the post step: see index.js.
+require('./index.js').run('post');

@@ -1,0 +1,187 @@
+//! The action as users run it, under nektos/act (host mode) against act's own cache server: the
+//! workflows of `examples/`, each cold then warm, plus a failed job, a tampered entry and a
+//! changed generator. The action runs from a scratch repository holding what a release holds
+//! (`action.yml` files and `dist/`), through the node shim and the committed dist binary.
+
+mod support;
+
+use std::path::Path;
+use support::act::{ActRun, git_repo, run_act};
+
+const FILES: &[&str] = &["action.yml", "restore/action.yml", "save/action.yml", "fingerprint/action.yml"];
+
+/// A repository like a user's checkout of the action plus our examples; workflows under
+/// `.github/workflows/<example>.yml`.
+fn repo() -> tempfile::TempDir {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for f in FILES {
+        files.push((f.to_string(), std::fs::read(root.join(f)).unwrap()));
+    }
+    for entry in std::fs::read_dir(root.join("dist")).unwrap() {
+        let path = entry.unwrap().path();
+        files.push((format!("dist/{}", path.file_name().unwrap().to_string_lossy()), std::fs::read(&path).unwrap()));
+    }
+    // For quick iteration only: run another binary (its sum is rewritten); CI uses dist/.
+    if let Ok(binary) = std::env::var("EXACT_CACHE_TEST_BINARY") {
+        use sha2::Digest;
+        let bytes = std::fs::read(binary).unwrap();
+        let sum = hex::encode(sha2::Sha256::digest(&bytes));
+        files.retain(|(n, _)| n != "dist/exact-cache-x86_64-unknown-linux-gnu" && n != "dist/SHA256SUMS");
+        files.push(("dist/exact-cache-x86_64-unknown-linux-gnu".into(), bytes));
+        files.push(("dist/SHA256SUMS".into(), format!("{sum}  exact-cache-x86_64-unknown-linux-gnu\n").into_bytes()));
+    }
+    for example in ["fixtures", "split", "composite"] {
+        for entry in walkdir::WalkDir::new(root.join("examples").join(example)) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_file() {
+                let rel = entry.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                files.push((rel, std::fs::read(entry.path()).unwrap()));
+            }
+        }
+        let workflow = std::fs::read(root.join("examples").join(example).join("workflow.yml")).unwrap();
+        files.push((format!(".github/workflows/{example}.yml"), workflow));
+    }
+    let text: Vec<(String, String)> = files
+        .iter()
+        .filter(|(_, b)| std::str::from_utf8(b).is_ok())
+        .map(|(n, b)| (n.clone(), String::from_utf8(b.clone()).unwrap()))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = text.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+    let dir = git_repo(&borrowed);
+    // Binary files (the dist binary) are written directly; act copies the directory as it is.
+    for (name, bytes) in files.iter().filter(|(_, b)| std::str::from_utf8(b).is_err()) {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    dir
+}
+
+fn run(repo: &Path, example: &str, storage: &Path, extra: &[(&str, &str)]) -> ActRun {
+    let workflow = repo.join(format!(".github/workflows/{example}.yml"));
+    let src = repo.to_string_lossy().into_owned();
+    let mut env = vec![("SRC", src.as_str())];
+    env.extend_from_slice(extra);
+    run_act(repo, &workflow, storage, &env)
+}
+
+fn generated(run: &ActRun) -> bool {
+    run.log.contains("GENERATING fixtures")
+}
+
+#[test]
+fn fixtures_cold_then_warm() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let sums = tempfile::tempdir().unwrap();
+    let (cold_sums, warm_sums) = (sums.path().join("cold"), sums.path().join("warm"));
+
+    let cold = run(repo.path(), "fixtures", storage.path(), &[("SUMS_FILE", cold_sums.to_str().unwrap())]);
+    assert!(cold.success, "{}", cold.log);
+    assert_eq!(cold.output("cache", "cache-hit"), "false");
+    assert_eq!(cold.output("cache", "reused"), "false");
+    assert_eq!(cold.output("cache", "miss-reason"), "not-found");
+    assert!(generated(&cold), "the generator ran on the miss");
+    assert_eq!(cold.output("cache", "save-result"), "saved", "the post step saved:\n{}", cold.log);
+
+    let warm = run(repo.path(), "fixtures", storage.path(), &[("SUMS_FILE", warm_sums.to_str().unwrap())]);
+    assert!(warm.success, "{}", warm.log);
+    assert_eq!(warm.output("cache", "cache-hit"), "true");
+    assert_eq!(warm.output("cache", "reused"), "true");
+    assert_eq!(warm.output("cache", "miss-reason"), "none");
+    assert_eq!(warm.output("cache", "key"), cold.output("cache", "key"));
+    assert!(!generated(&warm), "the generator was skipped through `reuse-env`");
+    assert_eq!(warm.output("cache", "save-result"), "skipped-hit");
+    let (a, b) = (std::fs::read_to_string(&cold_sums).unwrap(), std::fs::read_to_string(&warm_sums).unwrap());
+    assert!(a.contains("run_model.sh") && a.contains("755 fixtures/run_model.sh"), "{a}");
+    assert_eq!(a, b, "byte-identical, modes kept");
+}
+
+#[test]
+fn a_failed_job_saves_nothing() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let failed = run(repo.path(), "fixtures", storage.path(), &[("FAIL_JOB", "1")]);
+    assert!(!failed.success, "{}", failed.log);
+    assert_eq!(failed.output("cache", "reused"), "false");
+    assert!(generated(&failed));
+    assert!(
+        !failed.outputs.get("cache").is_some_and(|o| o.contains_key("save-result")),
+        "no post save:\n{}",
+        failed.log
+    );
+    let next = run(repo.path(), "fixtures", storage.path(), &[]);
+    assert!(next.success, "{}", next.log);
+    assert_eq!(next.output("cache", "miss-reason"), "not-found", "nothing was saved by the failed job");
+}
+
+#[test]
+fn a_tampered_entry_is_refused_and_the_job_regenerates() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    assert!(run(repo.path(), "fixtures", storage.path(), &[]).success);
+    // act keeps each entry as a file under <storage>/cache/; flip one byte in the middle.
+    let entry = walkdir::WalkDir::new(storage.path().join("cache"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .expect("an entry in act's storage");
+    let mut bytes = std::fs::read(entry.path()).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(entry.path(), bytes).unwrap();
+
+    let warm = run(repo.path(), "fixtures", storage.path(), &[]);
+    assert!(warm.success, "the job regenerates and passes:\n{}", warm.log);
+    assert_eq!(warm.output("cache", "cache-hit"), "true");
+    assert_eq!(warm.output("cache", "reused"), "false");
+    let reason = warm.output("cache", "miss-reason");
+    assert!(reason == "corrupt" || reason == "manifest-mismatch", "{reason}");
+    assert!(warm.log.contains("not reused ("), "the reason is reported:\n{}", warm.log);
+    assert!(generated(&warm));
+}
+
+#[test]
+fn a_changed_generator_is_a_miss_under_a_new_key() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let first = run(repo.path(), "fixtures", storage.path(), &[]);
+    assert!(first.success, "{}", first.log);
+    let script = repo.path().join("examples/fixtures/generate_fixtures.py");
+    let mut text = std::fs::read_to_string(&script).unwrap();
+    text.push_str("# a new model architecture\n");
+    std::fs::write(&script, text).unwrap();
+    let second = run(repo.path(), "fixtures", storage.path(), &[]);
+    assert!(second.success, "{}", second.log);
+    assert_eq!(second.output("cache", "miss-reason"), "not-found");
+    assert_ne!(second.output("cache", "key"), first.output("cache", "key"));
+    assert!(generated(&second));
+}
+
+#[test]
+fn restore_and_save_building_blocks_cold_then_warm() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let cold = run(repo.path(), "split", storage.path(), &[]);
+    assert!(cold.success, "{}", cold.log);
+    assert_eq!(cold.output("restore", "reused"), "false");
+    assert_eq!(cold.output("save", "save-result"), "saved");
+    let warm = run(repo.path(), "split", storage.path(), &[]);
+    assert!(warm.success, "{}", warm.log);
+    assert_eq!(warm.output("restore", "reused"), "true");
+    assert!(!generated(&warm));
+}
+
+#[test]
+fn a_composite_action_wrapping_restore_and_save() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let cold = run(repo.path(), "composite", storage.path(), &[]);
+    assert!(cold.success, "{}", cold.log);
+    assert!(generated(&cold));
+    assert!(cold.log.contains("reused=false key=composite-fixtures-v1-"), "{}", cold.log);
+    let warm = run(repo.path(), "composite", storage.path(), &[]);
+    assert!(warm.success, "{}", warm.log);
+    assert!(!generated(&warm));
+    assert!(warm.log.contains("reused=true key=composite-fixtures-v1-"), "{}", warm.log);
+}

@@ -1,0 +1,120 @@
+//! The `action.yml` files are rendered from the input and output tables of `src/config.rs`, so
+//! the binary, the action and the README cannot drift apart. This test renders them and compares
+//! with the committed files (`UPDATE_ACTION_YML=1` rewrites them), checks that they parse as the
+//! runner will read them, and that the README documents every input and output.
+
+use exact_cache::config::{Entry, INPUTS, InputKind, OUTPUTS};
+use std::path::Path;
+
+const POST_IF: &str = "success() || contains(env.EXACT_CACHE_SAVE_ON_FAILURE, format(',{0},', github.action))";
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+fn render(entry: Entry) -> String {
+    let (name, description, script) = match entry {
+        Entry::Root => (
+            "exact-cache",
+            "Cache generated CI artifacts (fixtures, TorchInductor/Triton caches, native builds) and reuse them only under an exact fingerprint of the environment that made them. Restores here, saves in the post step on a miss.",
+            "main",
+        ),
+        Entry::Restore => (
+            "exact-cache/restore",
+            "Restore an exact-cache entry (the building block for composite actions); save with exact-cache/save.",
+            "restore",
+        ),
+        Entry::Save => (
+            "exact-cache/save",
+            "Save an exact-cache entry, under the key from exact-cache/restore or a fresh fingerprint.",
+            "save",
+        ),
+        Entry::Fingerprint => {
+            ("exact-cache/fingerprint", "Compute the exact-cache key and fingerprint file; no network.", "fingerprint")
+        }
+    };
+    let dist = if entry == Entry::Root { "dist" } else { "../dist" };
+    let mut y = String::new();
+    y.push_str("# Generated from src/config.rs (INPUTS, OUTPUTS) by tests/action_yml.rs: edit the tables there,\n");
+    y.push_str("# then run `UPDATE_ACTION_YML=1 cargo test --test action_yml`.\n");
+    y.push_str(&format!(
+        "name: {}\ndescription: {}\nauthor: exact-cache developers\n",
+        quote(name),
+        quote(description)
+    ));
+    y.push_str("branding:\n  icon: lock\n  color: green\ninputs:\n");
+    for spec in INPUTS.iter().filter(|s| entry.takes(s.scope)) {
+        y.push_str(&format!("  {}:\n    description: {}\n", spec.name, quote(spec.description)));
+        if spec.name == "path" {
+            y.push_str("    required: true\n");
+        } else {
+            y.push_str("    required: false\n");
+            if !spec.default.is_empty() || spec.kind == InputKind::Bool {
+                y.push_str(&format!("    default: {}\n", quote(spec.default)));
+            }
+        }
+    }
+    y.push_str("outputs:\n");
+    for spec in OUTPUTS.iter().filter(|o| o.entries.contains(&entry)) {
+        y.push_str(&format!("  {}:\n    description: {}\n", spec.name, quote(spec.description)));
+    }
+    y.push_str(&format!("runs:\n  using: node24\n  main: {dist}/{script}.js\n"));
+    if entry == Entry::Root {
+        y.push_str(&format!("  post: {dist}/post.js\n  post-if: {}\n", quote(POST_IF)));
+    }
+    y
+}
+
+fn action_yml(entry: Entry) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(entry.dir()).join("action.yml")
+}
+
+#[test]
+fn action_yml_files_match_the_input_and_output_tables() {
+    let update = std::env::var("UPDATE_ACTION_YML").is_ok_and(|v| v == "1");
+    for entry in Entry::ALL {
+        let path = action_yml(entry);
+        let expected = render(entry);
+        if update {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &expected).unwrap();
+        }
+        let actual = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "{} is stale: run `UPDATE_ACTION_YML=1 cargo test --test action_yml`",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn action_yml_files_parse_as_the_runner_reads_them() {
+    for entry in Entry::ALL {
+        let path = action_yml(entry);
+        let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(yaml["runs"]["using"].as_str(), Some("node24"), "{}", path.display());
+        let main = yaml["runs"]["main"].as_str().unwrap();
+        assert!(path.parent().unwrap().join(main).exists(), "{}: {main} exists", path.display());
+        let inputs = yaml["inputs"].as_mapping().unwrap();
+        assert!(!inputs.is_empty());
+        for (name, input) in inputs {
+            assert!(input["description"].as_str().is_some_and(|d| !d.is_empty()), "{name:?} has a description");
+        }
+        for (name, output) in yaml["outputs"].as_mapping().unwrap() {
+            assert!(output["description"].as_str().is_some_and(|d| !d.is_empty()), "{name:?} has a description");
+        }
+        if entry == Entry::Root {
+            assert_eq!(yaml["runs"]["post-if"].as_str(), Some(POST_IF));
+            assert!(inputs.contains_key("save-on-failure"));
+        }
+    }
+}
+
+#[test]
+fn the_readme_documents_every_input_and_output() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for name in INPUTS.iter().map(|i| i.name).chain(OUTPUTS.iter().map(|o| o.name)) {
+        assert!(readme.contains(&format!("| `{name}` |")), "README.md has no table row for `{name}`");
+    }
+}
