@@ -12,6 +12,9 @@ pub enum CommandName {
     Fingerprint,
     Restore,
     Save,
+    Explain,
+    List,
+    Prune,
 }
 
 #[derive(Clone, Debug)]
@@ -20,18 +23,21 @@ pub struct Invocation {
     /// `save --post`: the post step of the root action (key and hit come from the main step).
     pub post: bool,
     pub workspace: Option<PathBuf>,
+    /// `prune --dry-run`: list what would be deleted.
+    pub dry_run: bool,
     /// Inputs given as flags; in action mode they override `INPUT_*`.
     pub flags: RawInputs,
 }
 
 fn takes(scope: Scope, command: CommandName) -> bool {
+    use CommandName::*;
     match scope {
         Scope::Fingerprint => true,
-        Scope::Cache => command != CommandName::Fingerprint,
-        Scope::Restore => command == CommandName::Restore,
-        Scope::Save => command == CommandName::Save,
+        Scope::Cache => command != Fingerprint,
+        Scope::Restore => matches!(command, Restore | Explain),
+        Scope::Save => command == Save,
         // The root action's restore (main) and save (post) steps both read these.
-        Scope::Root => command != CommandName::Fingerprint,
+        Scope::Root => matches!(command, Restore | Save),
     }
 }
 
@@ -82,12 +88,28 @@ pub fn command() -> Command {
             Command::new("save")
                 .about("Save the `path` roots under this exact fingerprint")
                 .args(input_args(CommandName::Save))
-                .arg(
+                                .arg(
                     Arg::new("post")
                         .long("post")
                         .action(ArgAction::SetTrue)
                         .help("Run as the root action's post step (uses the main step's key and result)"),
                 ),
+        )
+        .subcommand(
+            Command::new("explain")
+                .about("Compare this fingerprint with the newest other entry of its prefix and name what differs")
+                .args(input_args(CommandName::Explain)),
+        )
+        .subcommand(
+            Command::new("list")
+                .about("List the entries of a prefix (on this ref); `path` is not needed")
+                .args(input_args(CommandName::List)),
+        )
+        .subcommand(
+            Command::new("prune")
+                .about("Delete all but the newest `prune-keep` entries of a prefix on this ref; `path` is not needed")
+                .args(input_args(CommandName::Prune))
+                .arg(Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only list what would be deleted")),
         )
 }
 
@@ -103,10 +125,19 @@ where
         "fingerprint" => CommandName::Fingerprint,
         "restore" => CommandName::Restore,
         "save" => CommandName::Save,
+        "explain" => CommandName::Explain,
+        "list" => CommandName::List,
+        "prune" => CommandName::Prune,
         other => unreachable!("unknown subcommand {other}"),
     };
     let post = command == CommandName::Save && sub.get_flag("post");
-    Ok(Invocation { command, post, workspace, flags: flags(sub, command) })
+    let dry_run = command == CommandName::Prune && sub.get_flag("dry-run");
+    let mut flags = flags(sub, command);
+    // Listing and pruning work on a prefix; the `path` lines only matter for keys and versions.
+    if matches!(command, CommandName::List | CommandName::Prune) && flags.get("path").is_none() {
+        flags.set("path", ".");
+    }
+    Ok(Invocation { command, post, workspace, dry_run, flags })
 }
 
 fn flags(m: &ArgMatches, command: CommandName) -> RawInputs {

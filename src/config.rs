@@ -10,6 +10,7 @@ use crate::env::Env;
 use crate::fingerprint::{Facet, FingerprintSpec};
 use crate::keys;
 use crate::paths::{Locations, PathError, PatternSet};
+use crate::preset::Preset;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -81,44 +82,18 @@ pub struct OutputSpec {
 const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
 
 /// Every step output, and which entry points set it.
+#[rustfmt::skip]
 pub const OUTPUTS: &[OutputSpec] = &[
-    OutputSpec {
-        name: "cache-hit",
-        entries: RESTORING,
-        description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded).",
-    },
-    OutputSpec {
-        name: "reused",
-        entries: RESTORING,
-        description: "`true` when the entry was restored, its manifest verified, and every file is in place.",
-    },
-    OutputSpec {
-        name: "key",
-        entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint],
-        description: "The full key, `<prefix>-<64 lowercase hex>`.",
-    },
-    OutputSpec {
-        name: "fingerprint-file",
-        entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint],
-        description: "Path of a JSON file with every fingerprint component and its value.",
-    },
-    OutputSpec {
-        name: "miss-reason",
-        entries: RESTORING,
-        description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, `service-error`, `lookup-only` or `io-error`.",
-    },
-    OutputSpec {
-        name: "restored-files",
-        entries: RESTORING,
-        description: "Number of files and symlinks put in place.",
-    },
+    OutputSpec { name: "cache-hit", entries: RESTORING, description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded)." },
+    OutputSpec { name: "reused", entries: RESTORING, description: "`true` when the entry was restored, its manifest verified, and every file is in place." },
+    OutputSpec { name: "key", entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint], description: "The full key, `<prefix>-<64 lowercase hex>`." },
+    OutputSpec { name: "fingerprint-file", entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint], description: "Path of a JSON file with every fingerprint component and its value." },
+    OutputSpec { name: "miss-reason", entries: RESTORING, description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, `service-error`, `lookup-only` or `io-error`." },
+    OutputSpec { name: "restored-files", entries: RESTORING, description: "Number of files and symlinks put in place." },
     OutputSpec { name: "restored-bytes", entries: RESTORING, description: "Bytes of file content put in place." },
     OutputSpec { name: "saved", entries: &[Entry::Save], description: "`true` when this step created the entry." },
-    OutputSpec {
-        name: "save-result",
-        entries: &[Entry::Save],
-        description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete` or `error`.",
-    },
+    OutputSpec { name: "save-result", entries: &[Entry::Save], description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete` or `error`." },
+    OutputSpec { name: "changed-files", entries: &[Entry::Save], description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm restore, one per line." },
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -143,126 +118,37 @@ const fn input(
 use InputKind::*;
 use Scope::*;
 
+#[rustfmt::skip]
 pub const INPUTS: &[InputSpec] = &[
-    input(
-        "path",
-        Lines,
-        Fingerprint,
-        "",
-        "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes.",
-    ),
-    input(
-        "prefix",
-        Text,
-        Fingerprint,
-        "exact-cache",
-        "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased).",
-    ),
-    input(
-        "hash-files",
-        Lines,
-        Fingerprint,
-        "",
-        "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles).",
-    ),
+    input("path", Lines, Fingerprint, "", "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. Optional with a `preset`."),
+    input("prefix", Text, Fingerprint, "exact-cache", "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased)."),
+    input("hash-files", Lines, Fingerprint, "", "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles)."),
     input("hash-env", List, Fingerprint, "", "Names of environment variables whose values enter the fingerprint."),
-    input(
-        "hash-commands",
-        Lines,
-        Fingerprint,
-        "",
-        "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an error.",
-    ),
-    input(
-        "native",
-        List,
-        Fingerprint,
-        "os,arch,isa,libc,compiler",
-        "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`).",
-    ),
-    input(
-        "compilers",
-        Lines,
-        Fingerprint,
-        "",
-        "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`).",
-    ),
-    input(
-        "python",
-        Text,
-        Fingerprint,
-        "",
-        "Python interpreter whose version and installed distributions enter the fingerprint (empty: none).",
-    ),
-    input(
-        "python-exclude",
-        List,
-        Fingerprint,
-        "",
-        "Distribution names left out of the Python facet (e.g. the editable project whose source is hashed already).",
-    ),
+    input("hash-commands", Lines, Fingerprint, "", "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an error."),
+    input("native", List, Fingerprint, "os,arch,isa,libc,compiler", "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`)."),
+    input("compilers", Lines, Fingerprint, "", "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`)."),
+    input("python", Text, Fingerprint, "", "Python interpreter whose version and installed distributions enter the fingerprint (empty: none)."),
+    input("python-exclude", List, Fingerprint, "", "Distribution names left out of the Python facet (e.g. the editable project whose source is hashed already)."),
     input("variant", Text, Fingerprint, "", "Free-form build variant (`cuda-debug`, `lsan`, …)."),
-    input(
-        "fingerprint-file",
-        Text,
-        Fingerprint,
-        "",
-        "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`).",
-    ),
-    input(
-        "required",
-        Lines,
-        Cache,
-        "",
-        "Paths that must exist for an entry to be complete, checked on save and on restore.",
-    ),
+    input("preset", Text, Fingerprint, "", "`torch-inductor`: cache TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (exported to later steps) and add what decides whether compiled kernels are valid to the fingerprint."),
+    input("fingerprint-file", Text, Fingerprint, "", "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`)."),
+    input("required", Lines, Cache, "", "Paths that must exist for an entry to be complete, checked on save and on restore."),
     input("compression", Text, Cache, "zstd", "Archive compression: `zstd`, `gzip` or `none`."),
-    input(
-        "strict",
-        Bool,
-        Cache,
-        "false",
-        "Turn cache-service trouble (errors, timeouts, rate limits) into step failures.",
-    ),
+    input("strict", Bool, Cache, "false", "Turn cache-service trouble (errors, timeouts, rate limits) into step failures."),
     input("backend", Text, Cache, "auto", "`auto`, `github` or `local`."),
-    input(
-        "protocol",
-        Text,
-        Cache,
-        "auto",
-        "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
-    ),
-    input(
-        "local-dir",
-        Text,
-        Cache,
-        "",
-        "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
-    ),
-    input(
-        "clean-on-miss",
-        Bool,
-        Restore,
-        "false",
-        "On a miss, remove stale files under `path` before generation starts.",
-    ),
-    input(
-        "reuse-env",
-        Text,
-        Restore,
-        "",
-        "Name of an environment variable exported as `1` when reused, `0` otherwise.",
-    ),
+    input("protocol", Text, Cache, "auto", "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice)."),
+    input("local-dir", Text, Cache, "", "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory)."),
+    input("verify-reuse", Text, Cache, "off", "At save time after a warm restore, report files under `path` that changed since the restore: `off`, `warn` or `fail` (fails the step)."),
+    input("prune", Bool, Cache, "false", "After a save, delete older entries with the same prefix on this ref (needs `actions: write`)."),
+    input("prune-keep", Text, Cache, "1", "How many of the newest entries `prune` keeps, the new one included."),
+    input("github-token", Text, Cache, "${{ github.token }}", "Token for the REST calls of `explain-misses` and `prune`."),
+    input("clean-on-miss", Bool, Restore, "false", "On a miss, remove stale files under `path` before generation starts."),
+    input("reuse-env", Text, Restore, "", "Name of an environment variable exported as `1` when reused, `0` otherwise."),
     input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),
     input("fail-on-cache-miss", Bool, Restore, "false", "Fail the step when the entry is not reused."),
+    input("explain-misses", Text, Restore, "auto", "On a miss, diff the newest entry with the same prefix against this fingerprint: `auto` (when a token or the local backend allows listing), `true` or `false`."),
     input("key", Text, Save, "", "Save under this key (the restore step's `key` output) instead of computing it."),
-    input(
-        "save-on-failure",
-        Bool,
-        Root,
-        "false",
-        "Also save in the post step when the job failed (by default only after a successful job).",
-    ),
+    input("save-on-failure", Bool, Root, "false", "Also save in the post step when the job failed (by default only after a successful job)."),
 ];
 
 pub fn input_spec(name: &str) -> Option<&'static InputSpec> {
@@ -359,6 +245,22 @@ pub struct Config {
     pub key: Option<String>,
     pub save_on_failure: bool,
     pub fingerprint_file: Option<PathBuf>,
+    pub preset: Option<Preset>,
+    /// Variables exported to later steps on restore (a preset's cache directories).
+    pub exports: Vec<(String, String)>,
+    pub verify_reuse: VerifyReuse,
+    /// `None`: automatic (when listing is possible).
+    pub explain_misses: Option<bool>,
+    pub prune: bool,
+    pub prune_keep: usize,
+    pub github_token: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyReuse {
+    Off,
+    Warn,
+    Fail,
 }
 
 impl Config {
@@ -366,7 +268,18 @@ impl Config {
     pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, ConfigError> {
         let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
 
-        let path_lines = raw.lines("path");
+        let preset = match raw.text("preset").as_deref() {
+            None | Some("none") => None,
+            Some(p) => Some(Preset::parse(p).ok_or_else(|| ConfigError::Invalid {
+                name: "preset",
+                detail: format!("`{p}` is not a preset; known presets: {}", Preset::NAMES.join(", ")),
+            })?),
+        };
+        let preset_plan = preset.map(|p| p.plan(env, &locations));
+        let mut path_lines = raw.lines("path");
+        if let Some(plan) = &preset_plan {
+            path_lines.extend(plan.path_lines.iter().cloned());
+        }
         if path_lines.iter().all(|l| l.starts_with('!')) {
             return Err(ConfigError::Missing { name: "path" });
         }
@@ -428,6 +341,9 @@ impl Config {
         fingerprint.python = raw.text("python");
         fingerprint.python_exclude = raw.list("python-exclude");
         fingerprint.variant = raw.text("variant");
+        if let Some(plan) = &preset_plan {
+            plan.apply(&mut fingerprint);
+        }
 
         let mut required = Vec::new();
         for line in raw.lines("required") {
@@ -527,6 +443,39 @@ impl Config {
             key,
             save_on_failure: raw.bool("save-on-failure")?,
             fingerprint_file: resolve_opt("fingerprint-file")?,
+            preset,
+            exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
+            verify_reuse: match raw.text("verify-reuse").as_deref() {
+                None | Some("off") | Some("false") => VerifyReuse::Off,
+                Some("warn") | Some("true") => VerifyReuse::Warn,
+                Some("fail") => VerifyReuse::Fail,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "verify-reuse",
+                        detail: format!("`{other}` is not one of `off`, `warn`, `fail`"),
+                    });
+                }
+            },
+            explain_misses: match raw.text("explain-misses").as_deref() {
+                None | Some("auto") => None,
+                Some("true") => Some(true),
+                Some("false") => Some(false),
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        name: "explain-misses",
+                        detail: format!("`{other}` is not one of `auto`, `true`, `false`"),
+                    });
+                }
+            },
+            prune: raw.bool("prune")?,
+            prune_keep: match raw.text("prune-keep") {
+                None => 1,
+                Some(n) => n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| ConfigError::Invalid {
+                    name: "prune-keep",
+                    detail: format!("`{n}` is not a whole number of at least 1"),
+                })?,
+            },
+            github_token: raw.text("github-token").filter(|t| !t.starts_with("${{")),
         })
     }
 

@@ -31,7 +31,7 @@ fn repo() -> tempfile::TempDir {
         files.push(("dist/exact-cache-x86_64-unknown-linux-gnu".into(), bytes));
         files.push(("dist/SHA256SUMS".into(), format!("{sum}  exact-cache-x86_64-unknown-linux-gnu\n").into_bytes()));
     }
-    for example in ["fixtures", "split", "composite"] {
+    for example in ["fixtures", "split", "composite", "torch-inductor"] {
         for entry in walkdir::WalkDir::new(root.join("examples").join(example)) {
             let entry = entry.unwrap();
             if entry.file_type().is_file() {
@@ -184,4 +184,57 @@ fn a_composite_action_wrapping_restore_and_save() {
     assert!(warm.success, "{}", warm.log);
     assert!(!generated(&warm));
     assert!(warm.log.contains("reused=true key=composite-fixtures-v1-"), "{}", warm.log);
+}
+
+/// The torch venv scripts/test prepares (PyPI torch; CPU is enough for TorchInductor).
+fn torch_venv() -> std::path::PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-torch");
+    assert!(venv.join("bin/python").exists(), "{} is missing: scripts/test installs torch there", venv.display());
+    venv
+}
+
+/// The `INDUCTOR {...}` report line of compile_model.py.
+fn inductor_report(run: &ActRun) -> serde_json::Value {
+    let line =
+        run.log.lines().find_map(|l| l.split("INDUCTOR ").nth(1)).unwrap_or_else(|| panic!("no report:\n{}", run.log));
+    serde_json::from_str(line.trim()).unwrap()
+}
+
+#[test]
+fn torch_compile_cold_then_warm_reuses_the_inductor_cache() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let caches = tempfile::tempdir().unwrap();
+    let venv = torch_venv();
+    let inductor = caches.path().join("inductor");
+    let triton = caches.path().join("triton");
+    let env = [
+        ("TORCH_VENV", venv.to_str().unwrap()),
+        ("TORCHINDUCTOR_CACHE_DIR", inductor.to_str().unwrap()),
+        ("TRITON_CACHE_DIR", triton.to_str().unwrap()),
+    ];
+    let cold = run(repo.path(), "torch-inductor", storage.path(), &env);
+    assert!(cold.success, "{}", cold.log);
+    assert_eq!(cold.output("inductor", "cache-hit"), "false");
+    assert_eq!(cold.output("inductor", "save-result"), "saved");
+    let cold_report = inductor_report(&cold);
+    assert!(cold_report["fxgraph_cache_miss"].as_i64().unwrap() >= 1, "{cold_report}");
+
+    // A fresh machine: nothing local survives between jobs.
+    std::fs::remove_dir_all(&inductor).unwrap();
+    let _ = std::fs::remove_dir_all(&triton);
+    let warm = run(repo.path(), "torch-inductor", storage.path(), &env);
+    assert!(warm.success, "{}", warm.log);
+    assert_eq!(warm.output("inductor", "cache-hit"), "true");
+    assert_eq!(warm.output("inductor", "reused"), "true");
+    let warm_report = inductor_report(&warm);
+    assert!(warm_report["fxgraph_cache_hit"].as_i64().unwrap() > 0, "{warm_report}");
+    assert_eq!(warm_report["fxgraph_cache_miss"].as_i64().unwrap(), 0, "{warm_report}");
+    assert!(warm.log.contains("warm run: every graph came from the restored cache"), "{}", warm.log);
+    // verify-reuse at the post step: torch added nothing to its cache on the warm run.
+    assert!(warm.log.contains("verify-reuse: nothing under `path` changed since the restore"), "{}", warm.log);
+    eprintln!(
+        "torch.compile under act: cold {} s, warm {} s",
+        cold_report["compile_seconds"], warm_report["compile_seconds"]
+    );
 }

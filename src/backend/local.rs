@@ -172,3 +172,56 @@ fn current_umask() -> u32 {
         mask as u32
     }
 }
+
+impl crate::github::Catalog for LocalBackend {
+    fn describe(&self) -> String {
+        Backend::describe(self)
+    }
+
+    /// The local store has no refs: every entry of the prefix is listed, newest first.
+    fn list(
+        &self,
+        key_prefix: &str,
+        _ref: Option<&str>,
+    ) -> Result<Vec<crate::github::Listed>, crate::github::CatalogError> {
+        let dir = self.root.join("entries");
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(crate::github::CatalogError::Failed(format!("cannot list `{}`: {e}", dir.display()))),
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some((key, version)) = name.split_once('@') else { continue };
+            if !key.starts_with(key_prefix) {
+                continue;
+            }
+            let meta = entry.metadata().ok();
+            let created = meta
+                .as_ref()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs() as i64);
+            found.push(crate::github::Listed {
+                id: name.clone(),
+                key: key.to_owned(),
+                version: version.to_owned(),
+                r#ref: None,
+                created,
+                size: meta.map_or(0, |m| m.len()),
+            });
+        }
+        found.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
+        Ok(found)
+    }
+
+    fn delete(&self, entry: &crate::github::Listed) -> Result<(), crate::github::CatalogError> {
+        if entry.id.contains('/') || entry.id.starts_with('.') {
+            return Err(crate::github::CatalogError::Failed(format!("`{}` is not a local entry", entry.id)));
+        }
+        let path = self.root.join("entries").join(&entry.id);
+        fs::remove_file(&path)
+            .map_err(|e| crate::github::CatalogError::Failed(format!("cannot delete `{}`: {e}", path.display())))
+    }
+}

@@ -129,4 +129,17 @@ pub trait Backend: Send + Sync {
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError>;
 
     fn reserve(&self, key: &str, version: &str, size_hint: Option<u64>) -> Result<Reservation, BackendError>;
+
+    /// The first `len` bytes of an entry (for explaining misses from another entry's
+    /// fingerprint without downloading it).
+    fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
+        let mut bytes = Vec::new();
+        self.open(entry)?.take(len).read_to_end(&mut bytes).map_err(|e| {
+            BackendError::in_io(&e).map_or_else(
+                || BackendError::new(ErrorKind::Fatal, e.to_string()),
+                |b| BackendError::new(b.kind, b.message.clone()),
+            )
+        })?;
+        Ok(bytes)
+    }
 }

@@ -2,10 +2,14 @@
 //! logs and summary out. Commands see the cache only through [`Backend`] and the machine only
 //! through [`System`]; everything they say goes through the [`Runner`].
 
+mod catalog_commands;
+mod explain;
 mod fingerprint;
+mod prune;
 mod report;
 mod restore;
 mod save;
+mod verify;
 
 use crate::archive::{CleanError, PackError};
 use crate::backend::http::Http;
@@ -16,6 +20,7 @@ use crate::cli::{CommandName, Invocation};
 use crate::config::{Config, ConfigError, INPUTS, RawInputs};
 use crate::env::Env;
 use crate::fingerprint::{FingerprintError, FingerprintRecord, System};
+use crate::github::{Catalog, CatalogError, GithubCatalog};
 use crate::outcome::MissReason;
 use crate::runner::SecretSink;
 use crate::runner::{Mode, Runner, RunnerError};
@@ -54,21 +59,28 @@ pub enum Error {
     Clean(#[from] CleanError),
     #[error("cannot determine the workspace directory")]
     Workspace(#[source] std::io::Error),
+    #[error("{0}")]
+    Catalog(#[from] CatalogError),
+    #[error("`verify-reuse: fail`: {count} files under `path` changed since the restore")]
+    VerifyFailed { count: usize },
 }
 
 /// Builds the backend a configuration asks for.
 pub type BackendFactory = dyn Fn(&Config, &Env, SecretSink) -> Box<dyn Backend>;
+/// Builds the catalog (REST or local) that lists and deletes entries.
+pub type CatalogFactory = dyn Fn(&Config, &Env) -> Result<Box<dyn Catalog>, CatalogError>;
 
 /// What commands work with.
 pub struct Context<'a> {
     pub runner: &'a Runner,
     pub system: &'a dyn System,
     pub backend: &'a BackendFactory,
+    pub catalog: &'a CatalogFactory,
 }
 
 /// Run one invocation with the real backends.
 pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Result<(), Error> {
-    let ctx = Context { runner, system, backend: &select_backend };
+    let ctx = Context { runner, system, backend: &select_backend, catalog: &select_catalog };
     run_with(invocation, &ctx)
 }
 
@@ -96,10 +108,16 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     };
     let workspace = crate::paths::normalize(&std::path::absolute(&workspace).map_err(Error::Workspace)?);
     let config = Config::from_raw(&raw, env, &workspace)?;
+    if let Some(token) = &config.github_token {
+        ctx.runner.add_secret(token);
+    }
     match invocation.command {
         CommandName::Fingerprint => fingerprint::run(ctx, &config),
         CommandName::Restore => restore::run(ctx, &config),
         CommandName::Save => save::run(ctx, &config, invocation.post),
+        CommandName::Explain => catalog_commands::explain(ctx, &config),
+        CommandName::List => catalog_commands::list(ctx, &config),
+        CommandName::Prune => catalog_commands::prune(ctx, &config, invocation.dry_run),
     }
 }
 
@@ -118,6 +136,82 @@ pub fn select_backend(config: &Config, env: &Env, secrets: SecretSink) -> Box<dy
         Choice::Unavailable { reason } => Err(BackendError::new(ErrorKind::Fatal, reason)),
     };
     built.unwrap_or_else(|e| Box::new(Unavailable { reason: e.message }))
+}
+
+/// Where entries are listed and deleted: the local store for the local backend, else the GitHub
+/// REST API (with `github-token`, or `GITHUB_TOKEN`).
+pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, CatalogError> {
+    let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
+    match choose(config.backend, config.protocol, dir, env) {
+        Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
+        Choice::Unavailable { reason } => Err(CatalogError::Unavailable(reason)),
+        Choice::V1 { .. } | Choice::V2 { .. } => {
+            let token = config.github_token.as_deref().or_else(|| env.non_empty("GITHUB_TOKEN"));
+            Ok(Box::new(GithubCatalog::from_env(env, token)?))
+        }
+    }
+}
+
+/// `explain-misses` on a miss: log why, and return it for the summary. Any trouble is one
+/// informational line; it never affects the restore.
+fn explain_miss(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    ours: &FingerprintRecord,
+) -> Option<explain::Explanation> {
+    let runner = ctx.runner;
+    if config.explain_misses == Some(false) {
+        return None;
+    }
+    let _group = runner.group("Why this is a miss");
+    let catalog = match (ctx.catalog)(config, runner.env()) {
+        Ok(c) => c,
+        Err(e) => {
+            runner.info(&format!("explain-misses: skipped: {e}"));
+            return None;
+        }
+    };
+    match explain::explain(backend, catalog.as_ref(), ours, runner.env().non_empty("GITHUB_REF")) {
+        Ok(explanation) => {
+            let against = &explanation.against;
+            runner.info(&format!(
+                "compared with `{}`{}:",
+                against.key,
+                against.r#ref.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+            ));
+            for line in explanation.changes.iter().take(explain::SHOWN) {
+                runner.info(&format!("  {line}"));
+            }
+            if explanation.changes.len() > explain::SHOWN {
+                runner.info(&format!("  … and {} more", explanation.changes.len() - explain::SHOWN));
+            }
+            if explanation.changes.is_empty() {
+                runner.info("  no component differs: the other entry has other `path` lines or compression");
+            }
+            Some(explanation)
+        }
+        Err(reason) => {
+            runner.info(&format!("explain-misses: {reason}"));
+            None
+        }
+    }
+}
+
+/// Where the manifest of a restored entry is kept for `verify-reuse`.
+fn manifest_path(config: &Config, env: &Env, key: &str) -> PathBuf {
+    fingerprint_path(config, env, key).with_file_name(format!("{key}.manifest.json"))
+}
+
+/// Write `text` through a temporary file renamed into place: an existing file or symlink at
+/// the path is replaced, never written through.
+fn write_json_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// No cache service can be reached: every call is service trouble, with the reason.
@@ -180,15 +274,8 @@ fn fingerprint_path(config: &Config, env: &Env, key: &str) -> PathBuf {
 /// path is replaced, never written through.
 fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {
     let path = fingerprint_path(config, env, &record.key);
-    let write = |path: &Path| -> std::io::Result<()> {
-        let parent = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
-        std::io::Write::write_all(&mut tmp, record.to_json().as_bytes())?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        Ok(())
-    };
-    write(&path).map_err(|source| Error::WriteFingerprint { path: path.clone(), source })?;
+    write_json_atomically(&path, &record.to_json())
+        .map_err(|source| Error::WriteFingerprint { path: path.clone(), source })?;
     Ok(path)
 }
 

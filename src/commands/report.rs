@@ -1,5 +1,6 @@
 //! What users read: the fingerprint in the log, and the step summary of each command.
 
+use super::explain::Explanation;
 use super::restore::Attempt;
 use super::save::SaveReport;
 use crate::archive::CleanStats;
@@ -65,12 +66,13 @@ pub(super) fn restore_summary(
     backend: String,
     attempt: &Attempt,
     cleaned: Option<CleanStats>,
+    explanation: Option<&Explanation>,
 ) -> String {
     let mut md = Markdown::new();
     md.heading(3, "exact-cache restore");
     let mut rows = vec![vec!["key".to_owned(), code(&record.key)]];
     match attempt {
-        Attempt::Reused { stats, elapsed, archive_bytes } => {
+        Attempt::Reused { stats, elapsed, archive_bytes, .. } => {
             rows.push(vec!["result".into(), "✅ reused".into()]);
             rows.push(vec![
                 "restored".into(),
@@ -102,6 +104,17 @@ pub(super) fn restore_summary(
     }
     rows.push(vec!["backend".into(), backend]);
     md.table(&["", ""], rows);
+    if let Some(e) = explanation {
+        let against = &e.against;
+        let when = against.r#ref.as_deref().map(|r| format!(" on `{r}`")).unwrap_or_default();
+        md.paragraph(&format!("**Why this is a miss** — compared with the newest entry {}{when}:", code(&against.key)));
+        let rows: Vec<Vec<String>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![c.clone()]).collect();
+        if rows.is_empty() {
+            md.paragraph("no fingerprint component differs (the other entry has other `path` lines or compression)");
+        } else {
+            md.table(&["what changed"], rows);
+        }
+    }
     fingerprint_details(&mut md, record);
     md.as_str().to_owned()
 }
@@ -131,5 +144,17 @@ pub(super) fn save_summary(key: Option<&str>, report: &SaveReport) -> String {
         ]);
     }
     md.table(&["", ""], rows);
+    if let Some(changes) = &report.changes {
+        md.paragraph(&format!("**verify-reuse**: {}", changes.0));
+        let mut list = Markdown::new();
+        let lines: Vec<Vec<String>> = changes.1.iter().take(SUMMARY_VALUES).map(|l| vec![code(l)]).collect();
+        list.table(&["file"], lines);
+        if !changes.1.is_empty() {
+            md.details(&format!("{} files", changes.1.len()), &list);
+        }
+    }
+    if let Some(pruned) = &report.pruned {
+        md.paragraph(&format!("**prune**: {pruned}"));
+    }
     md.as_str().to_owned()
 }

@@ -5,6 +5,7 @@ use super::{Context, Error, bool_str, compute, miss_reason, report, write_finger
 use crate::archive::{RestorePlan, RestoreStats, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError};
 use crate::config::Config;
+use crate::manifest::Manifest;
 use crate::outcome::MissReason;
 use crate::runner::ProgressReader;
 use crate::units;
@@ -21,6 +22,7 @@ pub(super) enum Attempt {
         stats: RestoreStats,
         elapsed: Duration,
         archive_bytes: u64,
+        manifest: Box<Manifest>,
     },
     /// `lookup-only` found the entry.
     Found,
@@ -46,6 +48,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     let fingerprint_file = write_fingerprint(config, env, &record)?;
     runner.save_state("key", &key)?;
     runner.save_state("fingerprint-file", &fingerprint_file.to_string_lossy())?;
+    // A preset's directories exist and are known to later steps whatever happens below.
+    for (name, dir) in &config.exports {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            runner.warning(&format!("cannot create `{dir}` for `{name}`: {e}"));
+        }
+        runner.export_env(name, dir)?;
+    }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     let attempt = {
@@ -71,6 +80,20 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
         attempt
     };
 
+    let explanation = match &attempt {
+        Attempt::Miss { reason: MissReason::NotFound | MissReason::PrefixOnly, .. } => {
+            super::explain_miss(ctx, config, backend.as_ref(), &record)
+        }
+        _ => None,
+    };
+    if let Attempt::Reused { manifest, .. } = &attempt {
+        // For `verify-reuse` at save time.
+        let path = super::manifest_path(config, env, &key);
+        match super::write_json_atomically(&path, &serde_json::to_string(manifest).expect("manifests serialize")) {
+            Ok(()) => runner.save_state("manifest-file", &path.to_string_lossy())?,
+            Err(e) => runner.warning(&format!("cannot keep the restored manifest for `verify-reuse`: {e}")),
+        }
+    }
     let reused = matches!(attempt, Attempt::Reused { .. });
     // An entry that was downloaded but failed verification is still a hit: it exists under
     // exactly this key; `reused` is what says whether it can be used.
@@ -124,7 +147,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     }
     runner.save_state("reused", bool_str(reused))?;
     runner.save_state("skip-save", bool_str(reused || matches!(attempt, Attempt::Found)))?;
-    runner.append_summary(&report::restore_summary(&record, backend.describe(), &attempt, cleaned))?;
+    runner.append_summary(&report::restore_summary(
+        &record,
+        backend.describe(),
+        &attempt,
+        cleaned,
+        explanation.as_ref(),
+    ))?;
 
     if attempt.is_trouble() && config.strict {
         let detail = match &attempt {
@@ -179,8 +208,9 @@ fn attempt(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> 
     };
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();
+    let manifest = Box::new(staged.manifest.clone());
     match staged.commit() {
-        Ok(stats) => Attempt::Reused { stats, elapsed: started.elapsed(), archive_bytes },
+        Ok(stats) => Attempt::Reused { stats, elapsed: started.elapsed(), archive_bytes, manifest },
         Err(e) => Attempt::Miss { reason: classify(&e), detail: Some(super::error_chain(&e)) },
     }
 }

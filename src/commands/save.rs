@@ -1,12 +1,14 @@
 //! `save`: archive the `path` roots under the key, unless the entry is incomplete, exists, or
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
-use super::{Context, Error, bool_str, compute, fingerprint_path, read_fingerprint, report, write_fingerprint};
+use super::{Context, Error, bool_str, compute, fingerprint_path, read_fingerprint, report, verify, write_fingerprint};
 use crate::archive::{PackError, inventory, write_archive};
 use crate::backend::{BackendError, Committed, ErrorKind, Reservation};
-use crate::config::Config;
+use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
+use crate::manifest::Manifest;
 use crate::outcome::SaveResult;
+use crate::preset::Preset;
 use crate::units;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -21,6 +23,12 @@ pub(super) struct SaveReport {
     pub content_bytes: u64,
     pub archive_bytes: u64,
     pub elapsed: std::time::Duration,
+    /// `verify-reuse`: a one-line verdict and the files that changed.
+    pub changes: Option<(String, Vec<String>)>,
+    /// `verify-reuse: fail` found changes.
+    pub verify_failed: Option<usize>,
+    /// `prune`: what happened.
+    pub pruned: Option<String>,
 }
 
 pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Error> {
@@ -34,7 +42,9 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         };
         if runner.state("skip-save").as_deref() == Some("true") {
             runner.info(&format!("entry `{key}` was found by the restore step; not saving"));
-            return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::SkippedHit, "restored"));
+            let mut report = SaveReport::skipped(SaveResult::SkippedHit, "restored");
+            verify(ctx, config, runner.state("manifest-file").map(PathBuf::from), &mut report);
+            return finish(ctx, config, Some(&key), report);
         }
         let path =
             runner.state("fingerprint-file").map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key));
@@ -43,6 +53,15 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
         if record.version != config.version() {
             return Err(Error::VersionMismatch { key: key.clone() });
+        }
+        // The restore step of this job reused the entry (it kept its manifest): check what
+        // changed since, and do not save what exists.
+        let restored = super::manifest_path(config, env, key);
+        if restored.exists() {
+            runner.info(&format!("entry `{key}` was reused in this job; not saving"));
+            let mut report = SaveReport::skipped(SaveResult::SkippedHit, "restored in this job");
+            verify(ctx, config, Some(restored), &mut report);
+            return finish(ctx, config, Some(key), report);
         }
         record
     } else {
@@ -136,6 +155,9 @@ fn upload(
         content_bytes: stats.content_bytes,
         archive_bytes,
         elapsed: started.elapsed(),
+        changes: None,
+        verify_failed: None,
+        pruned: None,
     };
     match writer.inner.commit() {
         Ok(Committed::Saved { .. }) => {
@@ -190,6 +212,9 @@ impl SaveReport {
             content_bytes: 0,
             archive_bytes: 0,
             elapsed: Default::default(),
+            changes: None,
+            verify_failed: None,
+            pruned: None,
         }
     }
 }
@@ -205,8 +230,13 @@ fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport)
         }
         _ => {}
     }
+    let mut report = report;
+    if saved && config.prune {
+        report.pruned = Some(prune_after_save(ctx, config));
+    }
     runner.set_output("saved", bool_str(saved))?;
     runner.set_output("save-result", report.result.as_str())?;
+    runner.set_output("changed-files", &report.changes.as_ref().map(|c| c.1.join("\n")).unwrap_or_default())?;
     if let Some(key) = key {
         runner.set_output("key", key)?;
     }
@@ -214,5 +244,96 @@ fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport)
     if trouble && config.strict {
         return Err(Error::Strict(format!("{}: {}", report.result, report.detail.unwrap_or_default())));
     }
+    if let Some(count) = report.verify_failed {
+        return Err(Error::VerifyFailed { count });
+    }
     Ok(())
+}
+
+/// `verify-reuse`: compare the tree with the manifest of the entry restored in this job.
+fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>, report: &mut SaveReport) {
+    let runner = ctx.runner;
+    if config.verify_reuse == VerifyReuse::Off {
+        return;
+    }
+    let Some(path) = manifest_file else {
+        runner.info("verify-reuse: the restore step kept no manifest; nothing to compare");
+        return;
+    };
+    let manifest: Manifest = match std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(m) => m,
+        Err(e) => {
+            runner.warning(&format!("verify-reuse: cannot read `{}`: {e}", path.display()));
+            return;
+        }
+    };
+    let changes = match verify::compare(&manifest, config) {
+        Ok(c) => c,
+        Err(e) => {
+            runner.warning(&format!("verify-reuse: {}", super::error_chain(&e)));
+            return;
+        }
+    };
+    if changes.is_empty() {
+        runner.info("verify-reuse: nothing under `path` changed since the restore");
+        report.changes = Some(("nothing under `path` changed since the restore".into(), Vec::new()));
+        return;
+    }
+    let mut verdict = format!(
+        "{} added, {} changed, {} removed under `path` since the restore",
+        changes.added.len(),
+        changes.changed.len(),
+        changes.removed.len()
+    );
+    if config.preset == Some(Preset::TorchInductor) && !changes.added.is_empty() {
+        verdict.push_str(": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run");
+    }
+    let shown: Vec<String> = changes.lines().lines().take(10).map(str::to_owned).collect();
+    let message = format!("verify-reuse: {verdict}\n{}", shown.join("\n"));
+    if config.verify_reuse == VerifyReuse::Fail {
+        runner.error(&message);
+        report.verify_failed = Some(changes.count());
+    } else {
+        runner.warning(&message);
+    }
+    report.changes = Some((verdict, changes.lines().lines().map(str::to_owned).collect()));
+}
+
+/// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
+fn prune_after_save(ctx: &Context, config: &Config) -> String {
+    let runner = ctx.runner;
+    let catalog = match (ctx.catalog)(config, runner.env()) {
+        Ok(c) => c,
+        Err(e) => {
+            runner.warning(&format!("prune: skipped: {e}"));
+            return format!("skipped: {e}");
+        }
+    };
+    let current_ref = runner.env().non_empty("GITHUB_REF");
+    match super::prune::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, false) {
+        Ok(report) => {
+            for (entry, why) in &report.failed {
+                runner.warning(&format!("prune: could not delete `{}`: {why}", entry.key));
+            }
+            let line = format!(
+                "kept the newest {}, deleted {} older entries of `{}`{}",
+                report.kept.len(),
+                report.deleted.len(),
+                config.prefix,
+                current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
+            );
+            runner.info(&format!("prune: {line}"));
+            for entry in &report.deleted {
+                runner.info(&format!("  deleted {}", entry.key));
+            }
+            line
+        }
+        Err(e) => {
+            runner.warning(&format!("prune: {e}"));
+            format!("failed: {e}")
+        }
+    }
 }

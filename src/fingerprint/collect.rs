@@ -62,6 +62,11 @@ pub struct FingerprintSpec {
     pub variant: Option<String>,
     /// Components added by a preset, merged last.
     pub extra: BTreeMap<String, Component>,
+    /// The `torch` component (the `torch-inductor` preset), from the `python` interpreter.
+    pub torch: bool,
+    /// Every set variable with one of these prefixes enters the `env` component (paths and
+    /// logging settings aside).
+    pub env_prefixes: Vec<String>,
 }
 
 impl FingerprintSpec {
@@ -77,6 +82,8 @@ impl FingerprintSpec {
             python_exclude: Vec::new(),
             variant: None,
             extra: BTreeMap::new(),
+            torch: false,
+            env_prefixes: Vec::new(),
         }
     }
 }
@@ -88,13 +95,18 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     if !spec.hash_files.is_empty() {
         fp.insert("files", files::hash_files(&spec.hash_files, &spec.locations)?);
     }
-    if !spec.hash_env.is_empty() {
-        let component: Component = spec
-            .hash_env
-            .iter()
-            .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
-            .collect();
-        fp.insert("env", component);
+    let mut env_component: Component = spec
+        .hash_env
+        .iter()
+        .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
+        .collect();
+    for (name, value) in env.iter() {
+        if spec.env_prefixes.iter().any(|p| name.starts_with(p.as_str())) && !crate::preset::is_torch_env_noise(name) {
+            env_component.insert(name.to_owned(), Value::text(value));
+        }
+    }
+    if !env_component.is_empty() {
+        fp.insert("env", env_component);
     }
     if !spec.hash_commands.is_empty() {
         let mut component = Component::new();
@@ -128,6 +140,10 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         let (interpreter, dists) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
         fp.insert("python.interpreter", interpreter);
         fp.insert("python.dists", dists);
+    }
+    if spec.torch {
+        let python = spec.python.as_deref().unwrap_or("python3");
+        fp.insert("torch", super::torch::collect(sys, env, cwd, python)?);
     }
     if let Some(variant) = &spec.variant {
         fp.insert("variant", [("variant".to_owned(), Value::text(variant))].into());

@@ -56,7 +56,8 @@ fn symlink_value(path: &Path) -> Result<String, FingerprintError> {
     })
 }
 
-pub(crate) fn sha256_file(path: &Path) -> io::Result<String> {
+/// SHA-256 of a file's content, lowercase hex.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];

@@ -17,6 +17,7 @@
 //! | `python.interpreter` | `implementation`, `version`, `abi` |
 //! | `python.dists` | normalized distribution name → version |
 //! | `variant` | `variant` |
+//! | `torch` | `torch`, `triton`, `cuda`, `hip`, `cxx11-abi`, `device<i>` (the `torch-inductor` preset) |
 //!
 //! Deliberately **not** included: mtimes, absolute checkout paths, directory or glob order, the
 //! order of `hash-env`, and anything about exact-cache's own build.
@@ -40,8 +41,10 @@ mod files;
 mod native;
 mod python;
 pub mod system;
+mod torch;
 
 pub use collect::{Facet, FingerprintSpec, collect};
+pub use files::sha256_file;
 pub use native::{aarch64_isa, x86_64_level};
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
 

@@ -8,7 +8,7 @@ pub mod azurite;
 mod server;
 
 #[allow(unused_imports)]
-pub use server::{Services, TOKEN};
+pub use server::{REST_TOKEN, Services, TOKEN};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -36,6 +36,10 @@ pub enum Op {
     V1Commit,
     /// v1 archive download
     V1Download,
+    /// REST `GET /repos/{o}/{r}/actions/caches`
+    RestList,
+    /// REST `DELETE /repos/{o}/{r}/actions/caches/{id}`
+    RestDelete,
 }
 
 #[derive(Clone, Debug)]

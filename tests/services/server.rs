@@ -30,7 +30,12 @@ pub struct Entry {
     pub size: u64,
     pub finalized: bool,
     pub seq: u64,
+    /// The scope it was saved in (the token's ref).
+    pub r#ref: String,
 }
+
+/// The token the fake REST API accepts.
+pub const REST_TOKEN: &str = "rest-token-for-tests";
 
 type V1Upload = (String, String, Option<u64>, BTreeMap<u64, Bytes>);
 
@@ -45,6 +50,8 @@ struct Store {
 }
 
 struct Shared {
+    /// The ref new entries are saved under (what the runtime token's scope would be).
+    current_ref: Mutex<String>,
     faults: Arc<Faults>,
     store: Mutex<Store>,
     container: String,
@@ -75,6 +82,7 @@ impl Services {
         assert!(status.is_success(), "create container: {status}");
         let faults = Arc::new(Faults::default());
         let shared = Arc::new(Shared {
+            current_ref: Mutex::new("refs/heads/main".into()),
             faults: Arc::clone(&faults),
             store: Mutex::default(),
             container,
@@ -88,6 +96,8 @@ impl Services {
             .route("/v1/{secret}/_apis/artifactcache/caches/{id}", patch(v1_upload).post(v1_commit))
             .route("/v1/{secret}/_apis/artifactcache/artifacts/{id}", get(v1_download))
             .route(&format!("/{ACCOUNT}/{{*path}}"), any(blob_front))
+            .route("/repos/{owner}/{repo}/actions/caches", get(rest_list))
+            .route("/repos/{owner}/{repo}/actions/caches/{id}", axum::routing::delete(rest_delete))
             .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(Arc::clone(&shared));
         rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -123,6 +133,38 @@ impl Services {
         self.shared.store.lock().unwrap().entries.clone()
     }
 
+    /// Variables for the REST API of `explain-misses` and `prune` (besides the `github-token`
+    /// input, [`REST_TOKEN`]).
+    pub fn rest_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("GITHUB_API_URL".into(), self.url.trim_end_matches('/').to_owned()),
+            ("GITHUB_REPOSITORY".into(), "acme/widgets".into()),
+            ("GITHUB_REF".into(), self.shared.current_ref.lock().unwrap().clone()),
+        ]
+    }
+
+    /// Entries saved from now on belong to `r`.
+    pub fn set_ref(&self, r: &str) {
+        *self.shared.current_ref.lock().unwrap() = r.to_owned();
+    }
+
+    /// A finalized entry that can be listed and deleted, without a blob (for REST tests).
+    pub fn plant_listed(&self, key: &str, version: &str) {
+        let mut store = self.shared.store.lock().unwrap();
+        store.seq += 1;
+        let seq = store.seq;
+        let r#ref = self.shared.current_ref.lock().unwrap().clone();
+        store.entries.push(Entry {
+            key: key.into(),
+            version: version.into(),
+            blob: String::new(),
+            size: 0,
+            finalized: true,
+            seq,
+            r#ref,
+        });
+    }
+
     /// Store a committed v1 entry directly.
     pub fn plant_v1(&self, key: &str, version: &str, bytes: &[u8]) {
         let mut store = self.shared.store.lock().unwrap();
@@ -136,6 +178,7 @@ impl Services {
             size: bytes.len() as u64,
             finalized: true,
             seq: id,
+            r#ref: self.shared.current_ref.lock().unwrap().clone(),
         });
     }
 
@@ -158,6 +201,7 @@ impl Services {
             size: bytes.len() as u64,
             finalized: true,
             seq,
+            r#ref: self.shared.current_ref.lock().unwrap().clone(),
         });
     }
 }
@@ -255,7 +299,15 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
             store.seq += 1;
             let seq = store.seq;
             let blob = format!("entry-{seq}");
-            store.entries.push(Entry { key, version, blob: blob.clone(), size: 0, finalized: false, seq });
+            store.entries.push(Entry {
+                key,
+                version,
+                blob: blob.clone(),
+                size: 0,
+                finalized: false,
+                seq,
+                r#ref: s.current_ref.lock().unwrap().clone(),
+            });
             json(serde_json::json!({
                 "ok": true,
                 "signed_upload_url": format!("{}/{ACCOUNT}/{}/{blob}?{sas}", s.front, s.container),
@@ -519,6 +571,7 @@ async fn v1_commit(State(s): State<Arc<Shared>>, Path((secret, id)): Path<(Strin
         size: data.len() as u64,
         finalized: true,
         seq: id as u64,
+        r#ref: s.current_ref.lock().unwrap().clone(),
     });
     StatusCode::OK.into_response()
 }
@@ -567,4 +620,76 @@ async fn v1_download(
         _ => {}
     }
     (status, out, body).into_response()
+}
+
+// ---- REST (list and delete caches) -------------------------------------------------------------
+
+fn rest_authorized(headers: &HeaderMap) -> bool {
+    let auth = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+    auth == format!("Bearer {REST_TOKEN}") || auth == format!("token {REST_TOKEN}")
+}
+
+fn rest_error(status: StatusCode, message: &str) -> Response {
+    (status, json(serde_json::json!({ "message": message, "documentation_url": "https://docs.github.com/rest" })))
+        .into_response()
+}
+
+/// `GET /repos/{o}/{r}/actions/caches?key=&ref=&sort=created_at&direction=desc&per_page=&page=`
+async fn rest_list(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if !rest_authorized(&headers) {
+        return rest_error(StatusCode::UNAUTHORIZED, "Bad credentials");
+    }
+    if let Some(Fault::Status { code, msg, .. }) = s.faults.next(Op::RestList) {
+        return rest_error(StatusCode::from_u16(code).unwrap(), msg);
+    }
+    let per_page: usize = q.get("per_page").and_then(|p| p.parse().ok()).unwrap_or(30).min(100);
+    let page: usize = q.get("page").and_then(|p| p.parse().ok()).unwrap_or(1).max(1);
+    let store = s.store.lock().unwrap();
+    let mut found: Vec<&Entry> = store
+        .entries
+        .iter()
+        .filter(|e| e.finalized)
+        .filter(|e| q.get("key").is_none_or(|k| e.key.starts_with(k.as_str())))
+        .filter(|e| q.get("ref").is_none_or(|r| &e.r#ref == r))
+        .collect();
+    found.sort_by_key(|e| std::cmp::Reverse(e.seq));
+    let total = found.len();
+    let caches: Vec<serde_json::Value> = found
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .map(|e| {
+            // One entry per second, so `created_at` orders like the sequence.
+            let at = format!("2026-11-01T00:{:02}:{:02}Z", (e.seq / 60) % 60, e.seq % 60);
+            serde_json::json!({
+                "id": e.seq, "ref": e.r#ref, "key": e.key, "version": e.version,
+                "last_accessed_at": at, "created_at": at, "size_in_bytes": e.size,
+            })
+        })
+        .collect();
+    json(serde_json::json!({ "total_count": total, "actions_caches": caches }))
+}
+
+async fn rest_delete(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path((_, _, id)): Path<(String, String, u64)>,
+) -> Response {
+    if !rest_authorized(&headers) {
+        return rest_error(StatusCode::UNAUTHORIZED, "Bad credentials");
+    }
+    if let Some(Fault::Status { code, msg, .. }) = s.faults.next(Op::RestDelete) {
+        return rest_error(StatusCode::from_u16(code).unwrap(), msg);
+    }
+    let mut store = s.store.lock().unwrap();
+    let before = store.entries.len();
+    store.entries.retain(|e| !(e.seq == id && e.finalized));
+    if store.entries.len() == before {
+        return rest_error(StatusCode::NOT_FOUND, "Not Found");
+    }
+    StatusCode::NO_CONTENT.into_response()
 }

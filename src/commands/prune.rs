@@ -1,0 +1,52 @@
+//! `prune` and `exact-cache list` / `exact-cache prune`: after a save, delete the older entries
+//! of the same prefix on the same ref, keeping the newest `prune-keep`. Only keys of exactly our
+//! form (`<prefix>-<64 hex>`) are touched, so a longer prefix that starts with ours is never
+//! someone else's loss, and entries of other refs are never deleted.
+
+use super::explain::is_our_key;
+use crate::github::{Catalog, CatalogError, Listed};
+
+pub(super) struct PruneReport {
+    pub kept: Vec<Listed>,
+    pub deleted: Vec<Listed>,
+    pub failed: Vec<(Listed, String)>,
+}
+
+/// The entries of `prefix` on `current_ref` (all of them when the catalog has no refs), newest
+/// first.
+pub(super) fn ours(
+    catalog: &dyn Catalog,
+    prefix: &str,
+    current_ref: Option<&str>,
+) -> Result<Vec<Listed>, CatalogError> {
+    Ok(catalog
+        .list(&format!("{prefix}-"), current_ref)?
+        .into_iter()
+        .filter(|l| is_our_key(prefix, &l.key))
+        .filter(|l| l.r#ref.is_none() || l.r#ref.as_deref() == current_ref)
+        .collect())
+}
+
+pub(super) fn prune(
+    catalog: &dyn Catalog,
+    prefix: &str,
+    current_ref: Option<&str>,
+    keep: usize,
+    dry_run: bool,
+) -> Result<PruneReport, CatalogError> {
+    let mut entries = ours(catalog, prefix, current_ref)?;
+    let older = entries.split_off(keep.min(entries.len()));
+    let mut report = PruneReport { kept: entries, deleted: Vec::new(), failed: Vec::new() };
+    for entry in older {
+        if dry_run {
+            report.deleted.push(entry);
+            continue;
+        }
+        match catalog.delete(&entry) {
+            Ok(()) => report.deleted.push(entry),
+            Err(CatalogError::Forbidden(reason)) => return Err(CatalogError::Forbidden(reason)),
+            Err(e) => report.failed.push((entry, e.to_string())),
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,76 @@
+//! `verify-reuse`: at save time after a warm restore, compare what is under `path` now with the
+//! manifest of the restored entry, and name what was added, changed or removed. For a
+//! TorchInductor cache, new files on a warm run mean torch compiled graphs the cache did not
+//! hold — the restore did not save that work.
+
+use crate::archive::{PackError, inventory};
+use crate::config::Config;
+use crate::manifest::{EntryKind, Manifest, ManifestEntry, entry_path};
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+pub(super) struct TreeChanges {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl TreeChanges {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+
+    pub fn count(&self) -> usize {
+        self.added.len() + self.changed.len() + self.removed.len()
+    }
+
+    /// Every path, one per line (the `changed-files` output).
+    pub fn lines(&self) -> String {
+        let mut all: Vec<&str> =
+            self.added.iter().chain(&self.changed).chain(&self.removed).map(String::as_str).collect();
+        all.sort_unstable();
+        all.join("\n")
+    }
+}
+
+pub(super) fn compare(manifest: &Manifest, config: &Config) -> Result<TreeChanges, PackError> {
+    let locations = &config.fingerprint.locations;
+    let inv = inventory(&config.paths)?;
+    let mut expected: HashMap<&str, &ManifestEntry> =
+        manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| (e.path.as_str(), e)).collect();
+    let mut changes = TreeChanges::default();
+    for now in inv.entries.iter().filter(|e| e.kind != EntryKind::Dir) {
+        let shown = locations.display(&now.abs);
+        match expected.remove(entry_path(now.root, &now.rel).as_str()) {
+            None => changes.added.push(shown),
+            Some(was) => {
+                let differs = was.kind != now.kind
+                    || was.mode != now.mode
+                    || was.size != now.size
+                    || was.target != now.target
+                    || (now.kind == EntryKind::File
+                        && crate::fingerprint::sha256_file(&now.abs)
+                            .map_err(|source| PackError::Read { path: now.abs.clone(), source })?
+                            != was.sha256.clone().unwrap_or_default());
+                if differs {
+                    changes.changed.push(shown);
+                }
+            }
+        }
+    }
+    let bases: Vec<_> = config.root_dirs();
+    for gone in expected.into_values() {
+        let (root, rel) = gone.path.split_once('/').unwrap_or((gone.path.as_str(), ""));
+        let base = root.parse::<usize>().ok().and_then(|i| bases.get(i));
+        let shown = match base {
+            Some(b) if rel.is_empty() => locations.display(b),
+            Some(b) => locations.display(&b.join(rel)),
+            None => gone.path.clone(),
+        };
+        changes.removed.push(shown);
+    }
+    changes.added.sort();
+    changes.changed.sort();
+    changes.removed.sort();
+    Ok(changes)
+}

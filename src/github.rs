@@ -1,0 +1,162 @@
+//! Where entries can be listed and deleted, for `explain-misses` and `prune`: the GitHub REST
+//! API (octocrab; `GITHUB_API_URL`, `GITHUB_REPOSITORY`, the `github-token` input) behind the
+//! [`Catalog`] trait. The local directory backend is a catalog too. The cache service protocols
+//! themselves cannot list or delete; the runtime token does not work with REST.
+
+use crate::env::Env;
+use std::fmt;
+
+/// One listed entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// What deletes it: the REST cache id, or the local file name.
+    pub id: String,
+    pub key: String,
+    pub version: String,
+    /// `refs/heads/main`, `refs/pull/7/merge`; `None` for the local backend.
+    pub r#ref: Option<String>,
+    /// Seconds since the epoch.
+    pub created: i64,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogError {
+    /// No API here (nektos/act, no token, no repository): a one-line reason.
+    Unavailable(String),
+    /// The token may not do this (403).
+    Forbidden(String),
+    Failed(String),
+}
+
+impl fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CatalogError::Unavailable(s) | CatalogError::Forbidden(s) | CatalogError::Failed(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for CatalogError {}
+
+pub trait Catalog {
+    fn describe(&self) -> String;
+
+    /// Entries whose key starts with `key_prefix`, on `r#ref` when given, newest first.
+    fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError>;
+
+    fn delete(&self, entry: &Listed) -> Result<(), CatalogError>;
+}
+
+/// The GitHub REST API of one repository.
+pub struct GithubCatalog {
+    rt: tokio::runtime::Runtime,
+    crab: octocrab::Octocrab,
+    owner: String,
+    repo: String,
+    api: String,
+}
+
+const PER_PAGE: u8 = 100;
+
+impl GithubCatalog {
+    /// The API of `GITHUB_REPOSITORY` at `GITHUB_API_URL`, authenticated with `token`.
+    pub fn from_env(env: &Env, token: Option<&str>) -> Result<Self, CatalogError> {
+        if env.is_true("ACT") {
+            return Err(CatalogError::Unavailable("the GitHub REST API is not reachable under nektos/act".into()));
+        }
+        let token = token.filter(|t| !t.is_empty()).ok_or_else(|| {
+            CatalogError::Unavailable("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)".into())
+        })?;
+        let repository = env
+            .non_empty("GITHUB_REPOSITORY")
+            .ok_or_else(|| CatalogError::Unavailable("`GITHUB_REPOSITORY` is not set".into()))?;
+        let (owner, repo) = repository.split_once('/').ok_or_else(|| {
+            CatalogError::Unavailable(format!("`GITHUB_REPOSITORY` is `{repository}`, not `owner/repo`"))
+        })?;
+        let api = env.non_empty("GITHUB_API_URL").unwrap_or("https://api.github.com").trim_end_matches('/').to_owned();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CatalogError::Failed(format!("cannot start the REST runtime: {e}")))?;
+        let crab = {
+            let _guard = rt.enter();
+            octocrab::Octocrab::builder()
+                .base_uri(api.as_str())
+                .map_err(|e| CatalogError::Unavailable(format!("`GITHUB_API_URL` is not usable: {e}")))?
+                .personal_token(token.to_owned())
+                .set_connect_timeout(Some(std::time::Duration::from_secs(20)))
+                .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+                .build()
+                .map_err(|e| CatalogError::Failed(format!("cannot build the REST client: {e}")))?
+        };
+        Ok(Self { rt, crab, owner: owner.to_owned(), repo: repo.to_owned(), api })
+    }
+
+    fn error(&self, what: &str, needs: &str, e: octocrab::Error) -> CatalogError {
+        match e {
+            octocrab::Error::GitHub { source, .. } => {
+                let status = source.status_code.as_u16();
+                let message = format!("{what}: HTTP {status}: {}", source.message);
+                match status {
+                    401 | 403 | 404 => CatalogError::Forbidden(format!("{message} (the token needs `{needs}`)")),
+                    _ => CatalogError::Failed(message),
+                }
+            }
+            other => CatalogError::Failed(format!("{what}: {}", first_line(&other.to_string()))),
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+impl Catalog for GithubCatalog {
+    fn describe(&self) -> String {
+        format!("GitHub REST API ({}, {}/{})", self.api, self.owner, self.repo)
+    }
+
+    fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
+        let mut found = Vec::new();
+        let actions = self.crab.actions();
+        for page in 1u32.. {
+            let mut request = actions
+                .list_repo_caches(&self.owner, &self.repo)
+                .key(key_prefix)
+                .sort("created_at")
+                .direction("desc")
+                .per_page(PER_PAGE)
+                .page(page);
+            if let Some(r) = r#ref {
+                request = request.r#ref(r);
+            }
+            let list = self.rt.block_on(request.send()).map_err(|e| self.error("list caches", "actions: read", e))?;
+            let count = list.actions_caches.len();
+            found.extend(list.actions_caches.into_iter().map(|c| Listed {
+                id: c.id.to_string(),
+                key: c.key,
+                version: c.version,
+                r#ref: c.r#ref,
+                created: c.created_at.timestamp(),
+                size: c.size_in_bytes.max(0) as u64,
+            }));
+            if count < PER_PAGE as usize || found.len() as i64 >= list.total_count {
+                break;
+            }
+        }
+        // The API matches prefixes; keep only what really starts with ours.
+        found.retain(|l| l.key.starts_with(key_prefix) && r#ref.is_none_or(|r| l.r#ref.as_deref() == Some(r)));
+        found.sort_by_key(|l| std::cmp::Reverse(l.created));
+        Ok(found)
+    }
+
+    fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {
+        let id: i64 =
+            entry.id.parse().map_err(|_| CatalogError::Failed(format!("`{}` is not a cache id", entry.id)))?;
+        self.rt
+            .block_on(self.crab.actions().delete_repo_cache(&self.owner, &self.repo, id))
+            .map_err(|e| self.error(&format!("delete cache {id}"), "actions: write", e))
+    }
+}

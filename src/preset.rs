@@ -1,0 +1,136 @@
+//! Presets: ready-made configurations for well-known caches.
+//!
+//! `torch-inductor` caches TorchInductor's and Triton's cache directories and fingerprints what
+//! decides whether their compiled kernels are valid here:
+//!
+//! | what | how |
+//! |---|---|
+//! | directories | `TORCHINDUCTOR_CACHE_DIR` and `TRITON_CACHE_DIR` when already set; else a stable path (absolute paths matter to torch): `<RUNNER_TEMP>/../_exact-cache/torch-inductor/{inductor,triton}` on a runner, `~/.cache/exact-cache/torch-inductor/…` elsewhere (and under nektos/act, whose `RUNNER_TEMP` changes every run). Both are exported to later steps. |
+//! | torch | `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11 ABI flag, and each visible GPU with its compute capability (from the `python` interpreter, `python3` by default) |
+//! | native | `os`, `arch`, `isa` (vector ISA level), `libc`, `compiler` and `gpu` (compute capability, driver major) facets, added to those asked for |
+//! | python | the interpreter version and distributions (the `python` facet) |
+//! | env | every `TORCHINDUCTOR_*`, `TORCH_*` and `TRITON_*` variable that is set, except paths (`*_DIR`, `*_HOME`, `*_PATH`) and logging (`TORCH_LOGS`, `TORCH_TRACE`) |
+//!
+//! Explicit inputs add to all of this.
+
+use crate::env::Env;
+use crate::fingerprint::{Facet, FingerprintSpec};
+use crate::paths::Locations;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    TorchInductor,
+}
+
+/// What a preset adds to the configuration.
+#[derive(Clone, Debug)]
+pub struct PresetPlan {
+    pub preset: Preset,
+    /// Appended to the `path` lines (absolute, stable across runs).
+    pub path_lines: Vec<String>,
+    pub exports: Vec<(String, String)>,
+}
+
+impl Preset {
+    pub const NAMES: [&'static str; 1] = ["torch-inductor"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "torch-inductor" | "torchinductor" | "inductor" => Some(Preset::TorchInductor),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::TorchInductor => "torch-inductor",
+        }
+    }
+
+    pub fn plan(self, env: &Env, locations: &Locations) -> PresetPlan {
+        match self {
+            Preset::TorchInductor => {
+                let base = inductor_base(env, locations);
+                let dir = |var: &str, default: PathBuf| {
+                    let path = env
+                        .non_empty(var)
+                        .map(|v| locations.resolve(v).unwrap_or_else(|_| PathBuf::from(v)))
+                        .unwrap_or(default);
+                    (var.to_owned(), path.to_string_lossy().into_owned())
+                };
+                let exports = vec![
+                    dir("TORCHINDUCTOR_CACHE_DIR", base.join("inductor")),
+                    dir("TRITON_CACHE_DIR", base.join("triton")),
+                ];
+                PresetPlan { preset: self, path_lines: exports.iter().map(|(_, p)| p.clone()).collect(), exports }
+            }
+        }
+    }
+}
+
+/// A directory that is the same on every run of this runner.
+fn inductor_base(env: &Env, locations: &Locations) -> PathBuf {
+    let from_runner = env
+        .non_empty("RUNNER_TEMP")
+        .filter(|_| !env.is_true("ACT"))
+        .and_then(|t| PathBuf::from(t).parent().map(|p| p.join("_exact-cache")));
+    from_runner
+        .or_else(|| locations.home.as_ref().map(|h| h.join(".cache").join("exact-cache")))
+        .unwrap_or_else(|| std::env::temp_dir().join("exact-cache"))
+        .join("torch-inductor")
+}
+
+/// Variables of these prefixes change torch's code generation.
+pub const TORCH_ENV_PREFIXES: [&str; 3] = ["TORCHINDUCTOR_", "TORCH_", "TRITON_"];
+
+/// Whether a matching variable is a path or logging setting that does not change codegen.
+pub fn is_torch_env_noise(name: &str) -> bool {
+    name.ends_with("_DIR")
+        || name.ends_with("_HOME")
+        || name.ends_with("_PATH")
+        || matches!(name, "TORCH_LOGS" | "TORCH_TRACE")
+}
+
+impl PresetPlan {
+    /// Add the preset's facts to a fingerprint spec.
+    pub fn apply(&self, spec: &mut FingerprintSpec) {
+        match self.preset {
+            Preset::TorchInductor => {
+                spec.native.extend([Facet::Os, Facet::Arch, Facet::Isa, Facet::Libc, Facet::Compiler, Facet::Gpu]);
+                spec.python.get_or_insert_with(|| "python3".to_owned());
+                spec.torch = true;
+                spec.env_prefixes = TORCH_ENV_PREFIXES.iter().map(|p| p.to_string()).collect();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_are_stable_and_respect_what_is_set() {
+        let locations = Locations { workspace: "/w/r/r".into(), home: Some("/home/runner".into()) };
+        let runner = Env::from_pairs([("RUNNER_TEMP", "/home/runner/work/_temp")]);
+        let plan = Preset::TorchInductor.plan(&runner, &locations);
+        assert_eq!(
+            plan.path_lines,
+            [
+                "/home/runner/work/_exact-cache/torch-inductor/inductor",
+                "/home/runner/work/_exact-cache/torch-inductor/triton"
+            ]
+        );
+        assert_eq!(plan.exports[0].0, "TORCHINDUCTOR_CACHE_DIR");
+        let act = Env::from_pairs([("RUNNER_TEMP", "/root/.cache/act/0123/tmp"), ("ACT", "true")]);
+        assert_eq!(
+            Preset::TorchInductor.plan(&act, &locations).path_lines[0],
+            "/home/runner/.cache/exact-cache/torch-inductor/inductor"
+        );
+        let set = Env::from_pairs([("TORCHINDUCTOR_CACHE_DIR", "/data/inductor")]);
+        assert_eq!(Preset::TorchInductor.plan(&set, &locations).path_lines[0], "/data/inductor");
+        assert!(is_torch_env_noise("TORCHINDUCTOR_CACHE_DIR") && is_torch_env_noise("TORCH_LOGS"));
+        assert!(!is_torch_env_noise("TORCHINDUCTOR_MAX_AUTOTUNE"));
+    }
+}

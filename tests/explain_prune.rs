@@ -1,0 +1,262 @@
+//! `explain-misses`, `prune`, `list` and `verify-reuse`, against the local cache service with
+//! its fake GitHub REST endpoints (list by key prefix and ref with pagination, delete by id),
+//! and against the local backend.
+
+#[path = "services/mod.rs"]
+mod services;
+mod support;
+
+use services::{Fault, Op, REST_TOKEN, Services};
+use std::collections::BTreeMap;
+use std::path::Path;
+use support::{Step, write};
+
+const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
+fn step_for(services: &Services) -> Step {
+    let mut step = Step::new();
+    step.extra_env = services.v2_env();
+    step.extra_env.extend(services.rest_env());
+    step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+    step
+}
+
+/// A fake site-packages with one distribution.
+fn site(dir: &Path, name: &str, version: &str) {
+    let _ = std::fs::remove_dir_all(dir);
+    let info = dir.join(format!("{}-{version}.dist-info", name.replace('-', "_")));
+    write(&info.join("METADATA"), format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n").as_bytes());
+}
+
+#[test]
+fn a_miss_names_the_package_whose_version_changed() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    let sitedir = step.dir.path().join("site");
+    step.extra_env.push(("PYTHONPATH".into(), sitedir.to_string_lossy().into_owned()));
+    let inputs = [
+        ("path", "out"),
+        ("native", "none"),
+        ("prefix", "models"),
+        ("python", "python3"),
+        ("github-token", REST_TOKEN),
+    ];
+    site(&sitedir, "exact-cache-fake-torch", "2.14.0");
+    write(&step.ws.join("out/model.pth"), b"weights");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+
+    site(&sitedir, "exact-cache-fake-torch", "2.15.0");
+    let gets = services.faults.calls(Op::BlobGet);
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!((r.code, r.output("miss-reason")), (0, "not-found"), "{}", r.stdout);
+    assert!(r.stdout.contains("python: exact-cache-fake-torch 2.14.0 → 2.15.0"), "{}", r.stdout);
+    assert!(r.summary.contains("Why this is a miss"), "{}", r.summary);
+    assert!(r.summary.contains("python: exact-cache-fake-torch 2.14.0 → 2.15.0"), "{}", r.summary);
+    assert_eq!(services.faults.calls(Op::BlobGet) - gets, 1, "one small ranged read, not a download");
+    assert!(
+        !r.stdout.contains(REST_TOKEN)
+            || r.stdout.lines().all(|l| !l.contains(REST_TOKEN) || l.starts_with("::add-mask::"))
+    );
+}
+
+#[test]
+fn explain_without_permission_or_rest_says_why_in_one_line() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN)];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let other = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN), ("variant", "x")];
+    services.faults.push(
+        Op::RestList,
+        Fault::Status { code: 403, retry_after: None, msg: "Resource not accessible by integration" },
+        1,
+    );
+    let r = step.run(&["restore"], &other, NO_STATE);
+    assert_eq!((r.code, r.output("miss-reason")), (0, "not-found"));
+    let lines: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("explain-misses:")).collect();
+    assert_eq!(lines.len(), 1, "{}", r.stdout);
+    assert!(lines[0].contains("HTTP 403") && lines[0].contains("`actions: read`"), "{}", lines[0]);
+    assert!(!r.stdout.contains("::warning"), "not a warning: {}", r.stdout);
+
+    let mut act = step_for(&services);
+    act.extra_env.push(("ACT".into(), "true".into()));
+    let r = act.run(&["restore"], &other, NO_STATE);
+    assert!(
+        r.stdout.contains("explain-misses: skipped: the GitHub REST API is not reachable under nektos/act"),
+        "{}",
+        r.stdout
+    );
+    let no_token = [("path", "out"), ("native", "none"), ("variant", "x")];
+    let r = step.run(&["restore"], &no_token, NO_STATE);
+    assert!(r.stdout.contains("explain-misses: skipped: no `github-token`"), "{}", r.stdout);
+}
+
+#[test]
+fn prune_deletes_exactly_the_superseded_entries() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+    let save = |prefix: &str, variant: &str, extra: &[(&str, &str)]| {
+        let mut inputs = vec![
+            ("path", "out"),
+            ("native", "none"),
+            ("prefix", prefix),
+            ("variant", variant),
+            ("github-token", REST_TOKEN),
+        ];
+        inputs.extend_from_slice(extra);
+        let r = step.run(&["save"], &inputs, NO_STATE);
+        assert_eq!(r.output("save-result"), "saved", "{}", r.stdout);
+        r
+    };
+    for v in ["1", "2", "3"] {
+        save("models", v, &[]);
+    }
+    save("models-other", "1", &[]); // a longer prefix that starts with ours
+    save("weights", "1", &[]); // another prefix
+    services.set_ref("refs/heads/feature");
+    save("models", "feature", &[]); // another ref
+    services.set_ref("refs/heads/main");
+    let before: Vec<String> = services.entries().iter().map(|e| e.key.clone()).collect();
+
+    let newest = save("models", "4", &[("prune", "true"), ("prune-keep", "2")]);
+    assert!(
+        newest.stdout.contains("prune: kept the newest 2, deleted 2 older entries of `models` on `refs/heads/main`"),
+        "{}",
+        newest.stdout
+    );
+    let after: Vec<String> = services.entries().iter().map(|e| e.key.clone()).collect();
+    let deleted: Vec<&String> = before.iter().filter(|k| !after.contains(k)).collect();
+    assert_eq!(deleted.len(), 2, "{deleted:?}");
+    let entries = services.entries();
+    let models_main: Vec<_> = entries
+        .iter()
+        .filter(|e| e.r#ref == "refs/heads/main" && e.key.len() == "models-".len() + 64 && e.key.starts_with("models-"))
+        .collect();
+    assert_eq!(models_main.len(), 2, "the new entry and the newest older one remain");
+    assert!(entries.iter().any(|e| e.key.starts_with("models-other-")), "a longer prefix is never pruned");
+    assert!(entries.iter().any(|e| e.key.starts_with("weights-")), "another prefix is never pruned");
+    assert!(entries.iter().any(|e| e.r#ref == "refs/heads/feature"), "another ref is never pruned");
+    assert!(newest.summary.contains("**prune**"), "{}", newest.summary);
+
+    // Without `actions: write`: a warning, the save stands.
+    services.faults.push(
+        Op::RestDelete,
+        Fault::Status { code: 403, retry_after: None, msg: "Resource not accessible by integration" },
+        1,
+    );
+    let r = save("models", "5", &[("prune", "true")]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("::warning::prune: delete cache") && r.stdout.contains("`actions: write`"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn listing_pages_through_many_entries() {
+    let services = Services::start();
+    let step = step_for(&services);
+    let version = "0".repeat(64);
+    for i in 0..230u32 {
+        services.plant_listed(&format!("bulk-{i:064x}"), &version);
+    }
+    let r = step.run(
+        &["prune", "--dry-run"],
+        &[("prefix", "bulk"), ("prune-keep", "5"), ("github-token", REST_TOKEN)],
+        NO_STATE,
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("kept 5 newest, would delete 225"), "{}", r.stdout);
+    assert!(services.faults.calls(Op::RestList) >= 3, "three pages of 100");
+    assert_eq!(services.entries().len(), 230, "a dry run deletes nothing");
+}
+
+#[test]
+fn local_backend_explain_list_and_prune_from_the_cli() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"v1");
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "loc"), ("hash-files", "gen.py")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    write(&step.ws.join("gen.py"), b"v2");
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(r.stdout.contains("files: gen.py changed"), "the local store explains too: {}", r.stdout);
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let list = step.run(&["list"], &[("prefix", "loc")], NO_STATE);
+    assert!(list.stdout.contains("2 entries of `loc`"), "{}", list.stdout);
+    let dry = step.run(&["prune", "--dry-run"], &[("prefix", "loc")], NO_STATE);
+    assert!(dry.stdout.contains("kept 1 newest, would delete 1"), "{}", dry.stdout);
+    let pruned = step.run(&["prune"], &[("prefix", "loc")], NO_STATE);
+    assert!(pruned.stdout.contains("kept 1 newest, deleted 1"), "{}", pruned.stdout);
+    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 1);
+    // The newest one stays: it restores.
+    assert_eq!(step.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
+}
+
+#[test]
+fn verify_reuse_names_what_changed_after_a_warm_restore() {
+    let step = Step::new();
+    write(&step.ws.join("out/a.bin"), b"a");
+    write(&step.ws.join("out/b.bin"), b"b");
+    let mut inputs = vec![("path", "out"), ("native", "none"), ("verify-reuse", "warn")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(warm.output("reused"), "true");
+
+    let quiet = step.run(&["save", "--post"], &inputs, &warm.state);
+    assert_eq!(quiet.output("save-result"), "skipped-hit");
+    assert_eq!(quiet.output("changed-files"), "");
+    assert!(quiet.stdout.contains("verify-reuse: nothing under `path` changed"), "{}", quiet.stdout);
+
+    write(&step.ws.join("out/a.bin"), b"A");
+    write(&step.ws.join("out/new.bin"), b"n");
+    std::fs::remove_file(step.ws.join("out/b.bin")).unwrap();
+    let warned = step.run(&["save", "--post"], &inputs, &warm.state);
+    assert_eq!(warned.code, 0);
+    assert_eq!(warned.output("changed-files"), "out/a.bin\nout/b.bin\nout/new.bin");
+    assert!(warned.stdout.contains("::warning::verify-reuse: 1 added, 1 changed, 1 removed"), "{}", warned.stdout);
+    assert!(warned.summary.contains("verify-reuse"), "{}", warned.summary);
+
+    inputs[2] = ("verify-reuse", "fail");
+    let failed = step.run(&["save", "--post"], &inputs, &warm.state);
+    assert_eq!(failed.code, 1);
+    assert!(failed.stdout.contains("::error::`verify-reuse: fail`: 3 files under `path` changed"), "{}", failed.stdout);
+}
+
+#[test]
+fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
+    let mut step = Step::new();
+    step.extra_env.push(("TORCHINDUCTOR_MAX_AUTOTUNE".into(), "1".into()));
+    step.extra_env.push(("TORCH_LOGS".into(), "+dynamo".into()));
+    let inputs = [("preset", "torch-inductor"), ("python", "python3")];
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let base = step.runner_temp.parent().unwrap().join("_exact-cache/torch-inductor");
+    assert_eq!(Path::new(&r.env["TORCHINDUCTOR_CACHE_DIR"]), base.join("inductor"));
+    assert_eq!(Path::new(&r.env["TRITON_CACHE_DIR"]), base.join("triton"));
+    assert!(base.join("inductor").is_dir());
+    let fp: serde_json::Value = serde_json::from_slice(&std::fs::read(r.output("fingerprint-file")).unwrap()).unwrap();
+    let components = &fp["components"];
+    for facet in ["native.isa", "native.libc", "native.compiler", "native.gpu", "python.interpreter", "torch"] {
+        assert!(components.get(facet).is_some(), "{facet} in {components}");
+    }
+    assert!(components["torch"].get("torch").is_some(), "torch's version (absent without torch)");
+    assert_eq!(components["env"]["TORCHINDUCTOR_MAX_AUTOTUNE"], "1");
+    assert!(components["env"].get("TORCH_LOGS").is_none(), "logging does not change codegen");
+
+    // A codegen variable changes the key; what the preset cached is saved in the post step.
+    let mut other = Step::new();
+    other.extra_env.push(("TORCHINDUCTOR_MAX_AUTOTUNE".into(), "0".into()));
+    let r2 = other.run(&["fingerprint"], &inputs, NO_STATE);
+    assert_ne!(r2.output("key"), r.output("key"));
+    write(&base.join("inductor/fxgraph/ab/entry"), b"compiled");
+    let mut post_env = step.extra_env.clone();
+    post_env.extend(r.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    step.extra_env = post_env;
+    let post = step.run(&["save", "--post"], &inputs, &r.state);
+    assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
+}
