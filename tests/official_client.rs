@@ -6,7 +6,7 @@
 mod services;
 mod support;
 
-use services::{Services, azurite};
+use services::{BlobStore, Services, azurite};
 use std::collections::BTreeMap;
 use std::path::Path;
 use support::{Step, snapshot, write};
@@ -99,4 +99,23 @@ fn our_entries_and_the_official_clients_never_see_each_other() {
     official(&step.extra_env, &step.ws, "save", &other_key, &["other"]);
     let r = step.run(&["restore"], &other_inputs, NO_STATE);
     assert_eq!(r.output("miss-reason"), "not-found");
+}
+
+/// The benchmark's minimal blob store serves both clients like Azurite does.
+#[test]
+fn the_fast_blob_store_serves_both_clients() {
+    let services = Services::start_with(BlobStore::Fast { name: String::new() });
+    official_round_trip(services.v2_env());
+    let mut step = Step::new();
+    step.extra_env = services.v2_env();
+    step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));
+    step.extra_env.push(("EXACT_CACHE_SINGLE_PUT_MIB".into(), "1".into()));
+    write(&step.ws.join("out/w.bin"), &(0..1_000_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<_>>());
+    let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    let before = snapshot(&step.ws.join("out"));
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "{}", r.stdout);
+    assert_eq!(snapshot(&step.ws.join("out")), before);
 }

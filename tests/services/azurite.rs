@@ -31,10 +31,15 @@ pub fn free_port() -> u16 {
 }
 
 /// The shared Azurite of this test process.
+/// The shared Azurite of this test process; with `EXACT_CACHE_AZURITE_PORT` set, an Azurite
+/// already listening there (the benchmark starts its own on a fixed port).
 pub fn azurite() -> &'static Azurite {
     let _ = rustls::crypto::ring::default_provider().install_default();
     static AZURITE: OnceLock<Azurite> = OnceLock::new();
     AZURITE.get_or_init(|| {
+        if let Some(port) = std::env::var("EXACT_CACHE_AZURITE_PORT").ok().and_then(|p| p.parse().ok()) {
+            return Azurite { port, _dir: tempfile::tempdir().unwrap() };
+        }
         let bin = node_modules().join(".bin/azurite-blob");
         assert!(bin.exists(), "{} is missing: run `npm ci` in tests/node (scripts/test does)", bin.display());
         let dir = tempfile::tempdir().unwrap();

@@ -5,10 +5,11 @@
 #![allow(dead_code)]
 
 pub mod azurite;
+mod fast_blob;
 mod server;
 
 #[allow(unused_imports)]
-pub use server::{REST_TOKEN, Services, TOKEN};
+pub use server::{BlobStore, REST_TOKEN, Services, TOKEN};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

@@ -49,7 +49,23 @@ struct Store {
     v1_blobs: HashMap<i64, Bytes>,
 }
 
+/// Where v2 blobs live and how signed URLs address them.
+#[derive(Clone, Debug)]
+pub enum BlobStore {
+    /// Azurite behind the fault-injecting front (the tests).
+    AzuriteFront,
+    /// Azurite addressed host-style, `http://<host>/<container>/<blob>?<sas>`, with `host` like
+    /// `devstoreaccount1.blob.core.windows.net:10000` mapped to 127.0.0.1 (the benchmark: the
+    /// official client takes its parallel download path only for `*.blob.core.windows.net`).
+    AzuriteHostStyle { host: String },
+    /// A minimal blob store of our own (files in a directory), host-style at `<name>.blob.core.windows.net:<port>`.
+    Fast { name: String },
+}
+
 struct Shared {
+    blob_store: BlobStore,
+    /// For `BlobStore::Fast`: its directory and the host:port signed URLs name.
+    fast: Option<(std::path::PathBuf, String)>,
     /// The ref new entries are saved under (what the runtime token's scope would be).
     current_ref: Mutex<String>,
     faults: Arc<Faults>,
@@ -68,7 +84,10 @@ pub struct Services {
 
 impl Services {
     pub fn start() -> Self {
-        let azurite = azurite::azurite();
+        Self::start_with(BlobStore::AzuriteFront)
+    }
+
+    pub fn start_with(blob_store: BlobStore) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
@@ -76,12 +95,30 @@ impl Services {
             format!("c{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::new();
-        let create = format!("{}/{container}?restype=container&{}", azurite.base(), azurite::account_sas());
-        let status =
-            rt.block_on(async { client.put(&create).header("content-length", "0").send().await.unwrap().status() });
-        assert!(status.is_success(), "create container: {status}");
+        let mut fast = None;
+        if let BlobStore::Fast { name } = &blob_store {
+            let dir = tempfile::Builder::new().prefix("exact-cache-fast-blobs-").tempdir().unwrap().keep();
+            let fast_listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+            let port = fast_listener.local_addr().unwrap().port();
+            let app = super::fast_blob::router(dir.clone());
+            rt.spawn(async move { axum::serve(fast_listener, app).await.unwrap() });
+            let host = if name.is_empty() {
+                format!("127.0.0.1:{port}")
+            } else {
+                format!("{name}.blob.core.windows.net:{port}")
+            };
+            fast = Some((dir, host));
+        } else {
+            let azurite = azurite::azurite();
+            let create = format!("{}/{container}?restype=container&{}", azurite.base(), azurite::account_sas());
+            let status =
+                rt.block_on(async { client.put(&create).header("content-length", "0").send().await.unwrap().status() });
+            assert!(status.is_success(), "create container: {status}");
+        }
         let faults = Arc::new(Faults::default());
         let shared = Arc::new(Shared {
+            blob_store,
+            fast,
             current_ref: Mutex::new("refs/heads/main".into()),
             faults: Arc::clone(&faults),
             store: Mutex::default(),
@@ -98,6 +135,7 @@ impl Services {
             .route(&format!("/{ACCOUNT}/{{*path}}"), any(blob_front))
             .route("/repos/{owner}/{repo}/actions/caches", get(rest_list))
             .route("/repos/{owner}/{repo}/actions/caches/{id}", axum::routing::delete(rest_delete))
+            .route("/bench/entries", get(bench_entries))
             .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(Arc::clone(&shared));
         rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -206,6 +244,28 @@ impl Services {
     }
 }
 
+impl Shared {
+    /// The signed URL of `blob` as the configured blob store is addressed.
+    fn signed_url(&self, blob: &str, sas: &str) -> String {
+        match (&self.blob_store, &self.fast) {
+            (BlobStore::Fast { .. }, Some((_, host))) => format!("http://{host}/{}/{blob}?{sas}", self.container),
+            (BlobStore::AzuriteHostStyle { host }, _) => format!("http://{host}/{}/{blob}?{sas}", self.container),
+            _ => format!("{}/{ACCOUNT}/{}/{blob}?{sas}", self.front, self.container),
+        }
+    }
+}
+
+/// The entries and their sizes, for the benchmark's bytes-on-the-wire column.
+async fn bench_entries(State(s): State<Arc<Shared>>) -> Response {
+    let store = s.store.lock().unwrap();
+    let list: Vec<serde_json::Value> = store
+        .entries
+        .iter()
+        .map(|e| serde_json::json!({ "key": e.key, "version": e.version, "size": e.size, "finalized": e.finalized }))
+        .collect();
+    json(serde_json::Value::Array(list))
+}
+
 fn twirp_error(status: StatusCode, code: &str, msg: &str) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], serde_json::json!({ "code": code, "msg": msg }).to_string())
         .into_response()
@@ -278,7 +338,7 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
             };
             json(serde_json::json!({
                 "ok": true,
-                "signed_download_url": format!("{}/{ACCOUNT}/{}/{}?{sas}", s.front, s.container, entry.blob),
+                "signed_download_url": s.signed_url(&entry.blob, &sas),
                 "matched_key": matched,
             }))
         }
@@ -310,7 +370,7 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
             });
             json(serde_json::json!({
                 "ok": true,
-                "signed_upload_url": format!("{}/{ACCOUNT}/{}/{blob}?{sas}", s.front, s.container),
+                "signed_upload_url": s.signed_url(&blob, &sas),
             }))
         }
         Op::Finalize => {
@@ -326,13 +386,17 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
                     None => return json(serde_json::json!({ "ok": false, "message": "no reservation" })),
                 }
             };
-            let url = format!("{}/{}/{blob}?{sas}", azurite::azurite().base(), s.container);
-            let actual = match s.client.head(&url).send().await {
-                // Not `content_length()`: a HEAD answer has no body, so that reports 0.
-                Ok(r) if r.status().is_success() => {
-                    r.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            let actual = if let Some((dir, _)) = &s.fast {
+                std::fs::metadata(dir.join(&s.container).join(&blob)).ok().map(|m| m.len())
+            } else {
+                let url = format!("{}/{}/{blob}?{sas}", azurite::azurite().base(), s.container);
+                match s.client.head(&url).send().await {
+                    // Not `content_length()`: a HEAD answer has no body, so that reports 0.
+                    Ok(r) if r.status().is_success() => {
+                        r.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                    }
+                    _ => None,
                 }
-                _ => None,
             };
             if actual != Some(size) {
                 return json(
