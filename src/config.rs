@@ -342,7 +342,7 @@ impl Config {
         fingerprint.python_exclude = raw.list("python-exclude");
         fingerprint.variant = raw.text("variant");
         if let Some(plan) = &preset_plan {
-            plan.apply(&mut fingerprint);
+            plan.apply(&mut fingerprint, env);
         }
 
         let mut required = Vec::new();

@@ -26,13 +26,18 @@ pub enum CatalogError {
     Unavailable(String),
     /// The token may not do this (403).
     Forbidden(String),
+    /// It is not there (already deleted, or no such repository).
+    NotFound(String),
     Failed(String),
 }
 
 impl fmt::Display for CatalogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CatalogError::Unavailable(s) | CatalogError::Forbidden(s) | CatalogError::Failed(s) => f.write_str(s),
+            CatalogError::Unavailable(s)
+            | CatalogError::Forbidden(s)
+            | CatalogError::NotFound(s)
+            | CatalogError::Failed(s) => f.write_str(s),
         }
     }
 }
@@ -58,6 +63,8 @@ pub struct GithubCatalog {
 }
 
 const PER_PAGE: u8 = 100;
+/// 10,000 entries: more than a repository's cache holds.
+const MAX_PAGES: u32 = 100;
 
 impl GithubCatalog {
     /// The API of `GITHUB_REPOSITORY` at `GITHUB_API_URL`, authenticated with `token`.
@@ -100,7 +107,8 @@ impl GithubCatalog {
                 let status = source.status_code.as_u16();
                 let message = format!("{what}: HTTP {status}: {}", source.message);
                 match status {
-                    401 | 403 | 404 => CatalogError::Forbidden(format!("{message} (the token needs `{needs}`)")),
+                    401 | 403 => CatalogError::Forbidden(format!("{message} (the token needs `{needs}`)")),
+                    404 => CatalogError::NotFound(message),
                     _ => CatalogError::Failed(message),
                 }
             }
@@ -121,7 +129,10 @@ impl Catalog for GithubCatalog {
     fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
         let mut found = Vec::new();
         let actions = self.crab.actions();
-        for page in 1u32.. {
+        // Pages shift when entries come and go between requests: keep each id once, and stop
+        // after MAX_PAGES whatever `total_count` claims.
+        let mut seen = std::collections::HashSet::new();
+        for page in 1u32..=MAX_PAGES {
             let mut request = actions
                 .list_repo_caches(&self.owner, &self.repo)
                 .key(key_prefix)
@@ -134,7 +145,7 @@ impl Catalog for GithubCatalog {
             }
             let list = self.rt.block_on(request.send()).map_err(|e| self.error("list caches", "actions: read", e))?;
             let count = list.actions_caches.len();
-            found.extend(list.actions_caches.into_iter().map(|c| Listed {
+            found.extend(list.actions_caches.into_iter().filter(|c| seen.insert(c.id)).map(|c| Listed {
                 id: c.id.to_string(),
                 key: c.key,
                 version: c.version,
@@ -155,8 +166,13 @@ impl Catalog for GithubCatalog {
     fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {
         let id: i64 =
             entry.id.parse().map_err(|_| CatalogError::Failed(format!("`{}` is not a cache id", entry.id)))?;
-        self.rt
-            .block_on(self.crab.actions().delete_repo_cache(&self.owner, &self.repo, id))
-            .map_err(|e| self.error(&format!("delete cache {id}"), "actions: write", e))
+        match self.rt.block_on(self.crab.actions().delete_repo_cache(&self.owner, &self.repo, id)) {
+            Ok(()) => Ok(()),
+            Err(e) => match self.error(&format!("delete cache {id}"), "actions: write", e) {
+                // Already gone (a concurrent prune): what was wanted.
+                CatalogError::NotFound(_) => Ok(()),
+                other => Err(other),
+            },
+        }
     }
 }

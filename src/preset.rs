@@ -7,7 +7,7 @@
 //! |---|---|
 //! | directories | `TORCHINDUCTOR_CACHE_DIR` and `TRITON_CACHE_DIR` when already set; else a stable path (absolute paths matter to torch): `<RUNNER_TEMP>/../_exact-cache/torch-inductor/{inductor,triton}` on a runner, `~/.cache/exact-cache/torch-inductor/…` elsewhere (and under nektos/act, whose `RUNNER_TEMP` changes every run). Both are exported to later steps. |
 //! | torch | `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11 ABI flag, and each visible GPU with its compute capability (from the `python` interpreter, `python3` by default) |
-//! | native | `os`, `arch`, `isa` (vector ISA level), `libc`, `compiler` and `gpu` (compute capability, driver major) facets, added to those asked for |
+//! | native | `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default, when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those asked for |
 //! | python | the interpreter version and distributions (the `python` facet) |
 //! | env | every `TORCHINDUCTOR_*`, `TORCH_*` and `TRITON_*` variable that is set, except paths (`*_DIR`, `*_HOME`, `*_PATH`) and logging (`TORCH_LOGS`, `TORCH_TRACE`) |
 //!
@@ -94,10 +94,16 @@ pub fn is_torch_env_noise(name: &str) -> bool {
 
 impl PresetPlan {
     /// Add the preset's facts to a fingerprint spec.
-    pub fn apply(&self, spec: &mut FingerprintSpec) {
+    pub fn apply(&self, spec: &mut FingerprintSpec, env: &Env) {
         match self.preset {
             Preset::TorchInductor => {
                 spec.native.extend([Facet::Os, Facet::Arch, Facet::Isa, Facet::Libc, Facet::Compiler, Facet::Gpu]);
+                // Inductor compiles its C++ kernels with `$CXX`, else `g++` on Linux.
+                if env.non_empty("CXX").is_none() && !spec.compilers.iter().any(|c| c == "g++") {
+                    spec.compilers.push("g++".to_owned());
+                }
+                // Inductor picks different kernels for AMX and AVX-512 BF16/FP16/VNNI.
+                spec.isa_extensions = true;
                 spec.python.get_or_insert_with(|| "python3".to_owned());
                 spec.torch = true;
                 spec.env_prefixes = TORCH_ENV_PREFIXES.iter().map(|p| p.to_string()).collect();

@@ -260,3 +260,98 @@ fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
     let post = step.run(&["save", "--post"], &inputs, &r.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
 }
+
+#[test]
+fn prune_uses_the_saved_keys_prefix_and_never_deletes_what_it_just_saved() {
+    let services = Services::start();
+    let step = step_for(&services);
+    write(&step.ws.join("out/a"), b"a");
+    // Entries of the default prefix must survive a prune of another prefix.
+    let default = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN)];
+    assert_eq!(step.run(&["save"], &default, NO_STATE).output("saved"), "true");
+    fn models(variant: &str) -> Vec<(&str, &str)> {
+        vec![
+            ("path", "out"),
+            ("native", "none"),
+            ("prefix", "models"),
+            ("variant", variant),
+            ("github-token", REST_TOKEN),
+        ]
+    }
+    assert_eq!(step.run(&["save"], &models("old"), NO_STATE).output("saved"), "true");
+    // The save action with an explicit key from a `models` restore and no `prefix` input.
+    let key = step.run(&["restore"], &models("new"), NO_STATE).output("key").to_owned();
+    let save = step.run(
+        &["save"],
+        &[("path", "out"), ("key", &key), ("prune", "true"), ("github-token", REST_TOKEN)],
+        NO_STATE,
+    );
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert!(save.stdout.contains("deleted 1 older entries of `models`"), "{}", save.stdout);
+    let keys: Vec<String> = services.entries().into_iter().map(|e| e.key).collect();
+    assert!(keys.contains(&key), "the new entry stays");
+    assert!(keys.iter().any(|k| k.starts_with("exact-cache-")), "another prefix is untouched: {keys:?}");
+    assert_eq!(keys.iter().filter(|k| k.starts_with("models-")).count(), 1);
+
+    // A 404 on delete (a concurrent prune got there first) is not a failure and does not stop
+    // the others.
+    for v in ["x1", "x2", "x3"] {
+        assert_eq!(step.run(&["save"], &models(v), NO_STATE).output("saved"), "true");
+    }
+    services.faults.push(Op::RestDelete, Fault::Status { code: 404, retry_after: None, msg: "Not Found" }, 1);
+    let mut last = models("x4");
+    last.push(("prune", "true"));
+    let r = step.run(&["save"], &last, NO_STATE);
+    assert!(!r.stdout.contains("::warning"), "{}", r.stdout);
+    assert!(r.stdout.contains("deleted 4 older entries of `models`"), "{}", r.stdout);
+}
+
+#[test]
+fn local_prune_keeps_the_entry_just_saved_even_within_one_second() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    for v in ["1", "2", "3"] {
+        let inputs = [("path", "out"), ("native", "none"), ("prefix", "fast"), ("variant", v), ("prune", "true")];
+        let r = step.run(&["save"], &inputs, NO_STATE);
+        assert_eq!(r.output("saved"), "true");
+        let restore = step.run(
+            &["restore"],
+            &[("path", "out"), ("native", "none"), ("prefix", "fast"), ("variant", v)],
+            NO_STATE,
+        );
+        assert_eq!(restore.output("reused"), "true", "variant {v} survived its own prune:\n{}", r.stdout);
+    }
+    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 1);
+}
+
+#[test]
+fn explain_reads_one_small_range_of_a_large_entry() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "1".into()));
+    let data: Vec<u8> = (0..3_000_000u32).flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes()).collect();
+    write(&step.ws.join("out/big.bin"), &data);
+    let inputs = [("path", "out"), ("native", "none"), ("compression", "none"), ("github-token", REST_TOKEN)];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let gets = services.faults.calls(Op::BlobGet);
+    let other =
+        [("path", "out"), ("native", "none"), ("compression", "none"), ("github-token", REST_TOKEN), ("variant", "v")];
+    let r = step.run(&["restore"], &other, NO_STATE);
+    assert!(r.stdout.contains("variant: variant added"), "{}", r.stdout);
+    assert_eq!(services.faults.calls(Op::BlobGet) - gets, 1, "one GET for a 12 MB entry");
+}
+
+#[test]
+fn verify_reuse_does_not_count_files_that_were_there_before_the_restore() {
+    let step = Step::new();
+    write(&step.ws.join("out/a.bin"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("verify-reuse", "fail")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    std::fs::remove_file(step.ws.join("out/a.bin")).unwrap();
+    write(&step.ws.join("out/other-key-leftover.bin"), b"from another run");
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(warm.output("reused"), "true");
+    let post = step.run(&["save", "--post"], &inputs, &warm.state);
+    assert_eq!(post.code, 0, "{}", post.stdout);
+    assert_eq!(post.output("changed-files"), "");
+}

@@ -34,6 +34,41 @@ pub fn open(http: Arc<Http>, url: String, expected: Option<u64>) -> Box<dyn Read
     Box::new(ChannelReader { rx, current: Bytes::new(), task, failure: None })
 }
 
+/// At most the first `len` bytes of `url`, with one ranged GET (retried): what explaining a
+/// miss reads of another entry, never the whole blob.
+pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendError> {
+    let fetch = async {
+        http.retry(|| async {
+            let mut r = http
+                .download_client
+                .get(url)
+                .header(reqwest::header::RANGE, format!("bytes=0-{}", len.saturating_sub(1)))
+                .send()
+                .await
+                .map_err(|e| transport_error("read", e))?;
+            match r.status() {
+                StatusCode::OK | StatusCode::PARTIAL_CONTENT => {}
+                StatusCode::RANGE_NOT_SATISFIABLE => return Ok(Vec::new()),
+                status => {
+                    let headers = r.headers().clone();
+                    return Err(status_error("read", status, &headers, &r.text().await.unwrap_or_default()));
+                }
+            }
+            // A server that ignores the range answers 200 with everything: stop at `len`.
+            let mut bytes = Vec::new();
+            while (bytes.len() as u64) < len {
+                match r.chunk().await.map_err(|e| transport_error("read", e))? {
+                    Some(c) => bytes.extend_from_slice(&c[..c.len().min((len - bytes.len() as u64) as usize)]),
+                    None => break,
+                }
+            }
+            Ok(bytes)
+        })
+        .await
+    };
+    http.rt().block_on(within(http, fetch))
+}
+
 fn deadline_error(deadline: Duration) -> BackendError {
     BackendError::new(
         ErrorKind::Timeout,

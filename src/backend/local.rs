@@ -191,6 +191,7 @@ impl crate::github::Catalog for LocalBackend {
             Err(e) => return Err(crate::github::CatalogError::Failed(format!("cannot list `{}`: {e}", dir.display()))),
         };
         let mut found = Vec::new();
+        let mut order = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some((key, version)) = name.split_once('@') else { continue };
@@ -198,11 +199,13 @@ impl crate::github::Catalog for LocalBackend {
                 continue;
             }
             let meta = entry.metadata().ok();
-            let created = meta
+            let modified = meta
                 .as_ref()
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_secs() as i64);
+                .unwrap_or_default();
+            let created = modified.as_secs() as i64;
+            order.push((modified, name.clone()));
             found.push(crate::github::Listed {
                 id: name.clone(),
                 key: key.to_owned(),
@@ -212,7 +215,11 @@ impl crate::github::Catalog for LocalBackend {
                 size: meta.map_or(0, |m| m.len()),
             });
         }
-        found.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
+        // Newest first, by the full-precision modification time.
+        order.sort_by(|a, b| b.0.cmp(&a.0));
+        let rank: std::collections::HashMap<String, usize> =
+            order.into_iter().enumerate().map(|(i, (_, n))| (n, i)).collect();
+        found.sort_by_key(|l| rank[&l.id]);
         Ok(found)
     }
 

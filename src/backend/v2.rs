@@ -144,6 +144,10 @@ impl Backend for V2Backend {
         Ok(download::open(Arc::clone(&self.twirp.http), entry.location.clone(), entry.size))
     }
 
+    fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
+        download::read_prefix(&self.twirp.http, &entry.location, len)
+    }
+
     fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
         let twirp = &self.twirp;
         let body = serde_json::json!({ "key": key, "version": version });

@@ -10,7 +10,13 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<(), Error> {
     let record = compute(ctx, config)?;
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
     let catalog = (ctx.catalog)(config, runner.env())?;
-    match explain::explain(backend.as_ref(), catalog.as_ref(), &record, runner.env().non_empty("GITHUB_REF")) {
+    match explain::explain(
+        backend.as_ref(),
+        catalog.as_ref(),
+        &record,
+        runner.env().non_empty("GITHUB_REF"),
+        runner.env().non_empty("GITHUB_BASE_REF"),
+    ) {
         Ok(e) => {
             runner.info(&format!("compared with `{}`:", e.against.key));
             for line in &e.changes {
@@ -51,7 +57,7 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<(),
     let runner = ctx.runner;
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    let report = pruning::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, dry_run)?;
+    let report = pruning::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, dry_run, None)?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     for e in &report.deleted {
         runner.info(&format!("{verb} {}", e.key));

@@ -11,8 +11,8 @@ use crate::github::{Catalog, Listed};
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
 /// larger one for fingerprints with thousands of hashed files.
 const PREFIX_READS: [u64; 2] = [1 << 20, 16 << 20];
-/// Candidates tried before giving up (older ones may be unreadable from this ref's scope).
-const CANDIDATES: usize = 3;
+/// Candidates tried before giving up (some may be unreadable from this ref's scope).
+const CANDIDATES: usize = 5;
 /// Changes listed before "… and N more".
 pub(super) const SHOWN: usize = 25;
 
@@ -34,6 +34,7 @@ pub(super) fn explain(
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
     current_ref: Option<&str>,
+    base_ref: Option<&str>,
 ) -> Result<Explanation, String> {
     let mut listed: Vec<Listed> = catalog
         .list(&format!("{}-", ours.prefix), None)
@@ -44,11 +45,15 @@ pub(super) fn explain(
     if listed.is_empty() {
         return Err(format!("no earlier entry with prefix `{}` to compare with", ours.prefix));
     }
-    // This ref's entries first, then the newest.
-    listed.sort_by(|a, b| {
-        let mine = |l: &Listed| current_ref.is_some() && l.r#ref.as_deref() == current_ref;
-        mine(b).cmp(&mine(a)).then(b.created.cmp(&a.created))
-    });
+    // What this run can read first: its own ref, then the base branch of a pull request, then
+    // the newest of the rest (the default branch among them); newest first within each.
+    let base = base_ref.map(|b| format!("refs/heads/{b}"));
+    let rank = |l: &Listed| match l.r#ref.as_deref() {
+        r if r.is_some() && r == current_ref => 0,
+        r if r.is_some() && r == base.as_deref() => 1,
+        _ => 2,
+    };
+    listed.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.created.cmp(&a.created)));
     let mut last_problem = String::new();
     for candidate in listed.into_iter().take(CANDIDATES) {
         match read_theirs(backend, &candidate) {

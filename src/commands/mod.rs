@@ -172,7 +172,13 @@ fn explain_miss(
             return None;
         }
     };
-    match explain::explain(backend, catalog.as_ref(), ours, runner.env().non_empty("GITHUB_REF")) {
+    match explain::explain(
+        backend,
+        catalog.as_ref(),
+        ours,
+        runner.env().non_empty("GITHUB_REF"),
+        runner.env().non_empty("GITHUB_BASE_REF"),
+    ) {
         Ok(explanation) => {
             let against = &explanation.against;
             runner.info(&format!(

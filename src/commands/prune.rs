@@ -1,7 +1,9 @@
 //! `prune` and `exact-cache list` / `exact-cache prune`: after a save, delete the older entries
 //! of the same prefix on the same ref, keeping the newest `prune-keep`. Only keys of exactly our
 //! form (`<prefix>-<64 hex>`) are touched, so a longer prefix that starts with ours is never
-//! someone else's loss, and entries of other refs are never deleted.
+//! someone else's loss, and entries of other refs are never deleted. The entry a save just
+//! created is never deleted. Matrix jobs that share a prefix and a ref each save their own
+//! entry: give them `prune-keep` of at least the matrix size, or a prefix each.
 
 use super::explain::is_our_key;
 use crate::github::{Catalog, CatalogError, Listed};
@@ -33,10 +35,17 @@ pub(super) fn prune(
     current_ref: Option<&str>,
     keep: usize,
     dry_run: bool,
+    just_saved: Option<&str>,
 ) -> Result<PruneReport, CatalogError> {
     let mut entries = ours(catalog, prefix, current_ref)?;
-    let older = entries.split_off(keep.min(entries.len()));
-    let mut report = PruneReport { kept: entries, deleted: Vec::new(), failed: Vec::new() };
+    // The entry this step saved is always kept and counts among those kept, whatever the
+    // listing order says (clock ties, a concurrent job's newer entry).
+    let saved = just_saved.and_then(|key| entries.iter().position(|e| e.key == key)).map(|i| entries.remove(i));
+    let room = keep.saturating_sub(saved.is_some() as usize);
+    let older = entries.split_off(room.min(entries.len()));
+    let mut kept: Vec<Listed> = saved.into_iter().collect();
+    kept.extend(entries);
+    let mut report = PruneReport { kept, deleted: Vec::new(), failed: Vec::new() };
     for entry in older {
         if dry_run {
             report.deleted.push(entry);

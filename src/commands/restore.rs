@@ -4,7 +4,7 @@
 use super::{Context, Error, bool_str, compute, miss_reason, report, write_fingerprint};
 use crate::archive::{RestorePlan, RestoreStats, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError};
-use crate::config::Config;
+use crate::config::{Config, VerifyReuse};
 use crate::manifest::Manifest;
 use crate::outcome::MissReason;
 use crate::runner::ProgressReader;
@@ -57,6 +57,20 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
+    // For `verify-reuse`: what was already there is not "added" by the job later.
+    let preexisting: Vec<String> = if config.verify_reuse == VerifyReuse::Off {
+        Vec::new()
+    } else {
+        crate::archive::inventory(&config.paths)
+            .map(|inv| {
+                inv.entries
+                    .iter()
+                    .filter(|e| e.kind != crate::manifest::EntryKind::Dir)
+                    .map(|e| config.fingerprint.locations.display(&e.abs))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let attempt = {
         let _group = runner.group(&format!("Restore {key}"));
         runner.info(&format!("backend: {}", backend.describe()));
@@ -89,7 +103,8 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     if let Attempt::Reused { manifest, .. } = &attempt {
         // For `verify-reuse` at save time.
         let path = super::manifest_path(config, env, &key);
-        match super::write_json_atomically(&path, &serde_json::to_string(manifest).expect("manifests serialize")) {
+        let kept = super::verify::Kept { manifest: manifest.as_ref().clone(), preexisting };
+        match super::write_json_atomically(&path, &serde_json::to_string(&kept).expect("manifests serialize")) {
             Ok(()) => runner.save_state("manifest-file", &path.to_string_lossy())?,
             Err(e) => runner.warning(&format!("cannot keep the restored manifest for `verify-reuse`: {e}")),
         }

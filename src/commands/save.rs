@@ -6,7 +6,6 @@ use crate::archive::{PackError, inventory, write_archive};
 use crate::backend::{BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::Manifest;
 use crate::outcome::SaveResult;
 use crate::preset::Preset;
 use crate::units;
@@ -231,8 +230,8 @@ fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport)
         _ => {}
     }
     let mut report = report;
-    if saved && config.prune {
-        report.pruned = Some(prune_after_save(ctx, config));
+    if let (true, true, Some(key)) = (saved, config.prune, key) {
+        report.pruned = Some(prune_after_save(ctx, config, key));
     }
     runner.set_output("saved", bool_str(saved))?;
     runner.set_output("save-result", report.result.as_str())?;
@@ -260,7 +259,7 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>, report
         runner.info("verify-reuse: the restore step kept no manifest; nothing to compare");
         return;
     };
-    let manifest: Manifest = match std::fs::read(&path)
+    let kept: super::verify::Kept = match std::fs::read(&path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
@@ -270,7 +269,7 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>, report
             return;
         }
     };
-    let changes = match verify::compare(&manifest, config) {
+    let changes = match verify::compare(&kept, config) {
         Ok(c) => c,
         Err(e) => {
             runner.warning(&format!("verify-reuse: {}", super::error_chain(&e)));
@@ -303,7 +302,7 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>, report
 }
 
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
-fn prune_after_save(ctx: &Context, config: &Config) -> String {
+fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
     let runner = ctx.runner;
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
@@ -313,7 +312,9 @@ fn prune_after_save(ctx: &Context, config: &Config) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    match super::prune::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, false) {
+    // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
+    let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);
+    match super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key)) {
         Ok(report) => {
             for (entry, why) in &report.failed {
                 runner.warning(&format!("prune: could not delete `{}`: {why}", entry.key));
@@ -322,7 +323,7 @@ fn prune_after_save(ctx: &Context, config: &Config) -> String {
                 "kept the newest {}, deleted {} older entries of `{}`{}",
                 report.kept.len(),
                 report.deleted.len(),
-                config.prefix,
+                prefix,
                 current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
             );
             runner.info(&format!("prune: {line}"));

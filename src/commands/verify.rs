@@ -8,6 +8,15 @@ use crate::config::Config;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry, entry_path};
 use std::collections::HashMap;
 
+/// What the restore step keeps for the save step: the restored manifest, and the files that
+/// were under `path` before the restore (not "added" by the job).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Kept {
+    pub manifest: Manifest,
+    #[serde(default)]
+    pub preexisting: Vec<String>,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct TreeChanges {
     pub added: Vec<String>,
@@ -33,7 +42,9 @@ impl TreeChanges {
     }
 }
 
-pub(super) fn compare(manifest: &Manifest, config: &Config) -> Result<TreeChanges, PackError> {
+pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackError> {
+    let manifest = &kept.manifest;
+    let preexisting: std::collections::HashSet<&str> = kept.preexisting.iter().map(String::as_str).collect();
     let locations = &config.fingerprint.locations;
     let inv = inventory(&config.paths)?;
     let mut expected: HashMap<&str, &ManifestEntry> =
@@ -42,6 +53,7 @@ pub(super) fn compare(manifest: &Manifest, config: &Config) -> Result<TreeChange
     for now in inv.entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let shown = locations.display(&now.abs);
         match expected.remove(entry_path(now.root, &now.rel).as_str()) {
+            None if preexisting.contains(shown.as_str()) => {}
             None => changes.added.push(shown),
             Some(was) => {
                 let differs = was.kind != now.kind

@@ -64,6 +64,8 @@ pub struct FingerprintSpec {
     pub extra: BTreeMap<String, Component>,
     /// The `torch` component (the `torch-inductor` preset), from the `python` interpreter.
     pub torch: bool,
+    /// `native.isa` also lists the x86 extensions that change generated kernels.
+    pub isa_extensions: bool,
     /// Every set variable with one of these prefixes enters the `env` component (paths and
     /// logging settings aside).
     pub env_prefixes: Vec<String>,
@@ -83,6 +85,7 @@ impl FingerprintSpec {
             variant: None,
             extra: BTreeMap::new(),
             torch: false,
+            isa_extensions: false,
             env_prefixes: Vec::new(),
         }
     }
@@ -127,7 +130,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         let component = match facet {
             Facet::Os => native::os(sys),
             Facet::Arch => native::arch(&cpu),
-            Facet::Isa => native::isa(&cpu),
+            Facet::Isa => native::isa(&cpu, spec.isa_extensions),
             Facet::CpuFlags => native::cpu_flags(&cpu),
             Facet::Libc => native::libc(sys, env),
             Facet::Compiler => native::compiler(sys, env, cwd, &spec.compilers),

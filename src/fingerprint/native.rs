@@ -50,8 +50,21 @@ pub(super) fn arch(cpu: &CpuFacts) -> Component {
     [("arch".to_owned(), Value::text(&cpu.arch))].into()
 }
 
-pub(super) fn isa(cpu: &CpuFacts) -> Component {
+/// x86 extensions beyond the psABI levels that change generated kernels (TorchInductor picks
+/// AMX and AVX-512 BF16/FP16/VNNI code paths).
+const X86_EXTENSIONS: [&str; 7] =
+    ["amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni"];
+
+pub(super) fn isa(cpu: &CpuFacts, extensions: bool) -> Component {
     match cpu.arch.as_str() {
+        "x86_64" if extensions => {
+            let present: Vec<&str> = X86_EXTENSIONS.iter().copied().filter(|f| cpu.flags.contains(*f)).collect();
+            [
+                ("level".to_owned(), Value::text(x86_64_level(&cpu.flags))),
+                ("extensions".to_owned(), Value::text(present.join(" "))),
+            ]
+            .into()
+        }
         "x86_64" => [("level".to_owned(), Value::text(x86_64_level(&cpu.flags)))].into(),
         "aarch64" => [("features".to_owned(), Value::text(aarch64_isa(&cpu.flags)))].into(),
         _ => [("level".to_owned(), Value::Absent)].into(),
@@ -176,6 +189,14 @@ mod tests {
         // One missing v3 feature caps the level at v2, whatever else is there.
         let no_fma = format!("{V2} {V3} {V4}").replace(" fma", "");
         assert_eq!(x86_64_level(&flags(&no_fma)), "x86-64-v2");
+    }
+
+    #[test]
+    fn isa_extensions_are_listed_only_when_asked_for() {
+        let cpu =
+            CpuFacts { arch: "x86_64".into(), flags: flags(&format!("{V2} {V3} {V4} amx_tile avx512_bf16 rdrand")) };
+        assert_eq!(isa(&cpu, false).len(), 1);
+        assert_eq!(isa(&cpu, true)["extensions"], Value::text("amx_tile avx512_bf16"));
     }
 
     #[test]

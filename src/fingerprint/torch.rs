@@ -23,11 +23,15 @@ try:
             info["device%d" % i] = "%s, sm_%d%d" % (torch.cuda.get_device_name(i), major, minor)
 except ImportError:
     pass
+except Exception as e:  # installed but broken (a missing libcudart, …): recorded, not fatal
+    info["torch-error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
 try:
     import triton
     info["triton"] = triton.__version__
 except ImportError:
     pass
+except Exception as e:
+    info["triton-error"] = type(e).__name__
 print(json.dumps(info))
 "#;
 
