@@ -216,7 +216,7 @@ impl crate::github::Catalog for LocalBackend {
             });
         }
         // Newest first, by the full-precision modification time.
-        order.sort_by(|a, b| b.0.cmp(&a.0));
+        order.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
         let rank: std::collections::HashMap<String, usize> =
             order.into_iter().enumerate().map(|(i, (_, n))| (n, i)).collect();
         found.sort_by_key(|l| rank[&l.id]);
