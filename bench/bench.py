@@ -141,7 +141,10 @@ def dir_bytes(path: pathlib.Path) -> int:
 
 def measure(cmd, env, cwd=None, watch_dir=None, shell=False):
     """Run `cmd`; wall time, CPU seconds (with descendants), peak RSS of the process tree,
-    peak bytes in `watch_dir` (the client's temporary directory)."""
+    peak bytes in `watch_dir` (the client's temporary directory). Dirty pages of earlier steps
+    are flushed first: their writeback would otherwise slow whatever runs next."""
+    os.sync()
+    time.sleep(0.5)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -166,7 +169,7 @@ def measure(cmd, env, cwd=None, watch_dir=None, shell=False):
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd} failed ({proc.returncode}):\n{out.decode()[-2000:]}\n{err.decode()[-4000:]}")
     return {"wall": wall, "cpu": cpu, "rss_mb": peak["rss"] / 2**20, "disk_mb": peak["disk"] / 2**20,
-            "stdout": out.decode(errors="replace")}
+            "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace")[-3000:]}
 
 
 def tree_digest(path: pathlib.Path) -> str:
@@ -264,15 +267,40 @@ class Service:
 # ---- one benchmark --------------------------------------------------------------------------------
 
 
+class Scratch:
+    """Fresh directories for restore targets and RUNNER_TEMP, on `root` (tmpfs by default).
+    Old trees are moved aside and deleted only between measurements, never while one runs."""
+
+    def __init__(self, root: pathlib.Path):
+        self.root = root
+        self.trash = root / "trash"
+        shutil.rmtree(root, ignore_errors=True)
+        self.trash.mkdir(parents=True)
+        self.n = 0
+
+    def fresh(self, name: str) -> pathlib.Path:
+        path = self.root / name
+        if path.exists():
+            self.n += 1
+            path.rename(self.trash / f"{name}-{self.n}")
+        path.mkdir()
+        return path
+
+    def empty_trash(self):
+        shutil.rmtree(self.trash, ignore_errors=True)
+        self.trash.mkdir()
+
+
 def run(args):
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    scratch = Scratch(pathlib.Path(args.scratch))
     exe = str(pathlib.Path(args.binary).resolve())
     node_cli = str(ROOT / "tests/node/actions-cache.mjs")
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("ACTIONS_", "GITHUB_", "RUNNER_", "EXACT_CACHE_"))}
     base_env["NO_PROXY"] = "*"
     datasets = {name: dataset(work, name) for name in args.datasets}
-    results = {"meta": {"reps": args.reps, "cores": os.cpu_count(), "binary": exe,
+    results = {"meta": {"reps": args.reps, "cores": os.cpu_count(), "binary": exe, "scratch": args.scratch,
                         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
                         "zstd": subprocess.run(["zstd", "--version"], capture_output=True, text=True).stdout.strip(),
                         "node": subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()},
@@ -287,13 +315,11 @@ def run(args):
         saves, restores, copies = [], [], []
         for _ in range(args.reps):
             saves.append(measure(f"tar -cf - -C '{ws}' data | zstd -T0 -3 -q -c > /dev/null", base_env, shell=True)["wall"])
-            target = work / "floor-target"
-            shutil.rmtree(target, ignore_errors=True)
-            target.mkdir()
+            target = scratch.fresh("floor-target")
             restores.append(measure(f"zstd -d -q -c '{archive}' | tar -xf - -C '{target}'", base_env, shell=True)["wall"])
-            shutil.rmtree(target)
+            target = scratch.fresh("floor-target")
             copies.append(measure(["cp", "-r", str(ws / "data"), str(target)], base_env)["wall"])
-            shutil.rmtree(target)
+            scratch.empty_trash()
         f.update(save=statistics.median(saves), restore=statistics.median(restores), copy=statistics.median(copies))
         floors[name] = f
         log(f"floors {name}: save {f['save']:.2f} s, restore {f['restore']:.2f} s, cp -r {f['copy']:.2f} s, archive {f['archive_mb']:.0f} MiB")
@@ -311,7 +337,7 @@ def run(args):
                 key = f"ceiling-{name}-{time.time_ns()}"
                 url = service.twirp("CreateCacheEntry", {"key": key, "version": "0" * 64})["signed_upload_url"]
                 put = measure(["curl", "-sSf", "-X", "PUT", "-H", "x-ms-blob-type: BlockBlob", "-H", "x-ms-version: 2025-01-05",
-                               "--data-binary", f"@{archive}", "-o", "/dev/null", url], base_env)["wall"]
+                               "--upload-file", str(archive), "-o", "/dev/null", url], base_env)["wall"]
                 get = measure(["curl", "-sSf", "-o", "/dev/null", url], base_env)["wall"]
                 ceilings[name] = {"put": put, "get": get}
                 log(f"{profile} ceiling {name}: PUT {put:.2f} s, GET {get:.2f} s ({floors[name]['archive_mb']:.0f} MiB)")
@@ -321,35 +347,31 @@ def run(args):
                     order = ["ours", "peer"] if rep % 2 == 0 else ["peer", "ours"]
                     for tool in order:
                         key = f"{tool}-{profile}-{name}-{rep}-{time.time_ns()}"
-                        temp = work / "runner-temp"
-                        shutil.rmtree(temp, ignore_errors=True)
-                        temp.mkdir()
-                        target = work / "restore-ws"
-                        shutil.rmtree(target, ignore_errors=True)
-                        target.mkdir()
+                        scratch.empty_trash()
+                        temp = scratch.fresh("runner-temp")
+                        target = scratch.fresh("restore-ws")
                         run_env = dict(env, RUNNER_TEMP=str(temp), EXACT_CACHE_DIR=str(work / "unused-local"))
                         if tool == "ours":
                             common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", key]
                             save = measure([exe, "save", *common, "--workspace", str(ws)], run_env, watch_dir=temp)
                             ours_key = next(l.split("=", 1)[1] for l in save["stdout"].splitlines() if l.startswith("key="))
                             restore = measure([exe, "restore", *common, "--workspace", str(target)], run_env, watch_dir=temp)
-                            assert "reused=true" in restore["stdout"], restore["stdout"]
+                            assert "reused=true" in restore["stdout"], restore["stdout"] + restore["stderr"]
                             wire = service.entry_size(ours_key)
                         else:
                             save = measure(["node", node_cli, "save", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(ws)), watch_dir=temp)
-                            shutil.rmtree(temp)
-                            temp.mkdir()
+                            temp = scratch.fresh("runner-temp")
                             restore = measure(["node", node_cli, "restore", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(target)), watch_dir=temp)
                             assert json.loads(restore["stdout"])["matchedKey"] == key, restore["stdout"]
                             wire = service.entry_size(key)
                         identical = tree_digest(target / "data") == digest
                         for op, m in (("save", save), ("restore", restore)):
                             m.pop("stdout")
+                            m.pop("stderr")
                             results["runs"].append(dict(m, profile=profile, dataset=name, tool=tool, op=op, rep=rep, wire_mb=wire / 2**20, identical=identical))
                         log(f"{profile} {name} rep {rep} {tool}: save {save['wall']:.2f} s, restore {restore['wall']:.2f} s, "
                             f"rss {save['rss_mb']:.0f}/{restore['rss_mb']:.0f} MiB, disk {save['disk_mb']:.0f}/{restore['disk_mb']:.0f} MiB, "
                             f"wire {wire / 2**20:.0f} MiB, identical {identical}")
-                        shutil.rmtree(target)
             results.setdefault("ceilings", {})[profile] = ceilings
         finally:
             service.stop()
@@ -463,6 +485,8 @@ def main():
     p.add_argument("--binary", default=str(ROOT / "dist/exact-cache-x86_64-unknown-linux-gnu"))
     p.add_argument("--work", default=os.environ.get("EXACT_CACHE_BENCH_DIR", "/tmp/exact-cache-bench"))
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--scratch", default="/dev/shm/exact-cache-bench",
+                   help="restore targets and RUNNER_TEMP (tmpfs by default: see bench/README.md)")
     p.add_argument("--datasets", nargs="+", default=["a", "b"], choices=["a", "b"])
     p.add_argument("--profiles", nargs="+", default=["azurite", "fast"], choices=["azurite", "fast"])
     p.add_argument("--out", default=str(BENCH))

@@ -22,6 +22,7 @@ mod pack;
 mod safety;
 mod staging;
 mod unpack;
+mod writers;
 
 pub use clean::{CleanError, CleanStats, clean};
 pub use codec::{Compression, Encoder, decoder};

@@ -15,13 +15,25 @@ use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry, Mismatch, entry_path};
 use crate::outcome::MissReason;
 use crate::paths::PatternSet;
-use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+
+use super::writers::{Failure, Writers};
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 const MAX_FINGERPRINT_BYTES: u64 = 16 << 20;
+/// Largest piece of a file handed to a writer at once.
+const CHUNK: u64 = 1 << 20;
+
+/// Writer threads: file creation is system-call bound and runs in parallel even on few cores.
+fn writer_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4)
+}
+
+fn io_failure((path, source): Failure) -> UnpackError {
+    UnpackError::Io { path, source }
+}
 const MAX_MANIFEST_BYTES: u64 = 512 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +134,8 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
         stats: RestoreStats::default(),
     };
     let mut kinds: HashMap<(usize, String), EntryKind> = HashMap::new();
+    let mut made_dirs: HashSet<PathBuf> = HashSet::new();
+    let mut writers = Writers::new(writer_threads());
     let mut have_record = false;
     let mut manifest: Option<Manifest> = None;
     let mut buf = vec![0u8; 1 << 20];
@@ -213,16 +227,23 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
         // A file root replaces whatever is at its destination, so its staging cannot live inside.
         let stage = staged.stage_root(root, !(rel.is_empty() && kind != EntryKind::Dir))?;
         let path = if rel.is_empty() { stage.clone() } else { stage.join(&rel) };
-        if let Some(parent) = path.parent() {
+        // Parents are created once: an explicit directory entry, or the first file below it.
+        if let Some(parent) = path.parent()
+            && !made_dirs.contains(parent)
+        {
             fs::create_dir_all(parent).map_err(|source| UnpackError::Io { path: parent.to_owned(), source })?;
+            made_dirs.insert(parent.to_owned());
         }
         let mut record = StagedEntry { root, rel: rel.clone(), kind, mode, size: 0, sha256: None, target: None };
         match kind {
-            EntryKind::Dir => match fs::create_dir(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => {}
-                Err(source) => return Err(UnpackError::Io { path, source }),
-            },
+            EntryKind::Dir => {
+                match fs::create_dir(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => {}
+                    Err(source) => return Err(UnpackError::Io { path, source }),
+                }
+                made_dirs.insert(path);
+            }
             EntryKind::Symlink => {
                 let target = entry
                     .link_name_bytes()
@@ -233,36 +254,35 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
                 record.target = Some(target);
             }
             EntryKind::File => {
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(|source| UnpackError::Io { path: path.clone(), source })?;
-                let mut hasher = Sha256::new();
+                let mtime = entry.header().mtime().ok().map(|m| m as i64);
+                writers.begin(staged.entries.len(), path.clone(), mode, mtime).map_err(io_failure)?;
                 let mut size = 0u64;
                 loop {
-                    let n = match entry.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => {
-                            return Err(UnpackError::corrupt(format!("cannot read `{name}`"), e));
+                    // Small files go in one piece; large ones in chunks, read as they decode.
+                    let mut chunk = vec![0u8; (entry.size() - size).min(CHUNK) as usize];
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    let mut filled = 0;
+                    while filled < chunk.len() {
+                        match entry.read(&mut chunk[filled..]) {
+                            Ok(0) => break,
+                            Ok(n) => filled += n,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(UnpackError::corrupt(format!("cannot read `{name}`"), e)),
                         }
-                    };
-                    hasher.update(&buf[..n]);
-                    file.write_all(&buf[..n]).map_err(|source| UnpackError::Io { path: path.clone(), source })?;
-                    size += n as u64;
+                    }
+                    if filled == 0 {
+                        break;
+                    }
+                    chunk.truncate(filled);
+                    size += filled as u64;
+                    writers.data(chunk).map_err(io_failure)?;
                 }
+                writers.end().map_err(io_failure)?;
                 if size != entry.size() {
                     return Err(UnpackError::Corrupt { detail: format!("`{name}` is truncated"), source: None });
                 }
-                if let Ok(mtime) = entry.header().mtime() {
-                    let t = filetime::FileTime::from_unix_time(mtime as i64, 0);
-                    let _ = filetime::set_file_handle_times(&file, None, Some(t));
-                }
-                set_mode(&path, mode).map_err(|source| UnpackError::Io { path: path.clone(), source })?;
-                record.size = size;
-                record.sha256 = Some(hex::encode(hasher.finalize()));
                 staged.stats.files += 1;
                 staged.stats.bytes += size;
             }
@@ -274,6 +294,13 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
         }
         kinds.insert((root, rel), kind);
         staged.entries.push(record);
+    }
+
+    // Every file is written: take their sizes and hashes.
+    for written in writers.finish().map_err(io_failure)? {
+        let e = &mut staged.entries[written.index];
+        e.size = written.size;
+        e.sha256 = Some(written.sha256);
     }
 
     // Everything after the tar end marker must be zero padding; reading to the end also makes

@@ -77,6 +77,8 @@ struct Shared {
 
 pub struct Services {
     rt: tokio::runtime::Runtime,
+    /// The fast blob store's files, removed with the services.
+    _fast_dir: Option<tempfile::TempDir>,
     pub url: String,
     pub faults: Arc<Faults>,
     shared: Arc<Shared>,
@@ -96,8 +98,11 @@ impl Services {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::new();
         let mut fast = None;
+        let mut fast_dir = None;
         if let BlobStore::Fast { name } = &blob_store {
-            let dir = tempfile::Builder::new().prefix("exact-cache-fast-blobs-").tempdir().unwrap().keep();
+            let temp = tempfile::Builder::new().prefix("exact-cache-fast-blobs-").tempdir().unwrap();
+            let dir = temp.path().to_owned();
+            fast_dir = Some(temp);
             let fast_listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
             let port = fast_listener.local_addr().unwrap().port();
             let app = super::fast_blob::router(dir.clone());
@@ -139,7 +144,7 @@ impl Services {
             .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(Arc::clone(&shared));
         rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Services { rt, url, faults, shared }
+        Services { rt, url, faults, shared, _fast_dir: fast_dir }
     }
 
     /// Variables a runner gives a node action for v2.
