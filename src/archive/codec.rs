@@ -29,9 +29,18 @@ impl Compression {
     }
 
     pub fn encoder<W: Write>(self, w: W) -> io::Result<Encoder<W>> {
+        self.encoder_with(w, Effort::Normal)
+    }
+
+    /// An encoder; `effort` picks the zstd level (the format is the same either way).
+    pub fn encoder_with<W: Write>(self, w: W, effort: Effort) -> io::Result<Encoder<W>> {
         Ok(match self {
             Compression::Zstd => {
-                let mut e = zstd::stream::write::Encoder::new(w, 3)?;
+                let level = match effort {
+                    Effort::Normal => ZSTD_LEVEL,
+                    Effort::Fast => ZSTD_FAST_LEVEL,
+                };
+                let mut e = zstd::stream::write::Encoder::new(w, level)?;
                 let workers = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
                 e.multithread(workers)?;
                 e.include_checksum(true)?;
@@ -42,6 +51,31 @@ impl Compression {
             Compression::None => Encoder::None(w),
         })
     }
+}
+
+/// How hard to compress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effort {
+    /// zstd level 3, what `zstd` and `actions/cache` use.
+    Normal,
+    /// zstd's fastest negative level: for data that barely compresses (weights, compiled
+    /// objects), it costs a seventh of the CPU and gives up a few percent of size.
+    Fast,
+}
+
+const ZSTD_LEVEL: i32 = 3;
+const ZSTD_FAST_LEVEL: i32 = -1;
+
+/// Sampled data that compresses to more than this fraction is treated as incompressible.
+pub const INCOMPRESSIBLE: f64 = 0.9;
+
+/// The effort for data like `sample`: compress it at the normal level and look at the ratio.
+pub fn effort_for(sample: &[u8]) -> (Effort, f64) {
+    if sample.len() < 64 * 1024 {
+        return (Effort::Normal, 0.0);
+    }
+    let ratio = zstd::bulk::compress(sample, ZSTD_LEVEL).map_or(0.0, |c| c.len() as f64 / sample.len() as f64);
+    (if ratio > INCOMPRESSIBLE { Effort::Fast } else { Effort::Normal }, ratio)
 }
 
 /// Largest zstd window accepted when decoding (128 MiB): bounds memory for hostile frames.
@@ -114,6 +148,32 @@ mod tests {
         }
         assert_eq!(Compression::parse("ZSTD"), Some(Compression::Zstd));
         assert_eq!(Compression::parse("lz4"), None);
+    }
+
+    #[test]
+    fn incompressible_samples_choose_the_fast_level() {
+        let text: Vec<u8> = b"def kernel(x): return x * 2\n".iter().cycle().take(1 << 20).copied().collect();
+        assert_eq!(effort_for(&text).0, Effort::Normal);
+        let mut x = 0x2545f4914f6cdd1du64;
+        let noise: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let (effort, ratio) = effort_for(&noise);
+        assert_eq!(effort, Effort::Fast, "ratio {ratio}");
+        // Either level gives the same bytes back.
+        for effort in [Effort::Normal, Effort::Fast] {
+            let mut e = Compression::Zstd.encoder_with(Vec::new(), effort).unwrap();
+            e.write_all(&noise).unwrap();
+            let packed = e.finish().unwrap();
+            let mut out = Vec::new();
+            decoder(Compression::Zstd, &packed[..]).unwrap().read_to_end(&mut out).unwrap();
+            assert_eq!(out, noise);
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod unpack;
 mod writers;
 
 pub use clean::{CleanError, CleanStats, clean};
-pub use codec::{Compression, Encoder, decoder};
+pub use codec::{Compression, Effort, Encoder, decoder, effort_for};
 pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
 pub use safety::{check_entry_name, check_symlink_target};
 pub use staging::sweep_stale;

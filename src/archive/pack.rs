@@ -1,7 +1,7 @@
 //! Save side: list what the `path` roots hold ([`inventory`]), then stream it into an archive
 //! ([`write_archive`]), hashing every file in the same read that archives it.
 
-use super::codec::Compression;
+use super::codec::{Compression, Effort, effort_for};
 use super::safety::check_symlink_target;
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
@@ -69,6 +69,9 @@ impl Inventory {
 
 #[derive(Clone, Debug)]
 pub struct PackStats {
+    /// The zstd effort the compressibility probe chose, and the ratio it saw.
+    pub effort: Effort,
+    pub sample_ratio: f64,
     pub files: usize,
     pub dirs: usize,
     pub symlinks: usize,
@@ -152,7 +155,11 @@ pub fn write_archive<W: Write>(
     out: W,
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<(W, PackStats), PackError> {
-    let encoder = compression.encoder(out).map_err(PackError::Write)?;
+    let (effort, sample_ratio) = match compression {
+        Compression::Zstd => effort_for(&sample(inv)),
+        _ => (Effort::Normal, 0.0),
+    };
+    let encoder = compression.encoder_with(out, effort).map_err(PackError::Write)?;
     let mut tar = tar::Builder::new(encoder);
     let write_err = PackError::Write;
 
@@ -219,7 +226,49 @@ pub fn write_archive<W: Write>(
 
     let encoder = tar.into_inner().map_err(write_err)?;
     let out = encoder.finish().map_err(write_err)?;
-    Ok((out, PackStats { files: stats.0, dirs: stats.1, symlinks: stats.2, content_bytes: stats.3, manifest }))
+    Ok((
+        out,
+        PackStats {
+            effort,
+            sample_ratio,
+            files: stats.0,
+            dirs: stats.1,
+            symlinks: stats.2,
+            content_bytes: stats.3,
+            manifest,
+        },
+    ))
+}
+
+/// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:
+/// a few large weights files decide as much as their share of the bytes).
+fn sample(inv: &Inventory) -> Vec<u8> {
+    const PIECES: u64 = 32;
+    const PIECE: u64 = 128 * 1024;
+    let files: Vec<&SourceEntry> = inv.entries.iter().filter(|e| e.kind == EntryKind::File && e.size > 0).collect();
+    let total: u64 = files.iter().map(|e| e.size).sum();
+    let mut sample = Vec::new();
+    if total == 0 {
+        return sample;
+    }
+    let (mut file, mut before) = (0usize, 0u64);
+    for i in 0..PIECES {
+        let at = total * i / PIECES;
+        while before + files[file].size <= at {
+            before += files[file].size;
+            file += 1;
+        }
+        let e = files[file];
+        let offset = at - before;
+        if let Ok(mut f) = File::open(&e.abs) {
+            use std::io::{Seek, SeekFrom};
+            let mut piece = Vec::with_capacity(PIECE as usize);
+            if f.seek(SeekFrom::Start(offset)).is_ok() && f.take(PIECE).read_to_end(&mut piece).is_ok() {
+                sample.extend_from_slice(&piece);
+            }
+        }
+    }
+    sample
 }
 
 /// Write a ustar header for `name`, preceded by a pax header when the name, link target or

@@ -145,6 +145,12 @@ fn upload(
         Err(other) => return Ok(pack_trouble(&other)),
     };
     progress.finish();
+    if stats.effort == crate::archive::Effort::Fast {
+        runner.info(&format!(
+            "compression: zstd's fast level (a sample of the files compressed only to {:.0}%)",
+            stats.sample_ratio * 100.0
+        ));
+    }
     let archive_bytes = writer.count;
     let mut report = SaveReport {
         result: SaveResult::Saved,
