@@ -92,7 +92,7 @@ pub const OUTPUTS: &[OutputSpec] = &[
     OutputSpec { name: "restored-files", entries: RESTORING, description: "Number of files and symlinks put in place." },
     OutputSpec { name: "restored-bytes", entries: RESTORING, description: "Bytes of file content put in place." },
     OutputSpec { name: "saved", entries: &[Entry::Save], description: "`true` when this step created the entry." },
-    OutputSpec { name: "save-result", entries: &[Entry::Save], description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete` or `error`." },
+    OutputSpec { name: "save-result", entries: &[Entry::Save], description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found` or `error`." },
     OutputSpec { name: "changed-files", entries: &[Entry::Save], description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm restore, one per line." },
 ];
 
@@ -142,6 +142,7 @@ pub const INPUTS: &[InputSpec] = &[
     input("prune", Bool, Cache, "false", "After a save, delete older entries with the same prefix on this ref (needs `actions: write`)."),
     input("prune-keep", Text, Cache, "1", "How many of the newest entries `prune` keeps, the new one included."),
     input("github-token", Text, Cache, "${{ github.token }}", "Token for the REST calls of `explain-misses` and `prune`."),
+    input("secret-env", List, Cache, "", "Names of environment variables whose values must never be saved: a save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save (`save-result=secret-found`)."),
     input("clean-on-miss", Bool, Restore, "false", "On a miss, remove stale files under `path` before generation starts."),
     input("reuse-env", Text, Restore, "", "Name of an environment variable exported as `1` when reused, `0` otherwise."),
     input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),
@@ -254,6 +255,8 @@ pub struct Config {
     pub prune: bool,
     pub prune_keep: usize,
     pub github_token: Option<String>,
+    /// Variables whose values a save refuses to archive (besides the job's tokens).
+    pub secret_env: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -476,6 +479,16 @@ impl Config {
                 })?,
             },
             github_token: raw.text("github-token").filter(|t| !t.starts_with("${{")),
+            secret_env: {
+                let names = raw.list("secret-env");
+                if let Some(bad) = names.iter().find(|n| !valid_env_name(n)) {
+                    return Err(ConfigError::Invalid {
+                        name: "secret-env",
+                        detail: format!("`{bad}` is not a variable name"),
+                    });
+                }
+                names
+            },
         })
     }
 

@@ -59,6 +59,8 @@ pub enum SaveResult {
     ReadOnly,
     RateLimited,
     Incomplete,
+    /// The files held a token or a `secret-env` value.
+    SecretFound,
     Error,
 }
 
@@ -71,6 +73,7 @@ impl SaveResult {
             SaveResult::ReadOnly => "read-only",
             SaveResult::RateLimited => "rate-limited",
             SaveResult::Incomplete => "incomplete",
+            SaveResult::SecretFound => "secret-found",
             SaveResult::Error => "error",
         }
     }

@@ -368,3 +368,49 @@ fn read_only_directories_do_not_block_restore_or_clean() {
     assert!(cleaned.contains("miss-reason=not-found") && !cleaned.contains("warning"), "{cleaned}");
     assert!(!step.ws.join("mod/pkg/a.go").exists());
 }
+
+#[test]
+fn a_file_holding_a_token_or_a_secret_env_value_is_never_saved() {
+    let token = "ghs_RuntimeToken0123456789abcdefXYZ";
+    let mut step = Step::new();
+    step.extra_env.push(("ACTIONS_RUNTIME_TOKEN".into(), token.into()));
+    step.extra_env.push(("HF_TOKEN".into(), "hf_userSecretValue42".into()));
+    write(&step.ws.join("gen.py"), b"print('generate')\n");
+    let cold = step.run(&["restore"], &inputs(), NO_STATE);
+    generate(&step);
+    let leaked = format!("header\n{token}\ntrailer");
+    write(&step.ws.join("fixtures/saved_model/assets/vocab.txt"), leaked.as_bytes());
+
+    // `::add-mask::` lines are how a value gets masked; everything else must not hold it.
+    let everything = |r: &support::StepResult| {
+        let log: String = r.stdout.lines().filter(|l| !l.starts_with("::add-mask::")).collect();
+        format!("{log}{}{}{:?}", r.stderr, r.summary, r.outputs)
+    };
+    let post = step.run(&["save", "--post"], &inputs(), &cold.state);
+    assert_eq!(post.code, 0, "a refused save is a warning: {}", post.stdout);
+    assert_eq!(post.output("save-result"), "secret-found");
+    assert_eq!(post.output("saved"), "false");
+    assert!(post.stdout.contains("::warning") && post.stdout.contains("fixtures/saved_model/assets/vocab.txt"));
+    assert!(!everything(&post).contains(token), "{}", everything(&post));
+    assert!(!step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0);
+
+    // A `secret-env` value is refused the same way; strict makes it fail the step.
+    write(&step.ws.join("fixtures/saved_model/assets/vocab.txt"), b"x hf_userSecretValue42 y");
+    let mut with_list = inputs();
+    with_list.push(("secret-env", "HF_TOKEN"));
+    let post = step.run(&["save", "--post"], &with_list, &cold.state);
+    assert_eq!(post.output("save-result"), "secret-found");
+    assert!(!everything(&post).contains("hf_userSecretValue42"));
+    with_list.push(("strict", "true"));
+    let strict = step.run(&["save", "--post"], &with_list, &cold.state);
+    assert_ne!(strict.code, 0, "{}", strict.stdout);
+    assert_eq!(strict.output("save-result"), "secret-found");
+
+    // Without the listed variable, the same file is ordinary data and saves.
+    let post = step.run(&["save", "--post"], &inputs(), &cold.state);
+    assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
+
+    let bad = step.run(&["save", "--post"], &[inputs(), vec![("secret-env", "HF-TOKEN")]].concat(), &cold.state);
+    assert_ne!(bad.code, 0, "{}", bad.stdout);
+    assert!(bad.stdout.contains("secret-env"), "{}", bad.stdout);
+}

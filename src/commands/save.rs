@@ -2,7 +2,7 @@
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
 use super::{Context, Error, bool_str, compute, fingerprint_path, read_fingerprint, report, verify, write_fingerprint};
-use crate::archive::{PackError, inventory, write_archive};
+use crate::archive::{PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
@@ -97,6 +97,32 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         let msg = "nothing to save: no `path` entry exists".to_owned();
         runner.warning(&msg);
         return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::Incomplete, &msg));
+    }
+
+    // No byte that holds a secret leaves this machine: scan before reserving or uploading.
+    let mut secrets: Vec<String> =
+        ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"].iter().filter_map(|n| env.non_empty(n)).map(str::to_owned).collect();
+    secrets.extend(config.github_token.iter().cloned());
+    for name in &config.secret_env {
+        if let Some(value) = env.non_empty(name) {
+            runner.add_secret(value);
+            secrets.push(value.to_owned());
+        }
+    }
+    match SecretScanner::new(secrets).scan(&inv) {
+        Ok(None) => {}
+        Ok(Some(path)) => {
+            let shown = config.fingerprint.locations.display(&path);
+            let msg =
+                format!("`{shown}` holds the value of a token or of a `secret-env` variable (not shown); nothing was uploaded");
+            return finish(
+                ctx,
+                config,
+                Some(&key),
+                SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) },
+            );
+        }
+        Err(e) => return finish(ctx, config, Some(&key), pack_trouble(&e)),
     }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
