@@ -12,6 +12,8 @@ pub mod commands;
 pub mod config;
 pub mod env;
 pub mod fingerprint;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod github;
 pub mod keys;
 pub mod manifest;

@@ -392,7 +392,9 @@ fn a_file_holding_a_token_or_a_secret_env_value_is_never_saved() {
     assert_eq!(post.output("saved"), "false");
     assert!(post.stdout.contains("::warning") && post.stdout.contains("fixtures/saved_model/assets/vocab.txt"));
     assert!(!everything(&post).contains(token), "{}", everything(&post));
-    assert!(!step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0);
+    assert!(
+        !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+    );
 
     // A `secret-env` value is refused the same way; strict makes it fail the step.
     write(&step.ws.join("fixtures/saved_model/assets/vocab.txt"), b"x hf_userSecretValue42 y");

@@ -405,7 +405,8 @@ fn read_small<R: Read>(entry: &mut tar::Entry<'_, R>, max: u64, name: &str) -> R
     if size > max {
         return Err(UnpackError::Corrupt { detail: format!("`{name}` is too large ({size} bytes)"), source: None });
     }
-    let mut bytes = Vec::with_capacity(size as usize);
+    // The header's size is untrusted: grow with what actually arrives.
+    let mut bytes = Vec::with_capacity(size.min(1 << 20) as usize);
     entry.read_to_end(&mut bytes).map_err(|e| UnpackError::corrupt(format!("cannot read `{name}`"), e))?;
     if bytes.len() as u64 != size {
         return Err(UnpackError::Corrupt { detail: format!("`{name}` is truncated"), source: None });

@@ -11,6 +11,7 @@
 //! here: these URLs are signed or secret by themselves.
 
 use super::http::{Http, status_error, transport_error};
+use super::wire::{self, AnswerError, FirstAnswer};
 use super::{BackendError, ErrorKind};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -114,31 +115,35 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
     if response.status() == StatusCode::OK {
         return stream_whole(http, response, expected, tx).await;
     }
-    let total = content_range_total(response.headers())
-        .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "download: a ranged answer without a total length"))?;
-    if let Some(expected) = expected.filter(|e| *e != total) {
-        return Err(BackendError::new(
-            ErrorKind::Fatal,
-            format!("download: the blob has {total} bytes, the service announced {expected}"),
-        ));
-    }
     // The first answer may be shorter than asked for: the blob is smaller than one range.
-    let first_end = first_end.min(total.saturating_sub(1));
-    let first = match within(http, async { read_body(response, first_end + 1).await.map_err(|(_, e)| e) }).await {
+    let (FirstAnswer { total, len }, cut_off) =
+        match wire::first_answer(content_range(&response), response.content_length(), first_end, expected) {
+            Ok(first) => (first, false),
+            // Cut off: the range itself is fine, its body is not.
+            Err(AnswerError::Length(_)) => {
+                (wire::first_answer(content_range(&response), None, first_end, expected).map_err(answer_error)?, true)
+            }
+            Err(e) => return Err(answer_error(e)),
+        };
+    let body = async {
+        if cut_off {
+            return Err(BackendError::new(ErrorKind::Transient, "download: a cut-off first range"));
+        }
+        read_body(response, len).await.map_err(|(_, e)| e)
+    };
+    let first = match within(http, body).await {
         Ok(bytes) => bytes,
         // Broken off: fetch the first range again as any other (resuming is not worth it here).
         Err(e) if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout) => {
-            within(http, fetch_range(http, url, 0, first_end)).await?
+            within(http, fetch_range(http, url, 0, len - 1, Some(total))).await?
         }
         Err(e) => return Err(e),
     };
     if tx.send(Ok(first)).await.is_err() {
         return Ok(());
     }
-    // Lazily: a bogus total from a broken proxy must not allocate the range list up front.
-    let starts = ((first_end + 1)..total).step_by(chunk as usize);
-    let mut ranges = futures_util::stream::iter(starts)
-        .map(|start| within(http, fetch_range(http, url, start, (start + chunk).min(total) - 1)))
+    let mut ranges = futures_util::stream::iter(wire::later_ranges(len, total, chunk))
+        .map(|(start, last)| within(http, fetch_range(http, url, start, last, Some(total))))
         .buffered(http.tuning.download_concurrency);
     while let Some(bytes) = ranges.next().await {
         if tx.send(Ok(bytes?)).await.is_err() {
@@ -148,8 +153,8 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
     Ok(())
 }
 
-/// `start..=end`, retried; a retry asks only for what is still missing.
-async fn fetch_range(http: &Http, url: &str, start: u64, end: u64) -> Result<Bytes, BackendError> {
+/// `start..=end` of a blob of `total` bytes, retried; a retry asks only for what is still missing.
+async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: Option<u64>) -> Result<Bytes, BackendError> {
     let want = end - start + 1;
     let got = std::sync::Mutex::new(BytesMut::with_capacity(want as usize));
     http.retry(|| {
@@ -174,6 +179,7 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64) -> Result<Byt
                 }
                 return Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()));
             }
+            wire::range_answer(content_range(&r), r.content_length(), from, end, total).map_err(answer_error)?;
             match read_body(r, want - already).await {
                 Ok(bytes) => {
                     got.lock().unwrap().extend_from_slice(&bytes);
@@ -254,9 +260,16 @@ async fn stream_whole(
     Ok(())
 }
 
-/// `bytes 0-8388607/123456789` → 123456789.
-fn content_range_total(headers: &reqwest::header::HeaderMap) -> Option<u64> {
-    headers.get(reqwest::header::CONTENT_RANGE)?.to_str().ok()?.rsplit('/').next()?.trim().parse().ok()
+fn answer_error(e: AnswerError) -> BackendError {
+    let kind = match e {
+        AnswerError::Wrong(_) => ErrorKind::Fatal,
+        AnswerError::Length(_) => ErrorKind::Transient,
+    };
+    BackendError::new(kind, format!("download: {e}"))
+}
+
+fn content_range(r: &reqwest::Response) -> Option<&str> {
+    r.headers().get(reqwest::header::CONTENT_RANGE).map(|v| v.to_str().unwrap_or(""))
 }
 
 struct ChannelReader {

@@ -12,6 +12,7 @@ pub mod select;
 mod upload;
 mod v1;
 mod v2;
+pub mod wire;
 
 pub use local::LocalBackend;
 pub use select::{Choice, Protocol, choose};

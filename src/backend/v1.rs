@@ -14,6 +14,7 @@
 use super::download;
 use super::http::{Http, status_error, transport_error};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use super::wire::{self, LookupAnswer, ReserveAnswer};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
@@ -93,7 +94,7 @@ impl Api {
     }
 
     fn json<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> Result<T, BackendError> {
-        serde_json::from_str(text)
+        wire::decode(text)
             .map_err(|e| BackendError::new(ErrorKind::Fatal, format!("{what}: unreadable response")).with_source(e))
     }
 }
@@ -110,19 +111,6 @@ impl V1Backend {
         }
         Ok(Self { api: Arc::new(Api { http, base, token }) })
     }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct LookupAnswer {
-    cache_key: String,
-    archive_location: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReserveAnswer {
-    cache_id: i64,
 }
 
 impl Backend for V1Backend {

@@ -1,9 +1,8 @@
 //! The GitHub cache service v2: Twirp JSON calls to `ACTIONS_RESULTS_URL` with the runtime
 //! token, and Azure Blob signed URLs for the bytes (never sent the token).
 //!
-//! Twirp JSON uses the protobuf field names in snake_case, omits default values (so `{}` means
-//! `ok: false`), and writes int64 as strings; responses are read with every field defaulted and
-//! int64 accepted as string or number. Restore keys are never sent.
+//! Twirp JSON uses the protobuf field names in snake_case (responses are decoded in
+//! [`super::wire`]); int64 goes out as a string. Restore keys are never sent.
 //!
 //! Uploads: an archive that fits in one block goes up as a single Put Blob; a larger one as Put
 //! Block (fixed-width ids, several in flight) and one Put Block List. Then
@@ -12,10 +11,10 @@
 use super::download;
 use super::http::{Http, status_error, transport_error, urlencode};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use super::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use base64::Engine;
 use bytes::Bytes;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -70,50 +69,11 @@ impl Twirp {
                     return Err(status_error(&what, status, &headers, &text));
                 }
                 // An unreadable success body is as good as a broken connection: retry.
-                serde_json::from_str(&text).map_err(|e| {
+                wire::decode(&text).map_err(|e| {
                     BackendError::new(ErrorKind::Transient, format!("{what}: unreadable response")).with_source(e)
                 })
             })
             .await
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct DownloadUrlResponse {
-    ok: bool,
-    signed_download_url: String,
-    matched_key: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CreateResponse {
-    ok: bool,
-    signed_upload_url: String,
-    message: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct FinalizeResponse {
-    ok: bool,
-    #[serde(deserialize_with = "int64")]
-    entry_id: i64,
-    message: String,
-}
-
-/// Canonical protobuf JSON writes int64 as a string; accept a number too.
-fn int64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Int {
-        N(i64),
-        S(String),
-    }
-    match Int::deserialize(d)? {
-        Int::N(n) => Ok(n),
-        Int::S(s) => s.parse().map_err(serde::de::Error::custom),
     }
 }
 
@@ -300,13 +260,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn block_ids_have_one_width_and_responses_default_every_field() {
+    fn block_ids_have_one_width() {
         assert_eq!(block_id(0).len(), block_id(49_999).len());
-        let r: FinalizeResponse = serde_json::from_str(r#"{"ok":true,"entry_id":"9876"}"#).unwrap();
-        assert_eq!((r.ok, r.entry_id), (true, 9876));
-        let r: FinalizeResponse = serde_json::from_str(r#"{"ok":true,"entry_id":42}"#).unwrap();
-        assert_eq!(r.entry_id, 42);
-        let r: DownloadUrlResponse = serde_json::from_str("{}").unwrap();
-        assert!(!r.ok);
     }
 }

@@ -113,8 +113,9 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         Ok(None) => {}
         Ok(Some(path)) => {
             let shown = config.fingerprint.locations.display(&path);
-            let msg =
-                format!("`{shown}` holds the value of a token or of a `secret-env` variable (not shown); nothing was uploaded");
+            let msg = format!(
+                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); nothing was uploaded"
+            );
             return finish(
                 ctx,
                 config,

@@ -1,0 +1,248 @@
+//! What the cache services and blob stores answer, decoded without any I/O: the Twirp (v2) and
+//! REST (v1) response bodies, and the `Content-Range`/`Content-Length` of ranged downloads. It is
+//! kept pure so the fuzz targets can feed it anything a broken or hostile server might send.
+//!
+//! Twirp JSON omits default values (`{}` means `ok: false`) and writes int64 as strings; every
+//! field is defaulted and int64 is accepted as a string or a number.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// A JSON response body as `T`.
+pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// v2 `GetCacheEntryDownloadURL`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct DownloadUrlResponse {
+    pub ok: bool,
+    pub signed_download_url: String,
+    pub matched_key: String,
+}
+
+/// v2 `CreateCacheEntry`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct CreateResponse {
+    pub ok: bool,
+    pub signed_upload_url: String,
+    pub message: String,
+}
+
+/// v2 `FinalizeCacheEntryUpload`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct FinalizeResponse {
+    pub ok: bool,
+    #[serde(deserialize_with = "int64")]
+    pub entry_id: i64,
+    pub message: String,
+}
+
+fn int64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Int {
+        N(i64),
+        S(String),
+    }
+    match Int::deserialize(d)? {
+        Int::N(n) => Ok(n),
+        Int::S(s) => s.parse().map_err(serde::de::Error::custom),
+    }
+}
+
+/// v1 `GET cache` (a hit).
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LookupAnswer {
+    pub cache_key: String,
+    pub archive_location: String,
+}
+
+/// v1 `POST caches`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReserveAnswer {
+    pub cache_id: i64,
+}
+
+/// `bytes FIRST-LAST/TOTAL` with `FIRST ≤ LAST < TOTAL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentRange {
+    pub first: u64,
+    pub last: u64,
+    pub total: u64,
+}
+
+/// A satisfied byte range with a known total (RFC 9110 §14.4); anything else is `None`,
+/// including `*` totals, signs, spaces inside numbers and ranges past the total.
+pub fn parse_content_range(value: &str) -> Option<ContentRange> {
+    let (unit, rest) = value.trim().split_once(' ')?;
+    if !unit.eq_ignore_ascii_case("bytes") {
+        return None;
+    }
+    let (range, total) = rest.trim_start().split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    let number = |s: &str| -> Option<u64> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    let (first, last, total) = (number(first)?, number(last)?, number(total)?);
+    (first <= last && last < total).then_some(ContentRange { first, last, total })
+}
+
+/// What the answer to the first request (`bytes=0-ASKED_LAST`) says about the blob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstAnswer {
+    /// The blob's size.
+    pub total: u64,
+    /// Bytes in this answer's body: the next range starts here.
+    pub len: u64,
+}
+
+/// Why an answer to a range request is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// Not the bytes asked for: a broken server or proxy.
+    #[error("{0}")]
+    Wrong(String),
+    /// A `Content-Length` that disagrees with the range: a cut-off answer, worth another try.
+    #[error("{0}")]
+    Length(String),
+}
+
+/// Check a `206` to `bytes=0-asked_last`. A server may send less than asked (the rest is then
+/// fetched in later ranges), never more, never from elsewhere, and never a `Content-Length`
+/// that disagrees with the range. `expected` is the size the service announced, if any.
+pub fn first_answer(
+    content_range: Option<&str>,
+    content_length: Option<u64>,
+    asked_last: u64,
+    expected: Option<u64>,
+) -> Result<FirstAnswer, AnswerError> {
+    let Some(range) = content_range.and_then(parse_content_range) else {
+        return Err(AnswerError::Wrong("a ranged answer without a valid total length".into()));
+    };
+    if range.first != 0 || range.last > asked_last {
+        return Err(AnswerError::Wrong(format!("asked for bytes 0-{asked_last}, got {}-{}", range.first, range.last)));
+    }
+    if let Some(expected) = expected.filter(|e| *e != range.total) {
+        return Err(AnswerError::Wrong(format!(
+            "the blob has {} bytes, the service announced {expected}",
+            range.total
+        )));
+    }
+    let len = range.last + 1;
+    if let Some(announced) = content_length.filter(|n| *n != len) {
+        return Err(AnswerError::Length(format!(
+            "Content-Length {announced} disagrees with the range 0-{}",
+            range.last
+        )));
+    }
+    Ok(FirstAnswer { total: range.total, len })
+}
+
+/// Check a `206` to `bytes=from-last` of a blob of `total` bytes. A missing `Content-Range`
+/// is tolerated (the body length is checked anyway); a different one is not.
+pub fn range_answer(
+    content_range: Option<&str>,
+    content_length: Option<u64>,
+    from: u64,
+    last: u64,
+    total: Option<u64>,
+) -> Result<(), AnswerError> {
+    if let Some(value) = content_range {
+        let got = parse_content_range(value);
+        let fits = got.is_some_and(|r| r.first == from && r.last == last && total.is_none_or(|t| r.total == t));
+        if !fits {
+            let got = got.map_or("an unreadable range".to_owned(), |r| format!("{}-{}/{}", r.first, r.last, r.total));
+            return Err(AnswerError::Wrong(format!("asked for bytes {from}-{last}, got {got}")));
+        }
+    }
+    if let Some(announced) = content_length.filter(|n| *n != last - from + 1) {
+        return Err(AnswerError::Length(format!("Content-Length {announced} for the bytes {from}-{last}")));
+    }
+    Ok(())
+}
+
+/// The ranges `(first, last)` still to fetch after `from`, at most `chunk` bytes each, lazily:
+/// a bogus total must not allocate a range list up front.
+pub fn later_ranges(from: u64, total: u64, chunk: u64) -> impl Iterator<Item = (u64, u64)> {
+    let chunk = chunk.max(1);
+    (from..total).step_by(usize::try_from(chunk).unwrap_or(usize::MAX)).map(move |start| {
+        let last = start.saturating_add(chunk).min(total) - 1;
+        (start, last)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_default_every_field_and_accept_int64_either_way() {
+        let r: FinalizeResponse = decode(r#"{"ok":true,"entry_id":"9876"}"#).unwrap();
+        assert_eq!((r.ok, r.entry_id), (true, 9876));
+        let r: FinalizeResponse = decode(r#"{"ok":true,"entry_id":42}"#).unwrap();
+        assert_eq!(r.entry_id, 42);
+        assert!(decode::<FinalizeResponse>(r#"{"entry_id":"x"}"#).is_err());
+        let r: DownloadUrlResponse = decode("{}").unwrap();
+        assert!(!r.ok);
+        assert!(decode::<ReserveAnswer>("{}").is_err());
+    }
+
+    #[test]
+    fn content_ranges_are_strict() {
+        assert_eq!(parse_content_range("bytes 0-9/10"), Some(ContentRange { first: 0, last: 9, total: 10 }));
+        assert_eq!(parse_content_range("Bytes  5-5/6").map(|r| r.first), Some(5));
+        for bad in [
+            "bytes 0-9/*",
+            "bytes */10",
+            "bytes 0-10/10",
+            "bytes 5-4/10",
+            "bytes -1-3/10",
+            "bytes +0-3/10",
+            "0-3/10",
+            "items 0-3/10",
+            "",
+        ] {
+            assert_eq!(parse_content_range(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn answers_are_checked_against_what_was_asked() {
+        assert_eq!(
+            first_answer(Some("bytes 0-99/1000"), Some(100), 99, None),
+            Ok(FirstAnswer { total: 1000, len: 100 })
+        );
+        // Less than asked is fine; the rest comes in later ranges.
+        assert_eq!(first_answer(Some("bytes 0-49/1000"), None, 99, Some(1000)).unwrap().len, 50);
+        assert!(first_answer(Some("bytes 1-99/1000"), None, 99, None).is_err());
+        assert!(first_answer(Some("bytes 0-199/1000"), None, 99, None).is_err());
+        assert!(first_answer(Some("bytes 0-99/1000"), Some(99), 99, None).is_err());
+        assert!(first_answer(Some("bytes 0-99/1000"), None, 99, Some(999)).is_err());
+        assert!(first_answer(None, Some(100), 99, None).is_err());
+        assert!(range_answer(Some("bytes 100-199/1000"), Some(100), 100, 199, Some(1000)).is_ok());
+        assert!(range_answer(None, None, 100, 199, None).is_ok());
+        assert!(range_answer(Some("bytes 0-99/1000"), None, 100, 199, None).is_err());
+        assert!(range_answer(Some("bytes 100-199/2000"), None, 100, 199, Some(1000)).is_err());
+        assert!(range_answer(None, Some(5), 100, 199, None).is_err());
+    }
+
+    #[test]
+    fn later_ranges_cover_the_rest_exactly() {
+        let ranges: Vec<_> = later_ranges(100, 1000, 300).collect();
+        assert_eq!(ranges, vec![(100, 399), (400, 699), (700, 999)]);
+        assert_eq!(later_ranges(1000, 1000, 300).count(), 0);
+        assert_eq!(
+            later_ranges(u64::MAX - 1, u64::MAX, u64::MAX).collect::<Vec<_>>(),
+            vec![(u64::MAX - 1, u64::MAX - 1)]
+        );
+    }
+}
