@@ -3,7 +3,8 @@
 mod support;
 
 use exact_cache::archive::{
-    Compression, FINGERPRINT_NAME, MANIFEST_NAME, RestorePlan, UnpackError, inventory, unpack, write_archive,
+    Compression, FINGERPRINT_NAME, MANIFEST_NAME, RestorePlan, SecretScanner, UnpackError, inventory, unpack,
+    write_archive,
 };
 use exact_cache::fingerprint::{Fingerprint, FingerprintRecord};
 use exact_cache::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord};
@@ -26,7 +27,7 @@ fn pattern_set(ws: &Path, lines: &[&str]) -> PatternSet {
 
 fn pack(ws: &Path, lines: &[&str], rec: &FingerprintRecord, compression: Compression) -> Vec<u8> {
     let inv = inventory(&pattern_set(ws, lines)).unwrap();
-    write_archive(&inv, rec, compression, Vec::new(), &mut |_| {}).unwrap().0
+    write_archive(&inv, rec, compression, &SecretScanner::none(), Vec::new(), &mut |_| {}).unwrap().0
 }
 
 fn restore(bytes: &[u8], ws: &Path, lines: &[&str], key: &str, compression: Compression) -> Result<(), UnpackError> {

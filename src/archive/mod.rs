@@ -29,7 +29,7 @@ pub use clean::{CleanError, CleanStats, clean};
 pub use codec::{Compression, Effort, Encoder, decoder, effort_for};
 pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
 pub use safety::{check_entry_name, check_symlink_target};
-pub use secrets::{MIN_SECRET_LEN, SecretScanner};
+pub use secrets::{Gate, GateError, MIN_SECRET_LEN, SecretScanner};
 pub use staging::sweep_stale;
 pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
 

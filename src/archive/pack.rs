@@ -3,6 +3,7 @@
 
 use super::codec::{Compression, Effort, effort_for};
 use super::safety::check_symlink_target;
+use super::secrets::{GateError, SecretScanner};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, entry_path};
@@ -29,6 +30,8 @@ pub enum PackError {
     Symlink { path: PathBuf, detail: String },
     #[error("cannot write the archive")]
     Write(#[source] io::Error),
+    #[error("`{}` holds the value of a token or of a `secret-env` variable (not shown)", path.display())]
+    Secret { path: PathBuf },
 }
 
 /// One thing to archive.
@@ -148,10 +151,12 @@ fn permission_bits(meta: &std::fs::Metadata, kind: EntryKind) -> u32 {
 }
 
 /// Stream `inv` into `out` as an archive; `on_bytes` hears about every chunk of file content.
+/// Names, link targets and contents pass `secrets` first: a hit ends the archive unfinished.
 pub fn write_archive<W: Write>(
     inv: &Inventory,
     record: &FingerprintRecord,
     compression: Compression,
+    secrets: &SecretScanner,
     out: W,
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<(W, PackStats), PackError> {
@@ -173,6 +178,9 @@ pub fn write_archive<W: Write>(
     let mut stats = (0usize, 0usize, 0usize, 0u64);
     let mut buf = vec![0u8; 1 << 20];
     for e in &inv.entries {
+        if secrets.in_name(&e.rel) || e.target.as_deref().is_some_and(|t| secrets.in_name(t)) {
+            return Err(PackError::Secret { path: e.abs.clone() });
+        }
         let path = entry_path(e.root, &e.rel);
         let mut manifest_entry =
             ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
@@ -193,6 +201,8 @@ pub fn write_archive<W: Write>(
                 append(&mut tar, &path, tar::EntryType::Regular, e.mode, e.mtime, None, e.size).map_err(write_err)?;
                 let mut hasher = Sha256::new();
                 let mut remaining = e.size;
+                let mut gate = secrets.gate();
+                let mut emit = |bytes: &[u8]| tar.get_mut().write_all(bytes);
                 while remaining > 0 {
                     let want = remaining.min(buf.len() as u64) as usize;
                     let n = file
@@ -202,10 +212,14 @@ pub fn write_archive<W: Write>(
                         return Err(PackError::Changed { path: e.abs.clone() });
                     }
                     hasher.update(&buf[..n]);
-                    tar.get_mut().write_all(&buf[..n]).map_err(write_err)?;
+                    gate.feed(&buf[..n], &mut emit).map_err(|g| match g {
+                        GateError::Secret => PackError::Secret { path: e.abs.clone() },
+                        GateError::Write(io) => PackError::Write(io),
+                    })?;
                     remaining -= n as u64;
                     on_bytes(n as u64);
                 }
+                gate.finish(&mut emit).map_err(write_err)?;
                 pad(&mut tar, e.size).map_err(write_err)?;
                 manifest_entry.size = e.size;
                 manifest_entry.sha256 = Some(hex::encode(hasher.finalize()));

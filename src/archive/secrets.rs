@@ -1,16 +1,12 @@
-//! Secret scan before a save: the bytes, names and link targets about to be archived must not
-//! contain the job's tokens (`ACTIONS_RUNTIME_TOKEN`, `GITHUB_TOKEN`, the `github-token` input)
-//! or the values of the variables named in `secret-env`. It runs before anything is reserved or
-//! uploaded, so a file holding a token never reaches the blob store, not even as uncommitted
-//! blocks. A finding names the file, never the secret.
+//! The secret scan of a save: the bytes, names and link targets being archived must not contain
+//! the job's tokens (`ACTIONS_RUNTIME_TOKEN`, `GITHUB_TOKEN`, the `github-token` input) or the
+//! values of the variables named in `secret-env`. The packer scans each file's bytes as it reads
+//! them (no second pass over the data) and passes them on only after they are cleared, so a
+//! secret never reaches the encoder, let alone the wire; finding one aborts the archive and the
+//! entry is never committed. A finding names the file, never the secret.
 
-use super::pack::{Inventory, PackError, SourceEntry};
-use crate::manifest::EntryKind;
 use memchr::memmem::Finder;
-use std::fs::File;
-use std::io::Read;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::io;
 
 /// Values shorter than this are not scanned for: they would match ordinary data.
 pub const MIN_SECRET_LEN: usize = 8;
@@ -30,6 +26,11 @@ impl SecretScanner {
         Self { finders: values.iter().map(|v| Finder::new(v.as_bytes()).into_owned()).collect(), longest }
     }
 
+    /// A scanner that finds nothing.
+    pub fn none() -> Self {
+        Self::new(Vec::<String>::new())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.finders.is_empty()
     }
@@ -38,91 +39,117 @@ impl SecretScanner {
         self.finders.iter().any(|f| f.find(bytes).is_some())
     }
 
-    /// An entry whose name, link target or content holds a secret (the first one, when only
-    /// one does). Files are read on a few threads: the scan reads everything the save will.
-    pub fn scan(&self, inv: &Inventory) -> Result<Option<PathBuf>, PackError> {
-        if self.is_empty() {
-            return Ok(None);
-        }
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4);
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let found: Vec<Result<Option<usize>, PackError>> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut buf = vec![0u8; 1 << 20];
-                        while !stop.load(Ordering::Relaxed) {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(e) = inv.entries.get(i) else { return Ok(None) };
-                            let hit = self.entry_holds_secret(e, &mut buf);
-                            if !matches!(hit, Ok(false)) {
-                                stop.store(true, Ordering::Relaxed);
-                                return hit.map(|_| Some(i));
-                            }
-                        }
-                        Ok(None)
-                    })
-                })
-                .collect();
-            workers.into_iter().map(|w| w.join().expect("scan threads do not panic")).collect()
-        });
-        let mut first: Option<usize> = None;
-        for r in found {
-            if let Some(i) = r? {
-                first = Some(first.map_or(i, |f| f.min(i)));
-            }
-        }
-        Ok(first.map(|i| inv.entries[i].abs.clone()))
+    /// Whether `name` (an entry's path or link target) holds a secret.
+    pub fn in_name(&self, name: &str) -> bool {
+        self.found_in(name.as_bytes())
     }
 
-    fn entry_holds_secret(&self, e: &SourceEntry, buf: &mut [u8]) -> Result<bool, PackError> {
-        if self.found_in(e.rel.as_bytes()) || e.target.as_ref().is_some_and(|t| self.found_in(t.as_bytes())) {
-            return Ok(true);
-        }
-        if e.kind != EntryKind::File {
-            return Ok(false);
-        }
-        let read_error = |source| PackError::Read { path: e.abs.clone(), source };
-        let mut file = File::open(&e.abs).map_err(read_error)?;
-        // Chunks overlap by the longest secret, so one spanning a boundary is still found.
-        let overlap = self.longest.saturating_sub(1);
-        let mut kept = 0usize;
-        loop {
-            let n = file.read(&mut buf[kept..]).map_err(read_error)?;
-            if n == 0 {
-                return Ok(false);
-            }
-            let filled = kept + n;
-            if self.found_in(&buf[..filled]) {
-                return Ok(true);
-            }
-            kept = overlap.min(filled);
-            buf.copy_within(filled - kept..filled, 0);
-        }
+    /// A gate for one file's bytes.
+    pub fn gate(&self) -> Gate<'_> {
+        Gate { scanner: self, held: Vec::with_capacity(self.longest) }
     }
+}
+
+/// Passes a file's bytes on only once they are known to hold no secret. It keeps back the last
+/// `longest − 1` bytes of what it was fed, until the next chunk (or the end) shows that no
+/// secret spans them: not even a secret's first bytes reach the archive.
+pub struct Gate<'a> {
+    scanner: &'a SecretScanner,
+    held: Vec<u8>,
+}
+
+impl Gate<'_> {
+    pub fn feed(&mut self, chunk: &[u8], out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> Result<(), GateError> {
+        let scanner = self.scanner;
+        if scanner.is_empty() {
+            return out(chunk).map_err(GateError::Write);
+        }
+        let overlap = scanner.longest - 1;
+        // A secret that starts in the held bytes ends within the first `overlap` of the chunk.
+        if !self.held.is_empty() {
+            let head = &chunk[..chunk.len().min(overlap)];
+            let mut window = Vec::with_capacity(self.held.len() + head.len());
+            window.extend_from_slice(&self.held);
+            window.extend_from_slice(head);
+            if scanner.found_in(&window) {
+                return Err(GateError::Secret);
+            }
+        }
+        if scanner.found_in(chunk) {
+            return Err(GateError::Secret);
+        }
+        if chunk.len() >= overlap {
+            out(&self.held).map_err(GateError::Write)?;
+            out(&chunk[..chunk.len() - overlap]).map_err(GateError::Write)?;
+            self.held.clear();
+            self.held.extend_from_slice(&chunk[chunk.len() - overlap..]);
+        } else {
+            self.held.extend_from_slice(chunk);
+            let release = self.held.len().saturating_sub(overlap);
+            out(&self.held[..release]).map_err(GateError::Write)?;
+            self.held.drain(..release);
+        }
+        Ok(())
+    }
+
+    /// The end of the file: what was held back is safe now.
+    pub fn finish(mut self, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
+        out(&std::mem::take(&mut self.held))
+    }
+}
+
+#[derive(Debug)]
+pub enum GateError {
+    Secret,
+    Write(io::Error),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Feed `data` in chunks of `size`; what came out, and whether a secret stopped it.
+    fn pass(scanner: &SecretScanner, data: &[u8], size: usize) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let mut gate = scanner.gate();
+        for chunk in data.chunks(size) {
+            let mut sink = |b: &[u8]| {
+                out.extend_from_slice(b);
+                Ok(())
+            };
+            match gate.feed(chunk, &mut sink) {
+                Ok(()) => {}
+                Err(GateError::Secret) => return (out, true),
+                Err(GateError::Write(e)) => panic!("{e}"),
+            }
+        }
+        gate.finish(&mut |b: &[u8]| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        (out, false)
+    }
+
     #[test]
-    fn finds_secrets_across_chunk_boundaries_and_ignores_short_values() {
-        let dir = tempfile::tempdir().unwrap();
-        let secret = "ghs_0123456789abcdefSECRET";
-        let mut data = vec![b'x'; (1 << 20) - 10];
-        data.extend_from_slice(secret.as_bytes());
-        data.extend_from_slice(&[b'y'; 100]);
-        std::fs::create_dir_all(dir.path().join("out")).unwrap();
-        std::fs::write(dir.path().join("out/big.bin"), &data).unwrap();
-        std::fs::write(dir.path().join("out/clean.txt"), b"nothing here").unwrap();
-        let locations = crate::paths::Locations { workspace: dir.path().to_owned(), home: None };
-        let set = crate::paths::PatternSet::parse(&["out"], &locations).unwrap();
-        let inv = super::super::inventory(&set).unwrap();
-        let found = SecretScanner::new([secret, "short"]).scan(&inv).unwrap();
-        assert_eq!(found, Some(dir.path().join("out/big.bin")));
-        assert_eq!(SecretScanner::new(["not-in-there-at-all"]).scan(&inv).unwrap(), None);
+    fn no_byte_of_a_secret_passes_whatever_the_chunking() {
+        let secret = b"ghs_0123456789abcdefSECRET";
+        let scanner = SecretScanner::new([std::str::from_utf8(secret).unwrap(), "short", "another-token-value"]);
+        for at in [0usize, 1, 7, 25, 26, 27, 63, 100] {
+            let mut data: Vec<u8> = (0..130u8).map(|i| b'a' + i % 26).collect();
+            data.splice(at..at, secret.iter().copied());
+            for size in 1..=64 {
+                let (out, stopped) = pass(&scanner, &data, size);
+                assert!(stopped, "secret at {at}, chunks of {size}");
+                assert!(out.len() <= at, "secret at {at}, chunks of {size}: {} bytes passed", out.len());
+                assert_eq!(out, data[..out.len()]);
+            }
+        }
+        let clean: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        for size in [1, 5, 24, 25, 26, 1000] {
+            assert_eq!(pass(&scanner, &clean, size), (clean.clone(), false), "chunks of {size}");
+        }
         assert!(SecretScanner::new(["short", ""]).is_empty());
+        assert_eq!(pass(&SecretScanner::new(["short"]), b"short", 2), (b"short".to_vec(), false));
     }
 }

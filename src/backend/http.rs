@@ -261,14 +261,17 @@ fn error_detail(body: &str) -> String {
     let text = text.trim();
     if text.starts_with('<') {
         // Azure's XML errors: keep the code.
-        return body
-            .split("<Code>")
-            .nth(1)
-            .and_then(|rest| rest.split("</Code>").next())
-            .map(str::to_owned)
-            .unwrap_or_default();
+        let code = body.split("<Code>").nth(1).and_then(|rest| rest.split("</Code>").next()).unwrap_or_default();
+        return one_line(code);
     }
-    text.chars().take(300).collect()
+    one_line(text)
+}
+
+/// A server's words as one short line: control characters (line breaks included, which could
+/// start a workflow command in the log) become spaces.
+fn one_line(text: &str) -> String {
+    let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect();
+    line.trim().to_owned()
 }
 
 #[cfg(test)]
@@ -306,6 +309,11 @@ mod tests {
             "<?xml version=\"1.0\"?><Error><Code>AuthenticationFailed</Code><Message>x</Message></Error>",
         );
         assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Fatal, "put: HTTP 403: AuthenticationFailed"));
+        // Found by the `wire` fuzz target: a line break inside <Code> reached the message.
+        let e = status_error("put", StatusCode::FORBIDDEN, &HeaderMap::new(), "<?xml><Code>Auth\n::error::x</Code>");
+        assert_eq!(e.message, "put: HTTP 403: Auth ::error::x");
+        let e = status_error("x", StatusCode::BAD_REQUEST, &HeaderMap::new(), r#"{"msg":"a\r\nb"}"#);
+        assert_eq!(e.message, "x: HTTP 400: a  b");
     }
 
     #[test]

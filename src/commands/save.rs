@@ -99,7 +99,7 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::Incomplete, &msg));
     }
 
-    // No byte that holds a secret leaves this machine: scan before reserving or uploading.
+    // The packer checks every byte against these before it goes into the archive.
     let mut secrets: Vec<String> =
         ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"].iter().filter_map(|n| env.non_empty(n)).map(str::to_owned).collect();
     secrets.extend(config.github_token.iter().cloned());
@@ -109,26 +109,11 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
             secrets.push(value.to_owned());
         }
     }
-    match SecretScanner::new(secrets).scan(&inv) {
-        Ok(None) => {}
-        Ok(Some(path)) => {
-            let shown = config.fingerprint.locations.display(&path);
-            let msg = format!(
-                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); nothing was uploaded"
-            );
-            return finish(
-                ctx,
-                config,
-                Some(&key),
-                SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) },
-            );
-        }
-        Err(e) => return finish(ctx, config, Some(&key), pack_trouble(&e)),
-    }
+    let secrets = SecretScanner::new(secrets);
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
-    let report = upload(ctx, config, backend.as_ref(), &record, &inv)?;
+    let report = upload(ctx, config, backend.as_ref(), &record, &inv, &secrets)?;
     finish(ctx, config, Some(&key), report)
 }
 
@@ -138,6 +123,7 @@ fn upload(
     backend: &dyn crate::backend::Backend,
     record: &FingerprintRecord,
     inv: &crate::archive::Inventory,
+    secrets: &SecretScanner,
 ) -> Result<SaveReport, Error> {
     let runner = ctx.runner;
     let started = Instant::now();
@@ -161,13 +147,20 @@ fn upload(
     };
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
     let written =
-        write_archive(inv, record, config.compression, CountingWriter { inner: upload, count: 0 }, &mut |n| {
+        write_archive(inv, record, config.compression, secrets, CountingWriter { inner: upload, count: 0 }, &mut |n| {
             progress.add(n)
         });
     let (writer, stats) = match written {
         Ok(done) => done,
         Err(PackError::Write(io)) if BackendError::in_io(&io).is_some() => {
             return Ok(trouble(BackendError::in_io(&io).expect("checked")));
+        }
+        Err(PackError::Secret { path }) => {
+            let shown = config.fingerprint.locations.display(&path);
+            let msg = format!(
+                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
+            );
+            return Ok(SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) });
         }
         Err(other) => return Ok(pack_trouble(&other)),
     };

@@ -86,14 +86,22 @@ impl Azurite {
     }
 }
 
-/// An account SAS valid for every blob operation until 2099.
-pub fn account_sas() -> String {
-    let (sp, ss, srt, se, spr) = ("rwdlac", "b", "sco", "2099-01-01T00:00:00Z", "https,http");
+const SAS_FIELDS: (&str, &str, &str, &str, &str) = ("rwdlac", "b", "sco", "2099-01-01T00:00:00Z", "https,http");
+
+/// The signature of [`account_sas`] (base64, not URL-encoded): it must never be printed.
+pub fn account_sas_signature() -> String {
+    let (sp, ss, srt, se, spr) = SAS_FIELDS;
     let to_sign = format!("{ACCOUNT}\n{sp}\n{ss}\n{srt}\n\n{se}\n\n{spr}\n{SAS_VERSION}\n\n");
     let key = base64::engine::general_purpose::STANDARD.decode(ACCOUNT_KEY).unwrap();
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
     mac.update(to_sign.as_bytes());
-    let sig = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// An account SAS valid for every blob operation until 2099.
+pub fn account_sas() -> String {
+    let (sp, ss, srt, se, spr) = SAS_FIELDS;
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let sig = account_sas_signature();
     format!("sv={SAS_VERSION}&ss={ss}&srt={srt}&sp={sp}&se={}&spr={}&sig={}", enc(se), enc(spr), enc(&sig))
 }

@@ -9,7 +9,7 @@ mod fast_blob;
 mod server;
 
 #[allow(unused_imports)]
-pub use server::{BlobStore, REST_TOKEN, Services, TOKEN};
+pub use server::{BlobStore, REST_TOKEN, Services, TOKEN, V1_SECRET};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -59,6 +59,8 @@ pub enum Fault {
     ReadOnly,
     /// Downloads: flip one byte at this offset of the body.
     Corrupt { offset: usize },
+    /// Downloads: a `Content-Range` total this many bytes larger than the blob.
+    WrongSize { extra: u64 },
 }
 
 #[derive(Default)]

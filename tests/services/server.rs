@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const TOKEN: &str = "test-runtime-token-0123456789";
-const V1_SECRET: &str = "0123456789abcdef0123456789abcdef";
+pub const V1_SECRET: &str = "0123456789abcdef0123456789abcdef";
 
 #[derive(Clone, Debug)]
 pub struct Entry {
@@ -480,6 +480,18 @@ async fn blob_front(
             let short = full.slice(..keep.min(full.len()));
             out_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(short.len()));
             (status, out_headers, short).into_response()
+        }
+        Some(Fault::WrongSize { extra }) => {
+            let claimed = out_headers
+                .get(header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.rsplit_once('/'))
+                .and_then(|(range, total)| Some(format!("{range}/{}", total.parse::<u64>().ok()? + extra)));
+            if let Some(claimed) = claimed {
+                out_headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&claimed).unwrap());
+            }
+            let full = upstream.bytes().await.unwrap_or_default();
+            (status, out_headers, full).into_response()
         }
         Some(Fault::Corrupt { offset }) => {
             let mut full = upstream.bytes().await.unwrap_or_default().to_vec();

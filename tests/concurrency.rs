@@ -1,0 +1,123 @@
+//! Eight jobs saving the same key at once, against the v2 service (Twirp + Azurite) and the
+//! local backend, while other jobs keep restoring it: exactly one save creates the entry, the
+//! others report `exists`, and no restore ever sees a partial or corrupt entry — each one is a
+//! clean miss or the whole tree.
+
+#[path = "services/mod.rs"]
+mod services;
+mod support;
+
+use services::Services;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use support::{Step, snapshot, write};
+
+const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "concurrency")];
+const SAVERS: usize = 8;
+
+fn generate(step: &Step) {
+    // Large enough that the saves overlap: several MiB of barely compressible bytes.
+    let mut x = 0x2545f4914f6cdd1du64;
+    let data: Vec<u8> = (0..(6 << 20))
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    write(&step.ws.join("out/weights.bin"), &data);
+    for i in 0..50 {
+        write(&step.ws.join(format!("out/kernels/k{i}.py")), format!("kernel {i}\n").as_bytes());
+    }
+}
+
+/// Run the savers and two restorers at once; return the savers' `save-result`s and what
+/// the restorers saw.
+fn race(env: &[(String, String)]) -> (Vec<String>, Vec<String>) {
+    let reference = {
+        let step = Step::new();
+        generate(&step);
+        snapshot(&step.ws.join("out"))
+    };
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let restorers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut step = Step::new();
+                    step.extra_env = env.to_vec();
+                    let mut seen = Vec::new();
+                    loop {
+                        let finished = done.load(Ordering::SeqCst);
+                        let _ = std::fs::remove_dir_all(step.ws.join("out"));
+                        let r = step.run(&["restore"], &INPUTS, NO_STATE);
+                        assert_eq!(r.code, 0, "{}", r.stdout);
+                        match (r.output("reused"), r.output("miss-reason")) {
+                            ("true", "none") => {
+                                assert_eq!(snapshot(&step.ws.join("out")), reference, "a hit restores the whole tree");
+                                seen.push("hit".to_owned());
+                            }
+                            ("false", "not-found") => {
+                                assert!(!step.ws.join("out").exists(), "a miss writes nothing");
+                                seen.push("miss".to_owned());
+                            }
+                            other => panic!("a restore during the saves saw {other:?}: {}", r.stdout),
+                        }
+                        if finished {
+                            return seen;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let savers: Vec<_> = (0..SAVERS)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut step = Step::new();
+                    step.extra_env = env.to_vec();
+                    generate(&step);
+                    let r = step.run(&["save"], &INPUTS, NO_STATE);
+                    assert_eq!(r.code, 0, "{}", r.stdout);
+                    assert!(!r.stdout.contains("::warning::"), "a lost race is not a warning: {}", r.stdout);
+                    r.output("save-result").to_owned()
+                })
+            })
+            .collect();
+        let results: Vec<String> = savers.into_iter().map(|h| h.join().unwrap()).collect();
+        done.store(true, Ordering::SeqCst);
+        let seen = restorers.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        (results, seen)
+    })
+}
+
+fn assert_one_saved(results: &[String], seen: &[String]) {
+    let saved = results.iter().filter(|r| *r == "saved").count();
+    let exists = results.iter().filter(|r| *r == "exists").count();
+    assert_eq!((saved, exists), (1, SAVERS - 1), "{results:?}");
+    assert_eq!(seen.last().map(String::as_str), Some("hit"), "after the saves, the entry restores: {seen:?}");
+}
+
+#[test]
+fn eight_saves_of_one_key_against_the_v2_service() {
+    let services = Services::start();
+    let mut env = services.v2_env();
+    env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+    let (results, seen) = race(&env);
+    eprintln!("restores during the saves: {seen:?}");
+    assert_one_saved(&results, &seen);
+    let finalized: Vec<_> = services.entries().into_iter().filter(|e| e.finalized).collect();
+    assert_eq!(finalized.len(), 1, "one committed entry");
+}
+
+#[test]
+fn eight_saves_of_one_key_against_the_local_backend() {
+    let shared = tempfile::tempdir().unwrap();
+    let env = vec![("EXACT_CACHE_DIR".to_owned(), shared.path().to_string_lossy().into_owned())];
+    let (results, seen) = race(&env);
+    eprintln!("restores during the saves: {seen:?}");
+    assert_one_saved(&results, &seen);
+    let entries = std::fs::read_dir(shared.path().join("entries")).unwrap().count();
+    assert_eq!(entries, 1, "one stored entry");
+}
