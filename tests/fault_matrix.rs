@@ -276,3 +276,32 @@ fn every_fault_on_restore_and_save_ends_as_documented() {
         "docs/fault-matrix.md is stale: run with UPDATE_FAULT_MATRIX=1"
     );
 }
+
+/// The REST side (`explain-misses`, `prune`) fails too, and its token must not show either.
+#[test]
+fn rest_failures_of_explain_and_prune_leak_nothing() {
+    for (op, fault) in [
+        (Op::RestList, status(403, "Resource not accessible by integration")),
+        (Op::RestList, status(500, "down")),
+        (Op::RestDelete, status(500, "down")),
+    ] {
+        let services = Services::start();
+        let step = step_for(&services, op);
+        generate(&step);
+        let mut with_prune = inputs(false);
+        with_prune.push(("prune", "true"));
+        // An older entry with the same prefix, so the save has something to prune.
+        let mut older = with_prune.clone();
+        older.retain(|(k, _)| *k != "variant");
+        older.push(("variant", "fault-matrix-older"));
+        step.run(&["save"], &older, NO_STATE);
+        services.faults.push(op, fault.clone(), 100);
+        let miss = step.run(&["restore"], &inputs(false), NO_STATE);
+        assert_eq!(miss.output("miss-reason"), "not-found", "{}", miss.stdout);
+        assert_no_secret_leaks(&miss);
+        let save = step.run(&["save"], &with_prune, NO_STATE);
+        assert_eq!(save.output("save-result"), "saved", "a REST failure never fails the save: {}", save.stdout);
+        assert_no_secret_leaks(&save);
+        assert!(services.faults.calls(op) > 0, "{op:?} was called and failed: {}{}", miss.stdout, save.stdout);
+    }
+}

@@ -378,3 +378,30 @@ fn dropping_a_download_mid_flight_is_clean() {
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_file_holding_the_runtime_token_never_reaches_the_blob_store() {
+    let services = Services::start();
+    let mut step = step_for(&services);
+    // Small blocks, no compression: blocks go up while packing continues, and the token would be
+    // visible in the uploaded bytes if any part of it were sent.
+    step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));
+    step.extra_env.push(("EXACT_CACHE_SINGLE_PUT_MIB".into(), "1".into()));
+    let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
+    let noise: Vec<u8> = (0..(3u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    write(&step.ws.join("out/a-weights.bin"), &noise);
+    let token = services::TOKEN;
+    write(&step.ws.join("out/z-config.json"), format!("{{\"token\": \"{token}\"}}").as_bytes());
+
+    let r = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!((r.output("saved"), r.output("save-result")), ("false", "secret-found"));
+    assert!(r.stdout.contains("::warning::") && r.stdout.contains("out/z-config.json"), "{}", r.stdout);
+    let uploaded = services.faults.blob_put_bytes.lock().unwrap().clone();
+    assert!(uploaded.len() >= 1 << 20, "blocks of the earlier file were streamed: {} bytes", uploaded.len());
+    let head = &token.as_bytes()[..8];
+    assert!(!uploaded.windows(8).any(|w| w == head), "not even the token's first bytes were uploaded");
+    assert!(services.entries().iter().all(|e| !e.finalized), "nothing was committed");
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("miss-reason"), "not-found");
+}

@@ -69,6 +69,8 @@ pub struct Faults {
     calls: Mutex<HashMap<Op, usize>>,
     /// Requests to the blob front that carried an `Authorization` header (must stay 0).
     pub auth_to_blob: Mutex<usize>,
+    /// Every byte PUT to the blob front (blocks, blobs and block lists), in arrival order.
+    pub blob_put_bytes: Mutex<Vec<u8>>,
 }
 
 impl Faults {

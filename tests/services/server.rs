@@ -430,6 +430,9 @@ async fn blob_front(
         *s.faults.auth_to_blob.lock().unwrap() += 1;
     }
     let op = if method == Method::PUT { Op::BlobPut } else { Op::BlobGet };
+    if op == Op::BlobPut {
+        s.faults.blob_put_bytes.lock().unwrap().extend_from_slice(&body);
+    }
     let (answer, fault) = strike(&s.faults, op).await;
     if let Some(answer) = answer {
         return answer;
