@@ -326,14 +326,15 @@ def run(args):
         log(f"floors {name}: save {f['save']:.2f} s, restore {f['restore']:.2f} s, cp -r {f['copy']:.2f} s, archive {f['archive_mb']:.0f} MiB")
     results["floors"] = floors
 
+    # Each (store, dataset) cell gets a fresh blob store and service: what one cell stored (gigabytes
+    # in Azurite's database and extents) must not slow the next one down.
     for profile in args.profiles:
-        azurite = Azurite(work, args.azurite_dir) if profile == "azurite" else None
-        service = Service(profile)
-        try:
-            env = dict(base_env, **service.env)
-            # The blob store's own ceiling: one PUT and one GET of the floor archive.
-            ceilings = {}
-            for name in datasets:
+        for name, ws in datasets.items():
+            azurite = Azurite(work, args.azurite_dir) if profile == "azurite" else None
+            service = Service(profile)
+            try:
+                env = dict(base_env, **service.env)
+                # The blob store's own ceiling: one PUT and one GET of the floor archive.
                 archive = work / f"floor-{name}.tar.zst"
                 key = f"ceiling-{name}-{time.time_ns()}"
                 url = service.twirp("CreateCacheEntry", {"key": key, "version": "0" * 64})["signed_upload_url"]
@@ -342,46 +343,49 @@ def run(args):
                 get = measure(["curl", "-sSf", "-o", "/dev/null", url], base_env)["wall"]
                 blocks_url = service.twirp("CreateCacheEntry", {"key": key + "-blocks", "version": "0" * 64})["signed_upload_url"]
                 blocks = measure([sys.executable, str(BENCH / "put_blocks.py"), str(archive), blocks_url], base_env)["wall"]
-                ceilings[name] = {"put": put, "put_blocks": blocks, "get": get}
+                results.setdefault("ceilings", {}).setdefault(profile, {})[name] = {"put": put, "put_blocks": blocks, "get": get}
                 log(f"{profile} ceiling {name}: PUT {put:.2f} s, PUT in blocks {blocks:.2f} s, GET {get:.2f} s ({floors[name]['archive_mb']:.0f} MiB)")
-            for name, ws in datasets.items():
-                digest = tree_digest(ws / "data")
-                for rep in range(args.reps):
-                    order = ["ours", "peer"] if rep % 2 == 0 else ["peer", "ours"]
-                    for tool in order:
-                        key = f"{tool}-{profile}-{name}-{rep}-{time.time_ns()}"
-                        scratch.empty_trash()
-                        temp = scratch.fresh("runner-temp")
-                        target = scratch.fresh("restore-ws")
-                        run_env = dict(env, RUNNER_TEMP=str(temp), EXACT_CACHE_DIR=str(work / "unused-local"))
-                        if tool == "ours":
-                            run_env.update(ours_env)
-                            common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", key]
-                            save = measure([exe, "save", *common, "--workspace", str(ws)], run_env, watch_dir=temp)
-                            ours_key = next(l.split("=", 1)[1] for l in save["stdout"].splitlines() if l.startswith("key="))
-                            restore = measure([exe, "restore", *common, "--workspace", str(target)], run_env, watch_dir=temp)
-                            assert "reused=true" in restore["stdout"], restore["stdout"] + restore["stderr"]
-                            wire = service.entry_size(ours_key)
-                        else:
-                            save = measure(["node", node_cli, "save", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(ws)), watch_dir=temp)
-                            temp = scratch.fresh("runner-temp")
-                            restore = measure(["node", node_cli, "restore", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(target)), watch_dir=temp)
-                            assert json.loads(restore["stdout"])["matchedKey"] == key, restore["stdout"]
-                            wire = service.entry_size(key)
-                        identical = tree_digest(target / "data") == digest
-                        for op, m in (("save", save), ("restore", restore)):
-                            m.pop("stdout")
-                            m.pop("stderr")
-                            results["runs"].append(dict(m, profile=profile, dataset=name, tool=tool, op=op, rep=rep, wire_mb=wire / 2**20, identical=identical))
-                        log(f"{profile} {name} rep {rep} {tool}: save {save['wall']:.2f} s, restore {restore['wall']:.2f} s, "
-                            f"rss {save['rss_mb']:.0f}/{restore['rss_mb']:.0f} MiB, disk {save['disk_mb']:.0f}/{restore['disk_mb']:.0f} MiB, "
-                            f"wire {wire / 2**20:.0f} MiB, identical {identical}")
-            results.setdefault("ceilings", {})[profile] = ceilings
-        finally:
-            service.stop()
-            if azurite:
-                azurite.stop()
+                run_cell(args, results, profile, name, ws, env, ours_env, exe, node_cli, scratch, service, work)
+            finally:
+                service.stop()
+                if azurite:
+                    azurite.stop()
     return results
+
+
+def run_cell(args, results, profile, name, ws, env, ours_env, exe, node_cli, scratch, service, work):
+    """The repetitions of one (store, dataset) cell: ours and the peer alternating."""
+    digest = tree_digest(ws / "data")
+    for rep in range(args.reps):
+        order = ["ours", "peer"] if rep % 2 == 0 else ["peer", "ours"]
+        for tool in order:
+            key = f"{tool}-{profile}-{name}-{rep}-{time.time_ns()}"
+            scratch.empty_trash()
+            temp = scratch.fresh("runner-temp")
+            target = scratch.fresh("restore-ws")
+            run_env = dict(env, RUNNER_TEMP=str(temp), EXACT_CACHE_DIR=str(work / "unused-local"))
+            if tool == "ours":
+                run_env.update(ours_env)
+                common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", key]
+                save = measure([exe, "save", *common, "--workspace", str(ws)], run_env, watch_dir=temp)
+                ours_key = next(l.split("=", 1)[1] for l in save["stdout"].splitlines() if l.startswith("key="))
+                restore = measure([exe, "restore", *common, "--workspace", str(target)], run_env, watch_dir=temp)
+                assert "reused=true" in restore["stdout"], restore["stdout"] + restore["stderr"]
+                wire = service.entry_size(ours_key)
+            else:
+                save = measure(["node", node_cli, "save", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(ws)), watch_dir=temp)
+                temp = scratch.fresh("runner-temp")
+                restore = measure(["node", node_cli, "restore", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(target)), watch_dir=temp)
+                assert json.loads(restore["stdout"])["matchedKey"] == key, restore["stdout"]
+                wire = service.entry_size(key)
+            identical = tree_digest(target / "data") == digest
+            for op, m in (("save", save), ("restore", restore)):
+                m.pop("stdout")
+                m.pop("stderr")
+                results["runs"].append(dict(m, profile=profile, dataset=name, tool=tool, op=op, rep=rep, wire_mb=wire / 2**20, identical=identical))
+            log(f"{profile} {name} rep {rep} {tool}: save {save['wall']:.2f} s, restore {restore['wall']:.2f} s, "
+                f"rss {save['rss_mb']:.0f}/{restore['rss_mb']:.0f} MiB, disk {save['disk_mb']:.0f}/{restore['disk_mb']:.0f} MiB, "
+                f"wire {wire / 2**20:.0f} MiB, identical {identical}")
 
 
 # ---- report -----------------------------------------------------------------------------------------

@@ -18,16 +18,7 @@ const SAVERS: usize = 8;
 
 fn generate(step: &Step) {
     // Large enough that the saves overlap: several MiB of barely compressible bytes.
-    let mut x = 0x2545f4914f6cdd1du64;
-    let data: Vec<u8> = (0..(6 << 20))
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    write(&step.ws.join("out/weights.bin"), &data);
+    write(&step.ws.join("out/weights.bin"), &support::noise(6 << 20, 0x2545f4914f6cdd1d));
     for i in 0..50 {
         write(&step.ws.join(format!("out/kernels/k{i}.py")), format!("kernel {i}\n").as_bytes());
     }

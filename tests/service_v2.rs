@@ -72,14 +72,7 @@ fn large_entries_use_blocks_and_parallel_ranges() {
     ] {
         step.extra_env.push((k.into(), v.into()));
     }
-    let mut data = vec![0u8; 12 << 20];
-    let mut x = 0x9e3779b97f4a7c15u64;
-    for b in data.iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
+    let data = support::noise(12 << 20, 0x9e3779b97f4a7c15);
     write(&step.ws.join("out/weights.bin"), &data);
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
@@ -388,8 +381,7 @@ fn a_file_holding_the_runtime_token_never_reaches_the_blob_store() {
     step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));
     step.extra_env.push(("EXACT_CACHE_SINGLE_PUT_MIB".into(), "1".into()));
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
-    let noise: Vec<u8> = (0..(3u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    write(&step.ws.join("out/a-weights.bin"), &noise);
+    write(&step.ws.join("out/a-weights.bin"), &support::noise(3 << 20, 7));
     let token = services::TOKEN;
     write(&step.ws.join("out/z-config.json"), format!("{{\"token\": \"{token}\"}}").as_bytes());
 

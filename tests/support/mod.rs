@@ -8,6 +8,19 @@ pub fn write(path: &Path, data: &[u8]) {
     std::fs::write(path, data).unwrap();
 }
 
+/// `len` pseudo-random, barely compressible bytes (xorshift64 from `seed`).
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 pub fn set_exec(path: &Path, exec: bool) {
     use std::os::unix::fs::PermissionsExt;
     let mode = if exec { 0o755 } else { 0o644 };
