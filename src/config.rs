@@ -142,7 +142,7 @@ pub const INPUTS: &[InputSpec] = &[
     input("prune", Bool, Cache, "false", "After a save, delete older entries with the same prefix on this ref (needs `actions: write`)."),
     input("prune-keep", Text, Cache, "1", "How many of the newest entries `prune` keeps, the new one included."),
     input("github-token", Text, Cache, "${{ github.token }}", "Token for the REST calls of `explain-misses` and `prune`."),
-    input("secret-env", List, Cache, "", "Names of environment variables whose values must never be saved: a save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save (`save-result=secret-found`)."),
+    input("secret-env", List, Cache, "", "Names of environment variables whose values must never be saved or printed: every step masks them, and a save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save (`save-result=secret-found`)."),
     input("clean-on-miss", Bool, Restore, "false", "On a miss, remove stale files under `path` before generation starts."),
     input("reuse-env", Text, Restore, "", "Name of an environment variable exported as `1` when reused, `0` otherwise."),
     input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),

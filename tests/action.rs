@@ -412,6 +412,15 @@ fn a_file_holding_a_token_or_a_secret_env_value_is_never_saved() {
     let post = step.run(&["save", "--post"], &inputs(), &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
 
+    // A token listed in `hash-env` would sit in the archive's fingerprint member in clear.
+    let hashing_it = [inputs(), vec![("hash-env", "HF_TOKEN"), ("secret-env", "HF_TOKEN")]].concat();
+    let restore = step.run(&["restore"], &hashing_it, NO_STATE);
+    assert!(!everything(&restore).contains("hf_userSecretValue42"), "{}", everything(&restore));
+    let post = step.run(&["save", "--post"], &hashing_it, &restore.state);
+    assert_eq!(post.output("save-result"), "secret-found", "{}", post.stdout);
+    assert!(post.stdout.contains("the fingerprint"), "{}", post.stdout);
+    assert!(!everything(&post).contains("hf_userSecretValue42"));
+
     let bad = step.run(&["save", "--post"], &[inputs(), vec![("secret-env", "HF-TOKEN")]].concat(), &cold.state);
     assert_ne!(bad.code, 0, "{}", bad.stdout);
     assert!(bad.stdout.contains("secret-env"), "{}", bad.stdout);

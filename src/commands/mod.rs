@@ -111,6 +111,13 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     if let Some(token) = &config.github_token {
         ctx.runner.add_secret(token);
     }
+    // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
+    // listing one would otherwise print it in the fingerprint and in explanations of misses.
+    for name in &config.secret_env {
+        if let Some(value) = env.non_empty(name).filter(|v| v.trim().len() >= crate::archive::MIN_SECRET_LEN) {
+            ctx.runner.add_secret(value);
+        }
+    }
     match invocation.command {
         CommandName::Fingerprint => fingerprint::run(ctx, &config),
         CommandName::Restore => restore::run(ctx, &config),

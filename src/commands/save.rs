@@ -103,12 +103,7 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
     let mut secrets: Vec<String> =
         ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"].iter().filter_map(|n| env.non_empty(n)).map(str::to_owned).collect();
     secrets.extend(config.github_token.iter().cloned());
-    for name in &config.secret_env {
-        if let Some(value) = env.non_empty(name) {
-            runner.add_secret(value);
-            secrets.push(value.to_owned());
-        }
-    }
+    secrets.extend(config.secret_env.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned));
     let secrets = SecretScanner::new(secrets);
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
@@ -160,6 +155,10 @@ fn upload(
             let msg = format!(
                 "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
             );
+            return Ok(SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) });
+        }
+        Err(e @ PackError::SecretInFingerprint) => {
+            let msg = format!("{e}; the entry was not committed");
             return Ok(SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) });
         }
         Err(other) => return Ok(pack_trouble(&other)),
