@@ -106,7 +106,7 @@ fn content_range(rest: &[u8], text: &str) {
 }
 
 /// The ranges after a first answer: contiguous, non-empty, at most one chunk each, ending at
-/// the total, for any numbers (only the first and last few are walked).
+/// the total, for any numbers (the first 64 are walked; the end is checked when that is all).
 fn ranges(rest: &[u8]) {
     let mut n = [0u8; 24];
     let used = rest.len().min(24);
@@ -173,6 +173,7 @@ pub fn unpack(data: &[u8]) -> UnpackOutcome {
         Err(e) => UnpackOutcome::Refused(e),
     };
     let after = tree(base);
+    make_removable(base);
 
     if let UnpackOutcome::Refused(why) = &outcome {
         assert_eq!(after, before, "a refused archive changed the tree ({why})");
@@ -196,14 +197,14 @@ pub fn unpack(data: &[u8]) -> UnpackOutcome {
     outcome
 }
 
-/// The restore roots of the `unpack` target, relative to the temporary base: `ws/out`,
-/// `ws/model.pt`, and what `ws/glob/*.bin` matches (with everything beneath it).
+/// The restore root a path lies in, relative to the temporary base: `ws/out`, `ws/model.pt`, or
+/// the `ws/glob/<name>.bin` that `glob/*.bin` matched (with everything beneath it).
 fn root_of(path: &Path) -> Option<PathBuf> {
     let parts: Vec<String> = path.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
     match parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["ws", "out", ..] => Some(PathBuf::from("ws/out")),
         ["ws", "model.pt", ..] => Some(PathBuf::from("ws/model.pt")),
-        ["ws", "glob", name, ..] if name.ends_with(".bin") => Some(PathBuf::from("ws/glob")),
+        ["ws", "glob", name, ..] if name.ends_with(".bin") => Some(Path::new("ws/glob").join(name)),
         _ => None,
     }
 }
@@ -234,25 +235,42 @@ enum Node {
     File(u32, Vec<u8>),
     Link(String),
     Other(u32),
+    /// A file or directory this user may not read (an archive may restore mode 000).
+    Unreadable(u32),
 }
 
 /// Every path under `base` (relative) with its kind, permission bits and content.
 fn tree(base: &Path) -> BTreeMap<PathBuf, Node> {
     let mut out = BTreeMap::new();
-    for entry in walkdir::WalkDir::new(base).min_depth(1).follow_links(false) {
-        let entry = entry.expect("walk");
+    let mut walk = walkdir::WalkDir::new(base).min_depth(1).follow_links(false).into_iter();
+    while let Some(entry) = walk.next() {
+        let Ok(entry) = entry else { continue }; // beneath an unreadable directory: recorded below
         let meta = entry.path().symlink_metadata().expect("stat");
         let mode = meta.permissions().mode() & 0o7777;
         let node = if meta.file_type().is_symlink() {
             Node::Link(std::fs::read_link(entry.path()).expect("readlink").to_string_lossy().into_owned())
         } else if meta.is_dir() {
-            Node::Dir(mode)
+            if std::fs::read_dir(entry.path()).is_err() {
+                walk.skip_current_dir();
+                Node::Unreadable(mode)
+            } else {
+                Node::Dir(mode)
+            }
         } else if meta.is_file() {
-            Node::File(mode, std::fs::read(entry.path()).expect("read"))
+            std::fs::read(entry.path()).map_or(Node::Unreadable(mode), |bytes| Node::File(mode, bytes))
         } else {
             Node::Other(meta.mode())
         };
         out.insert(entry.path().strip_prefix(base).expect("under base").to_owned(), node);
     }
     out
+}
+
+/// Make everything under `base` removable again (a restored mode-000 directory is not).
+fn make_removable(base: &Path) {
+    for entry in walkdir::WalkDir::new(base).follow_links(false).into_iter().flatten() {
+        if entry.file_type().is_dir() {
+            let _ = std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o700));
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! secret never reaches the encoder, let alone the wire; finding one aborts the archive and the
 //! entry is never committed. A finding names the file, never the secret.
 
+use crate::fingerprint::FingerprintRecord;
 use memchr::memmem::Finder;
 use std::io;
 
@@ -42,6 +43,18 @@ impl SecretScanner {
     /// Whether `name` (an entry's path or link target) holds a secret.
     pub fn in_name(&self, name: &str) -> bool {
         self.found_in(name.as_bytes())
+    }
+
+    /// Whether the fingerprint record holds a secret in any of its own strings (not its JSON,
+    /// where escaping would hide a multi-line or quoted value): a `hash-env` naming a token.
+    pub fn in_fingerprint(&self, record: &FingerprintRecord) -> bool {
+        self.found_in(record.prefix.as_bytes())
+            || record.components.components.iter().any(|(name, component)| {
+                self.found_in(name.as_bytes())
+                    || component.iter().any(|(label, value)| {
+                        self.found_in(label.as_bytes()) || value.as_text().is_some_and(|t| self.found_in(t.as_bytes()))
+                    })
+            })
     }
 
     /// A gate for one file's bytes.
@@ -129,6 +142,18 @@ mod tests {
         })
         .unwrap();
         (out, false)
+    }
+
+    #[test]
+    fn a_multi_line_or_quoted_value_in_the_fingerprint_is_found() {
+        use crate::fingerprint::{Fingerprint, Value};
+        let key = "-----BEGIN KEY-----\nMIIEabc\"def\n-----END KEY-----";
+        let mut fp = Fingerprint::default();
+        fp.insert("env", [("DEPLOY_KEY".to_owned(), Value::text(key))].into());
+        let record = FingerprintRecord::new("p", "v", fp);
+        assert!(!record.to_json().contains(key), "JSON escapes it: a search of the JSON would miss it");
+        assert!(SecretScanner::new([key]).in_fingerprint(&record));
+        assert!(!SecretScanner::new(["something-else"]).in_fingerprint(&record));
     }
 
     #[test]

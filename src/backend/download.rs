@@ -161,6 +161,9 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: Option
         let already = got.lock().unwrap().len() as u64;
         let got = &got;
         async move {
+            if already == want {
+                return Ok(()); // everything arrived before the connection broke
+            }
             let from = start + already;
             let r = http
                 .download_client

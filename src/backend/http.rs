@@ -269,7 +269,7 @@ fn error_detail(body: &str) -> String {
 
 /// A server's words as one short line: control characters (line breaks included, which could
 /// start a workflow command in the log) become spaces.
-fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect();
     line.trim().to_owned()
 }

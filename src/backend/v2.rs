@@ -9,7 +9,7 @@
 //! `FinalizeCacheEntryUpload` with the exact byte count.
 
 use super::download;
-use super::http::{Http, status_error, transport_error, urlencode};
+use super::http::{Http, one_line, status_error, transport_error, urlencode};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -125,8 +125,11 @@ impl Backend for V2Backend {
             } else {
                 ErrorKind::Fatal
             };
-            let detail =
-                if r.message.is_empty() { "the service refused to create the entry".to_owned() } else { r.message };
+            let detail = if r.message.is_empty() {
+                "the service refused to create the entry".to_owned()
+            } else {
+                one_line(&r.message)
+            };
             return Err(BackendError::new(kind, format!("CreateCacheEntry: {detail}")));
         }
         twirp.http.mask_url(&r.signed_upload_url);
@@ -247,7 +250,8 @@ impl Upload for V2Upload {
             Err(e) => return Err(e),
         };
         if !r.ok {
-            let detail = if r.message.is_empty() { "the entry was not committed".to_owned() } else { r.message };
+            let detail =
+                if r.message.is_empty() { "the entry was not committed".to_owned() } else { one_line(&r.message) };
             return Err(BackendError::new(ErrorKind::Fatal, format!("FinalizeCacheEntryUpload: {detail}")));
         }
         let _ = r.entry_id;

@@ -164,7 +164,10 @@ pub fn range_answer(
             return Err(AnswerError::Wrong(format!("asked for bytes {from}-{last}, got {got}")));
         }
     }
-    if let Some(announced) = content_length.filter(|n| *n != last - from + 1) {
+    let Some(len) = last.checked_sub(from).and_then(|d| d.checked_add(1)) else {
+        return Err(AnswerError::Wrong(format!("an empty range {from}-{last} was asked for")));
+    };
+    if let Some(announced) = content_length.filter(|n| *n != len) {
         return Err(AnswerError::Length(format!("Content-Length {announced} for the bytes {from}-{last}")));
     }
     Ok(())
@@ -233,6 +236,8 @@ mod tests {
         assert!(range_answer(Some("bytes 0-99/1000"), None, 100, 199, None).is_err());
         assert!(range_answer(Some("bytes 100-199/2000"), None, 100, 199, Some(1000)).is_err());
         assert!(range_answer(None, Some(5), 100, 199, None).is_err());
+        // A range past its end is never asked for; if it were, it is refused, not an underflow.
+        assert!(range_answer(None, Some(5), 200, 199, None).is_err());
     }
 
     #[test]

@@ -105,6 +105,12 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
     secrets.extend(config.github_token.iter().cloned());
     secrets.extend(config.secret_env.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned));
     let secrets = SecretScanner::new(secrets);
+    if secrets.in_fingerprint(&record) {
+        let msg = "the fingerprint (a `hash-env` or preset variable) holds the value of a token or of a `secret-env` \
+                   variable (not shown); nothing was uploaded";
+        let report = SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, msg) };
+        return finish(ctx, config, Some(&key), report);
+    }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
@@ -155,10 +161,6 @@ fn upload(
             let msg = format!(
                 "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
             );
-            return Ok(SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) });
-        }
-        Err(e @ PackError::SecretInFingerprint) => {
-            let msg = format!("{e}; the entry was not committed");
             return Ok(SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) });
         }
         Err(other) => return Ok(pack_trouble(&other)),
