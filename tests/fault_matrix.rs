@@ -187,9 +187,7 @@ fn observe(row: &Row) -> Observed {
 fn assert_no_secret_leaks(r: &support::StepResult) {
     let sig = services::azurite::account_sas_signature();
     let encoded_sig: String = url::form_urlencoded::byte_serialize(sig.as_bytes()).collect();
-    let log: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with("::add-mask::")).collect();
-    let outputs: Vec<&String> = r.outputs.values().collect();
-    let readable = format!("{}\n{}\n{}\n{outputs:?}", log.join("\n"), r.stderr, r.summary);
+    let readable = r.readable();
     for (what, secret) in [
         ("the runtime token", services::TOKEN),
         ("the REST token", services::REST_TOKEN),

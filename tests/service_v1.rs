@@ -44,7 +44,7 @@ fn round_trip_with_chunked_uploads_and_ranged_downloads() {
     assert_eq!(*services.faults.auth_to_blob.lock().unwrap(), 0, "no token on archive downloads");
     let secret = "0123456789abcdef0123456789abcdef";
     assert!(restore.stdout.contains(&format!("::add-mask::v1/{secret}")), "the cache URL's secret is masked");
-    assert!(!restore.stdout.lines().any(|l| !l.starts_with("::add-mask::") && l.contains(secret)));
+    assert!(!restore.readable().contains(secret));
 
     let again = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(again.output("save-result"), "exists", "found by an exact lookup before packing");

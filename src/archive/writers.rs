@@ -176,8 +176,9 @@ fn close(o: Open, umask: u32) -> Result<Written, Failure> {
     Ok(Written { index: o.index, size: o.size, sha256: hex::encode(o.hasher.finalize()) })
 }
 
+/// The process's umask: the permission bits new files lose.
 #[cfg(unix)]
-fn current_umask() -> u32 {
+pub(crate) fn current_umask() -> u32 {
     // SAFETY: umask cannot fail; the old mask is put back at once.
     unsafe {
         let mask = libc::umask(0o022);
@@ -187,6 +188,6 @@ fn current_umask() -> u32 {
 }
 
 #[cfg(not(unix))]
-fn current_umask() -> u32 {
+pub(crate) fn current_umask() -> u32 {
     0
 }

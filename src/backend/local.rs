@@ -152,7 +152,7 @@ impl Upload for LocalUpload {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = 0o666 & !current_umask();
+            let mode = 0o666 & !crate::archive::current_umask();
             let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode));
         }
         match tmp.persist_noclobber(&self.final_path) {
@@ -160,16 +160,6 @@ impl Upload for LocalUpload {
             Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(fatal(&format!("store `{}`", self.final_path.display()), e.error)),
         }
-    }
-}
-
-#[cfg(unix)]
-fn current_umask() -> u32 {
-    // SAFETY: umask cannot fail; the old mask is put back at once.
-    unsafe {
-        let mask = libc::umask(0o022);
-        libc::umask(mask);
-        mask as u32
     }
 }
 

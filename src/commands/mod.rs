@@ -96,7 +96,7 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     }
     raw.overlay(invocation.flags.clone());
     // Tokens never print, whatever path an error takes.
-    for name in ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"] {
+    for name in TOKEN_VARIABLES {
         if let Some(token) = env.non_empty(name) {
             ctx.runner.add_secret(token);
         }
@@ -126,6 +126,19 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
         CommandName::List => catalog_commands::list(ctx, &config),
         CommandName::Prune => catalog_commands::prune(ctx, &config, invocation.dry_run),
     }
+}
+
+/// The variables holding the job's own tokens: masked from the start, and never saved.
+const TOKEN_VARIABLES: [&str; 2] = ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"];
+
+/// What a save must never archive: the job's tokens, the `github-token` input and the values of
+/// the variables named in `secret-env`.
+fn secret_values<'a>(config: &'a Config, env: &'a Env) -> impl Iterator<Item = &'a str> {
+    TOKEN_VARIABLES
+        .iter()
+        .filter_map(|name| env.non_empty(name))
+        .chain(config.github_token.as_deref())
+        .chain(config.secret_env.iter().filter_map(|name| env.non_empty(name)))
 }
 
 /// The backend the configuration and the environment ask for (see [`crate::backend::select`]).

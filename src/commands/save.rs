@@ -1,7 +1,10 @@
 //! `save`: archive the `path` roots under the key, unless the entry is incomplete, exists, or
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
-use super::{Context, Error, bool_str, compute, fingerprint_path, read_fingerprint, report, verify, write_fingerprint};
+use super::{
+    Context, Error, bool_str, compute, fingerprint_path, read_fingerprint, report, secret_values, verify,
+    write_fingerprint,
+};
 use crate::archive::{PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
@@ -100,15 +103,11 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
     }
 
     // The packer checks every byte against these before it goes into the archive.
-    let mut secrets: Vec<String> =
-        ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"].iter().filter_map(|n| env.non_empty(n)).map(str::to_owned).collect();
-    secrets.extend(config.github_token.iter().cloned());
-    secrets.extend(config.secret_env.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned));
-    let secrets = SecretScanner::new(secrets);
+    let secrets = SecretScanner::new(secret_values(config, env));
     if secrets.in_fingerprint(&record) {
         let msg = "the fingerprint (a `hash-env` or preset variable) holds the value of a token or of a `secret-env` \
                    variable (not shown); nothing was uploaded";
-        let report = SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, msg) };
+        let report = SaveReport::warning(SaveResult::SecretFound, msg);
         return finish(ctx, config, Some(&key), report);
     }
 
@@ -137,7 +136,7 @@ fn upload(
             }
             _ => SaveResult::Error,
         };
-        SaveReport { trouble: true, ..SaveReport::skipped(result, &super::error_chain(e)) }
+        SaveReport::warning(result, &super::error_chain(e))
     };
     let upload = match backend.reserve(&record.key, &record.version, None) {
         Ok(Reservation::Reserved(upload)) => upload,
@@ -161,7 +160,7 @@ fn upload(
             let msg = format!(
                 "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
             );
-            return Ok(SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::SecretFound, &msg) });
+            return Ok(SaveReport::warning(SaveResult::SecretFound, &msg));
         }
         Err(other) => return Ok(pack_trouble(&other)),
     };
@@ -208,7 +207,7 @@ fn upload(
 /// Local trouble while archiving (a link that cannot be cached, a file that vanished, a full
 /// disk): nothing is saved, and the job goes on unless `strict`.
 fn pack_trouble(e: &PackError) -> SaveReport {
-    SaveReport { trouble: true, ..SaveReport::skipped(SaveResult::Error, &super::error_chain(e)) }
+    SaveReport::warning(SaveResult::Error, &super::error_chain(e))
 }
 
 struct CountingWriter<W> {
@@ -229,6 +228,11 @@ impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
 }
 
 impl SaveReport {
+    /// Not saved, for a reason the user is warned about (an error with `strict`).
+    fn warning(result: SaveResult, detail: &str) -> Self {
+        Self { trouble: true, ..Self::skipped(result, detail) }
+    }
+
     fn skipped(result: SaveResult, detail: &str) -> Self {
         Self {
             result,

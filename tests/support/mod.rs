@@ -147,6 +147,15 @@ pub struct StepResult {
 }
 
 impl StepResult {
+    /// Everything a user or a log collector can read — the log without its `::add-mask::` lines
+    /// (which is how values get masked), stderr, the summary and the outputs — to check that a
+    /// secret appears nowhere.
+    pub fn readable(&self) -> String {
+        let log: Vec<&str> = self.stdout.lines().filter(|l| !l.starts_with("::add-mask::")).collect();
+        let outputs: Vec<&String> = self.outputs.values().collect();
+        format!("{}\n{}\n{}\n{outputs:?}", log.join("\n"), self.stderr, self.summary)
+    }
+
     pub fn output(&self, name: &str) -> &str {
         self.outputs.get(name).map(String::as_str).unwrap_or_else(|| panic!("output `{name}` is unset: {self:#?}"))
     }
