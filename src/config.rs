@@ -5,7 +5,7 @@
 //! values ([`RawInputs`]) are strings as users typed them; [`Config::from_raw`] parses and
 //! validates them, and every error names the input and what is wrong with it.
 
-use crate::archive::Compression;
+use crate::archive::{CleanGuard, Compression};
 use crate::env::Env;
 use crate::fingerprint::{Facet, FingerprintSpec};
 use crate::keys;
@@ -240,6 +240,8 @@ pub struct Config {
     pub protocol: crate::backend::Protocol,
     pub local_dir: Option<PathBuf>,
     pub clean_on_miss: bool,
+    /// What `clean-on-miss` may touch.
+    pub clean_guard: CleanGuard,
     pub reuse_env: Option<String>,
     pub lookup_only: bool,
     pub fail_on_cache_miss: bool,
@@ -368,22 +370,18 @@ impl Config {
         }
 
         let clean_on_miss = raw.bool("clean-on-miss")?;
+        let preset_dirs: Vec<PathBuf> =
+            preset_plan.as_ref().map(|p| p.exports.iter().map(|(_, dir)| PathBuf::from(dir)).collect()).unwrap_or_default();
+        let runner_temp = env.non_empty("RUNNER_TEMP").map(PathBuf::from);
+        let clean_guard =
+            CleanGuard::new(workspace, locations.home.as_deref(), runner_temp.as_deref(), &preset_dirs);
         if clean_on_miss {
             for p in &paths.includes {
-                let precious = p.base.parent().is_none()
-                    || workspace.starts_with(&p.base)
-                    || locations.home.as_ref().is_some_and(|h| h.starts_with(&p.base));
-                // A glob rooted at such a place is fine when it only picks particular names
-                // (`*.expected`), not when it would take anything (`*`, `**`, `*/`).
-                let takes_anything = p.glob.as_ref().is_none_or(|g| {
-                    let probe = p.base.join("exact-cache-probe");
-                    g.is_match(&probe) || g.is_match(probe.join("x"))
-                });
-                if precious && takes_anything {
+                if let Err(reason) = clean_guard.check(p) {
                     return Err(ConfigError::Invalid {
                         name: "clean-on-miss",
                         detail: format!(
-                            "refusing to clean `{}`: it would remove everything in the workspace, the home directory or one of their parents",
+                            "refusing to clean `{}`: {reason}. exact-cache cleans only beneath the workspace, `RUNNER_TEMP` or the home directory, a preset's cache directory, or a directory it restored into or saved from before; move the path there, or turn `clean-on-miss` off",
                             p.line
                         ),
                     });
@@ -440,6 +438,7 @@ impl Config {
             protocol,
             local_dir: resolve_opt("local-dir")?,
             clean_on_miss,
+            clean_guard,
             reuse_env,
             lookup_only: raw.bool("lookup-only")?,
             fail_on_cache_miss: raw.bool("fail-on-cache-miss")?,

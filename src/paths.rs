@@ -13,6 +13,9 @@ use std::path::{Component, Path, PathBuf};
 
 /// Directories exact-cache creates next to restore targets; walks never descend into them.
 pub const STAGING_PREFIX: &str = ".exact-cache-staging-";
+/// The file exact-cache leaves in a directory root it restored into or saved from, when that
+/// directory is outside the places `clean-on-miss` may clean anyway; walks skip it.
+pub const OWNED_MARKER: &str = ".exact-cache-root";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
@@ -223,7 +226,7 @@ pub fn walk(pattern: &Pattern, set: &PatternSet, follow_base: bool) -> Result<Ve
         })?;
         let abs = entry.path();
         let name = entry.file_name().to_string_lossy();
-        if name.starts_with(STAGING_PREFIX) || set.is_excluded(abs) {
+        if name.starts_with(STAGING_PREFIX) || name == OWNED_MARKER || set.is_excluded(abs) {
             if entry.file_type().is_dir() {
                 it.skip_current_dir();
             }

@@ -11,21 +11,25 @@
 //!
 //! Restore ([`unpack`]) extracts into a staging directory beside each root (same filesystem),
 //! verifies everything against the manifest, and only then moves entries into place, undoing
-//! every move if one fails.
+//! every move if one fails. Restore, rollback and clean touch the file system only through
+//! directory handles that never follow links ([`beneath`]).
 //!
 //! [`FingerprintRecord`]: crate::fingerprint::FingerprintRecord
 //! [`Manifest`]: crate::manifest::Manifest
 
+mod beneath;
+mod claims;
 mod clean;
 mod codec;
 mod pack;
+mod place;
 mod safety;
 mod secrets;
 mod staging;
 mod unpack;
 mod writers;
 
-pub use clean::{CleanError, CleanStats, clean};
+pub use clean::{CleanError, CleanGuard, CleanStats, CleanTarget, clean};
 pub use codec::{Compression, Effort, Encoder, decoder, effort_for};
 pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
 pub use safety::{check_entry_name, check_symlink_target};

@@ -1,6 +1,8 @@
 //! Checks on untrusted archive names and link targets. Nothing here touches the filesystem:
 //! names are judged as text, so a hostile archive cannot steer the check through links.
 
+use crate::paths::{OWNED_MARKER, STAGING_PREFIX};
+
 /// Split an archive member name into `(root index, relative path)`.
 ///
 /// Accepted: `<digits>` or `<digits>/<components>` where no component is empty, `.` or `..`,
@@ -21,6 +23,9 @@ pub fn check_entry_name(name: &str) -> Result<(usize, String), String> {
         match part {
             "" => return Err("name has an empty component".into()),
             "." | ".." => return Err("name contains `.` or `..`".into()),
+            _ if part == OWNED_MARKER || part.starts_with(STAGING_PREFIX) => {
+                return Err(format!("`{part}` is a name exact-cache keeps for itself"));
+            }
             _ => {}
         }
     }
@@ -70,9 +75,20 @@ mod tests {
         assert_eq!(check_entry_name("0"), Ok((0, String::new())));
         assert_eq!(check_entry_name("3/a/b.txt"), Ok((3, "a/b.txt".into())));
         assert_eq!(check_entry_name("0/dir/"), Ok((0, "dir".into())));
-        for bad in
-            ["", "/etc/passwd", "0/../x", "0/a/../../x", "0//a", "0/./a", "x/a", "../0/a", "0/a\\b", ".exact-cache/x"]
-        {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "0/../x",
+            "0/a/../../x",
+            "0//a",
+            "0/./a",
+            "x/a",
+            "../0/a",
+            "0/a\\b",
+            ".exact-cache/x",
+            "0/.exact-cache-root",
+            "0/d/.exact-cache-staging-1-x/root",
+        ] {
             assert!(check_entry_name(bad).is_err(), "{bad}");
         }
     }

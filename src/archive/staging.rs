@@ -1,36 +1,52 @@
 //! Staging directories beside restore targets: named `.exact-cache-staging-<pid>-<random>`, so
 //! a later run can tell a crashed run's leftovers (its process is gone) from a running
-//! restore's, and remove them.
+//! restore's, and remove them. Created and removed through directory handles only.
 
+use super::beneath;
 use crate::paths::STAGING_PREFIX;
-use std::fs;
+use cap_std::fs::Dir;
+use std::hash::{BuildHasher, Hasher};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Create a staging directory in `anchor`, first removing stale ones left there by runs that
-/// no longer exist.
-pub(super) fn create(anchor: &Path) -> io::Result<PathBuf> {
-    sweep_stale(anchor);
-    let dir =
-        tempfile::Builder::new().prefix(&format!("{STAGING_PREFIX}{}-", std::process::id())).tempdir_in(anchor)?;
-    Ok(dir.keep())
+/// no longer exist; its name.
+pub(super) fn create(anchor: &Dir) -> io::Result<String> {
+    sweep_stale_in(anchor);
+    loop {
+        let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+        random.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+        let name = format!("{STAGING_PREFIX}{}-{:016x}", std::process::id(), random.finish());
+        match anchor.create_dir(&name) {
+            Ok(()) => return Ok(name),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Remove staging directories in `dir` whose process is gone.
 pub fn sweep_stale(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    if let Ok(handle) = beneath::open_trusted(dir) {
+        sweep_stale_in(&handle);
+    }
+}
+
+pub(super) fn sweep_stale_in(dir: &Dir) {
+    let Ok(entries) = dir.entries() else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(STAGING_PREFIX)) else { continue };
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix(STAGING_PREFIX) else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
         if !process_alive(pid) {
-            let _ = force_remove(&entry.path());
+            let _ = beneath::remove_tree(dir, name);
         }
     }
 }
 
 #[cfg(unix)]
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     if pid == std::process::id() {
         return true;
     }
@@ -40,47 +56,14 @@ fn process_alive(pid: u32) -> bool {
 }
 
 #[cfg(not(unix))]
-fn process_alive(_pid: u32) -> bool {
+pub(crate) fn process_alive(_pid: u32) -> bool {
     true
-}
-
-/// Remove a tree even where it holds read-only directories.
-pub(super) fn force_remove(path: &Path) -> io::Result<()> {
-    match fs::remove_dir_all(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(_) => {
-            for entry in walkdir::WalkDir::new(path).follow_links(false).into_iter().flatten() {
-                if entry.file_type().is_dir() {
-                    let _ = make_writable(entry.path());
-                }
-            }
-            fs::remove_dir_all(path)
-        }
-    }
-}
-
-/// Give the owner write and search permission on a directory; returns the old mode when it
-/// had to change.
-#[cfg(unix)]
-pub(super) fn make_writable(dir: &Path) -> io::Result<Option<u32>> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = fs::metadata(dir)?.permissions().mode() & 0o7777;
-    if mode & 0o300 == 0o300 {
-        return Ok(None);
-    }
-    fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o300))?;
-    Ok(Some(mode))
-}
-
-#[cfg(not(unix))]
-pub(super) fn make_writable(_dir: &Path) -> io::Result<Option<u32>> {
-    Ok(None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn stale_staging_of_dead_processes_is_swept_and_live_ones_kept() {

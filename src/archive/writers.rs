@@ -3,9 +3,12 @@
 //! hash it, and set its mtime. Creating many small files is mostly system-call time, which
 //! runs in parallel; a large file is streamed to one writer in chunks, so the hash and the
 //! writes overlap with decoding. Memory is bounded by the queues (a few chunks per writer).
+//! Files are created through the handle of their (staging) directory, never by path.
 
+use super::beneath;
+use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -16,9 +19,16 @@ use std::thread::JoinHandle;
 const QUEUE: usize = 8;
 
 enum Job {
-    Begin { index: usize, path: PathBuf, mode: u32, mtime: Option<i64> },
+    Begin { index: usize, file: NewFile, mode: u32, mtime: Option<i64> },
     Data(Vec<u8>),
     End,
+}
+
+/// A file to create: its directory's handle and its name there; `path` is for messages.
+pub(super) struct NewFile {
+    pub dir: Arc<Dir>,
+    pub name: String,
+    pub path: PathBuf,
 }
 
 /// What a writer made of one file.
@@ -61,11 +71,11 @@ impl Writers {
 
     /// Start file number `index`; its content follows with [`Writers::data`], then
     /// [`Writers::end`].
-    pub fn begin(&mut self, index: usize, path: PathBuf, mode: u32, mtime: Option<i64>) -> Result<(), Failure> {
+    pub fn begin(&mut self, index: usize, file: NewFile, mode: u32, mtime: Option<i64>) -> Result<(), Failure> {
         let writer = self.next % self.senders.len();
         self.next += 1;
         self.current = Some(writer);
-        self.send(Job::Begin { index, path, mode, mtime })
+        self.send(Job::Begin { index, file, mode, mtime })
     }
 
     pub fn data(&mut self, bytes: Vec<u8>) -> Result<(), Failure> {
@@ -130,8 +140,8 @@ fn work(rx: Receiver<Job>, umask: u32, results: &Mutex<Vec<Written>>, failure: &
     let mut open: Option<Open> = None;
     for job in rx {
         let step = match job {
-            Job::Begin { index, path, mode, mtime } => create(&path, mode).map(|file| {
-                open = Some(Open { index, path, file, hasher: Sha256::new(), size: 0, mode, mtime });
+            Job::Begin { index, file: new, mode, mtime } => create(&new, mode).map(|file| {
+                open = Some(Open { index, path: new.path, file, hasher: Sha256::new(), size: 0, mode, mtime });
             }),
             Job::Data(bytes) => {
                 let o = open.as_mut().expect("data follows begin");
@@ -151,17 +161,10 @@ fn work(rx: Receiver<Job>, umask: u32, results: &Mutex<Vec<Written>>, failure: &
     }
 }
 
-fn create(path: &PathBuf, mode: u32) -> Result<File, Failure> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // The owner may always write while we fill it; the exact mode is set at the end when
-        // the umask or a read-only mode requires it.
-        options.mode(mode | 0o200);
-    }
-    options.open(path).map_err(|e| (path.clone(), e))
+fn create(new: &NewFile, mode: u32) -> Result<File, Failure> {
+    // The owner may always write while we fill it; the exact mode is set at the end when the
+    // umask or a read-only mode requires it.
+    beneath::create_file(&new.dir, &new.name, mode | 0o200).map_err(|e| (new.path.clone(), e))
 }
 
 fn close(o: Open, umask: u32) -> Result<Written, Failure> {

@@ -110,6 +110,9 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
         }
     }
     let reused = matches!(attempt, Attempt::Reused { .. });
+    if reused {
+        super::mark_owned(runner, config);
+    }
     // An entry that was downloaded but failed verification is still a hit: it exists under
     // exactly this key; `reused` is what says whether it can be used.
     let hit = match &attempt {
@@ -123,7 +126,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     };
     let mut cleaned = None;
     if !reused && config.clean_on_miss && !matches!(attempt, Attempt::Found) {
-        match clean(&config.paths) {
+        match clean(&config.paths, &config.clean_guard) {
             Ok(stats) => {
                 runner.info(&format!(
                     "clean-on-miss: removed {} stale files and {} directories",

@@ -252,6 +252,9 @@ impl SaveReport {
 fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport) -> Result<(), Error> {
     let runner = ctx.runner;
     let saved = report.result == SaveResult::Saved;
+    if saved {
+        super::mark_owned(runner, config);
+    }
     let trouble = report.trouble;
     match report.result {
         SaveResult::Exists => runner.info(&format!("entry exists: {}", report.detail.as_deref().unwrap_or(""))),

@@ -1,0 +1,273 @@
+//! Confined file-system access for restore, rollback and clean.
+//!
+//! Every create, mkdir, symlink, rename, chmod, timestamp and unlink goes through a directory
+//! handle ([`cap_std::fs::Dir`]: `openat2` with `RESOLVE_BENEATH` on Linux) and names a single
+//! component of a directory that was itself opened one component at a time without following
+//! symlinks. A link — put there by an archive, by another `path` root, or left by an earlier
+//! job — is never traversed: it can be replaced or removed, never written through. Only a
+//! root's own location, which the user wrote, is opened by path ([`open_trusted`]).
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, File, OpenOptions};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Open a directory the user named (a root, or the nearest existing directory above one).
+/// Symlinks on this path are followed: the user wrote it.
+pub(crate) fn open_trusted(path: &Path) -> io::Result<Dir> {
+    Dir::open_ambient_dir(path, cap_std::ambient_authority())
+}
+
+/// Open the subdirectory `name` of `dir`; a symlink there is an error, never followed.
+pub(crate) fn open_child(dir: &Dir, name: &str) -> io::Result<Dir> {
+    check_component(name)?;
+    dir.open_dir_nofollow(name)
+}
+
+/// Create the new file `name` in `dir` for writing, with `mode` (before the umask). Fails if
+/// anything, a symlink included, is already there.
+pub(crate) fn create_file(dir: &Dir, name: &str, mode: u32) -> io::Result<std::fs::File> {
+    check_component(name)?;
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true).follow(FollowSymlinks::No);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    dir.open_with(name, &options).map(File::into_std)
+}
+
+/// What is at `name` in `dir`, without following a symlink there.
+pub(crate) fn kind_of(dir: &Dir, name: &str) -> io::Result<Kind> {
+    check_component(name)?;
+    let meta = dir.symlink_metadata(name)?;
+    Ok(if meta.is_dir() {
+        Kind::Dir
+    } else if meta.file_type().is_symlink() {
+        Kind::Symlink
+    } else {
+        Kind::Other
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Dir,
+    Symlink,
+    /// A file, or anything else that is not a directory.
+    Other,
+}
+
+/// Names are single components: the text checks upstream guarantee it, this makes it certain.
+fn check_component(name: &str) -> io::Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("`{name}` is not a single path component")));
+    }
+    Ok(())
+}
+
+/// The permission bits of an open directory.
+pub(crate) fn dir_mode(dir: &Dir) -> io::Result<u32> {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::PermissionsExt;
+        Ok(dir.dir_metadata()?.permissions().mode() & 0o7777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(0o755)
+    }
+}
+
+/// Set the permission bits of an open directory (through its handle: `fchmod`).
+pub(crate) fn set_dir_mode(dir: &Dir, mode: u32) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let file = dir.try_clone()?.into_std_file();
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (dir, mode);
+        Ok(())
+    }
+}
+
+/// Give the owner write and search permission on an open directory; the old mode when it had
+/// to change.
+pub(crate) fn make_writable(dir: &Dir) -> io::Result<Option<u32>> {
+    let mode = dir_mode(dir)?;
+    if cfg!(not(unix)) || mode & 0o300 == 0o300 {
+        return Ok(None);
+    }
+    set_dir_mode(dir, mode | 0o300)?;
+    Ok(Some(mode))
+}
+
+/// Remove `name` from `parent` and, for a directory, everything in it, without following any
+/// link (a link is removed as a link). Read-only directories are opened for the removal.
+pub(crate) fn remove_tree(parent: &Dir, name: &str) -> io::Result<()> {
+    match kind_of(parent, name) {
+        Ok(Kind::Dir) => {}
+        Ok(_) => return parent.remove_file_or_symlink(name),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let dir = open_child(parent, name)?;
+    let _ = make_writable(&dir);
+    for entry in dir.entries()? {
+        let entry = entry?;
+        let child = entry.file_name();
+        let Some(child) = child.to_str() else {
+            // A name we cannot spell as UTF-8 is still removed, through the raw name.
+            remove_raw(&dir, &child)?;
+            continue;
+        };
+        remove_tree(&dir, child)?;
+    }
+    parent.remove_dir(name)
+}
+
+fn remove_raw(dir: &Dir, name: &OsStr) -> io::Result<()> {
+    if dir.symlink_metadata(name)?.is_dir() {
+        // Rare: a non-UTF-8 directory. Empty it through its own handle first.
+        let sub = dir.open_dir_nofollow(name)?;
+        let _ = make_writable(&sub);
+        for entry in sub.entries()? {
+            remove_raw(&sub, &entry?.file_name())?;
+        }
+        dir.remove_dir(name)
+    } else {
+        dir.remove_file_or_symlink(name)
+    }
+}
+
+/// Directory handles beneath one base, opened one component at a time without following links
+/// and kept for reuse. Keys are `/`-separated paths relative to the base (`""` is the base).
+pub(crate) struct Tree {
+    dirs: HashMap<String, Arc<Dir>>,
+}
+
+impl Tree {
+    pub fn new(base: Arc<Dir>) -> Self {
+        let mut dirs = HashMap::new();
+        dirs.insert(String::new(), base);
+        Self { dirs }
+    }
+
+    pub fn base(&self) -> &Arc<Dir> {
+        &self.dirs[""]
+    }
+
+    /// The directory `rel`, opened without following any link on the way; `missing` decides
+    /// what happens where a component is not a directory (absent, a link or a file): it gets
+    /// the parent, the name and what is there (`None`: nothing), and must leave a directory
+    /// there or fail.
+    pub fn dir_with(
+        &mut self,
+        rel: &str,
+        missing: &mut dyn FnMut(&Arc<Dir>, &str, Option<Kind>) -> io::Result<()>,
+    ) -> io::Result<Arc<Dir>> {
+        if let Some(dir) = self.dirs.get(rel) {
+            return Ok(Arc::clone(dir));
+        }
+        let (parent_rel, name) = split_last(rel);
+        let parent = self.dir_with(parent_rel, missing)?;
+        let dir = match open_child(&parent, name) {
+            Ok(dir) => dir,
+            Err(e) => {
+                let found = match kind_of(&parent, name) {
+                    Ok(kind) => Some(kind),
+                    Err(k) if k.kind() == io::ErrorKind::NotFound => None,
+                    Err(_) => return Err(e),
+                };
+                if found == Some(Kind::Dir) {
+                    return Err(e);
+                }
+                missing(&parent, name, found)?;
+                open_child(&parent, name)?
+            }
+        };
+        let dir = Arc::new(dir);
+        self.dirs.insert(rel.to_owned(), Arc::clone(&dir));
+        Ok(dir)
+    }
+
+    /// The directory `rel`; anything that is not a directory on the way is an error.
+    pub fn dir(&mut self, rel: &str) -> io::Result<Arc<Dir>> {
+        self.dir_with(rel, &mut |_, name, found| {
+            Err(match found {
+                None => io::Error::new(io::ErrorKind::NotFound, format!("`{name}` does not exist")),
+                Some(_) => io::Error::new(io::ErrorKind::NotADirectory, format!("`{name}` is not a directory")),
+            })
+        })
+    }
+
+    /// Forget the handles of `rel` and below (it was moved away).
+    pub fn forget(&mut self, rel: &str) {
+        if rel.is_empty() {
+            return;
+        }
+        let prefix = format!("{rel}/");
+        self.dirs.retain(|k, _| k != rel && !k.starts_with(&prefix));
+    }
+}
+
+/// `a/b/c` → (`a/b`, `c`); `c` → (``, `c`).
+pub(crate) fn split_last(rel: &str) -> (&str, &str) {
+    rel.rsplit_once('/').unwrap_or(("", rel))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn links_on_the_way_are_never_followed() {
+        let scratch = tempfile::tempdir().unwrap();
+        let outside = scratch.path().join("outside");
+        let root = scratch.path().join("root");
+        fs::create_dir_all(&outside).unwrap();
+        fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink("../outside", root.join("link")).unwrap();
+        let mut tree = Tree::new(Arc::new(open_trusted(&root).unwrap()));
+        assert!(tree.dir("real").is_ok());
+        assert!(tree.dir("link").is_err());
+        assert!(tree.dir("link/x").is_err());
+        let base = Arc::clone(tree.base());
+        assert!(create_file(&base, "link", 0o644).is_err(), "create_new never writes through a link");
+        assert!(create_file(&base, "../escape", 0o644).is_err());
+        assert_eq!(kind_of(&base, "link").unwrap(), Kind::Symlink);
+        remove_tree(&base, "link").unwrap();
+        assert!(outside.is_dir(), "removing a link leaves its target");
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn remove_tree_opens_read_only_directories_and_keeps_link_targets() {
+        use std::os::unix::fs::PermissionsExt;
+        let scratch = tempfile::tempdir().unwrap();
+        let keep = scratch.path().join("keep");
+        fs::create_dir_all(&keep).unwrap();
+        fs::write(keep.join("precious"), b"x").unwrap();
+        let tree = scratch.path().join("tree");
+        fs::create_dir_all(tree.join("ro/sub")).unwrap();
+        fs::write(tree.join("ro/sub/f"), b"x").unwrap();
+        std::os::unix::fs::symlink(&keep, tree.join("ro/to-keep")).unwrap();
+        fs::set_permissions(tree.join("ro/sub"), fs::Permissions::from_mode(0o555)).unwrap();
+        fs::set_permissions(tree.join("ro"), fs::Permissions::from_mode(0o555)).unwrap();
+        let parent = open_trusted(scratch.path()).unwrap();
+        remove_tree(&parent, "tree").unwrap();
+        assert!(!tree.exists());
+        assert!(keep.join("precious").exists());
+    }
+}

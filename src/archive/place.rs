@@ -1,0 +1,317 @@
+//! Placement: move a verified, staged archive into its roots, or undo every step.
+//!
+//! Every step goes through directory handles that never follow a link ([`super::beneath`]).
+//! Where an entry's parent path holds something that is not a directory — a symlink left by
+//! an earlier job, or a file — it is *replaced* by a directory (the old one is kept in staging
+//! until the restore succeeds, and put back if it fails); it is never followed. A directory
+//! that is already there is merged into; a file or link at an entry's own place is replaced.
+//! Overlapping roots are placed root by root through their own handles; [`super::claims`] has
+//! already refused entries of one root beneath another root's link, and identical entries of
+//! two roots are placed once.
+
+use super::beneath::{self, Kind, Tree};
+use super::unpack::{RestoreStats, Site, Stage, Staged, UnpackError, staged_rel};
+use crate::manifest::EntryKind;
+use cap_std::fs::Dir;
+use std::collections::HashSet;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One step of placement, recorded so it can be undone.
+enum Undo {
+    /// `parent/name` came from `staged_parent/staged_name`.
+    Placed { parent: Arc<Dir>, name: String, staged_parent: Arc<Dir>, staged_name: String, path: PathBuf },
+    /// What was at `parent/name` is kept as `backup` in a staging directory.
+    Backup { parent: Arc<Dir>, name: String, holder: Arc<Dir>, backup: String, path: PathBuf },
+    CreatedDir { parent: Arc<Dir>, name: String },
+    Mode { dir: Arc<Dir>, mode: u32, path: PathBuf },
+}
+
+#[derive(Default)]
+struct Journal {
+    steps: Vec<Undo>,
+    backups: usize,
+    /// Directories opened for writing: their handle and old mode.
+    relaxed: Vec<(Arc<Dir>, u32)>,
+    checked: HashSet<*const Dir>,
+    /// Keeps every checked handle alive, so no other directory reuses its address.
+    keep: Vec<Arc<Dir>>,
+}
+
+impl Journal {
+    /// Give `dir` owner write permission when it lacks it (a read-only directory from an
+    /// earlier restore), recording the old mode; checked once per directory.
+    fn relax(&mut self, dir: &Arc<Dir>, path: &std::path::Path) -> Result<(), UnpackError> {
+        if !self.checked.insert(Arc::as_ptr(dir)) {
+            return Ok(());
+        }
+        self.keep.push(Arc::clone(dir));
+        if let Some(old) = beneath::make_writable(dir).map_err(UnpackError::io(path))? {
+            self.steps.push(Undo::Mode { dir: Arc::clone(dir), mode: old, path: path.to_owned() });
+            self.relaxed.push((Arc::clone(dir), old));
+        }
+        Ok(())
+    }
+
+    /// Move what is at `parent/name` into `stage` as a backup.
+    fn backup(&mut self, parent: &Arc<Dir>, name: &str, stage: &Arc<Dir>, path: PathBuf) -> Result<(), UnpackError> {
+        let backup = format!("backup-{}", self.backups);
+        self.backups += 1;
+        parent.rename(name, stage, &backup).map_err(UnpackError::io(&path))?;
+        self.steps.push(Undo::Backup {
+            parent: Arc::clone(parent),
+            name: name.to_owned(),
+            holder: Arc::clone(stage),
+            backup,
+            path,
+        });
+        Ok(())
+    }
+
+    fn create_dir(&mut self, parent: &Arc<Dir>, name: &str, path: PathBuf) -> Result<(), UnpackError> {
+        parent.create_dir(name).map_err(UnpackError::io(path))?;
+        self.steps.push(Undo::CreatedDir { parent: Arc::clone(parent), name: name.to_owned() });
+        Ok(())
+    }
+
+    /// Undo every step, newest first; the failures.
+    fn roll_back(self) -> Vec<String> {
+        self.steps.into_iter().rev().filter_map(|step| undo(step).err()).collect()
+    }
+}
+
+impl Staged {
+    /// Move everything into place. On failure every completed step is undone, so the targets
+    /// are exactly as they were, and the error is returned. Should undoing fail too, the
+    /// staging directory (holding the previous files) is kept and the error names it.
+    pub fn commit(mut self) -> Result<RestoreStats, UnpackError> {
+        let mut journal = Journal::default();
+        match self.place_all(&mut journal) {
+            Ok(()) => Ok(self.stats),
+            Err(cause) => {
+                let failures = journal.roll_back();
+                if failures.is_empty() {
+                    return Err(cause);
+                }
+                self.keep_staging = true;
+                let kept = self
+                    .stages
+                    .iter()
+                    .flatten()
+                    .map(|s| format!("`{}`", s.path().display()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                Err(UnpackError::RollbackFailed { cause: Box::new(cause), kept, failures: failures.join("; ") })
+            }
+        }
+    }
+
+    fn place_all(&mut self, journal: &mut Journal) -> Result<(), UnpackError> {
+        let Staged { sites, stages, entries, .. } = self;
+        let mut dests: Vec<Option<Tree>> = sites.iter().map(|_| None).collect();
+        let mut dir_modes: Vec<(usize, &str, u32)> = Vec::new();
+        for (i, site) in sites.iter().enumerate() {
+            let Some(stage) = stages[i].as_mut() else { continue };
+            let mut moved_subtree: Option<&str> = None;
+            for e in entries.iter().filter(|e| e.root == i) {
+                if e.kind == EntryKind::Dir {
+                    dir_modes.push((i, &e.rel, e.mode));
+                }
+                if let Some(prefix) = moved_subtree {
+                    let within = prefix.is_empty()
+                        || (e.rel.starts_with(prefix) && e.rel.as_bytes().get(prefix.len()) == Some(&b'/'));
+                    if within {
+                        continue;
+                    }
+                    moved_subtree = None;
+                }
+                if e.duplicate_of.is_some() {
+                    continue;
+                }
+                if e.rel.is_empty() && e.kind == EntryKind::Dir && site.missing.is_empty() {
+                    // The root is an existing directory (perhaps through the user's own link):
+                    // merge into the handle opened when the restore began.
+                    dests[i].get_or_insert_with(|| Tree::new(Arc::clone(&site.anchor)));
+                    continue;
+                }
+                let dest_path = if e.rel.is_empty() { site.real.clone() } else { site.real.join(&e.rel) };
+                let (parent, name) = if e.rel.is_empty() {
+                    root_parent(site, journal)?
+                } else {
+                    let tree = dest_tree(&mut dests[i], site, stage, journal)?;
+                    let (parent_rel, name) = beneath::split_last(&e.rel);
+                    let stage_dir = Arc::clone(stage.tree.base());
+                    let parent = tree
+                        .dir_with(parent_rel, &mut |p, n, found| {
+                            make_dir_room(p, n, found, &stage_dir, journal, site.real.join(parent_rel))
+                                .map_err(io::Error::other)
+                        })
+                        .map_err(UnpackError::io(site.real.join(parent_rel)))?;
+                    (parent, name.to_owned())
+                };
+                journal.relax(&parent, dest_path.parent().unwrap_or(&dest_path))?;
+                match beneath::kind_of(&parent, &name) {
+                    Ok(Kind::Dir) if e.kind == EntryKind::Dir => {
+                        if e.rel.is_empty() {
+                            // Made by an earlier, overlapping root.
+                            let dir = beneath::open_child(&parent, &name).map_err(UnpackError::io(&dest_path))?;
+                            dests[i] = Some(Tree::new(Arc::new(dir)));
+                        }
+                        continue; // merge into it
+                    }
+                    Ok(kind) => {
+                        if kind == Kind::Dir
+                            && let Some(tree) = dests[i].as_mut()
+                        {
+                            tree.forget(&e.rel);
+                        }
+                        journal.backup(&parent, &name, stage.tree.base(), dest_path.clone())?;
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(UnpackError::Io { path: dest_path, source: err }),
+                }
+                let staged = staged_rel(&e.rel);
+                let (staged_parent_rel, staged_name) = beneath::split_last(&staged);
+                let staged_parent = stage.tree.dir(staged_parent_rel).map_err(UnpackError::io(stage.path()))?;
+                staged_parent.rename(staged_name, &parent, &name).map_err(UnpackError::io(&dest_path))?;
+                journal.steps.push(Undo::Placed {
+                    parent,
+                    name,
+                    staged_parent,
+                    staged_name: staged_name.to_owned(),
+                    path: dest_path,
+                });
+                if e.kind == EntryKind::Dir {
+                    moved_subtree = Some(&e.rel);
+                }
+            }
+        }
+
+        // Directory modes last, deepest first, so read-only directories do not block children.
+        let mut entry_dirs: HashSet<*const Dir> = HashSet::new();
+        for &(i, rel, mode) in dir_modes.iter().rev() {
+            let site = &sites[i];
+            let stage = stages[i].as_mut().expect("a root with entries is staged");
+            let path = site.real.join(rel);
+            let tree = dest_tree(&mut dests[i], site, stage, journal)?;
+            let dir = tree.dir(rel).map_err(UnpackError::io(&path))?;
+            entry_dirs.insert(Arc::as_ptr(&dir));
+            let old = beneath::dir_mode(&dir).map_err(UnpackError::io(&path))?;
+            if old != mode {
+                journal.steps.push(Undo::Mode { dir: Arc::clone(&dir), mode: old, path: path.clone() });
+                beneath::set_dir_mode(&dir, mode).map_err(UnpackError::io(&path))?;
+            }
+        }
+        // Directories that were opened for writing and are not part of the entry get their
+        // own mode back.
+        for (dir, mode) in journal.relaxed.iter().rev() {
+            if !entry_dirs.contains(&Arc::as_ptr(dir)) {
+                beneath::set_dir_mode(dir, *mode).map_err(UnpackError::io(PathBuf::from("a restored directory")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The directory holding root `site`'s destination, and the destination's name there. Missing
+/// directories above the destination are created, never through a link.
+fn root_parent(site: &Site, journal: &mut Journal) -> Result<(Arc<Dir>, String), UnpackError> {
+    if site.missing.is_empty() {
+        let parent = site.real.parent().unwrap_or(&site.real);
+        let name = site.real.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let dir = beneath::open_trusted(parent).map_err(UnpackError::io(parent))?;
+        return Ok((Arc::new(dir), name));
+    }
+    let (last, above) = site.missing.split_last().expect("not empty");
+    let mut dir = Arc::clone(&site.anchor);
+    let mut path = site.real.ancestors().nth(site.missing.len()).unwrap_or(&site.real).to_owned();
+    for name in above {
+        path.push(name);
+        match beneath::kind_of(&dir, name) {
+            Ok(Kind::Dir) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                journal.relax(&dir, path.parent().unwrap_or(&path))?;
+                journal.create_dir(&dir, name, path.clone())?;
+            }
+            Ok(_) => {
+                let source = io::Error::new(io::ErrorKind::NotADirectory, "not a directory (above a `path` root)");
+                return Err(UnpackError::Io { path, source });
+            }
+            Err(source) => return Err(UnpackError::Io { path, source }),
+        }
+        dir = Arc::new(beneath::open_child(&dir, name).map_err(UnpackError::io(&path))?);
+    }
+    Ok((dir, last.clone()))
+}
+
+/// Handles beneath root `site`'s directory, which is made when it does not exist yet (a root
+/// without an entry of its own: a glob's base).
+fn dest_tree<'t>(
+    tree: &'t mut Option<Tree>,
+    site: &Site,
+    stage: &Stage,
+    journal: &mut Journal,
+) -> Result<&'t mut Tree, UnpackError> {
+    if tree.is_none() {
+        let root = if site.missing.is_empty() {
+            Arc::clone(&site.anchor)
+        } else {
+            let (parent, name) = root_parent(site, journal)?;
+            let found = match beneath::kind_of(&parent, &name) {
+                Ok(kind) => Some(kind),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(source) => return Err(UnpackError::Io { path: site.real.clone(), source }),
+            };
+            if found != Some(Kind::Dir) {
+                make_dir_room(&parent, &name, found, stage.tree.base(), journal, site.real.clone())?;
+            }
+            Arc::new(beneath::open_child(&parent, &name).map_err(UnpackError::io(&site.real))?)
+        };
+        *tree = Some(Tree::new(root));
+    }
+    Ok(tree.as_mut().expect("just set"))
+}
+
+/// Make `parent/name` a directory: keep what is there (a link or a file) as a backup, then
+/// create it.
+fn make_dir_room(
+    parent: &Arc<Dir>,
+    name: &str,
+    found: Option<Kind>,
+    stage: &Arc<Dir>,
+    journal: &mut Journal,
+    path: PathBuf,
+) -> Result<(), UnpackError> {
+    journal.relax(parent, path.parent().unwrap_or(&path))?;
+    if found.is_some() {
+        journal.backup(parent, name, stage, path.clone())?;
+    }
+    journal.create_dir(parent, name, path)
+}
+
+fn undo(step: Undo) -> Result<(), String> {
+    let fail = |what: &str, path: &PathBuf, e: io::Error| Err(format!("could not {what} `{}`: {e}", path.display()));
+    match step {
+        Undo::Placed { parent, name, staged_parent, staged_name, path } => {
+            if parent.rename(&name, &staged_parent, &staged_name).is_err()
+                && let Err(e) = beneath::remove_tree(&parent, &name)
+            {
+                return fail("remove the restored", &path, e);
+            }
+            Ok(())
+        }
+        Undo::Backup { parent, name, holder, backup, path } => match holder.rename(&backup, &parent, &name) {
+            Ok(()) => Ok(()),
+            Err(e) => fail("put back the previous", &path, e),
+        },
+        Undo::CreatedDir { parent, name } => {
+            let _ = parent.remove_dir(&name);
+            Ok(())
+        }
+        Undo::Mode { dir, mode, path } => match beneath::set_dir_mode(&dir, mode) {
+            Ok(()) => Ok(()),
+            Err(e) => fail("reset the mode of", &path, e),
+        },
+    }
+}
