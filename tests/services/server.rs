@@ -225,15 +225,31 @@ impl Services {
         });
     }
 
-    /// Store a finalized entry directly (e.g. one whose key has ours as a prefix).
+    /// Store a finalized entry directly (e.g. one whose key has ours as a prefix, or a hostile
+    /// archive made by hand), in Azurite or in the fast blob store's directory.
     pub fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
         let blob = format!("planted-{key}");
-        let url = format!("{}/{}/{blob}?{}", azurite::azurite().base(), self.shared.container, azurite::account_sas());
-        let body = bytes.to_vec();
-        let status = self.rt.block_on(async {
-            self.shared.client.put(&url).header("x-ms-blob-type", "BlockBlob").body(body).send().await.unwrap().status()
-        });
-        assert!(status.is_success());
+        if let Some((dir, _)) = &self.shared.fast {
+            let path = dir.join(&self.shared.container).join(&blob);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        } else {
+            let url =
+                format!("{}/{}/{blob}?{}", azurite::azurite().base(), self.shared.container, azurite::account_sas());
+            let body = bytes.to_vec();
+            let status = self.rt.block_on(async {
+                self.shared
+                    .client
+                    .put(&url)
+                    .header("x-ms-blob-type", "BlockBlob")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            });
+            assert!(status.is_success());
+        }
         let mut store = self.shared.store.lock().unwrap();
         store.seq += 1;
         let seq = store.seq;

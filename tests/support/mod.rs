@@ -131,6 +131,9 @@ pub struct Step {
     pub extra_env: Vec<(String, String)>,
     /// Run the binary under a Python parent that reports its peak RSS (`StepResult::peak_rss_mib`).
     pub measure: bool,
+    /// Run the binary as the last argument of this command line (e.g. `setpriv …` to drop
+    /// privileges); empty for none.
+    pub wrapper: Vec<String>,
     runs: std::cell::Cell<usize>,
 }
 
@@ -193,7 +196,17 @@ impl Step {
         for d in [&ws, &home, &runner_temp] {
             std::fs::create_dir_all(d).unwrap();
         }
-        Self { dir, ws, cache, home, runner_temp, extra_env: Vec::new(), measure: false, runs: Default::default() }
+        Self {
+            dir,
+            ws,
+            cache,
+            home,
+            runner_temp,
+            extra_env: Vec::new(),
+            measure: false,
+            wrapper: Vec::new(),
+            runs: Default::default(),
+        }
     }
 
     /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
@@ -209,7 +222,11 @@ impl Step {
         std::fs::create_dir_all(&files).unwrap();
         let (output, state_file, env_file, summary) =
             (files.join("output"), files.join("state"), files.join("env"), files.join("summary"));
-        let mut cmd = if self.measure {
+        let mut cmd = if let Some((program, args)) = self.wrapper.split_first() {
+            let mut c = std::process::Command::new(program);
+            c.args(args).arg(exe());
+            c
+        } else if self.measure {
             let mut c = std::process::Command::new("python3");
             c.args(["-c", MEASURE_RSS, exe()]);
             c

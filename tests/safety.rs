@@ -1,0 +1,507 @@
+//! Regression tests for design §2, guarantees 6 and 8, through the real binary:
+//!
+//! * restored content never writes or links outside the declared paths, whatever links the
+//!   target already holds or another root of the same entry places (hostile entries made by
+//!   hand, served by the local store and by the v2 service with the fast blob store);
+//! * `clean-on-miss` removes nothing that is not its own, judged on real paths.
+//!
+//! Everything that can delete or overwrite runs in a fresh scratch directory (`Step::new`:
+//! HOME, GITHUB_WORKSPACE, RUNNER_TEMP and the local store all inside it). The victims
+//! "outside" are files made in that scratch directory next to the workspace; no path here is
+//! ever a real directory, except `/root` in the one test that runs the binary as `nobody`.
+
+#[path = "services/mod.rs"]
+mod services;
+mod support;
+
+use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
+use exact_cache::keys::cache_version;
+use exact_cache::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord};
+use exact_cache::paths::{has_glob_meta, normalize};
+use services::{BlobStore, Services};
+use sha2::Digest;
+use std::collections::BTreeMap;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use support::{Step, StepResult, TarBuilder, snapshot, write};
+
+const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+/// Where a hostile entry is served from.
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    /// The local directory backend (`EXACT_CACHE_DIR`).
+    Local,
+    /// The v2 test service with the fast blob store.
+    V2,
+}
+
+/// One member of a hand-made archive, named as in the archive (`<root>/<relative path>`).
+enum Member<'a> {
+    Dir(&'a str),
+    File(&'a str, &'a [u8]),
+    Link(&'a str, &'a str),
+}
+
+/// A scratch step and the store that serves it.
+struct Scene {
+    step: Step,
+    services: Option<Services>,
+}
+
+impl Scene {
+    fn new(store: Store) -> Self {
+        match store {
+            Store::Local => Self { step: Step::new(), services: None },
+            Store::V2 => {
+                let services = Services::start_with(BlobStore::Fast { name: String::new() });
+                let mut step = Step::new();
+                step.extra_env = services.v2_env();
+                step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+                Self { step, services: Some(services) }
+            }
+        }
+    }
+
+    fn inputs(path: &str) -> [(&str, &str); 3] {
+        [("path", path), ("native", "none"), ("compression", "none")]
+    }
+
+    /// Build an archive of `members` for the key the binary computes for `path`, and put it
+    /// where a restore of `path` will find it. The fingerprint member is the binary's own record
+    /// (first), the manifest lists exactly the members (last): only the members are hostile.
+    fn plant(&self, path: &str, members: &[Member]) {
+        let fp = self.step.run(&["fingerprint"], &Self::inputs(path), NO_STATE);
+        assert_eq!(fp.code, 0, "{}", fp.stdout);
+        let key = fp.output("key").to_owned();
+        let record = std::fs::read(fp.output("fingerprint-file")).unwrap();
+
+        let mut tar = TarBuilder::default();
+        tar.file(FINGERPRINT_NAME, &record);
+        let mut entries = Vec::new();
+        for member in members {
+            let entry = match *member {
+                Member::Dir(name) => {
+                    tar.entry(&format!("{name}/"), tar::EntryType::Directory, 0o755, b"", None);
+                    ManifestEntry {
+                        path: name.into(),
+                        kind: EntryKind::Dir,
+                        mode: 0o755,
+                        size: 0,
+                        sha256: None,
+                        target: None,
+                    }
+                }
+                Member::File(name, data) => {
+                    tar.file(name, data);
+                    ManifestEntry {
+                        path: name.into(),
+                        kind: EntryKind::File,
+                        mode: 0o644,
+                        size: data.len() as u64,
+                        sha256: Some(hex::encode(sha2::Sha256::digest(data))),
+                        target: None,
+                    }
+                }
+                Member::Link(name, target) => {
+                    tar.entry(name, tar::EntryType::Symlink, 0o777, b"", Some(target));
+                    ManifestEntry {
+                        path: name.into(),
+                        kind: EntryKind::Symlink,
+                        mode: 0o777,
+                        size: 0,
+                        sha256: None,
+                        target: Some(target.into()),
+                    }
+                }
+            };
+            entries.push(entry);
+        }
+        let lines: Vec<&str> = path.lines().collect();
+        let roots = lines
+            .iter()
+            .map(|l| RootRecord {
+                line: (*l).to_owned(),
+                kind: if has_glob_meta(l) { RootKind::Glob } else { RootKind::Dir },
+            })
+            .collect();
+        let manifest = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.clone(), roots, entries };
+        tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
+        let bytes = tar.finish();
+
+        let version = cache_version(&lines, Compression::None);
+        match &self.services {
+            None => write(&self.step.cache.join("entries").join(format!("{key}@{version}")), &bytes),
+            Some(services) => services.plant(&key, &version, &bytes),
+        }
+    }
+
+    fn restore(&self, path: &str) -> StepResult {
+        self.step.run(&["restore"], &Self::inputs(path), NO_STATE)
+    }
+
+    /// The scratch directory without the workspace and what every run writes for itself (its
+    /// command files, `RUNNER_TEMP`): what a restore must never change.
+    fn outside(&self) -> BTreeMap<String, String> {
+        outside_workspace(&self.step)
+    }
+}
+
+fn outside_workspace(step: &Step) -> BTreeMap<String, String> {
+    let ws = step.ws.strip_prefix(step.dir.path()).unwrap().to_string_lossy().into_owned();
+    snapshot(step.dir.path())
+        .into_iter()
+        .filter(|(k, _)| {
+            !(k == &ws || k.starts_with(&format!("{ws}/")) || k.starts_with("run-") || k.starts_with("runner-temp"))
+        })
+        .collect()
+}
+
+/// What changed between two snapshots of `root`, with the start of every new or changed file.
+fn diff(root: &Path, before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> String {
+    let mut out = Vec::new();
+    let content = |k: &str| {
+        let p = root.join(k);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_file() => {
+                let bytes = std::fs::read(&p).unwrap_or_default();
+                format!(" holding {:?}", String::from_utf8_lossy(&bytes[..bytes.len().min(80)]))
+            }
+            _ => String::new(),
+        }
+    };
+    for (k, v) in after {
+        match before.get(k) {
+            None => out.push(format!("  written: {k}: {v}{}", content(k))),
+            Some(old) if old != v => out.push(format!("  changed: {k}: {old} => {v}{}", content(k))),
+            _ => {}
+        }
+    }
+    for (k, v) in before {
+        if !after.contains_key(k) {
+            out.push(format!("  removed: {k}: {v}"));
+        }
+    }
+    out.join("\n")
+}
+
+fn assert_same(what: &str, root: &Path, before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) {
+    assert!(before == after, "{what} changed ({}):\n{}", root.display(), diff(root, before, after));
+}
+
+/// `../` `n` times, without the last `/`.
+fn ups(n: usize) -> String {
+    vec![".."; n].join("/")
+}
+
+/// Symlinks in `ws` (not followed) whose target resolves outside `ws`.
+fn links_leaving(ws: &Path) -> Vec<String> {
+    let real_ws = std::fs::canonicalize(ws).unwrap();
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(ws).follow_links(false) {
+        let entry = entry.unwrap();
+        if !entry.path_is_symlink() {
+            continue;
+        }
+        let target = std::fs::read_link(entry.path()).unwrap();
+        let inside = match std::fs::canonicalize(entry.path()) {
+            Ok(real) => real.starts_with(&real_ws),
+            // Dangling: judge the target as text from the link's (real) directory.
+            Err(_) => normalize(&entry.path().parent().unwrap().join(&target)).starts_with(ws),
+        };
+        if !inside {
+            out.push(format!("{} -> {}", entry.path().display(), target.display()));
+        }
+    }
+    out
+}
+
+/// Runs a scenario once with the entry in the local store and once in the v2 service.
+macro_rules! on_both_stores {
+    ($($name:ident => $scenario:ident;)*) => {$(
+        mod $name {
+            #[test]
+            fn local_store() {
+                super::$scenario(super::Store::Local)
+            }
+            #[test]
+            fn v2_service() {
+                super::$scenario(super::Store::V2)
+            }
+        }
+    )*};
+}
+
+on_both_stores! {
+    a_symlink_already_in_the_target_cannot_redirect_a_write => symlink_in_target;
+    overlapping_roots_cannot_chain_links_out_of_the_workspace => overlapping_roots;
+    glob_roots_cannot_chain_links_out_of_the_workspace => glob_roots;
+}
+
+// ---- guarantee 6: links placed earlier never redirect a write ------------------------------
+
+/// `out/sub -> ../../outside` is already in the workspace (left by the checkout or a build);
+/// the entry holds `0/sub/x` and no directory entry for `sub`. The write must not go through
+/// the link: either `out/sub` becomes a real directory holding `x`, or the restore is a miss
+/// that changes nothing.
+fn symlink_in_target(store: Store) {
+    let scene = Scene::new(store);
+    let ws = &scene.step.ws;
+    let outside = ws.parent().unwrap().join("outside");
+    write(&outside.join("keep.txt"), b"not the cache's\n");
+    write(&ws.join("out/own.txt"), b"the workspace's own\n");
+    symlink("../../outside", ws.join("out/sub")).unwrap();
+    assert!(outside.join("keep.txt").exists() && ws.join("out/sub/keep.txt").exists(), "the link points outside");
+
+    scene.plant("out", &[Member::Dir("0"), Member::File("0/sub/x", b"from the cache\n")]);
+    let before_outside = scene.outside();
+    let before_ws = snapshot(ws);
+    let r = scene.restore("out");
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
+    if r.output("reused") == "true" {
+        let sub = std::fs::symlink_metadata(ws.join("out/sub")).unwrap();
+        assert!(sub.is_dir(), "reused, but `out/sub` is not a real directory: {:?}", sub.file_type());
+        assert_eq!(std::fs::read(ws.join("out/sub/x")).unwrap(), b"from the cache\n");
+        assert_eq!(std::fs::read(ws.join("out/own.txt")).unwrap(), b"the workspace's own\n");
+    } else {
+        assert_same("the workspace after a miss", ws, &before_ws, &snapshot(ws));
+    }
+}
+
+/// `path: out` and `out/r`. Root 0 places `r/a -> .`, so root 1's `a/a/…/l` is really `r/l`;
+/// its target climbs as many `..` as the name has `a/` (textually inside root 1), and so
+/// really climbs out of the workspace to the scratch directory; `1/l/victim.txt` is then
+/// written there. The restore must refuse the entry as a whole.
+fn overlapping_roots(store: Store) {
+    let scene = Scene::new(store);
+    let (ws, scratch) = (&scene.step.ws, scene.step.dir.path());
+    write(&ws.join("out/own.txt"), b"the workspace's own\n");
+    let victim = scratch.join("victim.txt");
+    write(&victim, b"the victim's own bytes\n");
+    // Levels from root 1 (`ws/out/r`) up to the scratch directory.
+    let depth = ws.join("out/r").strip_prefix(scratch).unwrap().components().count();
+    let link = format!("1/{}l", "a/".repeat(depth));
+    let climb = ups(depth);
+    scene.plant(
+        "out\nout/r",
+        &[
+            Member::Dir("0"),
+            Member::Dir("0/r"),
+            Member::Link("0/r/a", "."),
+            Member::Dir("1"),
+            Member::Link(&link, &climb),
+            Member::File("1/l/victim.txt", b"written through the links\n"),
+        ],
+    );
+    let before_outside = scene.outside();
+    let before_ws = snapshot(ws);
+    let r = scene.restore("out\nout/r");
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_same("outside the workspace", scratch, &before_outside, &scene.outside());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
+    assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
+}
+
+/// `path: **/*.pth` and `**/*.pt2`, both based at the workspace. Root 0 places `a.pth -> .`;
+/// root 1's `a.pth/…/a.pth/l.pt2` (matches `**/*.pt2`, target as many `..` as `a.pth/`, so it
+/// looks contained) is really `l.pt2` at the top of the workspace and points at the scratch
+/// directory; `1/l.pt2/victim.txt` (under a matching directory) is then written there.
+fn glob_roots(store: Store) {
+    let scene = Scene::new(store);
+    let (ws, scratch) = (&scene.step.ws, scene.step.dir.path());
+    write(&ws.join("own.txt"), b"the workspace's own\n");
+    let victim = scratch.join("victim.txt");
+    write(&victim, b"the victim's own bytes\n");
+    let depth = ws.strip_prefix(scratch).unwrap().components().count();
+    let link = format!("1/{}l.pt2", "a.pth/".repeat(depth));
+    let climb = ups(depth);
+    let path = "**/*.pth\n**/*.pt2";
+    scene.plant(
+        path,
+        &[
+            Member::Link("0/a.pth", "."),
+            Member::Link(&link, &climb),
+            Member::File("1/l.pt2/victim.txt", b"written through the links\n"),
+        ],
+    );
+    let before_outside = scene.outside();
+    let before_ws = snapshot(ws);
+    let r = scene.restore(path);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_same("outside the workspace", scratch, &before_outside, &scene.outside());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    assert_eq!(links_leaving(ws), Vec::<String>::new(), "symlinks leaving the workspace");
+    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
+    assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
+}
+
+// ---- guarantee 8: clean-on-miss removes only its own --------------------------------------
+
+fn clean_inputs(path: &str) -> [(&str, &str); 3] {
+    [("path", path), ("native", "none"), ("clean-on-miss", "true")]
+}
+
+/// The step failed with an input error about `clean-on-miss` that names the path: as written,
+/// or one of the absolute forms in `forms`.
+fn assert_clean_refused(r: &StepResult, line: &str, forms: &[&Path]) {
+    let error = r.stdout.lines().find(|l| l.starts_with("::error::") && l.contains("clean-on-miss"));
+    let Some(error) = error else {
+        panic!("`{line}`: no `::error::` about `clean-on-miss` (exit {}):\n{}", r.code, r.stdout)
+    };
+    let names = error.contains(&format!("`{line}`")) || forms.iter().any(|p| error.contains(&*p.to_string_lossy()));
+    assert!(names, "`{line}`: the error does not name the path ({forms:?}): {error}");
+    assert_ne!(r.code, 0, "`{line}`: an input error fails the step:\n{}", r.stdout);
+}
+
+/// Run a restore that misses with `clean-on-miss` for `line`; whatever lies in the scratch
+/// directory (workspace, home, elsewhere) must be untouched, and the step must fail with an
+/// input error naming the path.
+fn assert_refuses_to_clean(step: &Step, line: &str, forms: &[&Path]) {
+    let before = snapshot(step.dir.path());
+    let r = step.run(&["restore"], &clean_inputs(line), NO_STATE);
+    let strip = |m: BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.into_iter().filter(|(k, _)| !(k.starts_with("run-") || k.starts_with("runner-temp"))).collect()
+    };
+    let (before, after) = (strip(before), strip(snapshot(step.dir.path())));
+    assert!(
+        before == after,
+        "`path: {line}` with clean-on-miss removed what is not its own (exit {}):\n{}\n{}",
+        r.code,
+        diff(step.dir.path(), &before, &after),
+        r.stdout
+    );
+    assert_clean_refused(&r, line, forms);
+}
+
+/// A directory outside the workspace, `RUNNER_TEMP` and home, never restored into: not ours.
+#[test]
+fn clean_on_miss_refuses_a_directory_outside_its_own_places() {
+    let step = Step::new();
+    let elsewhere = step.dir.path().join("elsewhere");
+    write(&elsewhere.join("data.bin"), b"someone else's data\n");
+    write(&elsewhere.join("deep/notes.txt"), b"notes\n");
+    let line = elsewhere.to_str().unwrap();
+    assert_refuses_to_clean(&step, line, &[&elsewhere]);
+}
+
+/// A root that is a link to the workspace (`zz -> .`) or to its parent (`up -> ..`): the real
+/// path is the workspace or one of its ancestors.
+#[test]
+fn clean_on_miss_refuses_links_to_the_workspace_or_its_parent() {
+    for (name, target) in [("zz", "."), ("up", "..")] {
+        let step = Step::new();
+        let ws = &step.ws;
+        write(&ws.join("src/main.c"), b"int main(void) { return 0; }\n");
+        write(&ws.join("README.md"), b"readme\n");
+        write(&ws.parent().unwrap().join("sibling/keep.txt"), b"a sibling of the workspace\n");
+        symlink(target, ws.join(name)).unwrap();
+        let real = std::fs::canonicalize(ws.join(name)).unwrap();
+        assert_refuses_to_clean(&step, name, &[&ws.join(name), &real]);
+    }
+}
+
+/// Home by another name: `~/me` where `me -> .` is home itself. (`~`, `~/` and `~/.` are
+/// home as text and must stay refused.)
+#[test]
+fn clean_on_miss_refuses_the_home_directory_by_any_name() {
+    for line in ["~/me", "~", "~/", "~/."] {
+        let step = Step::new();
+        let home = &step.home;
+        write(&home.join(".bashrc"), b"# the user's own\n");
+        write(&home.join("projects/notes.txt"), b"notes\n");
+        symlink(".", home.join("me")).unwrap();
+        let real = std::fs::canonicalize(home).unwrap();
+        assert_refuses_to_clean(&step, line, &[&home.join("me"), home, &real]);
+    }
+}
+
+/// The control for the refusals above: the places that are its own are still cleaned on a
+/// miss — a directory in the workspace, a strict subdirectory of `RUNNER_TEMP` and of home.
+/// (This one passes today and must keep passing.)
+#[test]
+fn clean_on_miss_still_cleans_its_own_places() {
+    let step = Step::new();
+    write(&step.ws.join("out/stale.o"), b"stale\n");
+    write(&step.ws.join("out/sub/stale.o"), b"stale\n");
+    write(&step.ws.join("src/main.c"), b"kept\n");
+    let temp_dir = step.runner_temp.join("build");
+    write(&temp_dir.join("stale.o"), b"stale\n");
+    write(&step.home.join(".cache/tool/stale.o"), b"stale\n");
+    write(&step.home.join(".bashrc"), b"kept\n");
+    let lines = format!("out\n{}\n~/.cache/tool", temp_dir.display());
+    let r = step.run(&["restore"], &clean_inputs(&lines), NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.output("miss-reason"), "not-found");
+    let left = |dir: &Path| {
+        walkdir::WalkDir::new(dir)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.file_type().is_dir())
+            .map(|e| e.path().display().to_string())
+            .collect::<Vec<_>>()
+    };
+    for dir in [step.ws.join("out"), temp_dir, step.home.join(".cache/tool")] {
+        assert_eq!(left(&dir), Vec::<String>::new(), "not cleaned: {}\n{}", dir.display(), r.stdout);
+    }
+    assert!(step.ws.join("src/main.c").exists() && step.home.join(".bashrc").exists());
+}
+
+/// The real home directory is refused even when the step's `HOME` points elsewhere (a runner
+/// or a test set up wrong). Run as `nobody` with HOME and the workspace in the scratch
+/// directory and `path:` root's real home from /etc/passwd: as uid 65534 nothing there can be
+/// removed anyway, so this is safe; today the step only warns that it could not list it.
+#[test]
+fn clean_on_miss_refuses_the_real_home_even_when_home_points_elsewhere() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run the binary as uid 65534");
+        return;
+    }
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !setpriv.exists() {
+        eprintln!("skipped: {} is missing", setpriv.display());
+        return;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let real_home = passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 7 && f[2] == "0")
+        .map(|f| PathBuf::from(f[5]))
+        .expect("root in /etc/passwd");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&real_home).unwrap().permissions().mode();
+    if mode & 0o002 != 0 || !real_home.is_absolute() || real_home == Path::new("/") {
+        eprintln!("skipped: `{}` (mode {mode:o}) is not a safe target for this test", real_home.display());
+        return;
+    }
+
+    let mut step = Step::new();
+    step.wrapper =
+        ["/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--"].map(String::from).to_vec();
+    // nobody must reach and write its scratch directory, the command files of its runs included.
+    for run in 0..2 {
+        std::fs::create_dir_all(step.dir.path().join(format!("run-{run}"))).unwrap();
+    }
+    for entry in walkdir::WalkDir::new(step.dir.path()) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_dir() {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+    }
+    let probe = step.run(&["fingerprint"], &clean_inputs("out")[..2], NO_STATE);
+    assert_eq!(probe.code, 0, "runs as nobody: {}{}", probe.stdout, probe.stderr);
+
+    let line = real_home.to_str().unwrap();
+    let r = step.run(&["restore"], &clean_inputs(line), NO_STATE);
+    assert!(
+        !r.stdout.contains("clean-on-miss did not finish"),
+        "it tried to clean `{line}` and only permissions stopped it:\n{}",
+        r.stdout
+    );
+    assert_clean_refused(&r, line, &[&real_home]);
+}
