@@ -370,11 +370,12 @@ impl Config {
         }
 
         let clean_on_miss = raw.bool("clean-on-miss")?;
-        let preset_dirs: Vec<PathBuf> =
-            preset_plan.as_ref().map(|p| p.exports.iter().map(|(_, dir)| PathBuf::from(dir)).collect()).unwrap_or_default();
+        let preset_dirs: Vec<PathBuf> = preset_plan
+            .as_ref()
+            .map(|p| p.exports.iter().map(|(_, dir)| PathBuf::from(dir)).collect())
+            .unwrap_or_default();
         let runner_temp = env.non_empty("RUNNER_TEMP").map(PathBuf::from);
-        let clean_guard =
-            CleanGuard::new(workspace, locations.home.as_deref(), runner_temp.as_deref(), &preset_dirs);
+        let clean_guard = CleanGuard::new(workspace, locations.home.as_deref(), runner_temp.as_deref(), &preset_dirs);
         if clean_on_miss {
             for p in &paths.includes {
                 if let Err(reason) = clean_guard.check(p) {

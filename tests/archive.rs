@@ -91,22 +91,46 @@ fn globs_keep_their_base_and_restore_over_existing_files() {
     assert_eq!(std::fs::read(dst.path().join("fixtures/gen.py")).unwrap(), b"the checkout's own file");
 }
 
+/// Clears the immutable flag it set, whatever the test does.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(path: &Path) -> Option<Self> {
+        let ok = std::process::Command::new("chattr").arg("+i").arg(path).status().is_ok_and(|s| s.success());
+        ok.then(|| Immutable(path.to_owned()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
 #[test]
 fn a_failed_placement_leaves_the_target_exactly_as_it_was() {
     let src = tempfile::tempdir().unwrap();
     write(&src.path().join("out/0.pth"), b"new zero");
     write(&src.path().join("out/a/b.pth"), b"new b");
+    write(&src.path().join("out/c/d.pth"), b"new d");
     let lines = ["out/**/*.pth"];
     let rec = record("rollback");
     let bytes = pack(src.path(), &lines, &rec, Compression::Zstd);
 
     let dst = tempfile::tempdir().unwrap();
     write(&dst.path().join("out/0.pth"), b"old zero");
-    // A file where the entry needs a directory: `out/a/b.pth` cannot be placed.
+    // A file where the entry needs a directory: it is replaced (and must come back).
     write(&dst.path().join("out/a"), b"in the way");
+    // A directory nothing can be placed in, even by root: `out/c/d.pth` cannot be placed.
+    std::fs::create_dir_all(dst.path().join("out/c")).unwrap();
     let before = snapshot(dst.path());
+    let Some(_guard) = Immutable::set(&dst.path().join("out/c")) else {
+        eprintln!("skipped: `chattr +i` is not available here");
+        return;
+    };
     let err = restore(&bytes, dst.path(), &lines, &rec.key, Compression::Zstd).unwrap_err();
     assert_eq!(err.miss_reason(), MissReason::IoError, "{err}");
+    drop(_guard);
     assert_eq!(snapshot(dst.path()), before, "every move was undone");
 }
 

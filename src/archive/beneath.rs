@@ -86,13 +86,16 @@ pub(crate) fn dir_mode(dir: &Dir) -> io::Result<u32> {
     }
 }
 
-/// Set the permission bits of an open directory (through its handle: `fchmod`).
+/// Set the permission bits of an open directory, through its handle (`fchmodat(fd, ".")`: the
+/// handle may be an `O_PATH` descriptor, which `fchmod` refuses).
 pub(crate) fn set_dir_mode(dir: &Dir, mode: u32) -> io::Result<()> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        let file = dir.try_clone()?.into_std_file();
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for the duration of the call and the path is a valid
+        // NUL-terminated string; fchmodat touches nothing else.
+        let rc = unsafe { libc::fchmodat(dir.as_raw_fd(), c".".as_ptr(), mode as libc::mode_t, 0) };
+        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
     }
     #[cfg(not(unix))]
     {
@@ -150,6 +153,10 @@ fn remove_raw(dir: &Dir, name: &OsStr) -> io::Result<()> {
     }
 }
 
+/// What [`Tree::dir_with`] does where a directory is missing: it gets the parent, the name and
+/// what is there (`None`: nothing), and must leave a directory there or fail.
+pub(crate) type MakeRoom<'a> = dyn FnMut(&Arc<Dir>, &str, Option<Kind>) -> io::Result<()> + 'a;
+
 /// Directory handles beneath one base, opened one component at a time without following links
 /// and kept for reuse. Keys are `/`-separated paths relative to the base (`""` is the base).
 pub(crate) struct Tree {
@@ -174,7 +181,7 @@ impl Tree {
     pub fn dir_with(
         &mut self,
         rel: &str,
-        missing: &mut dyn FnMut(&Arc<Dir>, &str, Option<Kind>) -> io::Result<()>,
+        missing: &mut MakeRoom<'_>,
     ) -> io::Result<Arc<Dir>> {
         if let Some(dir) = self.dirs.get(rel) {
             return Ok(Arc::clone(dir));

@@ -124,7 +124,10 @@ mod tests {
     fn identical_places_of_two_roots_are_the_same_claim_and_conflicts_are_refused() {
         let mut c = Claims::default();
         assert_eq!(c.claim(&p("/ws/out/r/x"), EntryKind::File, "0/r/x", 0, Some(0)), Ok(Granted::New));
-        assert_eq!(c.claim(&p("/ws/out/r/x"), EntryKind::File, "1/x", 1, Some(5)), Ok(Granted::Same { index: Some(0) }));
+        assert_eq!(
+            c.claim(&p("/ws/out/r/x"), EntryKind::File, "1/x", 1, Some(5)),
+            Ok(Granted::Same { index: Some(0) })
+        );
         assert!(c.claim(&p("/ws/out/r/x"), EntryKind::Symlink, "2/x", 2, Some(6)).is_err());
         assert_eq!(c.claim(&p("/ws/out/r/x"), EntryKind::File, "0/r/x", 0, Some(7)), Err("duplicate entry".into()));
     }

@@ -65,7 +65,8 @@ impl CleanGuard {
     /// directory of the password database is protected too, whatever `HOME` says.
     pub fn new(workspace: &Path, home: Option<&Path>, runner_temp: Option<&Path>, own: &[PathBuf]) -> Self {
         let real = |p: &Path| real_location(p);
-        let mut protected: Vec<PathBuf> = [Some(workspace), home, runner_temp].into_iter().flatten().map(real).collect();
+        let mut protected: Vec<PathBuf> =
+            [Some(workspace), home, runner_temp].into_iter().flatten().map(real).collect();
         protected.extend(account_home().map(|h| real(&h)));
         let areas = [Some(workspace), home, runner_temp].into_iter().flatten().map(real).collect();
         let own = own.iter().map(|p| real(p)).collect();
@@ -121,7 +122,8 @@ impl CleanGuard {
         let name = base.file_name().ok_or_else(|| format!("`{}` has no name", base.display()))?;
         let location = real_location(parent).join(name);
         let parent_real = location.parent().unwrap_or(&location);
-        if self.areas.iter().chain(&self.own).any(|a| location.starts_with(a) && location != *a) || is_marked(parent_real)
+        if self.areas.iter().chain(&self.own).any(|a| location.starts_with(a) && location != *a)
+            || is_marked(parent_real)
         {
             return Ok(CleanTarget::Entry(location));
         }
@@ -143,7 +145,8 @@ impl CleanGuard {
     /// Whether `real` (a directory) is a place exact-cache may clean without a marker.
     fn allowed_without_marker(&self, real: &Path) -> bool {
         !self.protected.iter().any(|p| p.starts_with(real))
-            && (self.areas.iter().any(|a| real.starts_with(a) && real != a) || self.own.iter().any(|o| real.starts_with(o)))
+            && (self.areas.iter().any(|a| real.starts_with(a) && real != a)
+                || self.own.iter().any(|o| real.starts_with(o)))
     }
 
     /// After a restore or save: leave the marker in each directory root that `clean-on-miss`
@@ -219,7 +222,8 @@ fn account_home() -> Option<PathBuf> {
 pub fn clean(set: &PatternSet, guard: &CleanGuard) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
     for pattern in &set.includes {
-        let target = guard.check(pattern).map_err(|reason| CleanError::Refused { line: pattern.line.clone(), reason })?;
+        let target =
+            guard.check(pattern).map_err(|reason| CleanError::Refused { line: pattern.line.clone(), reason })?;
         match target {
             CleanTarget::Nothing => {}
             CleanTarget::Entry(location) => {
@@ -233,7 +237,8 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard) -> Result<CleanStats, CleanEr
                 }
             }
             CleanTarget::Dir(real) => {
-                let dir = beneath::open_trusted(&real).map_err(|source| CleanError::Remove { path: real.clone(), source })?;
+                let dir =
+                    beneath::open_trusted(&real).map_err(|source| CleanError::Remove { path: real.clone(), source })?;
                 super::staging::sweep_stale_in(&dir);
                 if let Some(parent) = real.parent() {
                     super::staging::sweep_stale(parent);
@@ -302,7 +307,8 @@ impl Walk<'_> {
 fn remove_file(dir: &Dir, name: &str) -> io::Result<bool> {
     use cap_fs_ext::DirExt;
     let mut result = dir.remove_file_or_symlink(name);
-    if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied) && beneath::make_writable(dir).is_ok()
+    if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
+        && beneath::make_writable(dir).is_ok()
     {
         result = dir.remove_file_or_symlink(name);
     }

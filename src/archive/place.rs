@@ -21,11 +21,30 @@ use std::sync::Arc;
 /// One step of placement, recorded so it can be undone.
 enum Undo {
     /// `parent/name` came from `staged_parent/staged_name`.
-    Placed { parent: Arc<Dir>, name: String, staged_parent: Arc<Dir>, staged_name: String, path: PathBuf },
+    Placed {
+        parent: Arc<Dir>,
+        name: String,
+        staged_parent: Arc<Dir>,
+        staged_name: String,
+        path: PathBuf,
+    },
     /// What was at `parent/name` is kept as `backup` in a staging directory.
-    Backup { parent: Arc<Dir>, name: String, holder: Arc<Dir>, backup: String, path: PathBuf },
-    CreatedDir { parent: Arc<Dir>, name: String },
-    Mode { dir: Arc<Dir>, mode: u32, path: PathBuf },
+    Backup {
+        parent: Arc<Dir>,
+        name: String,
+        holder: Arc<Dir>,
+        backup: String,
+        path: PathBuf,
+    },
+    CreatedDir {
+        parent: Arc<Dir>,
+        name: String,
+    },
+    Mode {
+        dir: Arc<Dir>,
+        mode: u32,
+        path: PathBuf,
+    },
 }
 
 #[derive(Default)]

@@ -15,7 +15,9 @@ pub(super) fn create(anchor: &Dir) -> io::Result<String> {
     sweep_stale_in(anchor);
     loop {
         let mut random = std::collections::hash_map::RandomState::new().build_hasher();
-        random.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+        random.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+        );
         let name = format!("{STAGING_PREFIX}{}-{:016x}", std::process::id(), random.finish());
         match anchor.create_dir(&name) {
             Ok(()) => return Ok(name),

@@ -150,12 +150,11 @@ impl Site {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(source) => return Err(UnpackError::Io { path: existing, source }),
             }
-            let name = existing.file_name().and_then(|n| n.to_str()).map(str::to_owned).ok_or_else(|| {
-                UnpackError::Io {
+            let name =
+                existing.file_name().and_then(|n| n.to_str()).map(str::to_owned).ok_or_else(|| UnpackError::Io {
                     path: base.to_owned(),
                     source: io::Error::new(io::ErrorKind::NotFound, "no existing ancestor directory"),
-                }
-            })?;
+                })?;
             missing.push(name);
             existing.pop();
         }
@@ -286,8 +285,8 @@ impl<'p> Stager<'p> {
         }
         if name == MANIFEST_NAME && entry_type.is_file() {
             let bytes = read_small(&mut entry, MAX_MANIFEST_BYTES, &name)?;
-            let parsed: Manifest =
-                serde_json::from_slice(&bytes).map_err(|e| UnpackError::corrupt_detail(format!("bad manifest: {e}")))?;
+            let parsed: Manifest = serde_json::from_slice(&bytes)
+                .map_err(|e| UnpackError::corrupt_detail(format!("bad manifest: {e}")))?;
             self.manifest = Some(parsed);
             return Ok(());
         }
@@ -354,16 +353,7 @@ impl<'p> Stager<'p> {
             })
             .map_err(UnpackError::io(stage_path.join(parent_rel)))?;
         let path = stage_path.join(&staged_rel);
-        let record = StagedEntry {
-            root,
-            rel,
-            kind,
-            mode,
-            size: 0,
-            sha256: None,
-            target: target.clone(),
-            duplicate_of,
-        };
+        let record = StagedEntry { root, rel, kind, mode, size: 0, sha256: None, target: target.clone(), duplicate_of };
         match kind {
             EntryKind::Dir => match parent.create_dir(leaf) {
                 Ok(()) => {}
@@ -400,7 +390,14 @@ impl<'p> Stager<'p> {
 
     /// Claim the entry's real destination against every root's entries so far; the index of
     /// an identical earlier entry of an overlapping root.
-    fn claim(&mut self, root: usize, rel: &str, kind: EntryKind, name: &str, index: usize) -> Result<Option<usize>, String> {
+    fn claim(
+        &mut self,
+        root: usize,
+        rel: &str,
+        kind: EntryKind,
+        name: &str,
+        index: usize,
+    ) -> Result<Option<usize>, String> {
         let site = &self.staged.sites[root];
         if !self.root_claimed[root] {
             self.root_claimed[root] = true;
@@ -466,8 +463,10 @@ impl<'p> Stager<'p> {
         if !self.have_record {
             return Err(UnpackError::corrupt_detail("empty archive"));
         }
-        let manifest =
-            self.manifest.take().ok_or_else(|| UnpackError::corrupt_detail("no manifest at the end (truncated archive?)"))?;
+        let manifest = self
+            .manifest
+            .take()
+            .ok_or_else(|| UnpackError::corrupt_detail("no manifest at the end (truncated archive?)"))?;
         let staged = &mut self.staged;
         manifest.check_header(self.plan.key, staged.sites.len()).map_err(UnpackError::Mismatch)?;
         let actual: Vec<ManifestEntry> = staged
@@ -526,7 +525,9 @@ impl Staged {
                 };
                 let rel = rel.to_string_lossy().replace('\\', "/");
                 let below = format!("{rel}/");
-                self.entries.iter().any(|e| e.root == i && (e.rel == rel || (!rel.is_empty() && e.rel.starts_with(&below))))
+                self.entries
+                    .iter()
+                    .any(|e| e.root == i && (e.rel == rel || (!rel.is_empty() && e.rel.starts_with(&below))))
             });
             if !found {
                 return Err(UnpackError::Incomplete { path: required.to_string_lossy().into_owned() });
@@ -649,4 +650,3 @@ fn read_small<R: Read>(entry: &mut tar::Entry<'_, R>, max: u64, name: &str) -> R
 fn placeholder_record() -> FingerprintRecord {
     FingerprintRecord::new("", "", Default::default())
 }
-
