@@ -270,7 +270,7 @@ fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport)
     if let Some(key) = key {
         runner.set_output("key", key)?;
     }
-    runner.append_summary(&report::save_summary(key, &report))?;
+    runner.append_summary(&report::save_summary(&report::Shown::new(runner, config), key, &report))?;
     if trouble && config.strict {
         return Err(Error::Strict(format!("{}: {}", report.result, report.detail.unwrap_or_default())));
     }
