@@ -477,3 +477,20 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
     let other = step.run(&["fingerprint"], &hashing, NO_STATE);
     assert_ne!(other.output("key"), fingerprint.output("key"));
 }
+
+#[test]
+fn a_path_line_holding_the_token_is_never_saved() {
+    let token = "ghs_RootLineToken0123456789abcdefXYZ";
+    let mut step = Step::new();
+    step.extra_env.push(("GITHUB_TOKEN".into(), token.into()));
+    let line = format!("out-{token}");
+    write(&step.ws.join(&line).join("model.bin"), b"weights");
+    let inputs = [("path", line.as_str()), ("native", "none"), ("prefix", "roots")];
+    let r = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!((r.code, r.output("save-result")), (0, "secret-found"), "{}", r.stdout);
+    assert!(r.stdout.contains("a `path` line holds the value of a token"), "{}", r.stdout);
+    assert!(!r.readable().contains(token), "{}", r.readable());
+    assert!(
+        !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+    );
+}

@@ -110,6 +110,11 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         let report = SaveReport::warning(SaveResult::SecretFound, msg);
         return finish(ctx, config, Some(&key), report);
     }
+    if secrets.in_roots(&inv.roots).is_some() {
+        let msg = "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was \
+                   uploaded";
+        return finish(ctx, config, Some(&key), SaveReport::warning(SaveResult::SecretFound, msg));
+    }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
