@@ -421,3 +421,76 @@ fn a_file_holding_a_token_or_a_secret_env_value_is_never_saved() {
     assert_ne!(bad.code, 0, "{}", bad.stdout);
     assert!(bad.stdout.contains("secret-env"), "{}", bad.stdout);
 }
+
+/// Every 12-character piece of `secret` that lies on one line.
+fn fragments(secret: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    chars.windows(12).map(|w| w.iter().collect::<String>()).filter(|f| !f.contains('\n')).collect()
+}
+
+#[test]
+fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
+    use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive};
+    use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
+    // Longer than any cut, over several lines; the rotated value was never registered.
+    let secret: String =
+        (0..4).map(|i| format!("k{i}-{}", "Rv8TqW3zLm5Yp1Hs".repeat(4))).collect::<Vec<_>>().join("\n");
+    let rotated = secret.replace("Rv8", "Xo4");
+    let pin = "q7Z4k9"; // shorter than anything registered as a secret
+    assert!(secret.len() > 200);
+    let mut step = Step::new();
+    step.extra_env.push(("DEPLOY_KEY".into(), secret.clone()));
+    step.extra_env.push(("DEPLOY_PIN".into(), pin.into()));
+    write(&step.ws.join("gen.py"), b"print('generate')\n");
+    // An entry of the prefix saved before the key was rotated and listed in `secret-env`.
+    let mut env = Component::new();
+    env.insert("DEPLOY_KEY".into(), Value::text(&rotated));
+    env.insert("DEPLOY_PIN".into(), Value::text("old-pin-0815"));
+    let mut fp = Fingerprint::default();
+    fp.insert("env", env);
+    let earlier = FingerprintRecord::new("fixtures-v1", "v1", fp);
+    let none = SecretScanner::none();
+    let (bytes, _) =
+        write_archive(&Inventory::default(), &earlier, Compression::Zstd, &none, Vec::new(), &mut |_| {}).unwrap();
+    write(&step.cache.join(format!("entries/{}@v1", earlier.key)), &bytes);
+
+    let hashing =
+        [inputs(), vec![("hash-env", "DEPLOY_KEY\nDEPLOY_PIN"), ("secret-env", "DEPLOY_KEY\nDEPLOY_PIN")]].concat();
+    let fingerprint = step.run(&["fingerprint"], &hashing, NO_STATE);
+    let restore = step.run(&["restore"], &hashing, NO_STATE);
+    generate(&step);
+    let post = step.run(&["save", "--post"], &hashing, &restore.state);
+    assert_eq!(post.output("save-result"), "secret-found", "{}", post.stdout);
+    for r in [&fingerprint, &restore, &post] {
+        let readable = r.readable();
+        assert!(!readable.contains(pin) && !readable.contains("old-pin-0815"), "{readable}");
+        for fragment in fragments(&secret).iter().chain(&fragments(&rotated)) {
+            assert!(!readable.contains(fragment.as_str()), "`{fragment}` shows in\n{readable}");
+        }
+    }
+    assert!(restore.stdout.contains("env: DEPLOY_KEY changed"), "explained: {}", restore.stdout);
+    assert!(restore.stdout.contains("DEPLOY_KEY = ***") && restore.stdout.contains("DEPLOY_PIN = ***"));
+    assert!(restore.summary.contains("| `env` | `DEPLOY_KEY` | \\*\\*\\* |"), "{}", restore.summary);
+    // The real value still decides the key.
+    step.extra_env.retain(|(k, _)| k != "DEPLOY_KEY");
+    step.extra_env.push(("DEPLOY_KEY".into(), rotated.clone()));
+    let other = step.run(&["fingerprint"], &hashing, NO_STATE);
+    assert_ne!(other.output("key"), fingerprint.output("key"));
+}
+
+#[test]
+fn a_path_line_holding_the_token_is_never_saved() {
+    let token = "ghs_RootLineToken0123456789abcdefXYZ";
+    let mut step = Step::new();
+    step.extra_env.push(("GITHUB_TOKEN".into(), token.into()));
+    let line = format!("out-{token}");
+    write(&step.ws.join(&line).join("model.bin"), b"weights");
+    let inputs = [("path", line.as_str()), ("native", "none"), ("prefix", "roots")];
+    let r = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!((r.code, r.output("save-result")), (0, "secret-found"), "{}", r.stdout);
+    assert!(r.stdout.contains("a `path` line holds the value of a token"), "{}", r.stdout);
+    assert!(!r.readable().contains(token), "{}", r.readable());
+    assert!(
+        !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+    );
+}

@@ -96,3 +96,35 @@ fn two_processes_saving_one_key_while_others_restore() {
     }
     assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 1);
 }
+
+#[test]
+fn a_save_sweeps_uploads_that_killed_saves_left_behind() {
+    use std::time::{Duration, SystemTime};
+    let step = Step::new();
+    let tmp = step.cache.join("tmp");
+    // A save killed with SIGKILL: its process (a pid above the kernel's limit) is gone.
+    let dead = tmp.join("upload-4194999-aBc123");
+    // An older version's name, without a pid, two days old.
+    let old = tmp.join("upload-Xy12Zq");
+    // A save running now, and one whose pid means nothing here (another container) but that
+    // holds its lock.
+    let live = tmp.join(format!("upload-{}-dEf456", std::process::id()));
+    let locked = tmp.join("upload-4194998-gHi789");
+    for p in [&dead, &old, &live, &locked] {
+        write(p, b"half an archive");
+    }
+    let two_days_ago = SystemTime::now() - Duration::from_secs(2 * 24 * 60 * 60);
+    filetime::set_file_mtime(&old, filetime::FileTime::from_system_time(two_days_ago)).unwrap();
+    let lock = std::fs::File::open(&locked).unwrap();
+    lock.lock().unwrap();
+
+    write(&step.ws.join("out/a"), b"a");
+    let r = step.run(&["save"], &[("path", "out"), ("native", "none")], &Default::default());
+    assert_eq!(r.output("save-result"), "saved", "{}", r.stdout);
+    assert!(!dead.exists(), "the dead process's upload is swept");
+    assert!(!old.exists(), "a day-old upload is swept");
+    assert!(live.exists() && locked.exists(), "uploads in progress stay");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    drop(lock);
+}

@@ -151,7 +151,8 @@ fn permission_bits(meta: &std::fs::Metadata, kind: EntryKind) -> u32 {
 }
 
 /// Stream `inv` into `out` as an archive; `on_bytes` hears about every chunk of file content.
-/// Names, link targets and contents pass `secrets` first: a hit ends the archive unfinished.
+/// `path` lines, names, link targets and contents pass `secrets` first: a hit ends the archive
+/// unfinished.
 pub fn write_archive<W: Write>(
     inv: &Inventory,
     record: &FingerprintRecord,
@@ -160,6 +161,9 @@ pub fn write_archive<W: Write>(
     out: W,
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<(W, PackStats), PackError> {
+    if let Some(root) = secrets.in_roots(&inv.roots) {
+        return Err(PackError::Secret { path: PathBuf::from(&root.line) });
+    }
     let (effort, sample_ratio) = match compression {
         Compression::Zstd => effort_for(&sample(inv)),
         _ => (Effort::Normal, 0.0),

@@ -1,11 +1,13 @@
-//! The secret scan of a save: the bytes, names and link targets being archived must not contain
-//! the job's tokens (`ACTIONS_RUNTIME_TOKEN`, `GITHUB_TOKEN`, the `github-token` input) or the
-//! values of the variables named in `secret-env`. The packer scans each file's bytes as it reads
+//! The secret scan of a save: the bytes, names and link targets being archived, and the `path`
+//! lines the manifest keeps, must not contain the job's tokens (`ACTIONS_RUNTIME_TOKEN`,
+//! `GITHUB_TOKEN`, the `github-token` input) or the values of the variables named in
+//! `secret-env`. The packer scans each file's bytes as it reads
 //! them (no second pass over the data) and passes them on only after they are cleared, so a
 //! secret never reaches the encoder, let alone the wire; finding one aborts the archive and the
 //! entry is never committed. A finding names the file, never the secret.
 
 use crate::fingerprint::FingerprintRecord;
+use crate::manifest::RootRecord;
 use memchr::memmem::Finder;
 use std::io;
 
@@ -43,6 +45,11 @@ impl SecretScanner {
     /// Whether `name` (an entry's path or link target) holds a secret.
     pub fn in_name(&self, name: &str) -> bool {
         self.found_in(name.as_bytes())
+    }
+
+    /// The first root whose `path` line (stored in the manifest) holds a secret.
+    pub fn in_roots<'r>(&self, roots: &'r [RootRecord]) -> Option<&'r RootRecord> {
+        roots.iter().find(|r| self.found_in(r.line.as_bytes()))
     }
 
     /// Whether the fingerprint record holds a secret in any of its own strings (not its JSON,

@@ -2,15 +2,26 @@
 //! persistent disk (`backend: local`).
 //!
 //! Layout under the root: `entries/<key>@<version>` (one archive each) and `tmp/`. A save
-//! writes `tmp/<random>`, syncs it, and links it to its final name only if that name does not
-//! exist yet (`persist_noclobber`): entries are immutable, readers never see a partial file,
-//! and of two processes saving the same key exactly one wins while the other hears `Exists`.
+//! writes `tmp/upload-<pid>-<random>`, syncs it, and links it to its final name only if that
+//! name does not exist yet (`persist_noclobber`): entries are immutable, readers never see a
+//! partial file, and of two processes saving the same key exactly one wins while the other
+//! hears `Exists`.
+//!
+//! A save that was killed leaves its temporary file behind; the next save sweeps those whose
+//! process is gone, or that are older than a day. A writing upload holds an advisory lock on
+//! its file, so a store shared by containers (where another's pid means nothing here) never
+//! loses a live upload.
 
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+const UPLOAD_PREFIX: &str = "upload-";
+/// A temporary upload older than this is a leftover whatever its name says.
+const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub struct LocalBackend {
     root: PathBuf,
@@ -99,11 +110,14 @@ impl Backend for LocalBackend {
         for dir in [&tmp_dir, &self.root.join("entries")] {
             fs::create_dir_all(dir).map_err(|e| self.io_error("create", dir, e))?;
         }
+        sweep_stale_uploads(&tmp_dir);
         let tmp = tempfile::Builder::new()
-            .prefix("upload-")
+            .prefix(&format!("{UPLOAD_PREFIX}{}-", std::process::id()))
             .tempfile_in(&tmp_dir)
             .map_err(|e| self.io_error("create a file in", &tmp_dir, e))?;
         let file = tmp.reopen().map_err(|e| self.io_error("open", tmp.path(), e))?;
+        // Released by the kernel however this process ends; a sweep never removes a locked file.
+        let _ = file.try_lock();
         Ok(Reservation::Reserved(Box::new(LocalUpload {
             writer: BufWriter::with_capacity(1 << 20, file),
             tmp: Some(tmp),
@@ -111,6 +125,46 @@ impl Backend for LocalBackend {
             written: 0,
         })))
     }
+}
+
+/// Remove the temporary uploads in `dir` that no process is writing: not locked, and either
+/// named for a process that is gone or older than [`STALE_AFTER`].
+fn sweep_stale_uploads(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(UPLOAD_PREFIX)) else { continue };
+        let pid = rest.split_once('-').and_then(|(pid, _)| pid.parse::<u32>().ok());
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_AFTER));
+        if !(old || pid.is_some_and(|pid| !process_alive(pid))) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = File::open(&path) else { continue };
+        if file.try_lock().is_ok() {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+#[cfg(unix)]
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks whether the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(not(unix))]
+fn process_alive(_pid: u32) -> bool {
+    true
 }
 
 struct LocalUpload {

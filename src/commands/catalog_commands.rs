@@ -1,7 +1,7 @@
 //! The CLI's `explain`, `list` and `prune`: the same catalog operations the action uses on a
 //! miss (explain) and after a save (prune), run by hand.
 
-use super::{Context, Error, compute, explain, prune as pruning};
+use super::{Context, Error, compute, explain, prune as pruning, report::Shown};
 use crate::config::Config;
 use crate::units;
 
@@ -11,6 +11,7 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<(), Error> {
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
     let catalog = (ctx.catalog)(config, runner.env())?;
     match explain::explain(
+        &Shown::new(runner, config),
         backend.as_ref(),
         catalog.as_ref(),
         &record,

@@ -3,6 +3,7 @@
 //! fingerprint from the first bytes of its archive — one small ranged read, never the whole
 //! entry — and name every component that differs from ours.
 
+use super::report::Shown;
 use crate::archive::{Compression, read_fingerprint};
 use crate::backend::Backend;
 use crate::fingerprint::{Change, FingerprintRecord, Value};
@@ -15,6 +16,8 @@ const PREFIX_READS: [u64; 2] = [1 << 20, 16 << 20];
 const CANDIDATES: usize = 5;
 /// Changes listed before "… and N more".
 pub(super) const SHOWN: usize = 25;
+/// Characters of each value in a change.
+const VALUE_CHARS: usize = 80;
 
 pub(super) struct Explanation {
     pub against: Listed,
@@ -30,6 +33,7 @@ pub(super) fn is_our_key(prefix: &str, key: &str) -> bool {
 
 /// Compare `ours` with the newest other entry of its prefix. `Err` is a one-line reason.
 pub(super) fn explain(
+    shown: &Shown,
     backend: &dyn Backend,
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
@@ -58,7 +62,7 @@ pub(super) fn explain(
     for candidate in listed.into_iter().take(CANDIDATES) {
         match read_theirs(backend, &candidate) {
             Ok(theirs) => {
-                let changes = theirs.components.diff(&ours.components).iter().map(render).collect();
+                let changes = theirs.components.diff(&ours.components).iter().map(|c| render(c, shown)).collect();
                 return Ok(Explanation { against: candidate, changes });
             }
             Err(problem) => last_problem = problem,
@@ -97,15 +101,11 @@ fn sniff(bytes: &[u8]) -> Compression {
     }
 }
 
-fn short(v: &Value) -> String {
-    let text = v.display().trim().replace('\n', " ");
-    if text.chars().count() > 80 { format!("{}…", text.chars().take(80).collect::<String>()) } else { text }
-}
-
 /// One change as users read it: `python: torch 2.14.0 → 2.15.0`, `files: gen.py changed`,
-/// `native.isa: x86-64-v4 → x86-64-v3`.
-pub(super) fn render(c: &Change) -> String {
+/// `native.isa: x86-64-v4 → x86-64-v3`. Values read as [`Shown`] shows them.
+pub(super) fn render(c: &Change, shown: &Shown) -> String {
     let (component, label) = (c.component.as_str(), c.label.as_str());
+    let short = |v: &Value| shown.value(component, label, v, VALUE_CHARS);
     let single = matches!(
         (component, label),
         ("native.arch", "arch")
@@ -120,6 +120,8 @@ pub(super) fn render(c: &Change) -> String {
     };
     match (&c.old, &c.new) {
         (Some(_), Some(_)) if component == "files" => format!("files: {label} changed"),
+        // A `secret-env` value shows as `***` on both sides; a long one may differ past the cut.
+        (Some(old), Some(new)) if short(old) == short(new) => format!("{name}: {label} changed"),
         (Some(old), Some(new)) if single => format!("{name}: {} → {}", short(old), short(new)),
         (Some(old), Some(new)) => format!("{name}: {label} {} → {}", short(old), short(new)),
         (None, Some(new)) if component == "files" || new == &Value::Absent => format!("{name}: {label} added"),
@@ -142,19 +144,26 @@ mod tests {
         }
     }
 
+    fn render_plain(c: &Change) -> String {
+        render(c, &Shown::plain())
+    }
+
     #[test]
     fn changes_read_like_the_issue_says() {
         assert_eq!(
-            render(&change("python.dists", "torch", Some("2.14.0"), Some("2.15.0"))),
+            render_plain(&change("python.dists", "torch", Some("2.14.0"), Some("2.15.0"))),
             "python: torch 2.14.0 → 2.15.0"
         );
-        assert_eq!(render(&change("files", "gen_model.py", Some("aa -"), Some("bb -"))), "files: gen_model.py changed");
         assert_eq!(
-            render(&change("native.isa", "level", Some("x86-64-v4"), Some("x86-64-v3"))),
+            render_plain(&change("files", "gen_model.py", Some("aa -"), Some("bb -"))),
+            "files: gen_model.py changed"
+        );
+        assert_eq!(
+            render_plain(&change("native.isa", "level", Some("x86-64-v4"), Some("x86-64-v3"))),
             "native.isa: x86-64-v4 → x86-64-v3"
         );
-        assert_eq!(render(&change("python.dists", "numpy", None, Some("2.0"))), "python: numpy added (2.0)");
-        assert_eq!(render(&change("env", "CUDA_ARCH", Some("8.0"), None)), "env: CUDA_ARCH removed");
+        assert_eq!(render_plain(&change("python.dists", "numpy", None, Some("2.0"))), "python: numpy added (2.0)");
+        assert_eq!(render_plain(&change("env", "CUDA_ARCH", Some("8.0"), None)), "env: CUDA_ARCH removed");
         assert!(is_our_key("p", &format!("p-{}", "a".repeat(64))));
         assert!(!is_our_key("p", &format!("p-x-{}", "a".repeat(64))), "a longer prefix is not ours");
         assert_eq!(sniff(&[0x28, 0xb5, 0x2f, 0xfd, 0]), Compression::Zstd);

@@ -10,6 +10,6 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     runner.set_output("key", &record.key)?;
     runner.set_output("fingerprint-file", &path.to_string_lossy())?;
     runner.info(&format!("fingerprint file: {}", path.display()));
-    runner.append_summary(&report::fingerprint_summary(&record))?;
+    runner.append_summary(&report::fingerprint_summary(&report::Shown::new(runner, config), &record))?;
     Ok(())
 }

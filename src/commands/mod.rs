@@ -193,6 +193,7 @@ fn explain_miss(
         }
     };
     match explain::explain(
+        &report::Shown::new(runner, config),
         backend,
         catalog.as_ref(),
         ours,
@@ -279,7 +280,7 @@ fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
     let _group = ctx.runner.group("Fingerprint");
     let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, ctx.runner.env())?;
     let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
-    report::log_fingerprint(ctx.runner, &record);
+    report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
     Ok(record)
 }
 

@@ -4,31 +4,73 @@ use super::explain::Explanation;
 use super::restore::Attempt;
 use super::save::SaveReport;
 use crate::archive::CleanStats;
-use crate::fingerprint::FingerprintRecord;
-use crate::runner::Runner;
-use crate::runner::summary::{Markdown, code};
+use crate::config::Config;
+use crate::fingerprint::{FingerprintRecord, Value};
+use crate::runner::summary::{Inline, Markdown};
+use crate::runner::{Redactor, Runner};
 use crate::units;
 
 /// Values shown per component before "… and N more".
 const LOG_VALUES: usize = 12;
 const SUMMARY_VALUES: usize = 40;
+/// Characters of a value shown in the log and the summary.
 const VALUE_CHARS: usize = 160;
 
-fn shorten(s: &str) -> String {
-    let one_line = s.trim().replace('\n', " ⏎ ");
-    if one_line.chars().count() <= VALUE_CHARS {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(VALUE_CHARS).collect::<String>())
+/// How fingerprint values read in the log, the summary and explanations of misses: the value of
+/// a `secret-env` variable is `***` (whatever its length, and on either side of a change), other
+/// registered secrets are redacted, and only then is the value cut to one short line, so no
+/// part of a secret survives the cut. What enters the key is untouched.
+pub(super) struct Shown<'a> {
+    redactor: Redactor,
+    secret_env: &'a [String],
+}
+
+impl<'a> Shown<'a> {
+    pub fn new(runner: &Runner, config: &'a Config) -> Self {
+        Self { redactor: runner.redactor(), secret_env: &config.secret_env }
+    }
+
+    /// Nothing secret (tests).
+    #[cfg(test)]
+    pub fn plain() -> Shown<'static> {
+        Shown { redactor: Redactor::default(), secret_env: &[] }
+    }
+
+    /// Whether `label` of `component` is a `secret-env` variable.
+    fn is_secret(&self, component: &str, label: &str) -> bool {
+        component == "env" && self.secret_env.iter().any(|n| n == label)
+    }
+
+    /// `value` of `label` in `component`, as one line of at most `max` characters.
+    pub fn value(&self, component: &str, label: &str, value: &Value, max: usize) -> String {
+        if self.is_secret(component, label) && *value != Value::Absent {
+            return "***".to_owned();
+        }
+        shorten(&self.redactor.redact(value.display()), max)
+    }
+
+    pub fn markdown(&self) -> Markdown {
+        Markdown::new(self.redactor.clone())
     }
 }
 
-pub(super) fn log_fingerprint(runner: &Runner, record: &FingerprintRecord) {
+/// One line of at most `max` characters: line breaks shown as ` ⏎ `, the rest cut off with `…`.
+/// Redact before calling this.
+fn shorten(s: &str, max: usize) -> String {
+    let one_line: String = crate::runner::runner_lines(s.trim()).collect::<Vec<_>>().join(" ⏎ ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max).collect::<String>())
+    }
+}
+
+pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &FingerprintRecord) {
     for (name, values) in &record.components.components {
         let plural = if values.len() == 1 { "value" } else { "values" };
         runner.info(&format!("{name} ({} {plural})", values.len()));
         for (label, value) in values.iter().take(LOG_VALUES) {
-            runner.info(&format!("  {label} = {}", shorten(value.display())));
+            runner.info(&format!("  {label} = {}", shown.value(name, label, value, VALUE_CHARS)));
         }
         if values.len() > LOG_VALUES {
             runner.info(&format!("  … and {} more (see the fingerprint file)", values.len() - LOG_VALUES));
@@ -37,15 +79,16 @@ pub(super) fn log_fingerprint(runner: &Runner, record: &FingerprintRecord) {
     runner.info(&format!("key: {}", record.key));
 }
 
-fn fingerprint_details(md: &mut Markdown, record: &FingerprintRecord) {
-    let mut inner = Markdown::new();
+fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRecord) {
+    let mut inner = md.nested();
     let mut rows = Vec::new();
     for (name, values) in &record.components.components {
         for (label, value) in values.iter().take(SUMMARY_VALUES) {
-            rows.push(vec![code(name), code(label), shorten(value.display())]);
+            rows.push(vec![md.code(name), md.code(label), md.text(&shown.value(name, label, value, VALUE_CHARS))]);
         }
         if values.len() > SUMMARY_VALUES {
-            rows.push(vec![code(name), format!("… {} more", values.len() - SUMMARY_VALUES), String::new()]);
+            let more = Inline::ours(format!("… {} more", values.len() - SUMMARY_VALUES));
+            rows.push(vec![md.code(name), more, Inline::default()]);
         }
     }
     inner.table(&["component", "label", "value"], rows);
@@ -53,108 +96,180 @@ fn fingerprint_details(md: &mut Markdown, record: &FingerprintRecord) {
     md.details(&format!("Fingerprint: {} components, {count} values", record.components.components.len()), &inner);
 }
 
-pub(super) fn fingerprint_summary(record: &FingerprintRecord) -> String {
-    let mut md = Markdown::new();
+pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> String {
+    let mut md = shown.markdown();
     md.heading(3, "exact-cache fingerprint");
-    md.table(&["", ""], [vec!["key".to_owned(), code(&record.key)]]);
-    fingerprint_details(&mut md, record);
+    let rows = [vec![Inline::ours("key"), md.code(&record.key)]];
+    md.table(&["", ""], rows);
+    fingerprint_details(&mut md, shown, record);
     md.as_str().to_owned()
 }
 
 pub(super) fn restore_summary(
+    shown: &Shown,
     record: &FingerprintRecord,
     backend: String,
     attempt: &Attempt,
     cleaned: Option<CleanStats>,
     explanation: Option<&Explanation>,
 ) -> String {
-    let mut md = Markdown::new();
+    let mut md = shown.markdown();
     md.heading(3, "exact-cache restore");
-    let mut rows = vec![vec!["key".to_owned(), code(&record.key)]];
+    let mut rows = vec![vec![Inline::ours("key"), md.code(&record.key)]];
     match attempt {
         Attempt::Reused { stats, elapsed, archive_bytes, .. } => {
-            rows.push(vec!["result".into(), "✅ reused".into()]);
+            rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
             rows.push(vec![
-                "restored".into(),
-                format!(
+                Inline::ours("restored"),
+                Inline::ours(format!(
                     "{} files, {} ({} archive) in {}, {}",
                     units::count(stats.files as u64),
                     units::bytes(stats.bytes),
                     units::bytes(*archive_bytes),
                     units::duration(*elapsed),
                     units::throughput(*archive_bytes, *elapsed)
-                ),
+                )),
             ]);
         }
         Attempt::Found => {
-            rows.push(vec!["result".into(), "☑️ entry exists (`lookup-only`; nothing downloaded)".into()])
+            rows.push(vec![Inline::ours("result"), Inline::ours("☑️ entry exists (`lookup-only`; nothing downloaded)")])
         }
         Attempt::Miss { reason, detail } => {
-            rows.push(vec!["result".into(), format!("❌ not reused: `{reason}`")]);
+            rows.push(vec![
+                Inline::ours("result"),
+                Inline::ours(format!("❌ not reused: {}", md.code(reason.as_str()))),
+            ]);
             if let Some(d) = detail {
-                rows.push(vec!["why".into(), d.clone()]);
+                rows.push(vec![Inline::ours("why"), md.prose(d)]);
             }
         }
     }
     if let Some(c) = cleaned {
         rows.push(vec![
-            "clean-on-miss".into(),
-            format!("removed {} files, {} directories", c.removed_files, c.removed_dirs),
+            Inline::ours("clean-on-miss"),
+            Inline::ours(format!("removed {} files, {} directories", c.removed_files, c.removed_dirs)),
         ]);
     }
-    rows.push(vec!["backend".into(), backend]);
+    rows.push(vec![Inline::ours("backend"), md.prose(&backend)]);
     md.table(&["", ""], rows);
     if let Some(e) = explanation {
         let against = &e.against;
-        let when = against.r#ref.as_deref().map(|r| format!(" on `{r}`")).unwrap_or_default();
-        md.paragraph(&format!("**Why this is a miss** — compared with the newest entry {}{when}:", code(&against.key)));
-        let rows: Vec<Vec<String>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![c.clone()]).collect();
+        let when = against.r#ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
+        let intro = format!("**Why this is a miss** — compared with the newest entry {}{when}:", md.code(&against.key));
+        md.paragraph(&Inline::ours(intro));
+        let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.text(c)]).collect();
         if rows.is_empty() {
-            md.paragraph("no fingerprint component differs (the other entry has other `path` lines or compression)");
+            md.paragraph(&Inline::ours(
+                "no fingerprint component differs (the other entry has other `path` lines or compression)",
+            ));
         } else {
             md.table(&["what changed"], rows);
         }
     }
-    fingerprint_details(&mut md, record);
+    fingerprint_details(&mut md, shown, record);
     md.as_str().to_owned()
 }
 
-pub(super) fn save_summary(key: Option<&str>, report: &SaveReport) -> String {
-    let mut md = Markdown::new();
+pub(super) fn save_summary(shown: &Shown, key: Option<&str>, report: &SaveReport) -> String {
+    let mut md = shown.markdown();
     md.heading(3, "exact-cache save");
     let mut rows = Vec::new();
     if let Some(key) = key {
-        rows.push(vec!["key".to_owned(), code(key)]);
+        rows.push(vec![Inline::ours("key"), md.code(key)]);
     }
-    rows.push(vec!["result".into(), format!("`{}`", report.result)]);
+    rows.push(vec![Inline::ours("result"), md.code(report.result.as_str())]);
     if let Some(d) = &report.detail {
-        rows.push(vec!["detail".into(), d.clone()]);
+        rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
     if report.files > 0 {
         rows.push(vec![
-            "saved".into(),
-            format!(
+            Inline::ours("saved"),
+            Inline::ours(format!(
                 "{} files, {} ({} archive) in {}, {}",
                 units::count(report.files as u64),
                 units::bytes(report.content_bytes),
                 units::bytes(report.archive_bytes),
                 units::duration(report.elapsed),
                 units::throughput(report.archive_bytes, report.elapsed)
-            ),
+            )),
         ]);
     }
     md.table(&["", ""], rows);
     if let Some(changes) = &report.changes {
-        md.paragraph(&format!("**verify-reuse**: {}", changes.0));
-        let mut list = Markdown::new();
-        let lines: Vec<Vec<String>> = changes.1.iter().take(SUMMARY_VALUES).map(|l| vec![code(l)]).collect();
+        md.paragraph(&Inline::ours(format!("**verify-reuse**: {}", md.prose(&changes.0))));
+        let mut list = md.nested();
+        let lines: Vec<Vec<Inline>> = changes.1.iter().take(SUMMARY_VALUES).map(|l| vec![md.code(l)]).collect();
         list.table(&["file"], lines);
         if !changes.1.is_empty() {
             md.details(&format!("{} files", changes.1.len()), &list);
         }
     }
     if let Some(pruned) = &report.pruned {
-        md.paragraph(&format!("**prune**: {pruned}"));
+        md.paragraph(&Inline::ours(format!("**prune**: {}", md.prose(pruned))));
     }
     md.as_str().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+    use crate::fingerprint::{Change, Component, Fingerprint};
+    use crate::runner::Mode;
+    use crate::runner::summary::gfm_cells;
+
+    /// Longer than any cut, over several lines.
+    fn long_secret() -> String {
+        (0..5).map(|i| format!("line{i}-{}", "Zq7xK2mP9w".repeat(6))).collect::<Vec<_>>().join("\n")
+    }
+
+    fn fragments(secret: &str) -> Vec<String> {
+        let chars: Vec<char> = secret.chars().collect();
+        chars.windows(12).map(|w| w.iter().collect::<String>()).filter(|f| !f.contains('\n')).collect()
+    }
+
+    #[test]
+    fn secret_env_values_are_stars_and_secrets_are_redacted_before_the_cut() {
+        let secret = long_secret();
+        let runner = Runner::new(Mode::Cli, Env::default(), Box::new(std::io::sink()), Box::new(std::io::sink()));
+        runner.add_secret(&secret);
+        let names = ["DEPLOY_KEY".to_owned(), "PIN".to_owned()];
+        let shown = Shown { redactor: runner.redactor(), secret_env: &names };
+        assert_eq!(shown.value("env", "DEPLOY_KEY", &Value::text(&secret), VALUE_CHARS), "***");
+        assert_eq!(shown.value("env", "PIN", &Value::text("4711"), VALUE_CHARS), "***", "however short");
+        assert_eq!(shown.value("env", "PIN", &Value::Absent, VALUE_CHARS), "absent");
+        let echoed = shown.value("commands", "cat key", &Value::text(format!("key: {secret}\nend")), VALUE_CHARS);
+        assert_eq!(echoed, "key: *** ⏎ end");
+        // An older entry's value (a rotated secret nobody registered) is masked all the same.
+        let change = Change {
+            component: "env".into(),
+            label: "DEPLOY_KEY".into(),
+            old: Some(Value::text(format!("old-{secret}"))),
+            new: Some(Value::text(&secret)),
+        };
+        assert_eq!(super::super::explain::render(&change, &shown), "env: DEPLOY_KEY changed");
+
+        let mut fp = Fingerprint::default();
+        fp.insert("env", Component::from([("DEPLOY_KEY".to_owned(), Value::text(&secret))]));
+        fp.insert("commands", Component::from([("cat key".to_owned(), Value::text(format!("k {secret}")))]));
+        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", "v", fp));
+        for fragment in fragments(&secret) {
+            assert!(!summary.contains(&fragment), "`{fragment}` in\n{summary}");
+        }
+    }
+
+    #[test]
+    fn labels_and_values_from_outside_keep_the_summary_table_whole() {
+        let mut fp = Fingerprint::default();
+        let hostile = "a|b\n| x | y |\r<img src=x onerror=alert(1)>`|`";
+        fp.insert("files", Component::from([(hostile.to_owned(), Value::text("0123 -"))]));
+        fp.insert("env", Component::from([("K".to_owned(), Value::text(format!("{hostile}\n# heading")))]));
+        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", "v", fp));
+        // Raw only inside the label's code span, where HTML means nothing.
+        assert_eq!(summary.matches("<img").count(), 1, "{summary}");
+        assert!(summary.contains("`` a\\|b⏎\\| x \\| y \\|⏎<img src=x onerror=alert(1)>`\\|` ``"), "{summary}");
+        let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
+        // The key table (two columns, three rows) and the fingerprint table (three columns).
+        assert_eq!(rows.iter().map(|r| gfm_cells(r).len()).collect::<Vec<_>>(), [2, 2, 2, 3, 3, 3, 3], "{summary}");
+    }
 }

@@ -166,6 +166,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
     runner.save_state("reused", bool_str(reused))?;
     runner.save_state("skip-save", bool_str(reused || matches!(attempt, Attempt::Found)))?;
     runner.append_summary(&report::restore_summary(
+        &report::Shown::new(runner, config),
         &record,
         backend.describe(),
         &attempt,

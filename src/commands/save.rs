@@ -110,6 +110,11 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         let report = SaveReport::warning(SaveResult::SecretFound, msg);
         return finish(ctx, config, Some(&key), report);
     }
+    if secrets.in_roots(&inv.roots).is_some() {
+        let msg = "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was \
+                   uploaded";
+        return finish(ctx, config, Some(&key), SaveReport::warning(SaveResult::SecretFound, msg));
+    }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
@@ -273,7 +278,7 @@ fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport)
     if let Some(key) = key {
         runner.set_output("key", key)?;
     }
-    runner.append_summary(&report::save_summary(key, &report))?;
+    runner.append_summary(&report::save_summary(&report::Shown::new(runner, config), key, &report))?;
     if trouble && config.strict {
         return Err(Error::Strict(format!("{}: {}", report.result, report.detail.unwrap_or_default())));
     }

@@ -7,7 +7,15 @@
 //!
 //! Every line written passes through [`Runner::redact`], which removes registered secrets even
 //! where the runner's own masking does not apply (CLI mode, or a value printed before masking).
+//!
+//! Text from outside the binary (file names, fingerprint labels and values read from another
+//! entry, server messages) can never start a workflow command: the log has one writer of plain
+//! lines, [`Log::text`], which splits where the runner splits lines and puts any line the runner
+//! could read as a command between `::stop-commands::<token>` and `::<token>::`. Our own
+//! commands carry their text only as escaped data ([`Log::command`]), never as properties.
 
+#[doc(hidden)]
+pub mod log_model;
 mod progress;
 pub mod summary;
 mod workflow_command;
@@ -47,9 +55,9 @@ pub enum Mode {
 pub struct Runner {
     mode: Mode,
     env: Env,
-    log: SharedWriter,
+    log: Arc<Log>,
     stdout: Mutex<Box<dyn Write + Send>>,
-    secrets: Arc<Mutex<Vec<String>>>,
+    redactor: Redactor,
     cli_outputs: Mutex<Vec<(String, String)>>,
     progress_interval: Duration,
 }
@@ -75,9 +83,9 @@ impl Runner {
         Self {
             mode,
             env,
-            log: Arc::new(Mutex::new(log)),
+            log: Arc::new(Log { mode, out: Mutex::new(log) }),
             stdout: Mutex::new(stdout),
-            secrets: Arc::new(Mutex::new(Vec::new())),
+            redactor: Redactor::default(),
             cli_outputs: Mutex::new(Vec::new()),
             progress_interval,
         }
@@ -142,7 +150,9 @@ impl Runner {
         }
     }
 
-    /// Append Markdown to the step summary (ignored outside Actions).
+    /// Append Markdown to the step summary (ignored outside Actions). Build it with
+    /// [`summary::Markdown`], which redacts and escapes outside text; redacting the whole again
+    /// here is a second net.
     pub fn append_summary(&self, markdown: &str) -> Result<(), RunnerError> {
         let Some(path) = self.env.non_empty("GITHUB_STEP_SUMMARY") else {
             return Ok(());
@@ -167,7 +177,7 @@ impl Runner {
         let outputs = std::mem::take(&mut *self.cli_outputs.lock().unwrap());
         let mut out = self.stdout.lock().unwrap();
         for (name, value) in outputs {
-            let value = self.redact(&value).replace('\n', "\\n");
+            let value = self.redact(&value).replace('\r', "\\r").replace('\n', "\\n");
             let _ = writeln!(out, "{name}={value}");
         }
         let _ = out.flush();
@@ -182,36 +192,28 @@ impl Runner {
 
     /// A handle other threads (backends) use to register secrets, such as signed-URL signatures.
     pub fn secret_sink(&self) -> SecretSink {
-        SecretSink {
-            secrets: Arc::clone(&self.secrets),
-            log: (self.mode == Mode::Actions).then(|| Arc::clone(&self.log)),
-        }
+        SecretSink { redactor: self.redactor.clone(), log: (self.mode == Mode::Actions).then(|| Arc::clone(&self.log)) }
+    }
+
+    /// What removes the registered secrets (those registered later too) from text.
+    pub fn redactor(&self) -> Redactor {
+        self.redactor.clone()
     }
 
     /// `text` with every registered secret replaced by `***`.
     pub fn redact(&self, text: &str) -> String {
-        let secrets = self.secrets.lock().unwrap();
-        let mut out = text.to_owned();
-        for s in secrets.iter() {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "***");
-            }
-        }
-        out
+        self.redactor.redact(text)
     }
 
     pub fn info(&self, message: &str) {
-        let message = self.redact(message);
-        for line in message.lines() {
-            self.raw_line(line);
-        }
+        self.log.text(&self.redact(message));
     }
 
     /// Debug detail: `::debug::` in Actions (shown with step debug logging), hidden in CLI mode
     /// unless `EXACT_CACHE_DEBUG` is set.
     pub fn debug(&self, message: &str) {
         match self.mode {
-            Mode::Actions => self.raw_line(&format!("::debug::{}", escape_data(&self.redact(message)))),
+            Mode::Actions => self.log.command("debug", &self.redact(message)),
             Mode::Cli if self.env.non_empty("EXACT_CACHE_DEBUG").is_some() => self.info(&format!("debug: {message}")),
             Mode::Cli => {}
         }
@@ -229,18 +231,16 @@ impl Runner {
         self.annotate("error", message);
     }
 
-    fn annotate(&self, level: &str, message: &str) {
+    fn annotate(&self, level: &'static str, message: &str) {
         let message = self.redact(message);
         match self.mode {
-            Mode::Actions => self.raw_line(&format!("::{level}::{}", escape_data(&message))),
+            Mode::Actions => self.log.command(level, &message),
             Mode::Cli => {
-                for (i, line) in message.lines().enumerate() {
-                    if i == 0 {
-                        self.raw_line(&format!("{level}: {line}"));
-                    } else {
-                        self.raw_line(&format!("  {line}"));
-                    }
-                }
+                let lines: Vec<String> = runner_lines(&message)
+                    .enumerate()
+                    .map(|(i, line)| if i == 0 { format!("{level}: {line}") } else { format!("  {line}") })
+                    .collect();
+                self.log.text(&lines.join("\n"));
             }
         }
     }
@@ -249,8 +249,8 @@ impl Runner {
     pub fn group(&self, title: &str) -> Group<'_> {
         let title = self.redact(title);
         match self.mode {
-            Mode::Actions => self.raw_line(&format!("::group::{}", escape_data(&title))),
-            Mode::Cli => self.raw_line(&format!("── {title}")),
+            Mode::Actions => self.log.command("group", &title),
+            Mode::Cli => self.log.text(&format!("── {title}")),
         }
         Group { runner: self }
     }
@@ -259,32 +259,125 @@ impl Runner {
     pub fn progress(&self, verb: &'static str, total: Option<u64>) -> Progress<'_> {
         Progress::new(self, verb, total, self.progress_interval)
     }
+}
 
-    fn raw_line(&self, line: &str) {
-        let mut log = self.log.lock().unwrap();
-        let _ = writeln!(log, "{line}");
-        let _ = log.flush();
+/// The step's log. Everything this process prints goes through [`Log::command`] (our own
+/// workflow commands) or [`Log::text`] (everything else); nothing else writes to it.
+struct Log {
+    mode: Mode,
+    out: Mutex<Box<dyn Write + Send>>,
+}
+
+impl Log {
+    /// One of our own workflow commands, `::name::data` (Actions mode only). Its text travels
+    /// only as escaped data, which the runner never parses further.
+    fn command(&self, name: &'static str, data: &str) {
+        debug_assert_eq!(self.mode, Mode::Actions);
+        self.write(&[format!("::{name}::{}", escape_data(data))]);
+    }
+
+    /// Plain text: one log line per line of `text`, split where the runner splits (`\r`, `\n`
+    /// and `\r\n`, see [`runner_lines`]). In Actions mode a line the runner could read as a
+    /// command ([`could_be_command`]) is written between `::stop-commands::<token>` and
+    /// `::<token>::`, with a fresh random token; all lines go out under one lock, so no other
+    /// thread's line lands while commands are stopped.
+    fn text(&self, text: &str) {
+        let mut lines = Vec::new();
+        for line in runner_lines(text) {
+            if self.mode == Mode::Actions && could_be_command(line) {
+                let mut token = random_token();
+                while line.to_ascii_lowercase().contains(&token) {
+                    token = random_token();
+                }
+                lines.push(format!("::stop-commands::{token}"));
+                lines.push(line.to_owned());
+                lines.push(format!("::{token}::"));
+            } else {
+                lines.push(line.to_owned());
+            }
+        }
+        self.write(&lines);
+    }
+
+    fn write(&self, lines: &[String]) {
+        let mut out = self.out.lock().unwrap();
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
     }
 }
 
-type SharedWriter = Arc<Mutex<Box<dyn Write + Send>>>;
+/// The lines of `text` as the runner reads a step's output (.NET `StreamReader.ReadLine`): a
+/// line ends at `\n`, `\r` or `\r\n`; a break at the very end starts no further line.
+pub(crate) fn runner_lines(text: &str) -> impl Iterator<Item = &str> {
+    let text = text.strip_suffix("\r\n").or_else(|| text.strip_suffix(['\r', '\n'])).unwrap_or(text);
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let s = rest?;
+        match s.find(['\r', '\n']) {
+            Some(i) => {
+                let next = if s[i..].starts_with("\r\n") { i + 2 } else { i + 1 };
+                rest = Some(&s[next..]);
+                Some(&s[..i])
+            }
+            None => {
+                rest = None;
+                Some(s)
+            }
+        }
+    })
+}
+
+/// Whether the runner could read `line` as a workflow command: `::` after leading whitespace
+/// (v2), or `##[` anywhere (v1). Leading control and invisible format characters count as
+/// whitespace here, a wider net than the runner's `TrimStart`.
+fn could_be_command(line: &str) -> bool {
+    let invisible = |c: char| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, '\u{180e}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}')
+    };
+    line.trim_start_matches(invisible).starts_with("::") || line.contains("##[")
+}
+
+/// Removes registered secrets from text; cheap to clone, and sees secrets registered later.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Arc<Mutex<Vec<String>>>,
+}
+
+impl Redactor {
+    /// `text` with every registered secret replaced by `***`, the longest first (so a secret
+    /// that contains another is not left half shown).
+    pub fn redact(&self, text: &str) -> String {
+        let secrets = self.secrets.lock().unwrap();
+        let mut out = text.to_owned();
+        for s in secrets.iter() {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), "***");
+            }
+        }
+        out
+    }
+}
 
 /// Registers secrets with the runner from anywhere; cheap to clone.
 #[derive(Clone)]
 pub struct SecretSink {
-    secrets: Arc<Mutex<Vec<String>>>,
-    log: Option<SharedWriter>,
+    redactor: Redactor,
+    log: Option<Arc<Log>>,
 }
 
 impl SecretSink {
     /// A sink that only remembers (for tests and for code running without a runner).
     pub fn detached() -> Self {
-        Self { secrets: Arc::new(Mutex::new(Vec::new())), log: None }
+        Self { redactor: Redactor::default(), log: None }
     }
 
     /// Whether `secret` has been registered.
     pub fn contains(&self, secret: &str) -> bool {
-        self.secrets.lock().unwrap().iter().any(|s| s == secret)
+        self.redactor.secrets.lock().unwrap().iter().any(|s| s == secret)
     }
 
     pub fn add(&self, secret: &str) {
@@ -293,16 +386,15 @@ impl SecretSink {
             return;
         }
         {
-            let mut secrets = self.secrets.lock().unwrap();
+            let mut secrets = self.redactor.secrets.lock().unwrap();
             if secrets.iter().any(|s| s == secret) {
                 return;
             }
             secrets.push(secret.to_owned());
+            secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         }
         if let Some(log) = &self.log {
-            let mut log = log.lock().unwrap();
-            let _ = writeln!(log, "::add-mask::{}", escape_data(secret));
-            let _ = log.flush();
+            log.command("add-mask", secret);
         }
     }
 }
@@ -320,12 +412,12 @@ pub struct Group<'a> {
 impl Drop for Group<'_> {
     fn drop(&mut self) {
         if self.runner.mode == Mode::Actions {
-            self.runner.raw_line("::endgroup::");
+            self.runner.log.command("endgroup", "");
         }
     }
 }
 
-/// A random token for heredoc delimiters and temporary names.
+/// A random token (32 hex digits) for heredoc delimiters, `stop-commands` and temporary names.
 pub fn random_token() -> String {
     let a = std::collections::hash_map::RandomState::new().build_hasher().finish();
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -390,6 +482,114 @@ mod tests {
         assert!(logged.contains("::add-mask::s3cr3t-value"));
         assert!(logged.contains("::warning::token *** leaked%0Asecond line"));
         assert_eq!(logged.matches("s3cr3t-value").count(), 1, "only the mask command names it: {logged}");
+    }
+
+    fn actions_runner() -> (Runner, Buffer) {
+        let log = Buffer::default();
+        let env = Env::from_pairs([("GITHUB_ACTIONS", "true")]);
+        (Runner::new(Mode::Actions, env, Box::new(log.clone()), Box::new(io::sink())), log)
+    }
+
+    /// Lines the runner would obey if they were printed as they are.
+    const PAYLOADS: [&str; 7] = [
+        "label\n::error title=pwned::injected",
+        "x\r::add-mask::backend",
+        "a\r\n  ::set-output name=a::b",
+        "value ##[add-mask]backend",
+        "v\r\t\u{2028}::error title=pwned::sep",
+        "\u{feff}::warning::bom",
+        "::pwned-token::",
+    ];
+
+    #[test]
+    fn text_from_outside_never_starts_a_command() {
+        let (runner, log) = actions_runner();
+        {
+            let _group = runner.group("files\n::error title=pwned::in a title");
+            for payload in PAYLOADS {
+                runner.info(&format!("  {payload} = 1"));
+                runner.info(payload);
+            }
+            runner.warning("not saved:\n::error title=pwned::x\r##[add-mask]backend");
+            runner.debug("d\r::set-output name=a::b");
+        }
+        let text = log.text();
+        let commands: Vec<(String, String)> = log_model::commands(&text)
+            .into_iter()
+            .map(|c| {
+                assert!(c.properties.is_empty(), "{c:?} in\n{text}");
+                (c.name, c.data)
+            })
+            .collect();
+        assert_eq!(
+            commands,
+            [
+                ("group".to_owned(), "files\n::error title=pwned::in a title".to_owned()),
+                ("warning".to_owned(), "not saved:\n::error title=pwned::x\r##[add-mask]backend".to_owned()),
+                ("debug".to_owned(), "d\r::set-output name=a::b".to_owned()),
+                ("endgroup".to_owned(), String::new()),
+            ],
+            "{text}"
+        );
+        // Nothing is lost: each payload reads as text, split where the runner splits lines.
+        let shown = log_model::text(&text);
+        for payload in PAYLOADS {
+            for line in runner_lines(payload) {
+                assert!(shown.iter().any(|s| s == line), "`{line}` not shown in\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn lines_split_where_the_runner_splits_them() {
+        let split = |s| runner_lines(s).collect::<Vec<_>>();
+        assert_eq!(split("a\rb\r\nc\n\nd\r\n"), ["a", "b", "c", "", "d"]);
+        assert_eq!(split("a\n\r"), ["a", ""]);
+        assert_eq!(split(""), [""]);
+        assert!(could_be_command(" \t::x::") && could_be_command("\u{200b}::x::") && could_be_command("a ##[x]"));
+        assert!(!could_be_command("a ::x::") && !could_be_command("#[x]"));
+    }
+
+    #[test]
+    fn other_threads_never_land_inside_stopped_commands() {
+        let (runner, log) = actions_runner();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let runner = &runner;
+                s.spawn(move || {
+                    for i in 0..200 {
+                        if (t + i) % 2 == 0 {
+                            runner.info(&format!("::error title=pwned::{t}-{i}"));
+                        } else {
+                            runner.info(&format!("progress {t}-{i}"));
+                        }
+                    }
+                });
+            }
+        });
+        let text = log.text();
+        assert_eq!(log_model::commands(&text), []);
+        let lines = log_model::read(&text);
+        for (i, line) in lines.iter().enumerate() {
+            if let log_model::Line::Text(t) = line
+                && t.starts_with("::error")
+            {
+                let before = &lines[i - 1];
+                assert!(
+                    matches!(before, log_model::Line::Command(c) if c.name == "stop-commands"),
+                    "{t} follows {before:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_secret_holding_another_is_redacted_whole() {
+        let (runner, log) = actions_runner();
+        runner.add_secret("abcdefgh");
+        runner.add_secret("abcdefgh-long-secret");
+        runner.info("x abcdefgh-long-secret y");
+        assert!(log.text().ends_with("x *** y\n"), "{}", log.text());
     }
 
     #[test]

@@ -1,33 +1,94 @@
 //! A small Markdown builder for the step summary: headings, key/value tables, capped lists.
+//!
+//! Text from outside the binary (file names, labels, values, refs, server messages) enters a
+//! summary only as an [`Inline`] made by [`Markdown::text`], [`Markdown::code`] or
+//! [`Markdown::prose`]: registered secrets are redacted first, then the text is escaped, so it
+//! can neither break a table nor add HTML, links or formatting.
 
+use super::Redactor;
 use std::fmt::Write as _;
 
-#[derive(Default)]
+/// Inline Markdown that is safe in a table cell or a paragraph.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inline(String);
+
+impl Inline {
+    /// This crate's own wording (and [`Inline`]s formatted into it), never outside text.
+    pub fn ours(markdown: impl Into<String>) -> Self {
+        Self(markdown.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Inline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 pub struct Markdown {
     text: String,
+    redactor: Redactor,
 }
 
 impl Markdown {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(redactor: Redactor) -> Self {
+        Self { text: String::new(), redactor }
+    }
+
+    /// An empty builder with the same redactor, for a nested block.
+    pub fn nested(&self) -> Self {
+        Self::new(self.redactor.clone())
+    }
+
+    /// Outside text as plain inline text.
+    pub fn text(&self, s: &str) -> Inline {
+        Inline(escape_text(&self.redactor.redact(s)))
+    }
+
+    /// Outside text as inline code.
+    pub fn code(&self, s: &str) -> Inline {
+        Inline(code_span(&self.redactor.redact(s)))
+    }
+
+    /// One of our messages holding outside text: it quotes names in backticks, so each quoted
+    /// piece becomes code and the rest text. A name holding backticks can only misplace the
+    /// quoting, never add markup.
+    pub fn prose(&self, s: &str) -> Inline {
+        let s = self.redactor.redact(s);
+        let pieces: Vec<&str> = s.split('`').collect();
+        let mut out = String::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            let quoted = i % 2 == 1 && i + 1 < pieces.len();
+            match (quoted, i % 2 == 1) {
+                (true, _) => out.push_str(&code_span(piece)),
+                (false, true) => out.push_str(&escape_text(&format!("`{piece}"))),
+                (false, false) => out.push_str(&escape_text(piece)),
+            }
+        }
+        Inline(out)
     }
 
     pub fn heading(&mut self, level: usize, title: &str) -> &mut Self {
-        let _ = writeln!(self.text, "{} {}\n", "#".repeat(level.clamp(1, 6)), title);
+        let title = escape_text(&self.redactor.redact(title));
+        let _ = writeln!(self.text, "{} {title}\n", "#".repeat(level.clamp(1, 6)));
         self
     }
 
-    pub fn paragraph(&mut self, text: &str) -> &mut Self {
-        let _ = writeln!(self.text, "{text}\n");
+    pub fn paragraph(&mut self, text: &Inline) -> &mut Self {
+        let _ = writeln!(self.text, "{}\n", one_line(text.as_str()));
         self
     }
 
-    /// A table with a header row; cells are escaped.
-    pub fn table<R: AsRef<[String]>>(&mut self, header: &[&str], rows: impl IntoIterator<Item = R>) -> &mut Self {
+    /// A table with a header row (our own words).
+    pub fn table(&mut self, header: &[&str], rows: impl IntoIterator<Item = Vec<Inline>>) -> &mut Self {
         let _ = writeln!(self.text, "| {} |", header.join(" | "));
         let _ = writeln!(self.text, "|{}", "---|".repeat(header.len()));
         for row in rows {
-            let cells: Vec<String> = row.as_ref().iter().map(|c| cell(c)).collect();
+            let cells: Vec<String> = row.iter().map(|c| one_line(c.as_str())).collect();
             let _ = writeln!(self.text, "| {} |", cells.join(" | "));
         }
         self.text.push('\n');
@@ -36,8 +97,8 @@ impl Markdown {
 
     /// A collapsed `<details>` block around `inner`.
     pub fn details(&mut self, summary: &str, inner: &Markdown) -> &mut Self {
-        let _ =
-            writeln!(self.text, "<details><summary>{}</summary>\n\n{}</details>\n", html_escape(summary), inner.text);
+        let summary = html_escape(&self.redactor.redact(summary));
+        let _ = writeln!(self.text, "<details><summary>{summary}</summary>\n\n{}</details>\n", inner.text);
         self
     }
 
@@ -46,31 +107,138 @@ impl Markdown {
     }
 }
 
-/// Inline code in a table cell, safe against backticks and pipes.
-pub fn code(s: &str) -> String {
+/// Whether `c` ends a line for a Markdown reader or the browser showing it.
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{0b}' | '\u{0c}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// A last net for [`Inline::ours`]: a cell or paragraph is one line.
+fn one_line(s: &str) -> String {
+    s.replace("\r\n", "<br>").replace(is_break, "<br>")
+}
+
+/// Plain text: `&`, `<`, `>` as entities; Markdown punctuation backslash-escaped (GFM tables
+/// take `\|` as a pipe inside a cell); line breaks as `<br>`.
+fn escape_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c if is_break(c) => out.push_str("<br>"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '$' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Inline code: a fence longer than any backtick run inside, padded where the text starts or
+/// ends with a backtick; `|` escaped for GFM tables; line breaks shown as `⏎` (a code span
+/// cannot hold one). Markdown and HTML mean nothing inside a code span.
+fn code_span(s: &str) -> String {
     if s.is_empty() {
         return String::new();
     }
-    let fence = if s.contains('`') { "``" } else { "`" };
-    format!("{fence}{s}{fence}")
-}
-
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\r', "").replace('\n', "<br>")
+    let s = s.replace("\r\n", "\n").replace(is_break, "⏎").replace('|', "\\|");
+    let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = s.starts_with('`') || s.ends_with('`') || (s.starts_with(' ') && s.ends_with(' '));
+    let pad = if pad { " " } else { "" };
+    format!("{fence}{pad}{s}{pad}{fence}")
 }
 
 fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace(is_break, " ")
+}
+
+/// The cells of a table row as GFM splits them: at each `|` not right after a backslash
+/// (cmark-gfm's `table_cell` takes an escaped character whole).
+#[cfg(test)]
+pub(crate) fn gfm_cells(line: &str) -> Vec<String> {
+    let inner = line.trim().strip_prefix('|').and_then(|l| l.strip_suffix('|')).expect("a table row");
+    let mut cells = vec![String::new()];
+    let mut prev = ' ';
+    for c in inner.chars() {
+        if c == '|' && prev != '\\' {
+            cells.push(String::new());
+        } else {
+            cells.last_mut().unwrap().push(c);
+        }
+        prev = c;
+    }
+    cells
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn md() -> Markdown {
+        Markdown::new(Redactor::default())
+    }
+
     #[test]
     fn tables_escape_cells() {
-        let mut md = Markdown::new();
-        md.table(&["a", "b"], [vec!["x|y".to_string(), "1\n2".to_string()]]);
-        assert_eq!(md.as_str(), "| a | b |\n|---|---|\n| x\\|y | 1<br>2 |\n\n");
+        let mut m = md();
+        let row = vec![m.text("x|y"), m.text("1\n2")];
+        m.table(&["a", "b"], [row]);
+        assert_eq!(m.as_str(), "| a | b |\n|---|---|\n| x\\|y | 1<br>2 |\n\n");
+    }
+
+    #[test]
+    fn outside_text_cannot_break_a_table_or_add_html() {
+        let hostile = [
+            "a | b | c",
+            "line\nbreak\r\nand\rcr\u{2028}sep",
+            "<img src=x onerror=alert(1)>",
+            "&lt;script&gt;",
+            "# heading",
+            "```\nfenced\n```",
+            "`` ` ``",
+            "\\|escaped\\\\|",
+            "[link](https://example.com) ![img](x) *em* _em_ ~~s~~ $x$",
+            "<br>",
+        ];
+        let mut m = md();
+        let rows: Vec<Vec<Inline>> =
+            hostile.iter().map(|h| vec![m.text(h), m.code(h), m.prose(&format!("`{h}` said {h}"))]).collect();
+        m.table(&["text", "code", "prose"], rows);
+        let out = m.as_str().to_owned();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2 + hostile.len() + 1, "one line per row:\n{out}");
+        for line in &lines[2..2 + hostile.len()] {
+            assert_eq!(gfm_cells(line).len(), 3, "{line}");
+            let outside_code: String = line.split('`').step_by(2).collect();
+            assert!(!outside_code.replace("<br>", "").contains('<'), "{line}");
+            for c in ['[', ']', '*', '_', '~', '$', '#', '!'] {
+                let bare = outside_code.match_indices(c).any(|(i, _)| !outside_code[..i].ends_with('\\'));
+                assert!(!bare, "a bare `{c}` outside code: {line}");
+            }
+        }
+        assert_eq!(m.text("# title").as_str(), "\\# title");
+        assert_eq!(m.code("a`b").as_str(), "``a`b``");
+        assert_eq!(m.code("`a``").as_str(), "``` `a`` ```");
+        assert_eq!(m.code("a|b\nc").as_str(), "`a\\|b⏎c`");
+        assert_eq!(m.prose("file `a|b` changed").as_str(), "file `a\\|b` changed");
+        assert_eq!(m.prose("odd ` quote").as_str(), "odd \\` quote");
+    }
+
+    #[test]
+    fn secrets_are_redacted_before_escaping() {
+        let redactor = Redactor::default();
+        redactor.secrets.lock().unwrap().push("s3cr|t&<v>\nline2".to_owned());
+        let m = Markdown::new(redactor);
+        for shown in [m.text("x s3cr|t&<v>\nline2 y"), m.code("x s3cr|t&<v>\nline2 y"), m.prose("`s3cr|t&<v>\nline2`")]
+        {
+            assert!(shown.as_str().contains("\\*\\*\\*") || shown.as_str().contains("***"), "{shown}");
+            assert!(!shown.as_str().contains("s3cr") && !shown.as_str().contains("line2"), "{shown}");
+        }
     }
 }
