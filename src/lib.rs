@@ -20,5 +20,6 @@ pub mod manifest;
 pub mod outcome;
 pub mod paths;
 pub mod preset;
+pub mod process;
 pub mod runner;
 pub mod units;

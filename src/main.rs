@@ -6,6 +6,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let env = Env::capture();
     let runner = Runner::from_env(&env);
+    runner.route_panics();
     let invocation = match cli::parse(std::env::args_os()) {
         Ok(invocation) => invocation,
         Err(e) => {

@@ -41,25 +41,10 @@ pub(super) fn sweep_stale_in(dir: &Dir) {
         let Some(name) = name.to_str() else { continue };
         let Some(rest) = name.strip_prefix(STAGING_PREFIX) else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
-        if !process_alive(pid) {
+        if !crate::process::alive(pid) {
             let _ = beneath::remove_tree(dir, name);
         }
     }
-}
-
-#[cfg(unix)]
-pub(crate) fn process_alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    // SAFETY: signal 0 only checks whether the process exists.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-#[cfg(not(unix))]
-pub(crate) fn process_alive(_pid: u32) -> bool {
-    true
 }
 
 #[cfg(test)]

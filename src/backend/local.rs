@@ -140,7 +140,7 @@ fn sweep_stale_uploads(dir: &Path) {
             .metadata()
             .and_then(|m| m.modified())
             .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_AFTER));
-        if !(old || pid.is_some_and(|pid| !process_alive(pid))) {
+        if !(old || pid.is_some_and(|pid| !crate::process::alive(pid))) {
             continue;
         }
         let path = entry.path();
@@ -149,22 +149,6 @@ fn sweep_stale_uploads(dir: &Path) {
             let _ = fs::remove_file(&path);
         }
     }
-}
-
-#[cfg(unix)]
-fn process_alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-    // SAFETY: signal 0 only checks whether the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-#[cfg(not(unix))]
-fn process_alive(_pid: u32) -> bool {
-    true
 }
 
 struct LocalUpload {

@@ -209,6 +209,13 @@ impl Runner {
         self.log.text(&self.redact(message));
     }
 
+    /// Send this process's panic messages through the log, redacted and unable to start a
+    /// workflow command, instead of raw to stderr (a message can quote a file name).
+    pub fn route_panics(&self) {
+        let (log, redactor) = (Arc::clone(&self.log), self.redactor());
+        std::panic::set_hook(Box::new(move |info| log.text(&redactor.redact(&format!("exact-cache: {info}")))));
+    }
+
     /// Debug detail: `::debug::` in Actions (shown with step debug logging), hidden in CLI mode
     /// unless `EXACT_CACHE_DEBUG` is set.
     pub fn debug(&self, message: &str) {
