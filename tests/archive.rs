@@ -134,6 +134,34 @@ fn a_failed_placement_leaves_the_target_exactly_as_it_was() {
     assert_eq!(snapshot(dst.path()), before, "every move was undone");
 }
 
+/// Found by the adversarial review: when setting a directory's mode failed, the rollback tried
+/// to put back a mode that had never changed, failed, and kept the staging directory (hostile
+/// content included) in the target. A failed chmod is simply not a step to undo.
+#[test]
+fn a_directory_mode_that_cannot_be_set_is_rolled_back_cleanly() {
+    use std::os::unix::fs::PermissionsExt;
+    let src = tempfile::tempdir().unwrap();
+    write(&src.path().join("out/x"), b"new x");
+    std::fs::create_dir_all(src.path().join("out/ro")).unwrap();
+    std::fs::set_permissions(src.path().join("out/ro"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let lines = ["out"];
+    let rec = record("modes");
+    let bytes = pack(src.path(), &lines, &rec, Compression::Zstd);
+
+    let dst = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dst.path().join("out/ro")).unwrap();
+    std::fs::set_permissions(dst.path().join("out/ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = snapshot(dst.path());
+    let Some(guard) = Immutable::set(&dst.path().join("out/ro")) else {
+        eprintln!("skipped: `chattr +i` is not available here");
+        return;
+    };
+    let err = restore(&bytes, dst.path(), &lines, &rec.key, Compression::Zstd).unwrap_err();
+    assert!(matches!(err, UnpackError::Io { .. }), "a clean rollback, not {err}");
+    drop(guard);
+    assert_eq!(snapshot(dst.path()), before, "every move was undone, no staging left");
+}
+
 #[test]
 fn symlinks_escaping_a_root_are_refused_at_save() {
     let src = tempfile::tempdir().unwrap();

@@ -122,6 +122,7 @@ impl Scene {
         let lines: Vec<&str> = path.lines().collect();
         let roots = lines
             .iter()
+            .filter(|l| !l.starts_with('!'))
             .map(|l| RootRecord {
                 line: (*l).to_owned(),
                 kind: if has_glob_meta(l) { RootKind::Glob } else { RootKind::Dir },
@@ -238,6 +239,9 @@ on_both_stores! {
     a_symlink_already_in_the_target_cannot_redirect_a_write => symlink_in_target;
     overlapping_roots_cannot_chain_links_out_of_the_workspace => overlapping_roots;
     glob_roots_cannot_chain_links_out_of_the_workspace => glob_roots;
+    a_directory_in_the_way_is_never_emptied => directory_in_the_way;
+    glob_roots_never_replace_what_they_do_not_cover => glob_parents_not_covered;
+    glob_links_lead_only_to_what_the_glob_covers => glob_links_to_uncovered_files;
 }
 
 // ---- guarantee 6: links placed earlier never redirect a write ------------------------------
@@ -337,6 +341,86 @@ fn glob_roots(store: Store) {
     assert_eq!(links_leaving(ws), Vec::<String>::new(), "symlinks leaving the workspace");
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
     assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
+}
+
+/// Found by the adversarial review: an entry whose root (or a deeper name) is a file where the
+/// target holds a directory replaced that directory, with everything in it, even files a `!`
+/// line excludes — for `path: .`, the whole workspace. A directory that is not empty never
+/// gives way: the restore is a miss that changes nothing.
+fn directory_in_the_way(store: Store) {
+    for path in ["out\n!out/keep", "."] {
+        let scene = Scene::new(store);
+        let ws = &scene.step.ws;
+        write(&ws.join("out/keep/important.txt"), b"excluded, never the cache's\n");
+        write(&ws.join("out/other.txt"), b"the workspace's own\n");
+        scene.plant(path, &[Member::File("0", b"pwned")]);
+        let before_outside = scene.outside();
+        let before_ws = snapshot(ws);
+        let r = scene.restore(path);
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{path}: {}", r.stdout);
+        assert!(r.stdout.contains("not empty"), "{}", r.stdout);
+        assert_same("the workspace", ws, &before_ws, &snapshot(ws));
+        assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
+    }
+}
+
+/// Found by the adversarial review: under a glob root, a file (or link) on an entry's parent
+/// path was replaced by a directory although the glob does not cover it (`important.txt` for
+/// `**/*.pth`). Only what a `path` line covers is ever replaced; this is a miss.
+fn glob_parents_not_covered(store: Store) {
+    for (name, member) in [("important.txt", "0/important.txt/a.pth"), ("link", "0/link/b.pth")] {
+        let scene = Scene::new(store);
+        let ws = &scene.step.ws;
+        write(&ws.join("important.txt"), b"the workspace's own\n");
+        write(&ws.parent().unwrap().join("outside/keep.txt"), b"not the cache's\n");
+        symlink("../outside", ws.join("link")).unwrap();
+        scene.plant("**/*.pth", &[Member::File(member, b"pwned")]);
+        let before_outside = scene.outside();
+        let before_ws = snapshot(ws);
+        let r = scene.restore("**/*.pth");
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{name}: {}", r.stdout);
+        assert!(r.stdout.contains("not covered by `path` line"), "{}", r.stdout);
+        assert_same("the workspace", ws, &before_ws, &snapshot(ws));
+        assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
+    }
+}
+
+/// Found by the adversarial review: a glob root's link could lead to any file beneath the
+/// glob's base (`models/b.pth -> ../.bashrc`), which a later step then writes through. A link
+/// may lead only to what its `path` line covers.
+fn glob_links_to_uncovered_files(store: Store) {
+    let scene = Scene::new(store);
+    let ws = &scene.step.ws;
+    write(&ws.join("own.txt"), b"the workspace's own\n");
+    scene.plant("**/*.pth", &[Member::Link("0/models/a.pth", "../own.txt"), Member::File("0/models/b.pth", b"fine\n")]);
+    let before_ws = snapshot(ws);
+    let r = scene.restore("**/*.pth");
+    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
+    assert!(r.stdout.contains("does not cover"), "{}", r.stdout);
+    assert_same("the workspace", ws, &before_ws, &snapshot(ws));
+}
+
+/// Found by the adversarial review: a reuse marked every existing directory root as
+/// exact-cache's own, even one the entry put nothing into, and a later `clean-on-miss`
+/// emptied it. Only roots a restore wrote into (or a save read from) are marked.
+#[test]
+fn only_roots_a_restore_wrote_into_are_marked_as_its_own() {
+    let scene = Scene::new(Store::Local);
+    let elsewhere = scene.step.dir.path().join("elsewhere");
+    write(&elsewhere.join("victim.txt"), b"not the cache's\n");
+    let path = format!("out\n{}", elsewhere.display());
+    scene.plant(&path, &[Member::Dir("0"), Member::File("0/a", b"restored\n")]);
+    let r = scene.restore(&path);
+    assert_eq!(r.output("reused"), "true", "{}", r.stdout);
+    assert!(!elsewhere.join(".exact-cache-root").exists(), "a root the entry did not touch was marked");
+    let mut inputs = clean_inputs(&path).to_vec();
+    inputs.push(("variant", "another"));
+    let r = scene.step.run(&["restore"], &inputs, NO_STATE);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("clean-on-miss"), "{}", r.stdout);
+    assert_eq!(std::fs::read(elsewhere.join("victim.txt")).unwrap(), b"not the cache's\n");
 }
 
 // ---- guarantee 8: clean-on-miss removes only its own --------------------------------------

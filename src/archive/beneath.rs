@@ -153,8 +153,9 @@ fn remove_raw(dir: &Dir, name: &OsStr) -> io::Result<()> {
     }
 }
 
-/// What [`Tree::dir_with`] does where a directory is missing: it gets the parent, the name and
-/// what is there (`None`: nothing), and must leave a directory there or fail.
+/// What [`Tree::dir_with`] does where a directory is missing: it gets the parent, the missing
+/// directory's path relative to the tree's base (its name is the last component) and what is
+/// there (`None`: nothing), and must leave a directory there or fail.
 pub(crate) type MakeRoom<'a> = dyn FnMut(&Arc<Dir>, &str, Option<Kind>) -> io::Result<()> + 'a;
 
 /// Directory handles beneath one base, opened one component at a time without following links
@@ -175,14 +176,8 @@ impl Tree {
     }
 
     /// The directory `rel`, opened without following any link on the way; `missing` decides
-    /// what happens where a component is not a directory (absent, a link or a file): it gets
-    /// the parent, the name and what is there (`None`: nothing), and must leave a directory
-    /// there or fail.
-    pub fn dir_with(
-        &mut self,
-        rel: &str,
-        missing: &mut MakeRoom<'_>,
-    ) -> io::Result<Arc<Dir>> {
+    /// what happens where a component is not a directory (absent, a link or a file).
+    pub fn dir_with(&mut self, rel: &str, missing: &mut MakeRoom<'_>) -> io::Result<Arc<Dir>> {
         if let Some(dir) = self.dirs.get(rel) {
             return Ok(Arc::clone(dir));
         }
@@ -199,7 +194,7 @@ impl Tree {
                 if found == Some(Kind::Dir) {
                     return Err(e);
                 }
-                missing(&parent, name, found)?;
+                missing(&parent, rel, found)?;
                 open_child(&parent, name)?
             }
         };
@@ -210,7 +205,8 @@ impl Tree {
 
     /// The directory `rel`; anything that is not a directory on the way is an error.
     pub fn dir(&mut self, rel: &str) -> io::Result<Arc<Dir>> {
-        self.dir_with(rel, &mut |_, name, found| {
+        self.dir_with(rel, &mut |_, rel, found| {
+            let name = split_last(rel).1;
             Err(match found {
                 None => io::Error::new(io::ErrorKind::NotFound, format!("`{name}` does not exist")),
                 Some(_) => io::Error::new(io::ErrorKind::NotADirectory, format!("`{name}` is not a directory")),

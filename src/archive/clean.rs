@@ -76,10 +76,7 @@ impl CleanGuard {
     /// Whether `pattern` may be cleaned, and what that would remove.
     pub fn check(&self, pattern: &Pattern) -> Result<CleanTarget, String> {
         let base = &pattern.base;
-        let selective = pattern.glob.as_ref().is_some_and(|g| {
-            let probe = base.join("exact-cache-probe");
-            !(g.is_match(&probe) || g.is_match(probe.join("x")))
-        });
+        let selective = picks_particular_names(pattern);
         // Protected places are refused whether or not they exist right now.
         let real = real_location(base);
         if !selective && let Some(p) = self.protected.iter().find(|p| p.starts_with(&real)) {
@@ -149,11 +146,13 @@ impl CleanGuard {
                 || self.own.iter().any(|o| real.starts_with(o)))
     }
 
-    /// After a restore or save: leave the marker in each directory root that `clean-on-miss`
-    /// could not clean otherwise (not in the home, workspace or temp areas, and not protected).
-    pub fn mark_owned(&self, set: &PatternSet) -> Vec<(PathBuf, io::Error)> {
+    /// After a restore or save: leave the marker in each directory root it restored into or
+    /// saved from (`roots`, by index) that `clean-on-miss` could not clean otherwise (not in the
+    /// home, workspace or temp areas, and not protected).
+    pub fn mark_owned(&self, set: &PatternSet, roots: &[usize]) -> Vec<(PathBuf, io::Error)> {
         let mut failures = Vec::new();
-        for pattern in set.includes.iter().filter(|p| p.glob.is_none()) {
+        let chosen = set.includes.iter().enumerate().filter(|(i, p)| roots.contains(i) && p.glob.is_none());
+        for (_, pattern) in chosen {
             let Ok(real) = std::fs::canonicalize(&pattern.base) else { continue };
             if !real.is_dir()
                 || self.allowed_without_marker(&real)
@@ -169,6 +168,24 @@ impl CleanGuard {
         }
         failures
     }
+}
+
+/// A glob that names what it takes by its last component: a literal name (`**/expected`) or a
+/// literal extension (`**/*.pth`, `fixtures-*.pt2`) — not `*`, `[!e]*`, `.*` or `{a,b}`, which
+/// could take anything. Only such a glob may start at the workspace or the home directory.
+fn picks_particular_names(pattern: &Pattern) -> bool {
+    let Some(glob) = &pattern.glob else { return false };
+    let last = pattern.line.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+    let literal = |s: &str| !s.is_empty() && !crate::paths::has_glob_meta(s) && !s.contains(['!', ']', '}', '\\']);
+    let named = if literal(last) {
+        !matches!(last, "." | ".." | "~")
+    } else {
+        last.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty() && literal(ext) && ext.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+-".contains(&b))
+        })
+    };
+    let probe = pattern.base.join("exact-cache-probe");
+    named && !glob.is_match(&probe) && !glob.is_match(probe.join("x"))
 }
 
 fn is_marked(real: &Path) -> bool {
@@ -359,7 +376,15 @@ mod tests {
     fn the_guard_allows_own_areas_and_refuses_everything_else() {
         let s = scratch();
         let g = guard(&s);
-        for ok in ["out", "~/.cache/x", &format!("{}/temp/job", s.root.display()), "**/*.expected", "~/*.pth"] {
+        for ok in [
+            "out",
+            "~/.cache/x",
+            &format!("{}/temp/job", s.root.display()),
+            "**/*.expected",
+            "~/*.pth",
+            "fixtures-*.pt2",
+            "**/expected",
+        ] {
             assert!(matches!(g.check(&pattern(&s, ok)), Ok(CleanTarget::Dir(_))), "{ok}");
         }
         for (bad, why) in [
@@ -370,6 +395,12 @@ mod tests {
             (&format!("{}/temp", s.root.display()), "RUNNER_TEMP"),
             (&format!("{}/elsewhere", s.root.display()), "no `.exact-cache-root` marker"),
             ("**", "the workspace"),
+            ("*[!e]", "the workspace"),
+            ("[!e]*", "the workspace"),
+            ("~/.*", "the home directory"),
+            ("~/[!e]*", "the home directory"),
+            ("*.{a,b}", "the workspace"),
+            ("./*", "the workspace"),
         ] {
             let err = g.check(&pattern(&s, bad)).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
@@ -387,7 +418,9 @@ mod tests {
         assert!(g.check(&pattern(&s, "far")).unwrap_err().contains("marker"));
         // A marker left by an earlier restore or save makes it exact-cache's own.
         let set = PatternSet::parse(&["far"], &Locations { workspace: s.root.join("ws"), home: None }).unwrap();
-        assert!(g.mark_owned(&set).is_empty());
+        assert!(g.mark_owned(&set, &[]).is_empty());
+        assert!(g.check(&pattern(&s, "far")).is_err(), "only the roots named are marked");
+        assert!(g.mark_owned(&set, &[0]).is_empty());
         assert_eq!(g.check(&pattern(&s, "far")), Ok(CleanTarget::Dir(s.root.join("elsewhere"))));
     }
 

@@ -2,7 +2,7 @@
 //! ([`write_archive`]), hashing every file in the same read that archives it.
 
 use super::codec::{Compression, Effort, effort_for};
-use super::safety::check_symlink_target;
+use super::safety::{check_link_covered, check_symlink_target};
 use super::secrets::{GateError, SecretScanner};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
@@ -106,6 +106,7 @@ pub fn inventory(set: &PatternSet) -> Result<Inventory, PackError> {
                     .ok_or_else(|| PackError::Symlink { path: f.abs.clone(), detail: "target is not UTF-8".into() })?
                     .to_owned();
                 check_symlink_target(&f.rel, &target)
+                    .and_then(|()| check_link_covered(set, root, &f.rel, &target))
                     .map_err(|detail| PackError::Symlink { path: f.abs.clone(), detail })?;
                 (EntryKind::Symlink, 0, Some(target))
             } else if f.file_type.is_dir() {

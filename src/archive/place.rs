@@ -162,9 +162,8 @@ impl Staged {
                     let (parent_rel, name) = beneath::split_last(&e.rel);
                     let stage_dir = Arc::clone(stage.tree.base());
                     let parent = tree
-                        .dir_with(parent_rel, &mut |p, n, found| {
-                            make_dir_room(p, n, found, &stage_dir, journal, site.real.join(parent_rel))
-                                .map_err(io::Error::other)
+                        .dir_with(parent_rel, &mut |p, rel, found| {
+                            make_dir_room(p, site, rel, found, &stage_dir, journal).map_err(io::Error::other)
                         })
                         .map_err(UnpackError::io(site.real.join(parent_rel)))?;
                     (parent, name.to_owned())
@@ -180,10 +179,24 @@ impl Staged {
                         continue; // merge into it
                     }
                     Ok(kind) => {
-                        if kind == Kind::Dir
-                            && let Some(tree) = dests[i].as_mut()
-                        {
-                            tree.forget(&e.rel);
+                        if kind == Kind::Dir {
+                            // Only an empty directory gives way to a file or link: what is in a
+                            // directory is never removed by a restore.
+                            let empty = beneath::open_child(&parent, &name)
+                                .and_then(|d| d.entries().map(|mut it| it.next().is_none()))
+                                .map_err(UnpackError::io(&dest_path))?;
+                            if !empty {
+                                return Err(UnpackError::InTheWay {
+                                    path: dest_path,
+                                    detail: format!(
+                                        "the entry holds a {}, and this directory is not empty",
+                                        kind_word(e.kind)
+                                    ),
+                                });
+                            }
+                            if let Some(tree) = dests[i].as_mut() {
+                                tree.forget(&e.rel);
+                            }
                         }
                         journal.backup(&parent, &name, stage.tree.base(), dest_path.clone())?;
                     }
@@ -218,8 +231,8 @@ impl Staged {
             entry_dirs.insert(Arc::as_ptr(&dir));
             let old = beneath::dir_mode(&dir).map_err(UnpackError::io(&path))?;
             if old != mode {
-                journal.steps.push(Undo::Mode { dir: Arc::clone(&dir), mode: old, path: path.clone() });
                 beneath::set_dir_mode(&dir, mode).map_err(UnpackError::io(&path))?;
+                journal.steps.push(Undo::Mode { dir: Arc::clone(&dir), mode: old, path });
             }
         }
         // Directories that were opened for writing and are not part of the entry get their
@@ -283,7 +296,7 @@ fn dest_tree<'t>(
                 Err(source) => return Err(UnpackError::Io { path: site.real.clone(), source }),
             };
             if found != Some(Kind::Dir) {
-                make_dir_room(&parent, &name, found, stage.tree.base(), journal, site.real.clone())?;
+                make_dir_room_at(&parent, &name, site, "", found, stage.tree.base(), journal)?;
             }
             Arc::new(beneath::open_child(&parent, &name).map_err(UnpackError::io(&site.real))?)
         };
@@ -292,21 +305,53 @@ fn dest_tree<'t>(
     Ok(tree.as_mut().expect("just set"))
 }
 
-/// Make `parent/name` a directory: keep what is there (a link or a file) as a backup, then
-/// create it.
+/// Make the directory `rel` of root `site` (in `parent`) exist: keep what is there (a link or a
+/// file) as a backup, then create it. Only a place the root's `path` line covers is replaced;
+/// anything else in the way fails the restore.
 fn make_dir_room(
     parent: &Arc<Dir>,
-    name: &str,
+    site: &Site,
+    rel: &str,
     found: Option<Kind>,
     stage: &Arc<Dir>,
     journal: &mut Journal,
-    path: PathBuf,
 ) -> Result<(), UnpackError> {
+    make_dir_room_at(parent, beneath::split_last(rel).1, site, rel, found, stage, journal)
+}
+
+fn make_dir_room_at(
+    parent: &Arc<Dir>,
+    name: &str,
+    site: &Site,
+    rel: &str,
+    found: Option<Kind>,
+    stage: &Arc<Dir>,
+    journal: &mut Journal,
+) -> Result<(), UnpackError> {
+    let path = if rel.is_empty() { site.real.clone() } else { site.real.join(rel) };
     journal.relax(parent, path.parent().unwrap_or(&path))?;
-    if found.is_some() {
+    if let Some(kind) = found {
+        if !site.covers(rel) {
+            return Err(UnpackError::InTheWay {
+                path,
+                detail: format!(
+                    "the entry needs a directory here, and this {} is not covered by `path` line `{}`",
+                    if kind == Kind::Symlink { "symlink" } else { "file" },
+                    site.pattern.line
+                ),
+            });
+        }
         journal.backup(parent, name, stage, path.clone())?;
     }
     journal.create_dir(parent, name, path)
+}
+
+fn kind_word(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::Dir => "directory",
+        EntryKind::File => "file",
+        EntryKind::Symlink => "symlink",
+    }
 }
 
 fn undo(step: Undo) -> Result<(), String> {

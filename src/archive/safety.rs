@@ -1,7 +1,8 @@
-//! Checks on untrusted archive names and link targets. Nothing here touches the filesystem:
+//! Checks on untrusted archive names and link targets, and on what a `path` line covers.
+//! Nothing here touches the filesystem:
 //! names are judged as text, so a hostile archive cannot steer the check through links.
 
-use crate::paths::{OWNED_MARKER, STAGING_PREFIX};
+use crate::paths::{OWNED_MARKER, PatternSet, STAGING_PREFIX};
 
 /// Split an archive member name into `(root index, relative path)`.
 ///
@@ -64,6 +65,54 @@ pub fn check_symlink_target(rel: &str, target: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Where a link at `rel` with `target` (checked by [`check_symlink_target`]: leading `..`
+/// only, never above the root) leads, relative to the root.
+pub(crate) fn resolve_link(rel: &str, target: &str) -> String {
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    parts.pop();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            name => parts.push(name),
+        }
+    }
+    parts.join("/")
+}
+
+/// An entry of root `root` at `rel` must be something that root's `path` line could have
+/// saved: under a glob line it must match the glob or lie under a matching directory (the
+/// glob's base itself is never an entry), and no `!` line may exclude it or its parents.
+pub(crate) fn check_covered(paths: &PatternSet, root: usize, rel: &str) -> Result<(), String> {
+    let pattern = &paths.includes[root];
+    let dest = if rel.is_empty() { pattern.base.clone() } else { pattern.base.join(rel) };
+    let within_root = || dest.ancestors().take_while(|a| a.starts_with(&pattern.base) && *a != pattern.base);
+    if let Some(glob) = &pattern.glob {
+        if rel.is_empty() {
+            return Err(format!("the base of glob `{}` cannot be an entry", pattern.line));
+        }
+        if !within_root().any(|a| glob.is_match(a)) {
+            return Err(format!("does not match `path` line `{}`", pattern.line));
+        }
+    }
+    if paths.is_excluded(&dest) || within_root().any(|a| paths.is_excluded(a)) {
+        return Err("is excluded by a `!` line of `path`".into());
+    }
+    Ok(())
+}
+
+/// A link in root `root` at `rel` may lead only to what the root's own `path` line covers:
+/// under a glob, a match (or what lies beneath one), never a file beside the matches.
+pub(crate) fn check_link_covered(paths: &PatternSet, root: usize, rel: &str, target: &str) -> Result<(), String> {
+    let resolved = resolve_link(rel, target);
+    check_covered(paths, root, &resolved).map_err(|_| {
+        let line = &paths.includes[root].line;
+        format!("symlink target `{target}` leads to `{resolved}`, which `path` line `{line}` does not cover")
+    })
 }
 
 #[cfg(test)]

@@ -18,18 +18,18 @@
 use super::beneath::{self, Tree};
 use super::claims::{Claims, Granted};
 use super::codec::{Compression, decoder};
-use super::safety::{check_entry_name, check_symlink_target};
+use super::safety::{check_covered, check_entry_name, check_link_covered, check_symlink_target};
 use super::staging;
 use super::writers::{Failure, NewFile, Writers};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry, Mismatch, entry_path};
 use crate::outcome::MissReason;
-use crate::paths::PatternSet;
+use crate::paths::{Pattern, PatternSet};
 use cap_std::fs::Dir;
 use std::fs;
 use std::io::{self, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 const MAX_FINGERPRINT_BYTES: u64 = 16 << 20;
@@ -60,6 +60,10 @@ pub enum UnpackError {
     Mismatch(Mismatch),
     #[error("required path `{path}` is not in the entry")]
     Incomplete { path: String },
+    /// Something already in a target that a restore never removes: a directory that is not
+    /// empty where the entry has a file or link, or a file or link outside what `path` covers.
+    #[error("cannot restore into `{}`: {detail}; it is left as it is", path.display())]
+    InTheWay { path: PathBuf, detail: String },
     #[error("{cause}; undoing it failed too, the previous files are kept in {kept}: {failures}")]
     RollbackFailed { cause: Box<UnpackError>, kept: String, failures: String },
     #[error("cannot write `{}`", path.display())]
@@ -76,7 +80,9 @@ impl UnpackError {
             UnpackError::Corrupt { .. } | UnpackError::Unsafe { .. } => MissReason::Corrupt,
             UnpackError::Mismatch(_) => MissReason::ManifestMismatch,
             UnpackError::Incomplete { .. } => MissReason::Incomplete,
-            UnpackError::Io { .. } | UnpackError::RollbackFailed { .. } => MissReason::IoError,
+            UnpackError::Io { .. } | UnpackError::InTheWay { .. } | UnpackError::RollbackFailed { .. } => {
+                MissReason::IoError
+            }
         }
     }
 
@@ -137,10 +143,22 @@ pub(super) struct Site {
     /// Components from `anchor` down to the destination; empty when the destination is an
     /// existing directory.
     pub missing: Vec<String>,
+    /// The root's `path` line.
+    pub pattern: Pattern,
 }
 
 impl Site {
-    fn locate(base: &Path) -> Result<Self, UnpackError> {
+    /// Whether the root's `path` line covers `rel`: everything beneath a literal line; under a
+    /// glob, what matches and what lies beneath a match, never the glob's base or the
+    /// directories leading to a match.
+    pub fn covers(&self, rel: &str) -> bool {
+        let Some(glob) = &self.pattern.glob else { return true };
+        let base = &self.pattern.base;
+        !rel.is_empty() && base.join(rel).ancestors().take_while(|a| *a != base.as_path()).any(|a| glob.is_match(a))
+    }
+
+    fn locate(pattern: &Pattern) -> Result<Self, UnpackError> {
+        let base = &pattern.base;
         let mut existing = base.to_path_buf();
         let mut missing = Vec::new();
         loop {
@@ -163,7 +181,7 @@ impl Site {
         let anchor = beneath::open_trusted(&real_anchor).map_err(UnpackError::io(&real_anchor))?;
         let mut real = real_anchor;
         real.extend(&missing);
-        Ok(Self { real, anchor: Arc::new(anchor), missing })
+        Ok(Self { real, anchor: Arc::new(anchor), missing, pattern: pattern.clone() })
     }
 }
 
@@ -234,7 +252,7 @@ struct Stager<'p> {
 
 impl<'p> Stager<'p> {
     fn new(plan: &'p RestorePlan<'p>) -> Result<Self, UnpackError> {
-        let sites = plan.paths.includes.iter().map(|p| Site::locate(&p.base)).collect::<Result<Vec<_>, _>>()?;
+        let sites = plan.paths.includes.iter().map(Site::locate).collect::<Result<Vec<_>, _>>()?;
         let stages = sites.iter().map(|_| None).collect();
         Ok(Self {
             plan,
@@ -327,6 +345,9 @@ impl<'p> Stager<'p> {
                     .map(|t| String::from_utf8_lossy(&t).into_owned())
                     .ok_or_else(|| refuse("symlink without a target"))?;
                 check_symlink_target(&rel, &target).map_err(|d| refuse(&d))?;
+                // The link may lead only to what its own `path` line covers (under a glob: to a
+                // match, not to any file beside it).
+                check_link_covered(self.plan.paths, root, &rel, &target).map_err(|d| refuse(&d))?;
                 Some(target)
             }
             _ => None,
@@ -347,8 +368,8 @@ impl<'p> Stager<'p> {
         // Parents are created once: an explicit directory entry, or the first file below it.
         let parent = stage
             .tree
-            .dir_with(parent_rel, &mut |dir, name, found| match found {
-                None => dir.create_dir(name),
+            .dir_with(parent_rel, &mut |dir, rel, found| match found {
+                None => dir.create_dir(beneath::split_last(rel).1),
                 Some(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "staged parent is not a directory")),
             })
             .map_err(UnpackError::io(stage_path.join(parent_rel)))?;
@@ -588,27 +609,6 @@ fn make_symlink(dir: &Dir, target: &str, name: &str) -> io::Result<()> {
 fn make_symlink(dir: &Dir, target: &str, name: &str) -> io::Result<()> {
     use cap_fs_ext::DirExt;
     dir.symlink_file(target, name)
-}
-
-/// An entry of root `root` at `rel` must be something that root's `path` line could have
-/// saved: under a glob line it must match the glob or lie under a matching directory (the
-/// glob's base itself is never an entry), and no `!` line may exclude it or its parents.
-fn check_covered(paths: &PatternSet, root: usize, rel: &str) -> Result<(), String> {
-    let pattern = &paths.includes[root];
-    let dest = if rel.is_empty() { pattern.base.clone() } else { pattern.base.join(rel) };
-    let within_root = || dest.ancestors().take_while(|a| a.starts_with(&pattern.base) && *a != pattern.base);
-    if let Some(glob) = &pattern.glob {
-        if rel.is_empty() {
-            return Err(format!("the base of glob `{}` cannot be an entry", pattern.line));
-        }
-        if !within_root().any(|a| glob.is_match(a)) {
-            return Err(format!("does not match `path` line `{}`", pattern.line));
-        }
-    }
-    if paths.is_excluded(&dest) || within_root().any(|a| paths.is_excluded(a)) {
-        return Err("is excluded by a `!` line of `path`".into());
-    }
-    Ok(())
 }
 
 /// Read only the first member of an archive: its fingerprint record.

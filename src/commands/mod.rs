@@ -329,10 +329,10 @@ fn bool_str(b: bool) -> &'static str {
     if b { "true" } else { "false" }
 }
 
-/// Leave the marker that lets a later `clean-on-miss` clean a directory root exact-cache has
-/// restored into or saved from (only where it could not clean otherwise).
-fn mark_owned(runner: &crate::runner::Runner, config: &Config) {
-    for (dir, e) in config.clean_guard.mark_owned(&config.paths) {
+/// Leave the marker that lets a later `clean-on-miss` clean the directory roots (by index)
+/// exact-cache has restored into or saved from (only where it could not clean otherwise).
+fn mark_owned(runner: &crate::runner::Runner, config: &Config, roots: &[usize]) {
+    for (dir, e) in config.clean_guard.mark_owned(&config.paths, roots) {
         runner.warning(&format!("cannot mark `{}` as exact-cache's own for `clean-on-miss`: {e}", dir.display()));
     }
 }

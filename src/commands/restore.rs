@@ -110,8 +110,12 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
         }
     }
     let reused = matches!(attempt, Attempt::Reused { .. });
-    if reused {
-        super::mark_owned(runner, config);
+    if let Attempt::Reused { manifest, .. } = &attempt {
+        // Only the roots this entry put something into.
+        let mut roots: Vec<usize> =
+            manifest.entries.iter().filter_map(|e| e.path.split('/').next()?.parse().ok()).collect();
+        roots.dedup();
+        super::mark_owned(runner, config, &roots);
     }
     // An entry that was downloaded but failed verification is still a hit: it exists under
     // exactly this key; `reused` is what says whether it can be used.

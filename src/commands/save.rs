@@ -258,7 +258,7 @@ fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport)
     let runner = ctx.runner;
     let saved = report.result == SaveResult::Saved;
     if saved {
-        super::mark_owned(runner, config);
+        super::mark_owned(runner, config, &(0..config.paths.includes.len()).collect::<Vec<_>>());
     }
     let trouble = report.trouble;
     match report.result {

@@ -114,7 +114,9 @@ impl Runner {
 
     // ---- outputs, state, env, summary ---------------------------------------------------------
 
+    /// Set a step output. Secrets are redacted here too: an output can quote a file name.
     pub fn set_output(&self, name: &str, value: &str) -> Result<(), RunnerError> {
+        let value = &self.redact(value);
         if let Some(path) = self.env.non_empty("GITHUB_OUTPUT") {
             append_key_value(Path::new(path), "outputs", name, value)?;
         }
@@ -387,7 +389,19 @@ impl SecretSink {
         self.redactor.secrets.lock().unwrap().iter().any(|s| s == secret)
     }
 
+    /// Register `secret`; a multi-line one is registered whole and line by line too, so that
+    /// one line of it printed alone (a key file's body, a command's output) is masked as well.
     pub fn add(&self, secret: &str) {
+        let lines: Vec<&str> = crate::runner::runner_lines(secret.trim()).collect();
+        if lines.len() > 1 {
+            for line in lines {
+                self.add_one(line);
+            }
+        }
+        self.add_one(secret);
+    }
+
+    fn add_one(&self, secret: &str) {
         let secret = secret.trim();
         if secret.len() < 4 {
             return;
@@ -597,6 +611,23 @@ mod tests {
         runner.add_secret("abcdefgh-long-secret");
         runner.info("x abcdefgh-long-secret y");
         assert!(log.text().ends_with("x *** y\n"), "{}", log.text());
+    }
+
+    #[test]
+    fn each_line_of_a_multi_line_secret_is_masked_and_outputs_are_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = dir.path().join("output");
+        let env = Env::from_pairs([("GITHUB_ACTIONS", "true"), ("GITHUB_OUTPUT", outputs.to_str().unwrap())]);
+        let log = Buffer::default();
+        let runner = Runner::new(Mode::Actions, env, Box::new(log.clone()), Box::new(io::sink()));
+        runner.add_secret("-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\n-----END KEY-----");
+        runner.info("line two alone: MIIEvQIBADANBgkqhkiG9w0BAQEF");
+        runner.set_output("changed-files", "out/leak-MIIEvQIBADANBgkqhkiG9w0BAQEF.txt").unwrap();
+        let text = log.text();
+        assert!(text.contains("::add-mask::MIIEvQIBADANBgkqhkiG9w0BAQEF\n"), "{text}");
+        assert!(text.contains("line two alone: ***"), "{text}");
+        let written = std::fs::read_to_string(&outputs).unwrap();
+        assert!(written.contains("out/leak-***.txt") && !written.contains("MIIEvQ"), "{written}");
     }
 
     #[test]
