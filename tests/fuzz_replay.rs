@@ -5,13 +5,13 @@
 mod support;
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME, SecretScanner, inventory, write_archive};
-use exact_cache::fuzzing::{self, UNPACK_PATHS, UnpackOutcome, unpack_record};
+use exact_cache::fuzzing::{self, PlacementCase, PlacementOutcome, Shape, UNPACK_PATHS, UnpackOutcome, unpack_record};
 use exact_cache::paths::{Locations, PatternSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use support::write;
 
-const TARGETS: &[&str] = &["manifest", "fingerprint", "wire", "unpack"];
+const TARGETS: &[&str] = &["manifest", "fingerprint", "wire", "unpack", "placement"];
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
@@ -31,6 +31,9 @@ fn run(target: &str, data: &[u8]) -> Option<UnpackOutcome> {
         "fingerprint" => fuzzing::fingerprint(data),
         "wire" => fuzzing::wire(data),
         "unpack" => return Some(fuzzing::unpack(data)),
+        "placement" => {
+            fuzzing::placement(data);
+        }
         other => panic!("unknown target {other}"),
     }
     None
@@ -57,6 +60,80 @@ fn seed_archive(compression: Compression) -> Vec<u8> {
     let set = PatternSet::parse(UNPACK_PATHS, &Locations { workspace: ws.clone(), home: None }).unwrap();
     let inv = inventory(&set).unwrap();
     write_archive(&inv, &unpack_record(), compression, &SecretScanner::none(), Vec::new(), &mut |_| {}).unwrap().0
+}
+
+/// Honest restores of the `placement` target, as cases (fuzz/seeds/placement holds their
+/// encodings): overlapping plain roots with links inside them, nested glob matches, links the
+/// user already had (out of the workspace, to `/`) that the archive replaces or stays clear of,
+/// a refused archive and one undone at commit. Each keeps guarantee 6 on today's code; shapes
+/// that do not are in tests/placement_property.rs.
+fn placement_seeds() -> Vec<(&'static str, PlacementCase)> {
+    let dir = || Shape::Dir(0o755);
+    let file = || Shape::File(0o644);
+    let link = |t: &str| Shape::Link(t.to_owned());
+    let case = |roots: &[&str], existing: Vec<(&str, Shape)>, entries: Vec<(usize, &str, Shape)>| PlacementCase {
+        roots: roots.iter().map(|r| (*r).to_owned()).collect(),
+        existing: existing.into_iter().map(|(p, s)| (p.to_owned(), s)).collect(),
+        entries: entries.into_iter().map(|(r, p, s)| (r, p.to_owned(), s)).collect(),
+    };
+    vec![
+        (
+            "overlapping-roots",
+            case(
+                &["out", "out/r"],
+                vec![("out/victim.txt", file()), ("out/r/s", dir())],
+                vec![
+                    (0, "", dir()),
+                    (0, "r", dir()),
+                    (0, "r/a.pth", file()),
+                    (0, "l", link("r")),
+                    (1, "x", Shape::File(0o755)),
+                    (1, "s", Shape::Dir(0o700)),
+                    (1, "s/l", link("../x")),
+                ],
+            ),
+        ),
+        (
+            "nested-globs",
+            case(
+                &["**/*.pth", "**/*.pt2", "d/*"],
+                vec![("a.pth", dir()), ("sub/l.pt2", file()), ("d/x", Shape::File(0o600))],
+                vec![
+                    (0, "a.pth", dir()),
+                    (0, "a.pth/x", file()),
+                    (0, "a.pth/l", link(".")),
+                    (0, "sub/b.pth", file()),
+                    (1, "sub/l.pt2", file()),
+                    (1, "l.pt2", link("sub/l.pt2")),
+                    (2, "x", file()),
+                    (2, "s", dir()),
+                    (2, "s/l", link("../x")),
+                ],
+            ),
+        ),
+        (
+            "user-links",
+            case(
+                &["out", "d/*"],
+                vec![
+                    ("out/sub", link("../../outside")),
+                    ("x", link("{outside}")),
+                    ("out/l", link("{root}")),
+                    ("out/r/s", Shape::Dir(0o555)),
+                ],
+                vec![
+                    (0, "a", file()),
+                    (0, "r/s/x", file()),
+                    (0, "l", file()),
+                    (0, "sub", dir()),
+                    (1, "x", dir()),
+                    (1, "x/victim.txt", file()),
+                ],
+            ),
+        ),
+        ("refused-absolute-link", case(&["out"], vec![("out/a", file())], vec![(0, "l", link("{outside}"))])),
+        ("refused-at-commit", case(&["out"], vec![("out/a", file())], vec![(0, "x", file()), (0, "a/x", file())])),
+    ]
 }
 
 fn member(tar_bytes: &[u8], name: &str) -> Vec<u8> {
@@ -96,6 +173,10 @@ fn write_seeds() {
         .entry("0/escape", tar::EntryType::Symlink, 0o777, b"", Some("../../outside"))
         .file("0/escape/secret.txt", b"pwned");
     put("unpack", "hostile-symlink", &[vec![0u8], hostile.finish()].concat());
+
+    for (name, case) in placement_seeds() {
+        put("placement", name, &case.encode());
+    }
 
     put("manifest", "manifest.json", &member(&plain, MANIFEST_NAME));
     put("fingerprint", "fingerprint.json", &member(&plain, FINGERPRINT_NAME));
@@ -168,4 +249,19 @@ fn hostile_and_mangled_archives_come_back_refused() {
     let at = data.windows(6).position(|w| w == b"alpha\n").expect("content stored as is");
     data[at] ^= 0xff;
     assert!(matches!(fuzzing::unpack(&data), UnpackOutcome::Refused(_)));
+}
+
+#[test]
+fn the_placement_seeds_are_the_cases_and_reach_placement() {
+    let seeds = inputs("seeds", "placement");
+    assert_eq!(seeds.len(), placement_seeds().len(), "run with UPDATE_FUZZ_SEEDS=1");
+    for (name, case) in placement_seeds() {
+        let (_, data) = seeds.iter().find(|(p, _)| p.ends_with(name)).expect("a seed per case");
+        assert_eq!(PlacementCase::decode(data), case, "{name}");
+        let outcome = fuzzing::placement(data);
+        match name.strip_prefix("refused-") {
+            None => assert_eq!(outcome, PlacementOutcome::Restored, "{name}"),
+            Some(_) => assert!(matches!(outcome, PlacementOutcome::Refused { .. }), "{name}: {outcome:?}"),
+        }
+    }
 }
