@@ -238,12 +238,14 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
 
 /// The staging steps of one restore.
 struct Stager<'p> {
+    /// Declared first, so dropped first: the writer threads are joined before dropping
+    /// `staged` removes the staging directories they write into.
+    writers: Option<Writers>,
     plan: &'p RestorePlan<'p>,
     staged: Staged,
     claims: Claims,
     /// Pairs of identical entries of overlapping roots, compared once their content is known.
     duplicates: Vec<(usize, usize)>,
-    writers: Option<Writers>,
     /// Roots whose own location is claimed already.
     root_claimed: Vec<bool>,
     have_record: bool,
