@@ -85,7 +85,7 @@ impl Claims {
     }
 }
 
-fn kind_name(kind: EntryKind) -> &'static str {
+pub(super) fn kind_name(kind: EntryKind) -> &'static str {
     match kind {
         EntryKind::Dir => "directory",
         EntryKind::File => "file",

@@ -10,6 +10,7 @@
 //! two roots are placed once.
 
 use super::beneath::{self, Kind, Tree};
+use super::claims::kind_name;
 use super::unpack::{RestoreStats, Site, Stage, Staged, UnpackError, staged_rel};
 use crate::manifest::EntryKind;
 use cap_std::fs::Dir;
@@ -163,7 +164,8 @@ impl Staged {
                     let stage_dir = Arc::clone(stage.tree.base());
                     let parent = tree
                         .dir_with(parent_rel, &mut |p, rel, found| {
-                            make_dir_room(p, site, rel, found, &stage_dir, journal).map_err(io::Error::other)
+                            make_dir_room(p, beneath::split_last(rel).1, site, rel, found, &stage_dir, journal)
+                                .map_err(io::Error::other)
                         })
                         .map_err(UnpackError::io(site.real.join(parent_rel)))?;
                     (parent, name.to_owned())
@@ -190,7 +192,7 @@ impl Staged {
                                     path: dest_path,
                                     detail: format!(
                                         "the entry holds a {}, and this directory is not empty",
-                                        kind_word(e.kind)
+                                        kind_name(e.kind)
                                     ),
                                 });
                             }
@@ -296,7 +298,7 @@ fn dest_tree<'t>(
                 Err(source) => return Err(UnpackError::Io { path: site.real.clone(), source }),
             };
             if found != Some(Kind::Dir) {
-                make_dir_room_at(&parent, &name, site, "", found, stage.tree.base(), journal)?;
+                make_dir_room(&parent, &name, site, "", found, stage.tree.base(), journal)?;
             }
             Arc::new(beneath::open_child(&parent, &name).map_err(UnpackError::io(&site.real))?)
         };
@@ -305,21 +307,10 @@ fn dest_tree<'t>(
     Ok(tree.as_mut().expect("just set"))
 }
 
-/// Make the directory `rel` of root `site` (in `parent`) exist: keep what is there (a link or a
-/// file) as a backup, then create it. Only a place the root's `path` line covers is replaced;
-/// anything else in the way fails the restore.
+/// Make the directory `rel` (named `name`) of root `site` exist in `parent`: keep what is there
+/// (a link or a file) as a backup, then create it. Only a place the root's `path` line covers
+/// is replaced; anything else in the way fails the restore.
 fn make_dir_room(
-    parent: &Arc<Dir>,
-    site: &Site,
-    rel: &str,
-    found: Option<Kind>,
-    stage: &Arc<Dir>,
-    journal: &mut Journal,
-) -> Result<(), UnpackError> {
-    make_dir_room_at(parent, beneath::split_last(rel).1, site, rel, found, stage, journal)
-}
-
-fn make_dir_room_at(
     parent: &Arc<Dir>,
     name: &str,
     site: &Site,
@@ -344,14 +335,6 @@ fn make_dir_room_at(
         journal.backup(parent, name, stage, path.clone())?;
     }
     journal.create_dir(parent, name, path)
-}
-
-fn kind_word(kind: EntryKind) -> &'static str {
-    match kind {
-        EntryKind::Dir => "directory",
-        EntryKind::File => "file",
-        EntryKind::Symlink => "symlink",
-    }
 }
 
 fn undo(step: Undo) -> Result<(), String> {
