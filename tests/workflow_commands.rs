@@ -2,11 +2,14 @@
 //! values read from another entry's fingerprint by `explain-misses` — never starts a workflow
 //! command, read the way the runner reads a step's output (`runner::log_model`).
 
+#[path = "services/mod.rs"]
+mod services;
 mod support;
 
 use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive};
 use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
 use exact_cache::runner::log_model;
+use services::{BlobStore, Services};
 use std::collections::BTreeMap;
 use support::{Step, StepResult, write};
 
@@ -23,12 +26,12 @@ const PAYLOADS: [&str; 5] = [
     "v ##[error title=pwned]injected",
 ];
 
-/// The commands the runner would obey: only our own groups, never one with properties, never
-/// anything naming the payloads.
+/// The commands the runner would obey: only our own groups (and the masks of the service's
+/// tokens), never one with properties, never anything naming the payloads.
 fn assert_only_our_commands(r: &StepResult) {
     for c in log_model::commands(&r.stdout) {
         assert!(
-            matches!(c.name.as_str(), "group" | "endgroup") && c.properties.is_empty(),
+            matches!(c.name.as_str(), "group" | "endgroup" | "add-mask") && c.properties.is_empty(),
             "the runner would obey {c:?}:\n{}",
             r.stdout
         );
@@ -62,8 +65,8 @@ fn file_names_and_hash_env_values_never_start_a_command() {
 }
 
 /// An entry saved by someone else under our prefix, whose fingerprint holds the payloads in
-/// labels and values, stored where the local backend lists it.
-fn plant_entry(step: &Step, prefix: &str) -> String {
+/// labels and values: its key and archive.
+fn hostile_entry(prefix: &str) -> (String, Vec<u8>) {
     let mut env = Component::new();
     let mut dists = Component::new();
     for (i, payload) in PAYLOADS.iter().enumerate() {
@@ -85,19 +88,46 @@ fn plant_entry(step: &Step, prefix: &str) -> String {
         &mut |_| {},
     )
     .unwrap();
-    write(&step.cache.join(format!("entries/{}@v1", record.key)), &bytes);
-    record.key
+    (record.key, bytes)
+}
+
+/// Where the hostile entry is served from: the local store's directory, or the v2 service
+/// (listed by its REST API, read with one ranged request).
+enum Served {
+    Local,
+    V2(Services),
 }
 
 #[test]
-fn explain_misses_against_a_hostile_entry_never_starts_a_command() {
+fn explain_misses_against_a_hostile_entry_never_starts_a_command_local_store() {
+    explain_misses_against_a_hostile_entry(Served::Local);
+}
+
+#[test]
+fn explain_misses_against_a_hostile_entry_never_starts_a_command_v2_service() {
+    explain_misses_against_a_hostile_entry(Served::V2(Services::start_with(BlobStore::Fast { name: String::new() })));
+}
+
+fn explain_misses_against_a_hostile_entry(served: Served) {
     let mut step = Step::new();
-    let theirs = plant_entry(&step, "inj");
+    let (theirs, bytes) = hostile_entry("inj");
+    let mut github_token = None;
+    match &served {
+        Served::Local => write(&step.cache.join(format!("entries/{theirs}@v1")), &bytes),
+        Served::V2(services) => {
+            step.extra_env = services.v2_env();
+            step.extra_env.extend(services.rest_env());
+            services.plant(&theirs, "v1", &bytes);
+            github_token = Some(services::REST_TOKEN);
+        }
+    }
     for i in 0..PAYLOADS.len() {
         step.extra_env.push((format!("EVIL_{i}"), "harmless".into()));
     }
     let names: Vec<String> = (0..PAYLOADS.len()).map(|i| format!("EVIL_{i}")).chain(["A_TABLE".into()]).collect();
-    let inputs = [("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", &names.join(","))];
+    let hash_env = names.join(",");
+    let mut inputs = vec![("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", hash_env.as_str())];
+    inputs.extend(github_token.map(|t| ("github-token", t)));
     let r = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!((r.code, r.output("miss-reason")), (0, "not-found"), "{}", r.stdout);
     assert!(r.stdout.contains(&format!("compared with `{theirs}`")), "explained: {}", r.stdout);
