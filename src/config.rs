@@ -143,7 +143,7 @@ pub const INPUTS: &[InputSpec] = &[
     input("prune-keep", Text, Cache, "1", "How many of the newest entries `prune` keeps, the new one included."),
     input("github-token", Text, Cache, "${{ github.token }}", "Token for the REST calls of `explain-misses` and `prune`."),
     input("secret-env", List, Cache, "", "Names of environment variables whose values must never be saved or printed: every step masks them, and a save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save (`save-result=secret-found`)."),
-    input("clean-on-miss", Bool, Restore, "false", "On a miss, remove stale files under `path` before generation starts."),
+    input("clean-on-miss", Bool, Restore, "false", "On a miss, remove stale files under `path` before generation starts. Only beneath the workspace, `RUNNER_TEMP` or the home directory, in a preset's cache directory, or in a directory exact-cache restored into or saved from before (it leaves a `.exact-cache-root` marker); never the workspace, home or their parents. Anything else is an input error."),
     input("reuse-env", Text, Restore, "", "Name of an environment variable exported as `1` when reused, `0` otherwise."),
     input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),
     input("fail-on-cache-miss", Bool, Restore, "false", "Fail the step when the entry is not reused."),
