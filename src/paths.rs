@@ -109,6 +109,15 @@ pub struct Pattern {
 }
 
 impl Pattern {
+    /// Whether this line covers `rel` (relative to its base, `/`-separated): everything beneath
+    /// a literal line; under a glob, what matches and what lies beneath a match — never the
+    /// glob's base or the directories that only lead to a match. `!` lines are not consulted.
+    pub fn covers(&self, rel: &str) -> bool {
+        let Some(glob) = &self.glob else { return true };
+        !rel.is_empty()
+            && self.base.join(rel).ancestors().take_while(|a| *a != self.base.as_path()).any(|a| glob.is_match(a))
+    }
+
     pub fn parse(line: &str, locations: &Locations) -> Result<Self, PathError> {
         let line = line.trim();
         if !has_glob_meta(line) {

@@ -456,3 +456,95 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
     unpack(&tar.finish()[..], &plan).unwrap().commit().unwrap();
     assert_eq!(std::fs::read(ws.path().join("models/sub/m.pth")).unwrap(), b"w");
 }
+
+// ---- overlapping roots and placement order (found by review) ---------------------------------
+
+fn manifest_for(tar: &mut TarBuilder, key: &str, lines: &[&str], entries: Vec<ManifestEntry>) {
+    let roots = lines.iter().map(|l| RootRecord { line: (*l).into(), kind: RootKind::Dir }).collect();
+    let m = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.into(), roots, entries };
+    tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
+}
+
+fn dir_with_mode(path: &str, mode: u32) -> ManifestEntry {
+    ManifestEntry { mode, ..dir_entry(path) }
+}
+
+/// `path: out` and `out/sub`, where the user's `out/sub` is a link to `elsewhere`: root 0's
+/// entry `sub/` must not replace the link another root stands on (the link would be lost and
+/// the content land in two places). The restore is refused and nothing changes.
+#[test]
+fn a_root_that_is_a_link_inside_another_root_is_never_replaced() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("out")).unwrap();
+    write(&ws.path().join("elsewhere/own"), b"the user's");
+    std::os::unix::fs::symlink("../elsewhere", ws.path().join("out/sub")).unwrap();
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    tar.entry("0/sub/", EntryType::Directory, 0o755, b"", None);
+    tar.file("0/sub/x", b"x");
+    tar.entry("1/", EntryType::Directory, 0o755, b"", None);
+    tar.file("1/x", b"x");
+    let entries =
+        vec![dir_entry("0"), dir_entry("0/sub"), file_entry("0/sub/x", b"x"), dir_entry("1"), file_entry("1/x", b"x")];
+    manifest_for(&mut tar, &key, &["out", "out/sub"], entries);
+    let before = snapshot(ws.path());
+    let err = restore(&tar.finish(), ws.path(), &["out", "out/sub"], &key, Compression::None).unwrap_err();
+    assert!(err.to_string().contains("never replaces"), "{err}");
+    assert_eq!(snapshot(ws.path()), before);
+}
+
+/// A directory reached through two roots' handles (`out` and the glob `out/r/*.pt`) gets the
+/// mode its entry says, not the mode it had while it was opened for writing.
+#[test]
+fn a_directory_reached_through_two_roots_gets_its_entry_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("out/r")).unwrap();
+    std::fs::set_permissions(ws.path().join("out/r"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    tar.entry("0/r/", EntryType::Directory, 0o700, b"", None);
+    tar.file("1/a.pt", b"a");
+    let entries = vec![dir_entry("0"), dir_with_mode("0/r", 0o700), file_entry("1/a.pt", b"a")];
+    manifest_for(&mut tar, &key, &["out", "out/r/*.pt"], entries);
+    restore(&tar.finish(), ws.path(), &["out", "out/r/*.pt"], &key, Compression::None).unwrap();
+    assert_eq!(std::fs::metadata(ws.path().join("out/r")).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::read(ws.path().join("out/r/a.pt")).unwrap(), b"a");
+}
+
+/// Two roots disagreeing about one directory's mode is refused, like any other disagreement.
+#[test]
+fn two_roots_disagreeing_about_a_directory_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    tar.entry("0/r/", EntryType::Directory, 0o700, b"", None);
+    tar.entry("1/", EntryType::Directory, 0o755, b"", None);
+    let entries = vec![dir_entry("0"), dir_with_mode("0/r", 0o700), dir_entry("1")];
+    manifest_for(&mut tar, &key, &["out", "out/r"], entries);
+    let err = restore(&tar.finish(), ws.path(), &["out", "out/r"], &key, Compression::None).unwrap_err();
+    assert_eq!(err.miss_reason(), MissReason::Corrupt, "{err}");
+    assert!(err.to_string().contains("differs from"), "{err}");
+}
+
+/// A valid archive whose directory's children do not follow it directly still restores: what
+/// lies beneath a directory moved into place whole is never placed twice.
+#[test]
+fn children_listed_apart_from_their_directory_still_restore() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("out")).unwrap();
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    tar.entry("0/", EntryType::Directory, 0o755, b"", None);
+    tar.entry("0/a/", EntryType::Directory, 0o755, b"", None);
+    tar.file("0/b", b"b");
+    tar.file("0/a/y", b"y");
+    let entries = vec![dir_entry("0"), dir_entry("0/a"), file_entry("0/b", b"b"), file_entry("0/a/y", b"y")];
+    manifest_for(&mut tar, &key, &["out"], entries);
+    restore(&tar.finish(), ws.path(), &["out"], &key, Compression::None).unwrap();
+    assert_eq!(std::fs::read(ws.path().join("out/a/y")).unwrap(), b"y");
+    assert_eq!(std::fs::read(ws.path().join("out/b")).unwrap(), b"b");
+}

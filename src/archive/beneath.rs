@@ -86,6 +86,21 @@ pub(crate) fn dir_mode(dir: &Dir) -> io::Result<u32> {
     }
 }
 
+/// Which directory an open handle is (device and inode): two handles may reach one directory.
+pub(crate) fn identity(dir: &Dir) -> io::Result<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::MetadataExt;
+        let meta = dir.dir_metadata()?;
+        Ok((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok((0, 0))
+    }
+}
+
 /// Set the permission bits of an open directory, through its handle (`fchmodat(fd, ".")`: the
 /// handle may be an `O_PATH` descriptor, which `fchmod` refuses).
 pub(crate) fn set_dir_mode(dir: &Dir, mode: u32) -> io::Result<()> {

@@ -65,11 +65,16 @@ impl CleanGuard {
     /// directory of the password database is protected too, whatever `HOME` says.
     pub fn new(workspace: &Path, home: Option<&Path>, runner_temp: Option<&Path>, own: &[PathBuf]) -> Self {
         let real = |p: &Path| real_location(p);
+        let account = account_home().map(|h| real(&h));
         let mut protected: Vec<PathBuf> =
             [Some(workspace), home, runner_temp].into_iter().flatten().map(real).collect();
-        protected.extend(account_home().map(|h| real(&h)));
-        let areas = [Some(workspace), home, runner_temp].into_iter().flatten().map(real).collect();
-        let own = own.iter().map(|p| real(p)).collect();
+        protected.extend(account.clone());
+        // A place given as `/` or one level below it (`HOME=/` in a container, a preset
+        // directory set to `/tmp`) would open most of the machine: it is never an area, unless
+        // it is the account's own home (`/root`).
+        let narrow = |p: &PathBuf| p.components().count() > 2 || account.as_ref() == Some(p);
+        let areas = [Some(workspace), home, runner_temp].into_iter().flatten().map(real).filter(narrow).collect();
+        let own = own.iter().map(|p| real(p)).filter(narrow).collect();
         Self { protected, areas, own }
     }
 
@@ -246,7 +251,14 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard) -> Result<CleanStats, CleanEr
             CleanTarget::Entry(location) => {
                 let parent = location.parent().unwrap_or(&location);
                 let name = location.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                let removed = beneath::open_trusted(parent).and_then(|dir| remove_file(&dir, name));
+                let removed = beneath::open_trusted(parent).and_then(|dir| {
+                    let mut relaxed = None;
+                    let removed = remove_file(&dir, name, &mut relaxed);
+                    if let Some(mode) = relaxed {
+                        let _ = beneath::set_dir_mode(&dir, mode);
+                    }
+                    removed
+                });
                 match removed {
                     Ok(true) => stats.removed_files += 1,
                     Ok(false) => {}
@@ -282,6 +294,23 @@ impl Walk<'_> {
     }
 
     fn clean_in(&mut self, dir: &Dir, real: &Path, lexical: &Path, covered: bool) -> Result<(), CleanError> {
+        // A read-only directory is opened for the removal and gets its mode back after.
+        let mut relaxed = None;
+        let result = self.clean_entries(dir, real, lexical, covered, &mut relaxed);
+        if let Some(mode) = relaxed {
+            let _ = beneath::set_dir_mode(dir, mode);
+        }
+        result
+    }
+
+    fn clean_entries(
+        &mut self,
+        dir: &Dir,
+        real: &Path,
+        lexical: &Path,
+        covered: bool,
+        relaxed: &mut Option<u32>,
+    ) -> Result<(), CleanError> {
         let fail = |path: &Path| {
             let path = path.to_owned();
             move |source| CleanError::Remove { path, source }
@@ -308,10 +337,10 @@ impl Walk<'_> {
                 self.clean_in(&sub, &child_real, &child_lexical, child_covered)?;
                 drop(sub);
                 // Directories still holding excluded files are not empty and stay.
-                if child_covered && remove_empty_dir(dir, &name) {
+                if child_covered && remove_empty_dir(dir, &name, relaxed) {
                     self.stats.removed_dirs += 1;
                 }
-            } else if child_covered && remove_file(dir, &name).map_err(fail(&child_real))? {
+            } else if child_covered && remove_file(dir, &name, relaxed).map_err(fail(&child_real))? {
                 self.stats.removed_files += 1;
             }
         }
@@ -319,14 +348,12 @@ impl Walk<'_> {
     }
 }
 
-/// Remove the file or link `name` from `dir`, opening a read-only `dir` if needed; whether it
-/// was there.
-fn remove_file(dir: &Dir, name: &str) -> io::Result<bool> {
+/// Remove the file or link `name` from `dir`, opening a read-only `dir` if needed (its old mode
+/// goes to `relaxed`); whether it was there.
+fn remove_file(dir: &Dir, name: &str, relaxed: &mut Option<u32>) -> io::Result<bool> {
     use cap_fs_ext::DirExt;
     let mut result = dir.remove_file_or_symlink(name);
-    if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
-        && beneath::make_writable(dir).is_ok()
-    {
+    if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied) && relax(dir, relaxed) {
         result = dir.remove_file_or_symlink(name);
     }
     match result {
@@ -336,11 +363,20 @@ fn remove_file(dir: &Dir, name: &str) -> io::Result<bool> {
     }
 }
 
-fn remove_empty_dir(dir: &Dir, name: &str) -> bool {
-    if dir.remove_dir(name).is_ok() {
-        return true;
+fn remove_empty_dir(dir: &Dir, name: &str, relaxed: &mut Option<u32>) -> bool {
+    dir.remove_dir(name).is_ok() || (relax(dir, relaxed) && dir.remove_dir(name).is_ok())
+}
+
+/// Make `dir` writable once, remembering its old mode; whether it is writable now.
+fn relax(dir: &Dir, relaxed: &mut Option<u32>) -> bool {
+    match beneath::make_writable(dir) {
+        Ok(Some(old)) => {
+            relaxed.get_or_insert(old);
+            true
+        }
+        Ok(None) => true,
+        Err(_) => false,
     }
-    beneath::make_writable(dir).is_ok() && dir.remove_dir(name).is_ok()
 }
 
 #[cfg(all(test, unix))]
@@ -436,6 +472,39 @@ mod tests {
             let err = g.check(&p).unwrap_err();
             assert!(err.contains("the workspace, the home directory"), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn a_home_or_preset_directory_at_the_top_of_the_tree_opens_nothing() {
+        let s = scratch();
+        // HOME=/ (a container user without a passwd entry), a preset directory set to `/tmp`.
+        let g = CleanGuard::new(&s.root.join("ws"), Some(Path::new("/")), None, &[PathBuf::from("/tmp")]);
+        let locations = Locations { workspace: s.root.join("ws"), home: Some(PathBuf::from("/")) };
+        for line in ["/usr/lib", "/etc", "~/**/*.so", "/**/*.conf", "/tmp"] {
+            let p = Pattern::parse(line, &locations).unwrap();
+            assert!(g.check(&p).is_err(), "{line} must be refused");
+        }
+        assert!(g.check(&Pattern::parse("out", &locations).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn clean_gives_read_only_directories_it_keeps_their_mode_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = scratch();
+        write_file(&s.root.join("ws/out/ro/a.pyc"));
+        write_file(&s.root.join("ws/out/ro/keep.py"));
+        fs::set_permissions(s.root.join("ws/out/ro"), fs::Permissions::from_mode(0o555)).unwrap();
+        let set =
+            PatternSet::parse(&["out/**/*.pyc"], &Locations { workspace: s.root.join("ws"), home: None }).unwrap();
+        let stats = clean(&set, &guard(&s)).unwrap();
+        assert_eq!(stats.removed_files, 1);
+        assert!(s.root.join("ws/out/ro/keep.py").exists());
+        assert_eq!(fs::metadata(s.root.join("ws/out/ro")).unwrap().permissions().mode() & 0o777, 0o555);
+    }
+
+    fn write_file(path: &Path) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, b"x").unwrap();
     }
 
     #[test]

@@ -48,12 +48,21 @@ enum Undo {
     },
 }
 
+/// A directory opened for writing: its handle, old mode, identity and path (for messages).
+struct Relaxed {
+    dir: Arc<Dir>,
+    mode: u32,
+    id: (u64, u64),
+    path: PathBuf,
+}
+
 #[derive(Default)]
 struct Journal {
     steps: Vec<Undo>,
     backups: usize,
     /// Directories opened for writing: their handle and old mode.
-    relaxed: Vec<(Arc<Dir>, u32)>,
+    relaxed: Vec<Relaxed>,
+    /// Handles checked already (by address: each handle is checked once).
     checked: HashSet<*const Dir>,
     /// Keeps every checked handle alive, so no other directory reuses its address.
     keep: Vec<Arc<Dir>>,
@@ -69,7 +78,8 @@ impl Journal {
         self.keep.push(Arc::clone(dir));
         if let Some(old) = beneath::make_writable(dir).map_err(UnpackError::io(path))? {
             self.steps.push(Undo::Mode { dir: Arc::clone(dir), mode: old, path: path.to_owned() });
-            self.relaxed.push((Arc::clone(dir), old));
+            let id = beneath::identity(dir).map_err(UnpackError::io(path))?;
+            self.relaxed.push(Relaxed { dir: Arc::clone(dir), mode: old, id, path: path.to_owned() });
         }
         Ok(())
     }
@@ -107,14 +117,20 @@ impl Staged {
     /// staging directory (holding the previous files) is kept and the error names it.
     pub fn commit(mut self) -> Result<RestoreStats, UnpackError> {
         let mut journal = Journal::default();
+        // Until placement has finished or been undone, staging holds what it replaced: a panic
+        // half way must not delete that.
+        self.keep_staging = true;
         match self.place_all(&mut journal) {
-            Ok(()) => Ok(self.stats),
+            Ok(()) => {
+                self.keep_staging = false;
+                Ok(self.stats)
+            }
             Err(cause) => {
                 let failures = journal.roll_back();
                 if failures.is_empty() {
+                    self.keep_staging = false;
                     return Err(cause);
                 }
-                self.keep_staging = true;
                 let kept = self
                     .stages
                     .iter()
@@ -133,18 +149,15 @@ impl Staged {
         let mut dir_modes: Vec<(usize, &str, u32)> = Vec::new();
         for (i, site) in sites.iter().enumerate() {
             let Some(stage) = stages[i].as_mut() else { continue };
-            let mut moved_subtree: Option<&str> = None;
+            // Directories moved into place whole: what lies beneath them is in place already,
+            // in whatever order the archive lists it.
+            let mut moved: HashSet<&str> = HashSet::new();
             for e in entries.iter().filter(|e| e.root == i) {
                 if e.kind == EntryKind::Dir {
                     dir_modes.push((i, &e.rel, e.mode));
                 }
-                if let Some(prefix) = moved_subtree {
-                    let within = prefix.is_empty()
-                        || (e.rel.starts_with(prefix) && e.rel.as_bytes().get(prefix.len()) == Some(&b'/'));
-                    if within {
-                        continue;
-                    }
-                    moved_subtree = None;
+                if !moved.is_empty() && ancestors(&e.rel).any(|a| moved.contains(a)) {
+                    continue;
                 }
                 if e.duplicate_of.is_some() {
                     continue;
@@ -167,7 +180,7 @@ impl Staged {
                             make_dir_room(p, beneath::split_last(rel).1, site, rel, found, &stage_dir, journal)
                                 .map_err(io::Error::other)
                         })
-                        .map_err(UnpackError::io(site.real.join(parent_rel)))?;
+                        .map_err(|source| UnpackError::Io { path: site.real.join(parent_rel), source })?;
                     (parent, name.to_owned())
                 };
                 journal.relax(&parent, dest_path.parent().unwrap_or(&dest_path))?;
@@ -181,6 +194,12 @@ impl Staged {
                         continue; // merge into it
                     }
                     Ok(kind) => {
+                        if let Some(line) = site.root_location_at(&e.rel) {
+                            return Err(UnpackError::InTheWay {
+                                path: dest_path,
+                                detail: format!("`path` line `{line}` is here, and a restore never replaces a root"),
+                            });
+                        }
                         if kind == Kind::Dir {
                             // Only an empty directory gives way to a file or link: what is in a
                             // directory is never removed by a restore.
@@ -207,7 +226,10 @@ impl Staged {
                 }
                 let staged = staged_rel(&e.rel);
                 let (staged_parent_rel, staged_name) = beneath::split_last(&staged);
-                let staged_parent = stage.tree.dir(staged_parent_rel).map_err(UnpackError::io(stage.path()))?;
+                let staged_parent = stage
+                    .tree
+                    .dir(staged_parent_rel)
+                    .map_err(|source| UnpackError::Io { path: stage.path(), source })?;
                 staged_parent.rename(staged_name, &parent, &name).map_err(UnpackError::io(&dest_path))?;
                 journal.steps.push(Undo::Placed {
                     parent,
@@ -217,20 +239,22 @@ impl Staged {
                     path: dest_path,
                 });
                 if e.kind == EntryKind::Dir {
-                    moved_subtree = Some(&e.rel);
+                    moved.insert(&e.rel);
                 }
             }
         }
 
-        // Directory modes last, deepest first, so read-only directories do not block children.
-        let mut entry_dirs: HashSet<*const Dir> = HashSet::new();
+        // Directory modes last, once everything is in place (a read-only directory would block
+        // placing into it), in reverse archive order: children before their parents.
+        // By device and inode: one directory may be reached through several handles.
+        let mut entry_dirs: HashSet<(u64, u64)> = HashSet::new();
         for &(i, rel, mode) in dir_modes.iter().rev() {
             let site = &sites[i];
             let stage = stages[i].as_mut().expect("a root with entries is staged");
             let path = site.real.join(rel);
             let tree = dest_tree(&mut dests[i], site, stage, journal)?;
             let dir = tree.dir(rel).map_err(UnpackError::io(&path))?;
-            entry_dirs.insert(Arc::as_ptr(&dir));
+            entry_dirs.insert(beneath::identity(&dir).map_err(UnpackError::io(&path))?);
             let old = beneath::dir_mode(&dir).map_err(UnpackError::io(&path))?;
             if old != mode {
                 beneath::set_dir_mode(&dir, mode).map_err(UnpackError::io(&path))?;
@@ -239,23 +263,32 @@ impl Staged {
         }
         // Directories that were opened for writing and are not part of the entry get their
         // own mode back.
-        for (dir, mode) in journal.relaxed.iter().rev() {
-            if !entry_dirs.contains(&Arc::as_ptr(dir)) {
-                beneath::set_dir_mode(dir, *mode).map_err(UnpackError::io(PathBuf::from("a restored directory")))?;
+        for r in journal.relaxed.iter().rev() {
+            if !entry_dirs.contains(&r.id) {
+                beneath::set_dir_mode(&r.dir, r.mode).map_err(UnpackError::io(&r.path))?;
             }
         }
         Ok(())
     }
 }
 
+/// The strict ancestors of `rel` within its root, nearest first, ending with the root (`""`).
+fn ancestors(rel: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(rel);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        let parent = if r.is_empty() { None } else { Some(beneath::split_last(r).0) };
+        rest = parent;
+        parent
+    })
+}
+
 /// The directory holding root `site`'s destination, and the destination's name there. Missing
 /// directories above the destination are created, never through a link.
 fn root_parent(site: &Site, journal: &mut Journal) -> Result<(Arc<Dir>, String), UnpackError> {
     if site.missing.is_empty() {
-        let parent = site.real.parent().unwrap_or(&site.real);
         let name = site.real.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let dir = beneath::open_trusted(parent).map_err(UnpackError::io(parent))?;
-        return Ok((Arc::new(dir), name));
+        return Ok((super::unpack::above(site)?, name));
     }
     let (last, above) = site.missing.split_last().expect("not empty");
     let mut dir = Arc::clone(&site.anchor);
@@ -322,6 +355,12 @@ fn make_dir_room(
     let path = if rel.is_empty() { site.real.clone() } else { site.real.join(rel) };
     journal.relax(parent, path.parent().unwrap_or(&path))?;
     if let Some(kind) = found {
+        if let Some(line) = site.root_location_at(rel) {
+            return Err(UnpackError::InTheWay {
+                path,
+                detail: format!("`path` line `{line}` is here or below, and a restore never replaces it"),
+            });
+        }
         if !site.covers(rel) {
             return Err(UnpackError::InTheWay {
                 path,
@@ -352,10 +391,12 @@ fn undo(step: Undo) -> Result<(), String> {
             Ok(()) => Ok(()),
             Err(e) => fail("put back the previous", &path, e),
         },
-        Undo::CreatedDir { parent, name } => {
-            let _ = parent.remove_dir(&name);
-            Ok(())
-        }
+        Undo::CreatedDir { parent, name } => match parent.remove_dir(&name) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                fail("remove the created directory", &PathBuf::from(name), e)
+            }
+            _ => Ok(()),
+        },
         Undo::Mode { dir, mode, path } => match beneath::set_dir_mode(&dir, mode) {
             Ok(()) => Ok(()),
             Err(e) => fail("reset the mode of", &path, e),

@@ -89,17 +89,15 @@ pub(crate) fn resolve_link(rel: &str, target: &str) -> String {
 /// glob's base itself is never an entry), and no `!` line may exclude it or its parents.
 pub(crate) fn check_covered(paths: &PatternSet, root: usize, rel: &str) -> Result<(), String> {
     let pattern = &paths.includes[root];
-    let dest = if rel.is_empty() { pattern.base.clone() } else { pattern.base.join(rel) };
-    let within_root = || dest.ancestors().take_while(|a| a.starts_with(&pattern.base) && *a != pattern.base);
-    if let Some(glob) = &pattern.glob {
-        if rel.is_empty() {
-            return Err(format!("the base of glob `{}` cannot be an entry", pattern.line));
-        }
-        if !within_root().any(|a| glob.is_match(a)) {
-            return Err(format!("does not match `path` line `{}`", pattern.line));
-        }
+    if pattern.glob.is_some() && rel.is_empty() {
+        return Err(format!("the base of glob `{}` cannot be an entry", pattern.line));
     }
-    if paths.is_excluded(&dest) || within_root().any(|a| paths.is_excluded(a)) {
+    if !pattern.covers(rel) {
+        return Err(format!("does not match `path` line `{}`", pattern.line));
+    }
+    let dest = if rel.is_empty() { pattern.base.clone() } else { pattern.base.join(rel) };
+    let mut within_root = dest.ancestors().take_while(|a| a.starts_with(&pattern.base) && *a != pattern.base);
+    if paths.is_excluded(&dest) || within_root.any(|a| paths.is_excluded(a)) {
         return Err("is excluded by a `!` line of `path`".into());
     }
     Ok(())

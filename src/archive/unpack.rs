@@ -65,8 +65,13 @@ pub enum UnpackError {
     #[error("cannot restore into `{}`: {detail}; it is left as it is", path.display())]
     InTheWay { path: PathBuf, detail: String },
     #[error("{cause}; undoing it failed too, the previous files are kept in {kept}: {failures}")]
-    RollbackFailed { cause: Box<UnpackError>, kept: String, failures: String },
-    #[error("cannot write `{}`", path.display())]
+    RollbackFailed {
+        #[source]
+        cause: Box<UnpackError>,
+        kept: String,
+        failures: String,
+    },
+    #[error("cannot restore at `{}`", path.display())]
     Io {
         path: PathBuf,
         #[source]
@@ -138,23 +143,33 @@ pub(super) struct Site {
     /// The destination with symlinks resolved: claims are judged on it.
     pub real: PathBuf,
     /// The nearest existing directory at or above the destination (the destination itself
-    /// when it is a directory), opened through the path the user wrote.
+    /// when it is a directory), opened through its resolved path when the restore began.
     pub anchor: Arc<Dir>,
     /// Components from `anchor` down to the destination; empty when the destination is an
     /// existing directory.
     pub missing: Vec<String>,
+    /// The directory holding the destination, opened when the restore began (when the
+    /// destination is an existing directory; else placement reaches it from `anchor`).
+    pub above: Option<Arc<Dir>>,
     /// The root's `path` line.
     pub pattern: Pattern,
+    /// Where other roots' own locations lie beneath this one's (relative paths, with their
+    /// lines): a restore never replaces them or what leads to them.
+    pub inner_roots: Vec<(String, String)>,
 }
 
 impl Site {
-    /// Whether the root's `path` line covers `rel`: everything beneath a literal line; under a
-    /// glob, what matches and what lies beneath a match, never the glob's base or the
-    /// directories leading to a match.
+    /// Whether the root's `path` line covers `rel` ([`Pattern::covers`]).
     pub fn covers(&self, rel: &str) -> bool {
-        let Some(glob) = &self.pattern.glob else { return true };
-        let base = &self.pattern.base;
-        !rel.is_empty() && base.join(rel).ancestors().take_while(|a| *a != base.as_path()).any(|a| glob.is_match(a))
+        self.pattern.covers(rel)
+    }
+
+    /// The `path` line of another root whose own location is `rel` or lies beneath it.
+    pub fn root_location_at(&self, rel: &str) -> Option<&str> {
+        self.inner_roots
+            .iter()
+            .find(|(r, _)| rel.is_empty() || r == rel || r.strip_prefix(rel).is_some_and(|rest| rest.starts_with('/')))
+            .map(|(_, line)| line.as_str())
     }
 
     fn locate(pattern: &Pattern) -> Result<Self, UnpackError> {
@@ -181,7 +196,12 @@ impl Site {
         let anchor = beneath::open_trusted(&real_anchor).map_err(UnpackError::io(&real_anchor))?;
         let mut real = real_anchor;
         real.extend(&missing);
-        Ok(Self { real, anchor: Arc::new(anchor), missing, pattern: pattern.clone() })
+        let above = match (missing.is_empty(), real.parent()) {
+            (true, Some(parent)) => Some(Arc::new(beneath::open_trusted(parent).map_err(UnpackError::io(parent))?)),
+            _ => None,
+        };
+        let anchor = Arc::new(anchor);
+        Ok(Self { real, anchor, missing, above, pattern: pattern.clone(), inner_roots: Vec::new() })
     }
 }
 
@@ -254,7 +274,22 @@ struct Stager<'p> {
 
 impl<'p> Stager<'p> {
     fn new(plan: &'p RestorePlan<'p>) -> Result<Self, UnpackError> {
-        let sites = plan.paths.includes.iter().map(Site::locate).collect::<Result<Vec<_>, _>>()?;
+        let mut sites = plan.paths.includes.iter().map(Site::locate).collect::<Result<Vec<_>, _>>()?;
+        // Overlapping roots, as written and as resolved: each knows where the others are.
+        for i in 0..sites.len() {
+            for j in (0..sites.len()).filter(|&j| j != i) {
+                let (outer, inner) = (&plan.paths.includes[i], &plan.paths.includes[j]);
+                let rel = inner
+                    .base
+                    .strip_prefix(&outer.base)
+                    .ok()
+                    .or_else(|| sites[j].real.strip_prefix(&sites[i].real).ok())
+                    .map(|r| r.to_string_lossy().replace('\\', "/"));
+                if let Some(rel) = rel {
+                    sites[i].inner_roots.push((rel, inner.line.clone()));
+                }
+            }
+        }
         let stages = sites.iter().map(|_| None).collect();
         Ok(Self {
             plan,
@@ -374,7 +409,7 @@ impl<'p> Stager<'p> {
                 None => dir.create_dir(beneath::split_last(rel).1),
                 Some(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "staged parent is not a directory")),
             })
-            .map_err(UnpackError::io(stage_path.join(parent_rel)))?;
+            .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
         let path = stage_path.join(&staged_rel);
         let record = StagedEntry { root, rel, kind, mode, size: 0, sha256: None, target: target.clone(), duplicate_of };
         match kind {
@@ -507,9 +542,7 @@ impl<'p> Stager<'p> {
         manifest.verify(&actual).map_err(UnpackError::Mismatch)?;
         for &(earlier, later) in &self.duplicates {
             let (a, b) = (&staged.entries[earlier], &staged.entries[later]);
-            if (a.sha256.as_ref(), a.target.as_ref(), a.mode) != (b.sha256.as_ref(), b.target.as_ref(), b.mode)
-                && a.kind != EntryKind::Dir
-            {
+            if (a.sha256.as_ref(), a.target.as_ref(), a.mode) != (b.sha256.as_ref(), b.target.as_ref(), b.mode) {
                 return Err(UnpackError::Unsafe {
                     entry: entry_path(b.root, &b.rel),
                     detail: format!("differs from `{}`, which lands at the same place", entry_path(a.root, &a.rel)),
@@ -570,15 +603,14 @@ impl Staged {
                 let anchor_path = site.real.ancestors().nth(site.missing.len()).unwrap_or(&site.real).to_owned();
                 (Arc::clone(&site.anchor), anchor_path)
             } else {
-                let parent = site.real.parent().unwrap_or(&site.real).to_owned();
-                (Arc::new(beneath::open_trusted(&parent).map_err(UnpackError::io(&parent))?), parent)
+                (above(site)?, site.real.parent().unwrap_or(&site.real).to_owned())
             };
             let made = match staging::create(&holder) {
                 Ok(name) => Ok((holder, holder_path, name)),
                 // A read-only destination: stage next to it instead.
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied && inside => {
+                    let holder = above(site)?;
                     let parent = site.real.parent().unwrap_or(&site.real).to_owned();
-                    let holder = Arc::new(beneath::open_trusted(&parent).map_err(UnpackError::io(&parent))?);
                     staging::create(&holder).map(|name| (holder, parent, name))
                 }
                 Err(e) => Err(e),
@@ -589,6 +621,14 @@ impl Staged {
         }
         Ok(self.stages[i].as_mut().expect("just created"))
     }
+}
+
+/// The directory holding an existing destination directory.
+pub(super) fn above(site: &Site) -> Result<Arc<Dir>, UnpackError> {
+    site.above.clone().ok_or_else(|| UnpackError::Io {
+        path: site.real.clone(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, "a `path` root without a parent directory"),
+    })
 }
 
 impl Drop for Staged {
