@@ -132,7 +132,7 @@ fn placement_seeds() -> Vec<(&'static str, PlacementCase)> {
             ),
         ),
         ("refused-absolute-link", case(&["out"], vec![("out/a", file())], vec![(0, "l", link("{outside}"))])),
-        ("refused-at-commit", case(&["out"], vec![("out/a", file())], vec![(0, "x", file()), (0, "a/x", file())])),
+        ("refused-at-commit", case(&["out"], vec![("out/a/x", file())], vec![(0, "x", file()), (0, "a", file())])),
     ]
 }
 
