@@ -458,6 +458,15 @@ impl Encoder {
 }
 
 impl PlacementCase {
+    /// A case written out by hand (tests, seeds).
+    pub fn new(roots: &[&str], existing: Vec<(&str, Shape)>, entries: Vec<(usize, &str, Shape)>) -> Self {
+        Self {
+            roots: roots.iter().map(|r| (*r).to_owned()).collect(),
+            existing: existing.into_iter().map(|(p, s)| (p.to_owned(), s)).collect(),
+            entries: entries.into_iter().map(|(r, p, s)| (r, p.to_owned(), s)).collect(),
+        }
+    }
+
     /// Decode fuzz bytes into a case; every input is a case. Unless the first byte is a
     /// multiple of 8, the entries a verifier refuses (outside their glob, duplicates, beneath a
     /// non-directory, link targets leaving their root) are dropped, so that the archive reaches

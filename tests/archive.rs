@@ -7,12 +7,11 @@ use exact_cache::archive::{
     write_archive,
 };
 use exact_cache::fingerprint::{Fingerprint, FingerprintRecord};
-use exact_cache::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord};
+use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord};
 use exact_cache::outcome::MissReason;
 use exact_cache::paths::{Locations, PatternSet};
-use sha2::Digest;
 use std::path::Path;
-use support::{TarBuilder, snapshot, write};
+use support::{TarBuilder, dir_entry, file_entry, snapshot, write};
 use tar::EntryType;
 
 fn record(prefix: &str) -> FingerprintRecord {
@@ -183,21 +182,6 @@ fn fingerprint_member(tar: &mut TarBuilder) -> String {
     let rec = record(KEY_PREFIX);
     tar.file(FINGERPRINT_NAME, rec.to_json().as_bytes());
     rec.key
-}
-
-fn file_entry(path: &str, data: &[u8]) -> ManifestEntry {
-    ManifestEntry {
-        path: path.into(),
-        kind: EntryKind::File,
-        mode: 0o644,
-        size: data.len() as u64,
-        sha256: Some(hex::encode(sha2::Sha256::digest(data))),
-        target: None,
-    }
-}
-
-fn dir_entry(path: &str) -> ManifestEntry {
-    ManifestEntry { path: path.into(), kind: EntryKind::Dir, mode: 0o755, size: 0, sha256: None, target: None }
 }
 
 fn manifest_member(tar: &mut TarBuilder, key: &str, entries: Vec<ManifestEntry>) {

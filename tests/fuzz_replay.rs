@@ -71,11 +71,7 @@ fn placement_seeds() -> Vec<(&'static str, PlacementCase)> {
     let dir = || Shape::Dir(0o755);
     let file = || Shape::File(0o644);
     let link = |t: &str| Shape::Link(t.to_owned());
-    let case = |roots: &[&str], existing: Vec<(&str, Shape)>, entries: Vec<(usize, &str, Shape)>| PlacementCase {
-        roots: roots.iter().map(|r| (*r).to_owned()).collect(),
-        existing: existing.into_iter().map(|(p, s)| (p.to_owned(), s)).collect(),
-        entries: entries.into_iter().map(|(r, p, s)| (r, p.to_owned(), s)).collect(),
-    };
+    let case = PlacementCase::new;
     vec![
         (
             "overlapping-roots",

@@ -33,11 +33,7 @@ fn file() -> Shape {
 
 /// The shapes that motivated the property, written out.
 fn known_escapes() -> Vec<(&'static str, PlacementCase)> {
-    let case = |roots: &[&str], existing: Vec<(&str, Shape)>, entries: Vec<(usize, &str, Shape)>| PlacementCase {
-        roots: roots.iter().map(|r| (*r).to_owned()).collect(),
-        existing: existing.into_iter().map(|(p, s)| (p.to_owned(), s)).collect(),
-        entries: entries.into_iter().map(|(r, p, s)| (r, p.to_owned(), s)).collect(),
-    };
+    let case = PlacementCase::new;
     vec![
         (
             "a link already in the target: `out/sub -> ../../outside`, entry `0/sub/x`",

@@ -16,14 +16,13 @@ mod support;
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::cache_version;
-use exact_cache::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord};
+use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
 use exact_cache::paths::{has_glob_meta, normalize};
 use services::{BlobStore, Services};
-use sha2::Digest;
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use support::{Step, StepResult, TarBuilder, snapshot, write};
+use support::{Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 
@@ -85,36 +84,15 @@ impl Scene {
             let entry = match *member {
                 Member::Dir(name) => {
                     tar.entry(&format!("{name}/"), tar::EntryType::Directory, 0o755, b"", None);
-                    ManifestEntry {
-                        path: name.into(),
-                        kind: EntryKind::Dir,
-                        mode: 0o755,
-                        size: 0,
-                        sha256: None,
-                        target: None,
-                    }
+                    dir_entry(name)
                 }
                 Member::File(name, data) => {
                     tar.file(name, data);
-                    ManifestEntry {
-                        path: name.into(),
-                        kind: EntryKind::File,
-                        mode: 0o644,
-                        size: data.len() as u64,
-                        sha256: Some(hex::encode(sha2::Sha256::digest(data))),
-                        target: None,
-                    }
+                    file_entry(name, data)
                 }
                 Member::Link(name, target) => {
                     tar.entry(name, tar::EntryType::Symlink, 0o777, b"", Some(target));
-                    ManifestEntry {
-                        path: name.into(),
-                        kind: EntryKind::Symlink,
-                        mode: 0o777,
-                        size: 0,
-                        sha256: None,
-                        target: Some(target.into()),
-                    }
+                    link_entry(name, target)
                 }
             };
             entries.push(entry);

@@ -43,17 +43,21 @@ pub(crate) fn create_file(dir: &Dir, name: &str, mode: u32) -> io::Result<std::f
     dir.open_with(name, &options).map(File::into_std)
 }
 
-/// What is at `name` in `dir`, without following a symlink there.
-pub(crate) fn kind_of(dir: &Dir, name: &str) -> io::Result<Kind> {
+/// What is at `name` in `dir`, without following a symlink there; `None`: nothing.
+pub(crate) fn kind_of(dir: &Dir, name: &str) -> io::Result<Option<Kind>> {
     check_component(name)?;
-    let meta = dir.symlink_metadata(name)?;
-    Ok(if meta.is_dir() {
+    let meta = match dir.symlink_metadata(name) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(if meta.is_dir() {
         Kind::Dir
     } else if meta.file_type().is_symlink() {
         Kind::Symlink
     } else {
         Kind::Other
-    })
+    }))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,39 +137,27 @@ pub(crate) fn make_writable(dir: &Dir) -> io::Result<Option<u32>> {
 /// Remove `name` from `parent` and, for a directory, everything in it, without following any
 /// link (a link is removed as a link). Read-only directories are opened for the removal.
 pub(crate) fn remove_tree(parent: &Dir, name: &str) -> io::Result<()> {
-    match kind_of(parent, name) {
-        Ok(Kind::Dir) => {}
-        Ok(_) => return parent.remove_file_or_symlink(name),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    let dir = open_child(parent, name)?;
-    let _ = make_writable(&dir);
-    for entry in dir.entries()? {
-        let entry = entry?;
-        let child = entry.file_name();
-        let Some(child) = child.to_str() else {
-            // A name we cannot spell as UTF-8 is still removed, through the raw name.
-            remove_raw(&dir, &child)?;
-            continue;
-        };
-        remove_tree(&dir, child)?;
-    }
-    parent.remove_dir(name)
+    check_component(name)?;
+    remove_entry(parent, OsStr::new(name))
 }
 
-fn remove_raw(dir: &Dir, name: &OsStr) -> io::Result<()> {
-    if dir.symlink_metadata(name)?.is_dir() {
-        // Rare: a non-UTF-8 directory. Empty it through its own handle first.
-        let sub = dir.open_dir_nofollow(name)?;
-        let _ = make_writable(&sub);
-        for entry in sub.entries()? {
-            remove_raw(&sub, &entry?.file_name())?;
-        }
-        dir.remove_dir(name)
-    } else {
-        dir.remove_file_or_symlink(name)
+/// [`remove_tree`] for a name that is one component: checked, or read from the directory (it
+/// may not be UTF-8).
+fn remove_entry(parent: &Dir, name: &OsStr) -> io::Result<()> {
+    let meta = match parent.symlink_metadata(name) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_dir() {
+        return parent.remove_file_or_symlink(name);
     }
+    let dir = parent.open_dir_nofollow(name)?;
+    let _ = make_writable(&dir);
+    for entry in dir.entries()? {
+        remove_entry(&dir, &entry?.file_name())?;
+    }
+    parent.remove_dir(name)
 }
 
 /// What [`Tree::dir_with`] does where a directory is missing: it gets the parent, the missing
@@ -201,11 +193,7 @@ impl Tree {
         let dir = match open_child(&parent, name) {
             Ok(dir) => dir,
             Err(e) => {
-                let found = match kind_of(&parent, name) {
-                    Ok(kind) => Some(kind),
-                    Err(k) if k.kind() == io::ErrorKind::NotFound => None,
-                    Err(_) => return Err(e),
-                };
+                let Ok(found) = kind_of(&parent, name) else { return Err(e) };
                 if found == Some(Kind::Dir) {
                     return Err(e);
                 }
@@ -264,7 +252,7 @@ mod tests {
         let base = Arc::clone(tree.base());
         assert!(create_file(&base, "link", 0o644).is_err(), "create_new never writes through a link");
         assert!(create_file(&base, "../escape", 0o644).is_err());
-        assert_eq!(kind_of(&base, "link").unwrap(), Kind::Symlink);
+        assert_eq!(kind_of(&base, "link").unwrap(), Some(Kind::Symlink));
         remove_tree(&base, "link").unwrap();
         assert!(outside.is_dir(), "removing a link leaves its target");
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);

@@ -109,9 +109,7 @@ impl CleanGuard {
             }
             return Err(self.outside(&real));
         }
-        if let Some(p) = self.protected.iter().find(|p| p.starts_with(&real)) {
-            return Err(format!("`{}` is {}", real.display(), self.describe_protected(&real, p)));
-        }
+        // Protected places were refused above (the same real path, resolved as far as it exists).
         if self.allowed_without_marker(&real) || is_marked(&real) {
             return Ok(CleanTarget::Dir(real));
         }

@@ -40,6 +40,7 @@ enum Undo {
     CreatedDir {
         parent: Arc<Dir>,
         name: String,
+        path: PathBuf,
     },
     Mode {
         dir: Arc<Dir>,
@@ -100,8 +101,8 @@ impl Journal {
     }
 
     fn create_dir(&mut self, parent: &Arc<Dir>, name: &str, path: PathBuf) -> Result<(), UnpackError> {
-        parent.create_dir(name).map_err(UnpackError::io(path))?;
-        self.steps.push(Undo::CreatedDir { parent: Arc::clone(parent), name: name.to_owned() });
+        parent.create_dir(name).map_err(UnpackError::io(&path))?;
+        self.steps.push(Undo::CreatedDir { parent: Arc::clone(parent), name: name.to_owned(), path });
         Ok(())
     }
 
@@ -184,8 +185,8 @@ impl Staged {
                     (parent, name.to_owned())
                 };
                 journal.relax(&parent, dest_path.parent().unwrap_or(&dest_path))?;
-                match beneath::kind_of(&parent, &name) {
-                    Ok(Kind::Dir) if e.kind == EntryKind::Dir => {
+                match beneath::kind_of(&parent, &name).map_err(UnpackError::io(&dest_path))? {
+                    Some(Kind::Dir) if e.kind == EntryKind::Dir => {
                         if e.rel.is_empty() {
                             // Made by an earlier, overlapping root.
                             let dir = beneath::open_child(&parent, &name).map_err(UnpackError::io(&dest_path))?;
@@ -193,7 +194,7 @@ impl Staged {
                         }
                         continue; // merge into it
                     }
-                    Ok(kind) => {
+                    Some(kind) => {
                         if let Some(line) = site.root_location_at(&e.rel) {
                             return Err(UnpackError::InTheWay {
                                 path: dest_path,
@@ -221,8 +222,7 @@ impl Staged {
                         }
                         journal.backup(&parent, &name, stage.tree.base(), dest_path.clone())?;
                     }
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => return Err(UnpackError::Io { path: dest_path, source: err }),
+                    None => {}
                 }
                 let staged = staged_rel(&e.rel);
                 let (staged_parent_rel, staged_name) = beneath::split_last(&staged);
@@ -292,16 +292,16 @@ fn root_parent(site: &Site, journal: &mut Journal) -> Result<(Arc<Dir>, String),
     }
     let (last, above) = site.missing.split_last().expect("not empty");
     let mut dir = Arc::clone(&site.anchor);
-    let mut path = site.real.ancestors().nth(site.missing.len()).unwrap_or(&site.real).to_owned();
+    let mut path = site.anchor_path().to_owned();
     for name in above {
         path.push(name);
         match beneath::kind_of(&dir, name) {
-            Ok(Kind::Dir) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Ok(Some(Kind::Dir)) => {}
+            Ok(None) => {
                 journal.relax(&dir, path.parent().unwrap_or(&path))?;
                 journal.create_dir(&dir, name, path.clone())?;
             }
-            Ok(_) => {
+            Ok(Some(_)) => {
                 let source = io::Error::new(io::ErrorKind::NotADirectory, "not a directory (above a `path` root)");
                 return Err(UnpackError::Io { path, source });
             }
@@ -325,11 +325,7 @@ fn dest_tree<'t>(
             Arc::clone(&site.anchor)
         } else {
             let (parent, name) = root_parent(site, journal)?;
-            let found = match beneath::kind_of(&parent, &name) {
-                Ok(kind) => Some(kind),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(source) => return Err(UnpackError::Io { path: site.real.clone(), source }),
-            };
+            let found = beneath::kind_of(&parent, &name).map_err(UnpackError::io(&site.real))?;
             if found != Some(Kind::Dir) {
                 make_dir_room(&parent, &name, site, "", found, stage.tree.base(), journal)?;
             }
@@ -391,10 +387,8 @@ fn undo(step: Undo) -> Result<(), String> {
             Ok(()) => Ok(()),
             Err(e) => fail("put back the previous", &path, e),
         },
-        Undo::CreatedDir { parent, name } => match parent.remove_dir(&name) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                fail("remove the created directory", &PathBuf::from(name), e)
-            }
+        Undo::CreatedDir { parent, name, path } => match parent.remove_dir(&name) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => fail("remove the created directory", &path, e),
             _ => Ok(()),
         },
         Undo::Mode { dir, mode, path } => match beneath::set_dir_mode(&dir, mode) {

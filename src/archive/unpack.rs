@@ -29,7 +29,7 @@ use crate::paths::{Pattern, PatternSet};
 use cap_std::fs::Dir;
 use std::fs;
 use std::io::{self, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAX_FINGERPRINT_BYTES: u64 = 16 << 20;
@@ -162,6 +162,11 @@ impl Site {
     /// Whether the root's `path` line covers `rel` ([`Pattern::covers`]).
     pub fn covers(&self, rel: &str) -> bool {
         self.pattern.covers(rel)
+    }
+
+    /// Where `anchor` is.
+    pub fn anchor_path(&self) -> &Path {
+        self.real.ancestors().nth(self.missing.len()).unwrap_or(&self.real)
     }
 
     /// The `path` line of another root whose own location is `rel` or lies beneath it.
@@ -417,7 +422,7 @@ impl<'p> Stager<'p> {
                 Ok(()) => {}
                 Err(e)
                     if e.kind() == io::ErrorKind::AlreadyExists
-                        && beneath::kind_of(&parent, leaf).is_ok_and(|k| k == beneath::Kind::Dir) => {}
+                        && matches!(beneath::kind_of(&parent, leaf), Ok(Some(beneath::Kind::Dir))) => {}
                 Err(source) => return Err(UnpackError::Io { path, source }),
             },
             EntryKind::Symlink => {
@@ -600,8 +605,7 @@ impl Staged {
             let site = &self.sites[i];
             let inside = inside_ok && site.missing.is_empty();
             let (holder, holder_path) = if inside || !site.missing.is_empty() {
-                let anchor_path = site.real.ancestors().nth(site.missing.len()).unwrap_or(&site.real).to_owned();
-                (Arc::clone(&site.anchor), anchor_path)
+                (Arc::clone(&site.anchor), site.anchor_path().to_owned())
             } else {
                 (above(site)?, site.real.parent().unwrap_or(&site.real).to_owned())
             };

@@ -1,6 +1,8 @@
 //! Shared helpers for integration tests: files, trees, the binary, and hand-made archives.
 #![allow(dead_code)]
 
+use exact_cache::manifest::{EntryKind, ManifestEntry};
+use sha2::Digest;
 use std::path::Path;
 
 pub fn write(path: &Path, data: &[u8]) {
@@ -285,3 +287,32 @@ impl Step {
 }
 
 pub mod act;
+
+/// The manifest line of a file member `path` holding `data` (mode 644).
+pub fn file_entry(path: &str, data: &[u8]) -> ManifestEntry {
+    ManifestEntry {
+        path: path.into(),
+        kind: EntryKind::File,
+        mode: 0o644,
+        size: data.len() as u64,
+        sha256: Some(hex::encode(sha2::Sha256::digest(data))),
+        target: None,
+    }
+}
+
+/// The manifest line of a directory member `path` (mode 755).
+pub fn dir_entry(path: &str) -> ManifestEntry {
+    ManifestEntry { path: path.into(), kind: EntryKind::Dir, mode: 0o755, size: 0, sha256: None, target: None }
+}
+
+/// The manifest line of a symlink member `path` pointing at `target` (mode 777).
+pub fn link_entry(path: &str, target: &str) -> ManifestEntry {
+    ManifestEntry {
+        path: path.into(),
+        kind: EntryKind::Symlink,
+        mode: 0o777,
+        size: 0,
+        sha256: None,
+        target: Some(target.into()),
+    }
+}
