@@ -208,10 +208,15 @@ fn torch_compile_cold_then_warm_reuses_the_inductor_cache() {
     let venv = torch_venv();
     let inductor = caches.path().join("inductor");
     let triton = caches.path().join("triton");
+    // Torch puts its precompiled headers (150 MB) in <tmp>/torchinductor_<user> whatever the
+    // cache directory: keep them in this test's scratch space.
+    let tmp = caches.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     let env = [
         ("TORCH_VENV", venv.to_str().unwrap()),
         ("TORCHINDUCTOR_CACHE_DIR", inductor.to_str().unwrap()),
         ("TRITON_CACHE_DIR", triton.to_str().unwrap()),
+        ("TMPDIR", tmp.to_str().unwrap()),
     ];
     let cold = run(repo.path(), "torch-inductor", storage.path(), &env);
     assert!(cold.success, "{}", cold.log);
