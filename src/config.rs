@@ -9,6 +9,7 @@ use crate::archive::{CleanGuard, Compression};
 use crate::env::Env;
 use crate::fingerprint::{Facet, FingerprintSpec};
 use crate::keys;
+use crate::outcome::Output;
 use crate::paths::{Locations, PathError, PatternSet};
 use crate::preset::Preset;
 use std::collections::BTreeMap;
@@ -74,9 +75,15 @@ impl Entry {
 
 #[derive(Clone, Copy, Debug)]
 pub struct OutputSpec {
-    pub name: &'static str,
+    pub output: Output,
     pub entries: &'static [Entry],
     pub description: &'static str,
+}
+
+impl OutputSpec {
+    pub const fn name(&self) -> &'static str {
+        self.output.name()
+    }
 }
 
 const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
@@ -84,16 +91,16 @@ const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
 /// Every step output, and which entry points set it.
 #[rustfmt::skip]
 pub const OUTPUTS: &[OutputSpec] = &[
-    OutputSpec { name: "cache-hit", entries: RESTORING, description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded)." },
-    OutputSpec { name: "reused", entries: RESTORING, description: "`true` when the entry was restored, its manifest verified, and every file is in place." },
-    OutputSpec { name: "key", entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint], description: "The full key, `<prefix>-<64 lowercase hex>`." },
-    OutputSpec { name: "fingerprint-file", entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint], description: "Path of a JSON file with every fingerprint component and its value." },
-    OutputSpec { name: "miss-reason", entries: RESTORING, description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, `service-error`, `lookup-only` or `io-error`." },
-    OutputSpec { name: "restored-files", entries: RESTORING, description: "Number of files and symlinks put in place." },
-    OutputSpec { name: "restored-bytes", entries: RESTORING, description: "Bytes of file content put in place." },
-    OutputSpec { name: "saved", entries: &[Entry::Save], description: "`true` when this step created the entry." },
-    OutputSpec { name: "save-result", entries: &[Entry::Save], description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found` or `error`." },
-    OutputSpec { name: "changed-files", entries: &[Entry::Save], description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm restore, one per line." },
+    OutputSpec { output: Output::CacheHit, entries: RESTORING, description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded)." },
+    OutputSpec { output: Output::Reused, entries: RESTORING, description: "`true` when the entry was restored, its manifest verified, and every file is in place." },
+    OutputSpec { output: Output::Key, entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint], description: "The full key, `<prefix>-<64 lowercase hex>`." },
+    OutputSpec { output: Output::FingerprintFile, entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint], description: "Path of a JSON file with every fingerprint component and its value." },
+    OutputSpec { output: Output::MissReason, entries: RESTORING, description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, `service-error`, `lookup-only` or `io-error`." },
+    OutputSpec { output: Output::RestoredFiles, entries: RESTORING, description: "Number of files and symlinks put in place." },
+    OutputSpec { output: Output::RestoredBytes, entries: RESTORING, description: "Bytes of file content put in place." },
+    OutputSpec { output: Output::Saved, entries: &[Entry::Save], description: "`true` when this step created the entry." },
+    OutputSpec { output: Output::SaveResult, entries: &[Entry::Save], description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found` or `error`." },
+    OutputSpec { output: Output::ChangedFiles, entries: &[Entry::Save], description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm restore, one per line." },
 ];
 
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,84 @@
-//! The vocabulary of step outputs: why a restore missed, how a save ended.
+//! The vocabulary of what a step tells the runner, and the typed outcome of each command.
+//!
+//! Commands compute an outcome value ([`RestoreOutcome`], [`SaveOutcome`], …) and one publisher
+//! (`commands::publish`) turns it into step outputs, state, exported variables and the step
+//! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
+//! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
+//! declares. This module is plain data: it depends on nothing but the fingerprint record.
 
+use crate::fingerprint::FingerprintRecord;
 use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A step output. The action's outputs are documented in `config::OUTPUTS`; the catalog
+/// commands' (`explain`, `list`, `prune`) exist only on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    CacheHit,
+    Reused,
+    Key,
+    FingerprintFile,
+    MissReason,
+    RestoredFiles,
+    RestoredBytes,
+    Saved,
+    SaveResult,
+    ChangedFiles,
+    /// `explain`: the key compared with.
+    Against,
+    /// `explain`: what differs, one per line.
+    Changes,
+    /// `list`: the keys, one per line.
+    Keys,
+    /// `prune`: the keys deleted (or that would be), one per line.
+    Deleted,
+}
+
+impl Output {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Output::CacheHit => "cache-hit",
+            Output::Reused => "reused",
+            Output::Key => "key",
+            Output::FingerprintFile => "fingerprint-file",
+            Output::MissReason => "miss-reason",
+            Output::RestoredFiles => "restored-files",
+            Output::RestoredBytes => "restored-bytes",
+            Output::Saved => "saved",
+            Output::SaveResult => "save-result",
+            Output::ChangedFiles => "changed-files",
+            Output::Against => "against",
+            Output::Changes => "changes",
+            Output::Keys => "keys",
+            Output::Deleted => "deleted",
+        }
+    }
+}
+
+/// What the main step leaves for its post step (`$GITHUB_STATE`, read back as `STATE_<name>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// The key the restore step computed.
+    Key,
+    /// Its fingerprint file, which the post step saves under the key.
+    FingerprintFile,
+    /// The manifest of the reused entry, for `verify-reuse`.
+    ManifestFile,
+    /// `true` when the entry was reused or exists: the post step does not save.
+    SkipSave,
+}
+
+impl State {
+    pub const fn name(self) -> &'static str {
+        match self {
+            State::Key => "key",
+            State::FingerprintFile => "fingerprint-file",
+            State::ManifestFile => "manifest-file",
+            State::SkipSave => "skip-save",
+        }
+    }
+}
 
 /// `miss-reason` output values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,4 +161,178 @@ impl fmt::Display for SaveResult {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// What `exact-cache fingerprint` computed.
+#[derive(Debug)]
+pub struct FingerprintOutcome {
+    pub record: FingerprintRecord,
+    pub file: PathBuf,
+}
+
+/// How a restore ended, with everything the step reports.
+#[derive(Debug)]
+pub struct RestoreOutcome {
+    pub record: FingerprintRecord,
+    pub fingerprint_file: PathBuf,
+    /// The backend, as the log and summary name it.
+    pub backend: String,
+    pub attempt: Attempt,
+    /// `clean-on-miss` ran and removed this much.
+    pub cleaned: Option<Cleaned>,
+    /// `explain-misses` found the entry this one was compared with.
+    pub explanation: Option<Explanation>,
+    /// Variables for later steps: a preset's directories, `reuse-env`, the save-on-failure list.
+    pub exports: Vec<(String, String)>,
+}
+
+/// How the attempt to reuse an entry ended.
+#[derive(Debug)]
+pub enum Attempt {
+    Reused {
+        restored: Restored,
+        /// Where the entry's manifest was kept for `verify-reuse` (when it could be).
+        manifest_file: Option<PathBuf>,
+    },
+    /// `lookup-only` found the entry.
+    Found,
+    Miss {
+        reason: MissReason,
+        detail: Option<String>,
+    },
+}
+
+impl Attempt {
+    pub fn reused(&self) -> bool {
+        matches!(self, Attempt::Reused { .. })
+    }
+
+    /// An entry that was downloaded but failed verification is still a hit: it exists under
+    /// exactly this key; `reused` is what says whether it can be used.
+    pub fn hit(&self) -> bool {
+        match self {
+            Attempt::Reused { .. } | Attempt::Found => true,
+            Attempt::Miss { reason, .. } => reason.entry_was_downloaded(),
+        }
+    }
+
+    pub fn miss_reason(&self) -> MissReason {
+        match self {
+            Attempt::Reused { .. } => MissReason::None,
+            Attempt::Found => MissReason::LookupOnly,
+            Attempt::Miss { reason, .. } => *reason,
+        }
+    }
+
+    /// Misses that are cache trouble (warnings, failures under `strict`), not plain absence.
+    pub fn is_trouble(&self) -> bool {
+        matches!(self, Attempt::Miss { reason, .. }
+            if !matches!(reason, MissReason::NotFound | MissReason::PrefixOnly | MissReason::LookupOnly))
+    }
+}
+
+/// What a reused entry put in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Restored {
+    /// Files and symlinks.
+    pub files: usize,
+    /// Bytes of file content.
+    pub bytes: u64,
+    pub archive_bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// What `clean-on-miss` removed.
+#[derive(Clone, Copy, Debug)]
+pub struct Cleaned {
+    pub files: usize,
+    pub dirs: usize,
+}
+
+/// Why a miss is a miss: the entry compared with, and each difference as one line.
+#[derive(Debug)]
+pub struct Explanation {
+    pub against_key: String,
+    /// The ref that saved it (`None` for the local backend).
+    pub against_ref: Option<String>,
+    pub changes: Vec<String>,
+}
+
+/// How a save ended, with everything the step reports.
+#[derive(Debug)]
+pub struct SaveOutcome {
+    /// `None` when the restore step computed no key.
+    pub key: Option<String>,
+    pub result: SaveResult,
+    pub detail: Option<String>,
+    /// Cache trouble: a warning, or a failure under `strict`.
+    pub trouble: bool,
+    /// What went into the entry, when one was written.
+    pub archived: Option<Archived>,
+    /// `verify-reuse` compared the tree with the restored manifest.
+    pub verified: Option<Verified>,
+    /// `prune` after the save: a one-line account.
+    pub pruned: Option<String>,
+}
+
+impl SaveOutcome {
+    /// Not saved, for a reason that is no trouble.
+    pub fn skipped(key: Option<&str>, result: SaveResult, detail: &str) -> Self {
+        Self {
+            key: key.map(str::to_owned),
+            result,
+            detail: Some(detail.to_owned()),
+            trouble: false,
+            archived: None,
+            verified: None,
+            pruned: None,
+        }
+    }
+
+    /// Not saved, for a reason the user is warned about (an error with `strict`).
+    pub fn trouble(key: Option<&str>, result: SaveResult, detail: &str) -> Self {
+        Self { trouble: true, ..Self::skipped(key, result, detail) }
+    }
+
+    pub fn saved(&self) -> bool {
+        self.result == SaveResult::Saved
+    }
+}
+
+/// What a save archived.
+#[derive(Clone, Copy, Debug)]
+pub struct Archived {
+    /// Files and symlinks.
+    pub files: usize,
+    pub content_bytes: u64,
+    pub archive_bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// `verify-reuse`'s verdict.
+#[derive(Debug)]
+pub struct Verified {
+    /// One line: what changed, or that nothing did.
+    pub verdict: String,
+    /// Every path added, changed or removed, one per entry (the `changed-files` output).
+    pub changed_files: Vec<String>,
+    /// `verify-reuse: fail` and something changed.
+    pub failed: bool,
+}
+
+/// What `exact-cache explain`, `list` and `prune` found.
+#[derive(Debug)]
+pub enum CatalogOutcome {
+    Explain { key: String, explanation: Option<Explanation> },
+    List { keys: Vec<String> },
+    Prune { deleted: Vec<String> },
+}
+
+/// The outcome of any command, as the publisher takes it.
+#[derive(Debug)]
+pub enum Outcome {
+    Fingerprint(FingerprintOutcome),
+    Restore(Box<RestoreOutcome>),
+    Save(SaveOutcome),
+    Catalog(CatalogOutcome),
 }

@@ -56,7 +56,7 @@ fn render(entry: Entry) -> String {
     }
     y.push_str("outputs:\n");
     for spec in OUTPUTS.iter().filter(|o| o.entries.contains(&entry)) {
-        y.push_str(&format!("  {}:\n    description: {}\n", spec.name, quote(spec.description)));
+        y.push_str(&format!("  {}:\n    description: {}\n", spec.name(), quote(spec.description)));
     }
     y.push_str(&format!("runs:\n  using: node24\n  main: {dist}/{script}.js\n"));
     if entry == Entry::Root {
@@ -114,7 +114,7 @@ fn action_yml_files_parse_as_the_runner_reads_them() {
 #[test]
 fn the_readme_documents_every_input_and_output() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    for name in INPUTS.iter().map(|i| i.name).chain(OUTPUTS.iter().map(|o| o.name)) {
+    for name in INPUTS.iter().map(|i| i.name).chain(OUTPUTS.iter().map(|o| o.name())) {
         assert!(readme.contains(&format!("| `{name}` |")), "README.md has no table row for `{name}`");
     }
 }

@@ -1,41 +1,34 @@
 //! The CLI's `explain`, `list` and `prune`: the same catalog operations the action uses on a
 //! miss (explain) and after a save (prune), run by hand.
 
-use super::{Context, Error, compute, explain, prune as pruning, report::Shown};
+use super::fingerprint::compute;
+use super::{Context, Error, explain, prune as pruning, report};
 use crate::config::Config;
+use crate::outcome::CatalogOutcome;
 use crate::units;
 
-pub(super) fn explain(ctx: &Context, config: &Config) -> Result<(), Error> {
+pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let record = compute(ctx, config)?;
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
     let catalog = (ctx.catalog)(config, runner.env())?;
-    match explain::explain(
-        &Shown::new(runner, config),
-        backend.as_ref(),
-        catalog.as_ref(),
-        &record,
-        runner.env().non_empty("GITHUB_REF"),
-        runner.env().non_empty("GITHUB_BASE_REF"),
-    ) {
-        Ok(e) => {
-            runner.info(&format!("compared with `{}`:", e.against.key));
-            for line in &e.changes {
-                runner.info(&format!("  {line}"));
-            }
-            if e.changes.is_empty() {
-                runner.info("  no component differs");
-            }
-            runner.set_output("against", &e.against.key)?;
-            runner.set_output("changes", &e.changes.join("\n"))?;
+    let env = runner.env();
+    let shown = report::Shown::new(runner, config);
+    let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
+    let explanation = match explain::explain(&shown, backend.as_ref(), catalog.as_ref(), &record, refs.0, refs.1) {
+        Ok(explanation) => {
+            report::log_explanation(runner, &explanation, usize::MAX);
+            Some(explanation)
         }
-        Err(reason) => runner.info(&format!("nothing to explain: {reason}")),
-    }
-    runner.set_output("key", &record.key)?;
-    Ok(())
+        Err(reason) => {
+            runner.info(&format!("nothing to explain: {reason}"));
+            None
+        }
+    };
+    Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 
-pub(super) fn list(ctx: &Context, config: &Config) -> Result<(), Error> {
+pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
@@ -50,11 +43,10 @@ pub(super) fn list(ctx: &Context, config: &Config) -> Result<(), Error> {
             e.r#ref.as_deref().map(|r| format!("  {r}")).unwrap_or_default()
         ));
     }
-    runner.set_output("keys", &entries.iter().map(|e| e.key.as_str()).collect::<Vec<_>>().join("\n"))?;
-    Ok(())
+    Ok(CatalogOutcome::List { keys: entries.into_iter().map(|e| e.key).collect() })
 }
 
-pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<(), Error> {
+pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
@@ -67,6 +59,5 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<(),
         runner.warning(&format!("could not delete {}: {why}", e.key));
     }
     runner.info(&format!("kept {} newest, {verb} {}", report.kept.len(), report.deleted.len()));
-    runner.set_output("deleted", &report.deleted.iter().map(|e| e.key.as_str()).collect::<Vec<_>>().join("\n"))?;
-    Ok(())
+    Ok(CatalogOutcome::Prune { deleted: report.deleted.into_iter().map(|e| e.key).collect() })
 }

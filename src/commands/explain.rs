@@ -19,10 +19,7 @@ pub(super) const SHOWN: usize = 25;
 /// Characters of each value in a change.
 const VALUE_CHARS: usize = 80;
 
-pub(super) struct Explanation {
-    pub against: Listed,
-    pub changes: Vec<String>,
-}
+pub(super) use crate::outcome::Explanation;
 
 /// Whether `key` is one of ours under `prefix`: `<prefix>-<64 lowercase hex>`.
 pub(super) fn is_our_key(prefix: &str, key: &str) -> bool {
@@ -63,7 +60,7 @@ pub(super) fn explain(
         match read_theirs(backend, &candidate) {
             Ok(theirs) => {
                 let changes = theirs.components.diff(&ours.components).iter().map(|c| render(c, shown)).collect();
-                return Ok(Explanation { against: candidate, changes });
+                return Ok(Explanation { against_key: candidate.key, against_ref: candidate.r#ref, changes });
             }
             Err(problem) => last_problem = problem,
         }

@@ -1,15 +1,23 @@
-//! `exact-cache fingerprint`: compute the key, write the fingerprint file; no network.
+//! `exact-cache fingerprint`: compute the key, write the fingerprint file; no network. Also
+//! the fingerprint computation every command that needs a key starts with.
 
-use super::{Context, Error, compute, report, write_fingerprint};
+use super::{Context, Error, handoff, report};
 use crate::config::Config;
+use crate::fingerprint::FingerprintRecord;
+use crate::outcome::FingerprintOutcome;
 
-pub(super) fn run(ctx: &Context, config: &Config) -> Result<(), Error> {
+pub(super) fn run(ctx: &Context, config: &Config) -> Result<FingerprintOutcome, Error> {
     let record = compute(ctx, config)?;
-    let path = write_fingerprint(config, ctx.runner.env(), &record)?;
-    let runner = ctx.runner;
-    runner.set_output("key", &record.key)?;
-    runner.set_output("fingerprint-file", &path.to_string_lossy())?;
-    runner.info(&format!("fingerprint file: {}", path.display()));
-    runner.append_summary(&report::fingerprint_summary(&report::Shown::new(runner, config), &record))?;
-    Ok(())
+    let file = handoff::write_fingerprint(config, ctx.runner.env(), &record)?;
+    ctx.runner.info(&format!("fingerprint file: {}", file.display()));
+    Ok(FingerprintOutcome { record, file })
+}
+
+/// Compute the fingerprint, log it, and return its record.
+pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
+    let _group = ctx.runner.group("Fingerprint");
+    let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, ctx.runner.env())?;
+    let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
+    report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
+    Ok(record)
 }

@@ -1,76 +1,34 @@
-//! Orchestration of `fingerprint`, `restore` and `save`: configuration in, outputs, state,
-//! logs and summary out. Commands see the cache only through [`Backend`] and the machine only
-//! through [`System`]; everything they say goes through the [`Runner`].
+//! The commands — `fingerprint`, `restore`, `save` and the catalog's `explain`, `list` and
+//! `prune` — as orchestration only: configuration in, a typed outcome ([`crate::outcome`])
+//! out, which [`publish`] alone turns into outputs, state, exported variables and the step
+//! summary. Commands see the cache only through [`Backend`](crate::backend::Backend) and the
+//! machine only through [`System`]; everything they say goes through the [`Runner`].
 
 mod catalog_commands;
+mod error;
 mod explain;
 mod fingerprint;
+mod handoff;
 mod prune;
+mod publish;
 mod report;
 mod restore;
 mod save;
+mod services;
+mod setup;
 mod verify;
 
-use crate::archive::{CleanError, PackError};
-use crate::backend::http::Http;
-use crate::backend::{
-    Backend, BackendError, CacheEntry, Choice, ErrorKind, LocalBackend, Reservation, V1Backend, V2Backend, choose,
-};
+pub use error::{Error, error_chain};
+pub use restore::SAVE_ON_FAILURE_ENV;
+pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
+
 use crate::cli::{CommandName, Invocation};
-use crate::config::{Config, ConfigError, INPUTS, RawInputs};
-use crate::env::Env;
-use crate::fingerprint::{FingerprintError, FingerprintRecord, System};
-use crate::github::{Catalog, CatalogError, GithubCatalog};
-use crate::outcome::MissReason;
-use crate::runner::SecretSink;
-use crate::runner::{Mode, Runner, RunnerError};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use crate::config::Config;
+use crate::fingerprint::System;
+use crate::outcome::Outcome;
+use crate::runner::Runner;
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("cannot compute the fingerprint")]
-    Fingerprint(#[from] FingerprintError),
-    #[error(transparent)]
-    Runner(#[from] RunnerError),
-    #[error("cannot write the fingerprint file `{}`", path.display())]
-    WriteFingerprint {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("no fingerprint file for key `{key}` at `{}`: run the restore or fingerprint step first in this job, or pass `fingerprint-file`", path.display())]
-    NoFingerprint { key: String, path: PathBuf },
-    #[error("fingerprint file `{}` does not belong to key `{key}`", path.display())]
-    WrongFingerprint { key: String, path: PathBuf },
-    #[error(
-        "key `{key}` was computed for other `path` lines or another `compression` than this save step's; give the save step the same `path` and `compression` as the restore step"
-    )]
-    VersionMismatch { key: String },
-    #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]
-    FailOnMiss { key: String, reason: MissReason },
-    #[error("cache trouble and `strict` is set: {0}")]
-    Strict(String),
-    #[error("cannot archive the `path` entries")]
-    Pack(#[from] PackError),
-    #[error("cannot remove stale files (`clean-on-miss`)")]
-    Clean(#[from] CleanError),
-    #[error("cannot determine the workspace directory")]
-    Workspace(#[source] std::io::Error),
-    #[error("{0}")]
-    Catalog(#[from] CatalogError),
-    #[error("`verify-reuse: fail`: {count} files under `path` changed since the restore")]
-    VerifyFailed { count: usize },
-}
-
-/// Builds the backend a configuration asks for.
-pub type BackendFactory = dyn Fn(&Config, &Env, SecretSink) -> Box<dyn Backend>;
-/// Builds the catalog (REST or local) that lists and deletes entries.
-pub type CatalogFactory = dyn Fn(&Config, &Env) -> Result<Box<dyn Catalog>, CatalogError>;
-
-/// What commands work with.
+/// What commands work with: the runner, the machine, and how to reach the cache.
 pub struct Context<'a> {
     pub runner: &'a Runner,
     pub system: &'a dyn System,
@@ -84,255 +42,205 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
     run_with(invocation, &ctx)
 }
 
+/// Run one invocation with the backends and the machine `ctx` gives.
 pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
-    let env = ctx.runner.env();
-    let mut raw = RawInputs::default();
-    if ctx.runner.mode() == Mode::Actions {
-        for spec in INPUTS {
-            if let Some(value) = ctx.runner.input(spec.name) {
-                raw.set(spec.name, value);
-            }
-        }
-    }
-    raw.overlay(invocation.flags.clone());
-    // Tokens never print, whatever path an error takes.
-    for name in TOKEN_VARIABLES {
-        if let Some(token) = env.non_empty(name) {
-            ctx.runner.add_secret(token);
-        }
-    }
-    let workspace = match (&invocation.workspace, env.non_empty("GITHUB_WORKSPACE")) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(dir)) => PathBuf::from(dir),
-        (None, None) => std::env::current_dir().map_err(Error::Workspace)?,
+    let config = setup::configure(invocation, ctx.runner)?;
+    let outcome = match invocation.command {
+        CommandName::Fingerprint => Outcome::Fingerprint(fingerprint::run(ctx, &config)?),
+        CommandName::Restore => Outcome::Restore(Box::new(restore::run(ctx, &config)?)),
+        CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
+        CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
+        CommandName::List => Outcome::Catalog(catalog_commands::list(ctx, &config)?),
+        CommandName::Prune => Outcome::Catalog(catalog_commands::prune(ctx, &config, invocation.dry_run)?),
     };
-    let workspace = crate::paths::normalize(&std::path::absolute(&workspace).map_err(Error::Workspace)?);
-    let config = Config::from_raw(&raw, env, &workspace)?;
-    if let Some(token) = &config.github_token {
-        ctx.runner.add_secret(token);
-    }
-    // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
-    // listing one would otherwise print it in the fingerprint and in explanations of misses.
-    for name in &config.secret_env {
-        if let Some(value) = env.non_empty(name).filter(|v| v.trim().len() >= crate::archive::MIN_SECRET_LEN) {
-            ctx.runner.add_secret(value);
-        }
-    }
-    match invocation.command {
-        CommandName::Fingerprint => fingerprint::run(ctx, &config),
-        CommandName::Restore => restore::run(ctx, &config),
-        CommandName::Save => save::run(ctx, &config, invocation.post),
-        CommandName::Explain => catalog_commands::explain(ctx, &config),
-        CommandName::List => catalog_commands::list(ctx, &config),
-        CommandName::Prune => catalog_commands::prune(ctx, &config, invocation.dry_run),
-    }
+    publish::publish(ctx.runner, &config, &outcome)?;
+    verdict(&config, &outcome)
 }
 
-/// The variables holding the job's own tokens: masked from the start, and never saved.
-const TOKEN_VARIABLES: [&str; 2] = ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"];
-
-/// What a save must never archive: the job's tokens, the `github-token` input and the values of
-/// the variables named in `secret-env`.
-fn secret_values<'a>(config: &'a Config, env: &'a Env) -> impl Iterator<Item = &'a str> {
-    TOKEN_VARIABLES
-        .iter()
-        .filter_map(|name| env.non_empty(name))
-        .chain(config.github_token.as_deref())
-        .chain(config.secret_env.iter().filter_map(|name| env.non_empty(name)))
-}
-
-/// The backend the configuration and the environment ask for (see [`crate::backend::select`]).
-pub fn select_backend(config: &Config, env: &Env, secrets: SecretSink) -> Box<dyn Backend> {
-    let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
-    let http = || Http::new(env, secrets.clone()).map(Arc::new);
-    let built: Result<Box<dyn Backend>, BackendError> = match choose(config.backend, config.protocol, dir, env) {
-        Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
-        Choice::V1 { cache_url, token } => {
-            http().and_then(|h| Ok(Box::new(V1Backend::new(h, &cache_url, token)?) as _))
-        }
-        Choice::V2 { results_url, token } => {
-            http().and_then(|h| Ok(Box::new(V2Backend::new(h, &results_url, token)?) as _))
-        }
-        Choice::Unavailable { reason } => Err(BackendError::new(ErrorKind::Fatal, reason)),
-    };
-    built.unwrap_or_else(|e| Box::new(Unavailable { reason: e.message }))
-}
-
-/// Where entries are listed and deleted: the local store for the local backend, else the GitHub
-/// REST API (with `github-token`, or `GITHUB_TOKEN`).
-pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, CatalogError> {
-    let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
-    match choose(config.backend, config.protocol, dir, env) {
-        Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
-        Choice::Unavailable { reason } => Err(CatalogError::Unavailable(reason)),
-        Choice::V1 { .. } | Choice::V2 { .. } => {
-            let token = config.github_token.as_deref().or_else(|| env.non_empty("GITHUB_TOKEN"));
-            Ok(Box::new(GithubCatalog::from_env(env, token)?))
-        }
-    }
-}
-
-/// `explain-misses` on a miss: log why, and return it for the summary. Any trouble is one
-/// informational line; it never affects the restore.
-fn explain_miss(
-    ctx: &Context,
-    config: &Config,
-    backend: &dyn Backend,
-    ours: &FingerprintRecord,
-) -> Option<explain::Explanation> {
-    let runner = ctx.runner;
-    if config.explain_misses == Some(false) {
-        return None;
-    }
-    let _group = runner.group("Why this is a miss");
-    let catalog = match (ctx.catalog)(config, runner.env()) {
-        Ok(c) => c,
-        Err(e) => {
-            runner.info(&format!("explain-misses: skipped: {e}"));
-            return None;
-        }
-    };
-    match explain::explain(
-        &report::Shown::new(runner, config),
-        backend,
-        catalog.as_ref(),
-        ours,
-        runner.env().non_empty("GITHUB_REF"),
-        runner.env().non_empty("GITHUB_BASE_REF"),
-    ) {
-        Ok(explanation) => {
-            let against = &explanation.against;
-            runner.info(&format!(
-                "compared with `{}`{}:",
-                against.key,
-                against.r#ref.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-            ));
-            for line in explanation.changes.iter().take(explain::SHOWN) {
-                runner.info(&format!("  {line}"));
+/// Whether a published outcome fails the step: cache trouble under `strict`, a miss under
+/// `fail-on-cache-miss`, changes under `verify-reuse: fail`.
+fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
+    use crate::outcome::Attempt;
+    match outcome {
+        Outcome::Restore(restore) => {
+            if let Attempt::Miss { reason, detail } = &restore.attempt
+                && restore.attempt.is_trouble()
+                && config.strict
+            {
+                return Err(Error::Strict(format!("{reason}: {}", detail.as_deref().unwrap_or(""))));
             }
-            if explanation.changes.len() > explain::SHOWN {
-                runner.info(&format!("  … and {} more", explanation.changes.len() - explain::SHOWN));
+            if config.fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
+                let reason = restore.attempt.miss_reason();
+                return Err(Error::FailOnMiss { key: restore.record.key.clone(), reason });
             }
-            if explanation.changes.is_empty() {
-                runner.info("  no component differs: the other entry has other `path` lines or compression");
+            Ok(())
+        }
+        Outcome::Save(save) => {
+            if save.trouble && config.strict {
+                return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
             }
-            Some(explanation)
+            match &save.verified {
+                Some(verified) if verified.failed => {
+                    Err(Error::VerifyFailed { count: verified.changed_files.len() })
+                }
+                _ => Ok(()),
+            }
         }
-        Err(reason) => {
-            runner.info(&format!("explain-misses: {reason}"));
-            None
+        Outcome::Fingerprint(_) | Outcome::Catalog(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Commands run in process through [`run_with`], with the backend a test hands in.
+
+    use super::*;
+    use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
+    use crate::config::{Entry, OUTPUTS};
+    use crate::env::Env;
+    use crate::fingerprint::HostSystem;
+    use crate::github::CatalogError;
+    use crate::runner::Mode;
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    /// A scratch job: workspace, home, runner temp and the runner's files, all in one temp dir.
+    struct Job {
+        dir: tempfile::TempDir,
+    }
+
+    impl Job {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            for sub in ["ws", "home", "temp", "store"] {
+                std::fs::create_dir(dir.path().join(sub)).unwrap();
+            }
+            Self { dir }
+        }
+
+        fn path(&self, rel: &str) -> PathBuf {
+            self.dir.path().join(rel)
+        }
+
+        fn runner(&self) -> Runner {
+            let var = |rel: &str| self.path(rel).to_string_lossy().into_owned();
+            let env = Env::from_pairs([
+                ("HOME", var("home")),
+                ("GITHUB_WORKSPACE", var("ws")),
+                ("RUNNER_TEMP", var("temp")),
+                ("GITHUB_OUTPUT", var("outputs")),
+                ("GITHUB_STATE", var("state")),
+                ("GITHUB_ENV", var("env")),
+            ]);
+            Runner::new(Mode::Cli, env, Box::new(std::io::sink()), Box::new(std::io::sink()))
+        }
+
+        /// Run `args` (after `exact-cache`) with `backend`; the runner's files start empty.
+        fn run(&self, args: &[&str], backend: &BackendFactory) -> Result<BTreeMap<String, String>, Error> {
+            for file in ["outputs", "state", "env"] {
+                let _ = std::fs::remove_file(self.path(file));
+            }
+            let invocation = crate::cli::parse(["exact-cache"].iter().chain(args)).unwrap();
+            let runner = self.runner();
+            let no_catalog = |_: &Config, _: &Env| Err(CatalogError::Unavailable("not in this test".into()));
+            let ctx = Context { runner: &runner, system: &HostSystem::default(), backend, catalog: &no_catalog };
+            run_with(&invocation, &ctx).map(|()| key_values(&self.path("outputs")))
         }
     }
-}
 
-/// Where the manifest of a restored entry is kept for `verify-reuse`.
-fn manifest_path(config: &Config, env: &Env, key: &str) -> PathBuf {
-    fingerprint_path(config, env, key).with_file_name(format!("{key}.manifest.json"))
-}
-
-/// Write `text` through a temporary file renamed into place: an existing file or symlink at
-/// the path is replaced, never written through.
-fn write_json_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// No cache service can be reached: every call is service trouble, with the reason.
-struct Unavailable {
-    reason: String,
-}
-
-impl Backend for Unavailable {
-    fn describe(&self) -> String {
-        "no cache service".to_owned()
+    /// The `name<<delimiter` records of a `$GITHUB_OUTPUT`-style file.
+    fn key_values(path: &Path) -> BTreeMap<String, String> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut lines = text.lines();
+        let mut values = BTreeMap::new();
+        while let Some((name, delimiter)) = lines.next().and_then(|l| l.split_once("<<")) {
+            let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delimiter).collect();
+            values.insert(name.to_owned(), value.join("\n"));
+        }
+        values
     }
 
-    fn lookup(&self, _key: &str, _version: &str) -> Result<Option<CacheEntry>, BackendError> {
-        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
+    fn declared(entry: Entry) -> Vec<&'static str> {
+        OUTPUTS.iter().filter(|o| o.entries.contains(&entry)).map(|o| o.name()).collect()
     }
 
-    fn open(&self, _entry: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
-        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
+    fn names(outputs: &BTreeMap<String, String>) -> Vec<&str> {
+        let mut names: Vec<&str> = outputs.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
     }
 
-    fn reserve(&self, _key: &str, _version: &str, _size: Option<u64>) -> Result<Reservation, BackendError> {
-        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
+    fn sorted(mut names: Vec<&'static str>) -> Vec<&'static str> {
+        names.sort_unstable();
+        names
     }
-}
 
-/// `message`, then one `caused by:` line per source.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(&format!("\n  caused by: {cause}"));
-        source = cause.source();
+    /// A service that times out on every call.
+    struct TimingOut;
+
+    impl Backend for TimingOut {
+        fn describe(&self) -> String {
+            "a service that times out".into()
+        }
+        fn lookup(&self, _: &str, _: &str) -> Result<Option<CacheEntry>, BackendError> {
+            Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
+        }
+        fn open(&self, _: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
+            unreachable!("nothing was found")
+        }
+        fn reserve(&self, _: &str, _: &str, _: Option<u64>) -> Result<Reservation, BackendError> {
+            Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
+        }
     }
-    text
-}
 
-/// Compute the fingerprint, log it, and return its record.
-fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
-    let _group = ctx.runner.group("Fingerprint");
-    let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, ctx.runner.env())?;
-    let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
-    report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
-    Ok(record)
-}
+    const ARGS: [&str; 3] = ["--path=out", "--prefix=in-process", "--native=none"];
 
-/// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
-/// `$RUNNER_TEMP/exact-cache/` on a runner (private to the job); otherwise a directory of the
-/// user's own, never a shared and predictable `/tmp` path.
-fn fingerprint_path(config: &Config, env: &Env, key: &str) -> PathBuf {
-    config.fingerprint_file.clone().unwrap_or_else(|| {
-        let dir = match env.non_empty("RUNNER_TEMP") {
-            Some(temp) => PathBuf::from(temp).join("exact-cache"),
-            None => LocalBackend::default_dir(env).join("fingerprints"),
+    #[test]
+    fn a_timeout_is_a_published_miss_and_fails_the_step_only_under_strict() {
+        let job = Job::new();
+        let timing_out = |_: &Config, _: &Env, _| Box::new(TimingOut) as Box<dyn Backend>;
+        let outputs = job.run(&[&["restore"][..], &ARGS].concat(), &timing_out).unwrap();
+        assert_eq!(outputs["miss-reason"], "timeout");
+        assert_eq!((outputs["cache-hit"].as_str(), outputs["reused"].as_str()), ("false", "false"));
+        assert_eq!(names(&outputs), sorted(declared(Entry::Restore)), "every restore output, and only those");
+        assert_eq!(key_values(&job.path("state"))["skip-save"], "false");
+
+        let strict = job.run(&[&["restore", "--strict"][..], &ARGS].concat(), &timing_out);
+        assert!(matches!(&strict, Err(Error::Strict(detail)) if detail.starts_with("timeout: ")), "{strict:?}");
+        // Published before the step fails: later steps and the post step still see the miss.
+        assert_eq!(key_values(&job.path("outputs"))["miss-reason"], "timeout");
+
+        std::fs::create_dir(job.path("ws/out")).unwrap();
+        std::fs::write(job.path("ws/out/model.pt"), b"weights").unwrap();
+        let saved = job.run(&[&["save"][..], &ARGS].concat(), &timing_out).unwrap();
+        assert_eq!(saved["save-result"], "error");
+        assert!(matches!(job.run(&[&["save", "--strict"][..], &ARGS].concat(), &timing_out), Err(Error::Strict(_))));
+    }
+
+    #[test]
+    fn save_then_restore_in_process_publishes_every_declared_output() {
+        let job = Job::new();
+        let store = job.path("store");
+        let local = move |_: &Config, _: &Env, _| {
+            Box::new(crate::backend::LocalBackend::new(store.clone())) as Box<dyn Backend>
         };
-        dir.join(format!("{key}.json"))
-    })
-}
+        std::fs::create_dir(job.path("ws/out")).unwrap();
+        std::fs::write(job.path("ws/out/model.pt"), b"weights").unwrap();
 
-/// Written to a temporary file and renamed into place, so an existing file or symlink at the
-/// path is replaced, never written through.
-fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {
-    let path = fingerprint_path(config, env, &record.key);
-    write_json_atomically(&path, &record.to_json())
-        .map_err(|source| Error::WriteFingerprint { path: path.clone(), source })?;
-    Ok(path)
-}
+        let fingerprint = job.run(&[&["fingerprint"][..], &ARGS].concat(), &local).unwrap();
+        assert_eq!(names(&fingerprint), sorted(declared(Entry::Fingerprint)));
+        let saved = job.run(&[&["save"][..], &ARGS].concat(), &local).unwrap();
+        assert_eq!((saved["saved"].as_str(), saved["save-result"].as_str()), ("true", "saved"));
+        assert_eq!(saved["key"], fingerprint["key"]);
+        assert_eq!(names(&saved), sorted(declared(Entry::Save)));
 
-fn read_fingerprint(path: &Path, key: &str) -> Result<FingerprintRecord, Error> {
-    let bytes = std::fs::read(path).map_err(|_| Error::NoFingerprint { key: key.to_owned(), path: path.to_owned() })?;
-    let record = FingerprintRecord::from_json(&bytes)
-        .map_err(|_| Error::WrongFingerprint { key: key.to_owned(), path: path.to_owned() })?;
-    if record.key != key {
-        return Err(Error::WrongFingerprint { key: key.to_owned(), path: path.to_owned() });
-    }
-    Ok(record)
-}
-
-/// The miss reason for a backend failure.
-fn miss_reason(kind: ErrorKind) -> MissReason {
-    match kind {
-        ErrorKind::Timeout => MissReason::Timeout,
-        ErrorKind::NotFound => MissReason::NotFound,
-        _ => MissReason::ServiceError,
-    }
-}
-
-fn bool_str(b: bool) -> &'static str {
-    if b { "true" } else { "false" }
-}
-
-/// Leave the marker that lets a later `clean-on-miss` clean the directory roots (by index)
-/// exact-cache has restored into or saved from (only where it could not clean otherwise).
-fn mark_owned(runner: &crate::runner::Runner, config: &Config, roots: &[usize]) {
-    for (dir, e) in config.clean_guard.mark_owned(&config.paths, roots) {
-        runner.warning(&format!("cannot mark `{}` as exact-cache's own for `clean-on-miss`: {e}", dir.display()));
+        std::fs::remove_dir_all(job.path("ws/out")).unwrap();
+        let restored = job.run(&[&["restore"][..], &ARGS].concat(), &local).unwrap();
+        assert_eq!((restored["reused"].as_str(), restored["miss-reason"].as_str()), ("true", "none"));
+        assert_eq!(restored["restored-files"], "1");
+        assert_eq!(names(&restored), sorted(declared(Entry::Restore)));
+        assert_eq!(std::fs::read(job.path("ws/out/model.pt")).unwrap(), b"weights");
+        let state = key_values(&job.path("state"));
+        assert_eq!((state["key"].as_str(), state["skip-save"].as_str()), (saved["key"].as_str(), "true"));
     }
 }

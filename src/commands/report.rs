@@ -1,11 +1,9 @@
-//! What users read: the fingerprint in the log, and the step summary of each command.
+//! What users read: the fingerprint and explanations of misses in the log, and the step summary
+//! of each command's outcome.
 
-use super::explain::Explanation;
-use super::restore::Attempt;
-use super::save::SaveReport;
-use crate::archive::CleanStats;
 use crate::config::Config;
 use crate::fingerprint::{FingerprintRecord, Value};
+use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
 use crate::units;
@@ -79,6 +77,21 @@ pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &Fingerpri
     runner.info(&format!("key: {}", record.key));
 }
 
+/// Why a miss is a miss, in the log: the entry compared with and at most `limit` changes.
+pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit: usize) {
+    let against_ref = explanation.against_ref.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+    runner.info(&format!("compared with `{}`{against_ref}:", explanation.against_key));
+    for line in explanation.changes.iter().take(limit) {
+        runner.info(&format!("  {line}"));
+    }
+    if explanation.changes.len() > limit {
+        runner.info(&format!("  … and {} more", explanation.changes.len() - limit));
+    }
+    if explanation.changes.is_empty() {
+        runner.info("  no component differs: the other entry has other `path` lines or compression");
+    }
+}
+
 fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRecord) {
     let mut inner = md.nested();
     let mut rows = Vec::new();
@@ -105,29 +118,22 @@ pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> 
     md.as_str().to_owned()
 }
 
-pub(super) fn restore_summary(
-    shown: &Shown,
-    record: &FingerprintRecord,
-    backend: String,
-    attempt: &Attempt,
-    cleaned: Option<CleanStats>,
-    explanation: Option<&Explanation>,
-) -> String {
+pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String {
     let mut md = shown.markdown();
     md.heading(3, "exact-cache restore");
-    let mut rows = vec![vec![Inline::ours("key"), md.code(&record.key)]];
-    match attempt {
-        Attempt::Reused { stats, elapsed, archive_bytes, .. } => {
+    let mut rows = vec![vec![Inline::ours("key"), md.code(&outcome.record.key)]];
+    match &outcome.attempt {
+        Attempt::Reused { restored, .. } => {
             rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
             rows.push(vec![
                 Inline::ours("restored"),
                 Inline::ours(format!(
                     "{} files, {} ({} archive) in {}, {}",
-                    units::count(stats.files as u64),
-                    units::bytes(stats.bytes),
-                    units::bytes(*archive_bytes),
-                    units::duration(*elapsed),
-                    units::throughput(*archive_bytes, *elapsed)
+                    units::count(restored.files as u64),
+                    units::bytes(restored.bytes),
+                    units::bytes(restored.archive_bytes),
+                    units::duration(restored.elapsed),
+                    units::throughput(restored.archive_bytes, restored.elapsed)
                 )),
             ]);
         }
@@ -144,18 +150,17 @@ pub(super) fn restore_summary(
             }
         }
     }
-    if let Some(c) = cleaned {
+    if let Some(c) = outcome.cleaned {
         rows.push(vec![
             Inline::ours("clean-on-miss"),
-            Inline::ours(format!("removed {} files, {} directories", c.removed_files, c.removed_dirs)),
+            Inline::ours(format!("removed {} files, {} directories", c.files, c.dirs)),
         ]);
     }
-    rows.push(vec![Inline::ours("backend"), md.prose(&backend)]);
+    rows.push(vec![Inline::ours("backend"), md.prose(&outcome.backend)]);
     md.table(&["", ""], rows);
-    if let Some(e) = explanation {
-        let against = &e.against;
-        let when = against.r#ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
-        let intro = format!("**Why this is a miss** — compared with the newest entry {}{when}:", md.code(&against.key));
+    if let Some(e) = &outcome.explanation {
+        let when = e.against_ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
+        let intro = format!("**Why this is a miss** — compared with the newest entry {}{when}:", md.code(&e.against_key));
         md.paragraph(&Inline::ours(intro));
         let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.text(c)]).collect();
         if rows.is_empty() {
@@ -166,45 +171,46 @@ pub(super) fn restore_summary(
             md.table(&["what changed"], rows);
         }
     }
-    fingerprint_details(&mut md, shown, record);
+    fingerprint_details(&mut md, shown, &outcome.record);
     md.as_str().to_owned()
 }
 
-pub(super) fn save_summary(shown: &Shown, key: Option<&str>, report: &SaveReport) -> String {
+pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     let mut md = shown.markdown();
     md.heading(3, "exact-cache save");
     let mut rows = Vec::new();
-    if let Some(key) = key {
+    if let Some(key) = &outcome.key {
         rows.push(vec![Inline::ours("key"), md.code(key)]);
     }
-    rows.push(vec![Inline::ours("result"), md.code(report.result.as_str())]);
-    if let Some(d) = &report.detail {
+    rows.push(vec![Inline::ours("result"), md.code(outcome.result.as_str())]);
+    if let Some(d) = &outcome.detail {
         rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
-    if report.files > 0 {
+    if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
         rows.push(vec![
             Inline::ours("saved"),
             Inline::ours(format!(
                 "{} files, {} ({} archive) in {}, {}",
-                units::count(report.files as u64),
-                units::bytes(report.content_bytes),
-                units::bytes(report.archive_bytes),
-                units::duration(report.elapsed),
-                units::throughput(report.archive_bytes, report.elapsed)
+                units::count(archived.files as u64),
+                units::bytes(archived.content_bytes),
+                units::bytes(archived.archive_bytes),
+                units::duration(archived.elapsed),
+                units::throughput(archived.archive_bytes, archived.elapsed)
             )),
         ]);
     }
     md.table(&["", ""], rows);
-    if let Some(changes) = &report.changes {
-        md.paragraph(&Inline::ours(format!("**verify-reuse**: {}", md.prose(&changes.0))));
+    if let Some(verified) = &outcome.verified {
+        md.paragraph(&Inline::ours(format!("**verify-reuse**: {}", md.prose(&verified.verdict))));
+        let files = &verified.changed_files;
         let mut list = md.nested();
-        let lines: Vec<Vec<Inline>> = changes.1.iter().take(SUMMARY_VALUES).map(|l| vec![md.code(l)]).collect();
+        let lines: Vec<Vec<Inline>> = files.iter().take(SUMMARY_VALUES).map(|l| vec![md.code(l)]).collect();
         list.table(&["file"], lines);
-        if !changes.1.is_empty() {
-            md.details(&format!("{} files", changes.1.len()), &list);
+        if !files.is_empty() {
+            md.details(&format!("{} files", files.len()), &list);
         }
     }
-    if let Some(pruned) = &report.pruned {
+    if let Some(pruned) = &outcome.pruned {
         md.paragraph(&Inline::ours(format!("**prune**: {}", md.prose(pruned))));
     }
     md.as_str().to_owned()

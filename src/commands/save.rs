@@ -1,55 +1,43 @@
 //! `save`: archive the `path` roots under the key, unless the entry is incomplete, exists, or
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
-use super::{
-    Context, Error, bool_str, compute, fingerprint_path, read_fingerprint, report, secret_values, verify,
-    write_fingerprint,
-};
-use crate::archive::{PackError, SecretScanner, inventory, write_archive};
-use crate::backend::{BackendError, Committed, ErrorKind, Reservation};
+use super::fingerprint::compute;
+use super::handoff::{self, fingerprint_path, read_fingerprint};
+use super::{Context, Error, error_chain, setup::secret_values, verify};
+use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
+use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::outcome::SaveResult;
+use crate::outcome::{Archived, SaveOutcome, SaveResult, State, Verified};
 use crate::preset::Preset;
 use crate::units;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// What the summary reports about a save.
-pub(super) struct SaveReport {
-    pub result: SaveResult,
-    pub detail: Option<String>,
-    /// Cache trouble: a warning, or a failure under `strict`.
-    pub trouble: bool,
-    pub files: usize,
-    pub content_bytes: u64,
-    pub archive_bytes: u64,
-    pub elapsed: std::time::Duration,
-    /// `verify-reuse`: a one-line verdict and the files that changed.
-    pub changes: Option<(String, Vec<String>)>,
-    /// `verify-reuse: fail` found changes.
-    pub verify_failed: Option<usize>,
-    /// `prune`: what happened.
-    pub pruned: Option<String>,
+pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Error> {
+    let outcome = attempt(ctx, config, post)?;
+    Ok(finish(ctx, config, outcome))
 }
 
-pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Error> {
+/// Which key to save under (the restore step's, `key`'s, or computed here), then the save.
+fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Error> {
     let runner = ctx.runner;
     let env = runner.env();
-
     let record = if post {
-        let Some(key) = runner.state("key") else {
+        let Some(key) = runner.state(State::Key) else {
             runner.info("the restore step computed no key; nothing to save");
-            return finish(ctx, config, None, SaveReport::skipped(SaveResult::Error, "no key from the restore step"));
+            return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
         };
-        if runner.state("skip-save").as_deref() == Some("true") {
+        if runner.state(State::SkipSave).as_deref() == Some("true") {
             runner.info(&format!("entry `{key}` was found by the restore step; not saving"));
-            let mut report = SaveReport::skipped(SaveResult::SkippedHit, "restored");
-            verify(ctx, config, runner.state("manifest-file").map(PathBuf::from), &mut report);
-            return finish(ctx, config, Some(&key), report);
+            let mut outcome = SaveOutcome::skipped(Some(&key), SaveResult::SkippedHit, "restored");
+            outcome.verified = verify(ctx, config, runner.state(State::ManifestFile).map(PathBuf::from));
+            return Ok(outcome);
         }
-        let path =
-            runner.state("fingerprint-file").map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key));
+        let path = runner
+            .state(State::FingerprintFile)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| fingerprint_path(config, env, &key));
         read_fingerprint(&path, &key)?
     } else if let Some(key) = &config.key {
         let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
@@ -58,30 +46,37 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
         }
         // The restore step of this job reused the entry (it kept its manifest): check what
         // changed since, and do not save what exists.
-        let restored = super::manifest_path(config, env, key);
+        let restored = handoff::manifest_path(config, env, key);
         if restored.exists() {
             runner.info(&format!("entry `{key}` was reused in this job; not saving"));
-            let mut report = SaveReport::skipped(SaveResult::SkippedHit, "restored in this job");
-            verify(ctx, config, Some(restored), &mut report);
-            return finish(ctx, config, Some(key), report);
+            let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, "restored in this job");
+            outcome.verified = verify(ctx, config, Some(restored));
+            return Ok(outcome);
         }
         record
     } else {
         let record = compute(ctx, config)?;
-        write_fingerprint(config, env, &record)?;
+        handoff::write_fingerprint(config, env, &record)?;
         record
     };
-    let key = record.key.clone();
-    let _group = runner.group(&format!("Save {key}"));
+    Ok(save(ctx, config, &record))
+}
+
+/// Archive the `path` roots and upload them under the record's key.
+fn save(ctx: &Context, config: &Config, record: &FingerprintRecord) -> SaveOutcome {
+    let runner = ctx.runner;
+    let env = runner.env();
+    let key = Some(record.key.as_str());
+    let _group = runner.group(&format!("Save {}", record.key));
 
     if let Some(mode) = env.non_empty("ACTIONS_CACHE_MODE").filter(|m| matches!(*m, "read" | "none")) {
         runner.info(&format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write to the cache"));
-        return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::ReadOnly, "cache mode is read-only"));
+        return SaveOutcome::skipped(key, SaveResult::ReadOnly, "cache mode is read-only");
     }
 
     let inv = match inventory(&config.paths) {
         Ok(inv) => inv,
-        Err(e) => return finish(ctx, config, Some(&key), pack_trouble(&e)),
+        Err(e) => return pack_trouble(key, &e),
     };
     if !inv.skipped.is_empty() {
         let list: Vec<String> = inv.skipped.iter().take(5).map(|p| format!("`{}`", p.display())).collect();
@@ -94,61 +89,58 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<(), Erro
     if let Some(missing) = config.required.iter().find(|r| !inv.contains(r)) {
         let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
         runner.warning(&msg);
-        return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::Incomplete, &msg));
+        return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
     }
     if inv.entries.is_empty() {
         let msg = "nothing to save: no `path` entry exists".to_owned();
         runner.warning(&msg);
-        return finish(ctx, config, Some(&key), SaveReport::skipped(SaveResult::Incomplete, &msg));
+        return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
     }
 
     // The packer checks every byte against these before it goes into the archive.
     let secrets = SecretScanner::new(secret_values(config, env));
-    if secrets.in_fingerprint(&record) {
+    if secrets.in_fingerprint(record) {
         let msg = "the fingerprint (a `hash-env` or preset variable) holds the value of a token or of a `secret-env` \
                    variable (not shown); nothing was uploaded";
-        let report = SaveReport::warning(SaveResult::SecretFound, msg);
-        return finish(ctx, config, Some(&key), report);
+        return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
     }
     if secrets.in_roots(&inv.roots).is_some() {
         let msg = "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was \
                    uploaded";
-        return finish(ctx, config, Some(&key), SaveReport::warning(SaveResult::SecretFound, msg));
+        return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
     }
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
-    let report = upload(ctx, config, backend.as_ref(), &record, &inv, &secrets)?;
-    finish(ctx, config, Some(&key), report)
+    upload(ctx, config, backend.as_ref(), record, &inv, &secrets)
 }
 
 fn upload(
     ctx: &Context,
     config: &Config,
-    backend: &dyn crate::backend::Backend,
+    backend: &dyn Backend,
     record: &FingerprintRecord,
-    inv: &crate::archive::Inventory,
+    inv: &Inventory,
     secrets: &SecretScanner,
-) -> Result<SaveReport, Error> {
+) -> SaveOutcome {
     let runner = ctx.runner;
+    let key = Some(record.key.as_str());
     let started = Instant::now();
     let trouble = |e: &BackendError| {
         let result = match e.kind {
             ErrorKind::RateLimited { .. } => SaveResult::RateLimited,
             ErrorKind::ReadOnly => SaveResult::ReadOnly,
-            ErrorKind::AlreadyExists => {
-                return SaveReport::skipped(SaveResult::Exists, &super::error_chain(e));
-            }
+            ErrorKind::AlreadyExists => return SaveOutcome::skipped(key, SaveResult::Exists, &error_chain(e)),
             _ => SaveResult::Error,
         };
-        SaveReport::warning(result, &super::error_chain(e))
+        SaveOutcome::trouble(key, result, &error_chain(e))
     };
     let upload = match backend.reserve(&record.key, &record.version, None) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
-            return Ok(SaveReport::skipped(SaveResult::Exists, "another job saved this entry already"));
+            return SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry already");
         }
-        Err(e) => return Ok(trouble(&e)),
+        Err(e) => return trouble(&e),
     };
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
     let written =
@@ -158,16 +150,16 @@ fn upload(
     let (writer, stats) = match written {
         Ok(done) => done,
         Err(PackError::Write(io)) if BackendError::in_io(&io).is_some() => {
-            return Ok(trouble(BackendError::in_io(&io).expect("checked")));
+            return trouble(BackendError::in_io(&io).expect("checked"));
         }
         Err(PackError::Secret { path }) => {
             let shown = config.fingerprint.locations.display(&path);
             let msg = format!(
                 "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
             );
-            return Ok(SaveReport::warning(SaveResult::SecretFound, &msg));
+            return SaveOutcome::trouble(key, SaveResult::SecretFound, &msg);
         }
-        Err(other) => return Ok(pack_trouble(&other)),
+        Err(other) => return pack_trouble(key, &other),
     };
     progress.finish();
     if stats.effort == crate::archive::Effort::Fast {
@@ -176,43 +168,36 @@ fn upload(
             stats.sample_ratio * 100.0
         ));
     }
-    let archive_bytes = writer.count;
-    let mut report = SaveReport {
-        result: SaveResult::Saved,
-        detail: None,
-        trouble: false,
+    let archived = Archived {
         files: stats.files + stats.symlinks,
         content_bytes: stats.content_bytes,
-        archive_bytes,
+        archive_bytes: writer.count,
         elapsed: started.elapsed(),
-        changes: None,
-        verify_failed: None,
-        pruned: None,
     };
     match writer.inner.commit() {
         Ok(Committed::Saved { .. }) => {
             runner.info(&format!(
                 "saved {} files ({}, {} compressed with {}) in {}",
-                units::count(report.files as u64),
-                units::bytes(report.content_bytes),
-                units::bytes(archive_bytes),
+                units::count(archived.files as u64),
+                units::bytes(archived.content_bytes),
+                units::bytes(archived.archive_bytes),
                 config.compression.name(),
-                units::duration(report.elapsed)
+                units::duration(archived.elapsed)
             ));
+            SaveOutcome { archived: Some(archived), detail: None, ..SaveOutcome::skipped(key, SaveResult::Saved, "") }
         }
-        Ok(Committed::Exists) => {
-            report.result = SaveResult::Exists;
-            report.detail = Some("another job saved this entry first".into());
-        }
-        Err(e) => return Ok(trouble(&e)),
+        Ok(Committed::Exists) => SaveOutcome {
+            archived: Some(archived),
+            ..SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry first")
+        },
+        Err(e) => trouble(&e),
     }
-    Ok(report)
 }
 
 /// Local trouble while archiving (a link that cannot be cached, a file that vanished, a full
 /// disk): nothing is saved, and the job goes on unless `strict`.
-fn pack_trouble(e: &PackError) -> SaveReport {
-    SaveReport::warning(SaveResult::Error, &super::error_chain(e))
+fn pack_trouble(key: Option<&str>, e: &PackError) -> SaveOutcome {
+    SaveOutcome::trouble(key, SaveResult::Error, &error_chain(e))
 }
 
 struct CountingWriter<W> {
@@ -232,93 +217,56 @@ impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
     }
 }
 
-impl SaveReport {
-    /// Not saved, for a reason the user is warned about (an error with `strict`).
-    fn warning(result: SaveResult, detail: &str) -> Self {
-        Self { trouble: true, ..Self::skipped(result, detail) }
-    }
-
-    fn skipped(result: SaveResult, detail: &str) -> Self {
-        Self {
-            result,
-            detail: Some(detail.to_owned()),
-            trouble: false,
-            files: 0,
-            content_bytes: 0,
-            archive_bytes: 0,
-            elapsed: Default::default(),
-            changes: None,
-            verify_failed: None,
-            pruned: None,
-        }
-    }
-}
-
-fn finish(ctx: &Context, config: &Config, key: Option<&str>, report: SaveReport) -> Result<(), Error> {
+/// Mark the roots of a saved entry as exact-cache's own, say how it ended, and `prune`.
+fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutcome {
     let runner = ctx.runner;
-    let saved = report.result == SaveResult::Saved;
-    if saved {
-        super::mark_owned(runner, config, &(0..config.paths.includes.len()).collect::<Vec<_>>());
-    }
-    let trouble = report.trouble;
-    match report.result {
-        SaveResult::Exists => runner.info(&format!("entry exists: {}", report.detail.as_deref().unwrap_or(""))),
-        _ if trouble => {
-            runner.warning(&format!("not saved ({}): {}", report.result, report.detail.as_deref().unwrap_or("")))
+    match outcome.result {
+        SaveResult::Exists => runner.info(&format!("entry exists: {}", outcome.detail.as_deref().unwrap_or(""))),
+        result if outcome.trouble => {
+            runner.warning(&format!("not saved ({result}): {}", outcome.detail.as_deref().unwrap_or("")))
         }
         _ => {}
     }
-    let mut report = report;
-    if let (true, true, Some(key)) = (saved, config.prune, key) {
-        report.pruned = Some(prune_after_save(ctx, config, key));
+    if outcome.saved() {
+        handoff::mark_owned(runner, config, &(0..config.paths.includes.len()).collect::<Vec<_>>());
+        if let (true, Some(key)) = (config.prune, &outcome.key) {
+            outcome.pruned = Some(prune_after_save(ctx, config, key));
+        }
     }
-    runner.set_output("saved", bool_str(saved))?;
-    runner.set_output("save-result", report.result.as_str())?;
-    runner.set_output("changed-files", &report.changes.as_ref().map(|c| c.1.join("\n")).unwrap_or_default())?;
-    if let Some(key) = key {
-        runner.set_output("key", key)?;
-    }
-    runner.append_summary(&report::save_summary(&report::Shown::new(runner, config), key, &report))?;
-    if trouble && config.strict {
-        return Err(Error::Strict(format!("{}: {}", report.result, report.detail.unwrap_or_default())));
-    }
-    if let Some(count) = report.verify_failed {
-        return Err(Error::VerifyFailed { count });
-    }
-    Ok(())
+    outcome
 }
 
 /// `verify-reuse`: compare the tree with the manifest of the entry restored in this job.
-fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>, report: &mut SaveReport) {
+fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Option<Verified> {
     let runner = ctx.runner;
     if config.verify_reuse == VerifyReuse::Off {
-        return;
+        return None;
     }
     let Some(path) = manifest_file else {
         runner.info("verify-reuse: the restore step kept no manifest; nothing to compare");
-        return;
+        return None;
     };
-    let kept: super::verify::Kept = match std::fs::read(&path)
+    let kept: verify::Kept = match std::fs::read(&path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
         Ok(m) => m,
         Err(e) => {
             runner.warning(&format!("verify-reuse: cannot read `{}`: {e}", path.display()));
-            return;
+            return None;
         }
     };
     let changes = match verify::compare(&kept, config) {
         Ok(c) => c,
         Err(e) => {
-            runner.warning(&format!("verify-reuse: {}", super::error_chain(&e)));
-            return;
+            runner.warning(&format!("verify-reuse: {}", error_chain(&e)));
+            return None;
         }
     };
     if changes.is_empty() {
         runner.info("verify-reuse: nothing under `path` changed since the restore");
-        report.changes = Some(("nothing under `path` changed since the restore".into(), Vec::new()));
-        return;
+        let verdict = "nothing under `path` changed since the restore".to_owned();
+        return Some(Verified { verdict, changed_files: Vec::new(), failed: false });
     }
     let mut verdict = format!(
         "{} added, {} changed, {} removed under `path` since the restore",
@@ -329,15 +277,12 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>, report
     if config.preset == Some(Preset::TorchInductor) && !changes.added.is_empty() {
         verdict.push_str(": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run");
     }
-    let shown: Vec<String> = changes.lines().lines().take(10).map(str::to_owned).collect();
+    let changed_files = changes.paths();
+    let shown: Vec<&str> = changed_files.iter().take(10).map(String::as_str).collect();
     let message = format!("verify-reuse: {verdict}\n{}", shown.join("\n"));
-    if config.verify_reuse == VerifyReuse::Fail {
-        runner.error(&message);
-        report.verify_failed = Some(changes.count());
-    } else {
-        runner.warning(&message);
-    }
-    report.changes = Some((verdict, changes.lines().lines().map(str::to_owned).collect()));
+    let failed = config.verify_reuse == VerifyReuse::Fail;
+    if failed { runner.error(&message) } else { runner.warning(&message) }
+    Some(Verified { verdict, changed_files, failed })
 }
 
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.

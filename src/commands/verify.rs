@@ -29,16 +29,11 @@ impl TreeChanges {
         self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
     }
 
-    pub fn count(&self) -> usize {
-        self.added.len() + self.changed.len() + self.removed.len()
-    }
-
-    /// Every path, one per line (the `changed-files` output).
-    pub fn lines(&self) -> String {
-        let mut all: Vec<&str> =
-            self.added.iter().chain(&self.changed).chain(&self.removed).map(String::as_str).collect();
+    /// Every path, sorted (the `changed-files` output).
+    pub fn paths(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.added.iter().chain(&self.changed).chain(&self.removed).cloned().collect();
         all.sort_unstable();
-        all.join("\n")
+        all
     }
 }
 

@@ -24,6 +24,7 @@ pub use progress::{Progress, ProgressReader, ProgressWriter};
 pub use workflow_command::{escape_data, escape_property};
 
 use crate::env::Env;
+use crate::outcome::{Output, State};
 use std::fs::OpenOptions;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
@@ -108,14 +109,15 @@ impl Runner {
     }
 
     /// State saved by the main step, read in the post step (`STATE_<name>`).
-    pub fn state(&self, name: &str) -> Option<String> {
-        self.env.non_empty(&format!("STATE_{name}")).map(str::to_owned)
+    pub fn state(&self, key: State) -> Option<String> {
+        self.env.non_empty(&format!("STATE_{}", key.name())).map(str::to_owned)
     }
 
     // ---- outputs, state, env, summary ---------------------------------------------------------
 
     /// Set a step output. Secrets are redacted here too: an output can quote a file name.
-    pub fn set_output(&self, name: &str, value: &str) -> Result<(), RunnerError> {
+    pub fn set_output(&self, output: Output, value: &str) -> Result<(), RunnerError> {
+        let name = output.name();
         let value = &self.redact(value);
         if let Some(path) = self.env.non_empty("GITHUB_OUTPUT") {
             append_key_value(Path::new(path), "outputs", name, value)?;
@@ -126,9 +128,9 @@ impl Runner {
         Ok(())
     }
 
-    pub fn save_state(&self, name: &str, value: &str) -> Result<(), RunnerError> {
+    pub fn save_state(&self, key: State, value: &str) -> Result<(), RunnerError> {
         if let Some(path) = self.env.non_empty("GITHUB_STATE") {
-            append_key_value(Path::new(path), "state", name, value)?;
+            append_key_value(Path::new(path), "state", key.name(), value)?;
         }
         Ok(())
     }
@@ -490,7 +492,7 @@ mod tests {
         let env = Env::from_pairs([("GITHUB_OUTPUT", out.to_str().unwrap()), ("GITHUB_ACTIONS", "true")]);
         let log = Buffer::default();
         let runner = Runner::new(Mode::Actions, env, Box::new(log.clone()), Box::new(io::sink()));
-        runner.set_output("changed-files", "a\nb").unwrap();
+        runner.set_output(Output::ChangedFiles, "a\nb").unwrap();
         runner.add_secret("s3cr3t-value");
         runner.warning("token s3cr3t-value leaked\nsecond line");
         let text = std::fs::read_to_string(&out).unwrap();
@@ -622,7 +624,7 @@ mod tests {
         let runner = Runner::new(Mode::Actions, env, Box::new(log.clone()), Box::new(io::sink()));
         runner.add_secret("-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\n-----END KEY-----");
         runner.info("line two alone: MIIEvQIBADANBgkqhkiG9w0BAQEF");
-        runner.set_output("changed-files", "out/leak-MIIEvQIBADANBgkqhkiG9w0BAQEF.txt").unwrap();
+        runner.set_output(Output::ChangedFiles, "out/leak-MIIEvQIBADANBgkqhkiG9w0BAQEF.txt").unwrap();
         let text = log.text();
         assert!(text.contains("::add-mask::MIIEvQIBADANBgkqhkiG9w0BAQEF\n"), "{text}");
         assert!(text.contains("line two alone: ***"), "{text}");

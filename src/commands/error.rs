@@ -1,0 +1,64 @@
+//! How a command fails: one error enum for every command, and its rendering with causes.
+
+use crate::archive::{CleanError, PackError};
+use crate::config::ConfigError;
+use crate::fingerprint::FingerprintError;
+use crate::github::CatalogError;
+use crate::outcome::MissReason;
+use crate::runner::RunnerError;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot compute the fingerprint")]
+    Fingerprint(#[from] FingerprintError),
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    #[error("cannot write the fingerprint file `{}`", path.display())]
+    WriteFingerprint {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no fingerprint file for key `{key}` at `{}`: run the restore or fingerprint step first in this job, or pass `fingerprint-file`", path.display())]
+    NoFingerprint { key: String, path: PathBuf },
+    #[error("cannot read the fingerprint file `{}`", path.display())]
+    ReadFingerprint {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("fingerprint file `{}` does not belong to key `{key}`", path.display())]
+    WrongFingerprint { key: String, path: PathBuf },
+    #[error(
+        "key `{key}` was computed for other `path` lines or another `compression` than this save step's; give the save step the same `path` and `compression` as the restore step"
+    )]
+    VersionMismatch { key: String },
+    #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]
+    FailOnMiss { key: String, reason: MissReason },
+    #[error("cache trouble and `strict` is set: {0}")]
+    Strict(String),
+    #[error("cannot archive the `path` entries")]
+    Pack(#[from] PackError),
+    #[error("cannot remove stale files (`clean-on-miss`)")]
+    Clean(#[from] CleanError),
+    #[error("cannot determine the workspace directory")]
+    Workspace(#[source] std::io::Error),
+    #[error("{0}")]
+    Catalog(#[from] CatalogError),
+    #[error("`verify-reuse: fail`: {count} files under `path` changed since the restore")]
+    VerifyFailed { count: usize },
+}
+
+/// `message`, then one `caused by:` line per source.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(&format!("\n  caused by: {cause}"));
+        source = cause.source();
+    }
+    text
+}

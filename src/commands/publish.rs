@@ -1,0 +1,77 @@
+//! The one place a command's outcome becomes what the runner keeps: step outputs, state for the
+//! post step, variables for later steps, and the step summary.
+
+use super::report::{self, Shown};
+use crate::config::Config;
+use crate::outcome::{Attempt, CatalogOutcome, Outcome, Output, RestoreOutcome, SaveOutcome, State};
+use crate::runner::{Runner, RunnerError};
+
+pub(super) fn publish(runner: &Runner, config: &Config, outcome: &Outcome) -> Result<(), RunnerError> {
+    let shown = Shown::new(runner, config);
+    match outcome {
+        Outcome::Fingerprint(fingerprint) => {
+            runner.set_output(Output::Key, &fingerprint.record.key)?;
+            runner.set_output(Output::FingerprintFile, &fingerprint.file.to_string_lossy())?;
+            runner.append_summary(&report::fingerprint_summary(&shown, &fingerprint.record))
+        }
+        Outcome::Restore(restore) => publish_restore(runner, &shown, restore),
+        Outcome::Save(save) => publish_save(runner, &shown, save),
+        Outcome::Catalog(catalog) => publish_catalog(runner, catalog),
+    }
+}
+
+fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> Result<(), RunnerError> {
+    let attempt = &outcome.attempt;
+    let key = &outcome.record.key;
+    let fingerprint_file = outcome.fingerprint_file.to_string_lossy();
+    runner.save_state(State::Key, key)?;
+    runner.save_state(State::FingerprintFile, &fingerprint_file)?;
+    if let Attempt::Reused { manifest_file: Some(path), .. } = attempt {
+        runner.save_state(State::ManifestFile, &path.to_string_lossy())?;
+    }
+    runner.save_state(State::SkipSave, flag(matches!(attempt, Attempt::Reused { .. } | Attempt::Found)))?;
+    for (name, value) in &outcome.exports {
+        runner.export_env(name, value)?;
+    }
+    let (files, bytes) = match attempt {
+        Attempt::Reused { restored, .. } => (restored.files, restored.bytes),
+        _ => (0, 0),
+    };
+    runner.set_output(Output::CacheHit, flag(attempt.hit()))?;
+    runner.set_output(Output::Reused, flag(attempt.reused()))?;
+    runner.set_output(Output::Key, key)?;
+    runner.set_output(Output::FingerprintFile, &fingerprint_file)?;
+    runner.set_output(Output::MissReason, attempt.miss_reason().as_str())?;
+    runner.set_output(Output::RestoredFiles, &files.to_string())?;
+    runner.set_output(Output::RestoredBytes, &bytes.to_string())?;
+    runner.append_summary(&report::restore_summary(shown, outcome))
+}
+
+fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result<(), RunnerError> {
+    let changed = outcome.verified.as_ref().map(|v| v.changed_files.join("\n")).unwrap_or_default();
+    runner.set_output(Output::Saved, flag(outcome.saved()))?;
+    runner.set_output(Output::SaveResult, outcome.result.as_str())?;
+    runner.set_output(Output::ChangedFiles, &changed)?;
+    if let Some(key) = &outcome.key {
+        runner.set_output(Output::Key, key)?;
+    }
+    runner.append_summary(&report::save_summary(shown, outcome))
+}
+
+fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), RunnerError> {
+    match outcome {
+        CatalogOutcome::Explain { key, explanation } => {
+            if let Some(explanation) = explanation {
+                runner.set_output(Output::Against, &explanation.against_key)?;
+                runner.set_output(Output::Changes, &explanation.changes.join("\n"))?;
+            }
+            runner.set_output(Output::Key, key)
+        }
+        CatalogOutcome::List { keys } => runner.set_output(Output::Keys, &keys.join("\n")),
+        CatalogOutcome::Prune { deleted } => runner.set_output(Output::Deleted, &deleted.join("\n")),
+    }
+}
+
+fn flag(value: bool) -> &'static str {
+    if value { "true" } else { "false" }
+}

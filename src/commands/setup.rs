@@ -1,0 +1,65 @@
+//! From an invocation to a validated [`Config`]: the action's inputs under the command line's
+//! flags, the workspace, and every token and `secret-env` value registered as a secret before
+//! anything can print it.
+
+use super::Error;
+use crate::archive::MIN_SECRET_LEN;
+use crate::cli::Invocation;
+use crate::config::{Config, INPUTS, RawInputs};
+use crate::env::Env;
+use crate::runner::{Mode, Runner};
+use std::path::PathBuf;
+
+/// The variables holding the job's own tokens: masked from the start, and never saved.
+const TOKEN_VARIABLES: [&str; 2] = ["ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"];
+
+pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Config, Error> {
+    let env = runner.env();
+    let mut raw = RawInputs::default();
+    if runner.mode() == Mode::Actions {
+        for spec in INPUTS {
+            if let Some(value) = runner.input(spec.name) {
+                raw.set(spec.name, value);
+            }
+        }
+    }
+    raw.overlay(invocation.flags.clone());
+    // Tokens never print, whatever path an error takes.
+    for name in TOKEN_VARIABLES {
+        if let Some(token) = env.non_empty(name) {
+            runner.add_secret(token);
+        }
+    }
+    let config = Config::from_raw(&raw, env, &workspace(invocation, env)?)?;
+    if let Some(token) = &config.github_token {
+        runner.add_secret(token);
+    }
+    // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
+    // listing one would otherwise print it in the fingerprint and in explanations of misses.
+    for name in &config.secret_env {
+        if let Some(value) = env.non_empty(name).filter(|v| v.trim().len() >= MIN_SECRET_LEN) {
+            runner.add_secret(value);
+        }
+    }
+    Ok(config)
+}
+
+/// `--workspace`, else `GITHUB_WORKSPACE`, else the current directory; absolute and normalized.
+fn workspace(invocation: &Invocation, env: &Env) -> Result<PathBuf, Error> {
+    let workspace = match (&invocation.workspace, env.non_empty("GITHUB_WORKSPACE")) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) => PathBuf::from(dir),
+        (None, None) => std::env::current_dir().map_err(Error::Workspace)?,
+    };
+    Ok(crate::paths::normalize(&std::path::absolute(&workspace).map_err(Error::Workspace)?))
+}
+
+/// What a save must never archive: the job's tokens, the `github-token` input and the values of
+/// the variables named in `secret-env`.
+pub(super) fn secret_values<'a>(config: &'a Config, env: &'a Env) -> impl Iterator<Item = &'a str> {
+    TOKEN_VARIABLES
+        .iter()
+        .filter_map(|name| env.non_empty(name))
+        .chain(config.github_token.as_deref())
+        .chain(config.secret_env.iter().filter_map(|name| env.non_empty(name)))
+}
