@@ -137,7 +137,8 @@ impl CleanGuard {
 
     fn outside(&self, real: &Path) -> String {
         format!(
-            "`{}` is outside the workspace, `RUNNER_TEMP` and the home directory, and exact-cache has not restored into or saved from it (no `{OWNED_MARKER}` marker)",
+            "`{}` is outside the workspace, `RUNNER_TEMP` and the home directory, and exact-cache has not \
+             restored into or saved from it (no `{OWNED_MARKER}` marker)",
             real.display()
         )
     }

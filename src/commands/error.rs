@@ -22,7 +22,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("no fingerprint file for key `{key}` at `{}`: run the restore or fingerprint step first in this job, or pass `fingerprint-file`", path.display())]
+    #[error(
+        "no fingerprint file for key `{key}` at `{}`: run the restore or fingerprint step first in this job, or \
+         pass `fingerprint-file`",
+        path.display()
+    )]
     NoFingerprint { key: String, path: PathBuf },
     #[error("cannot read the fingerprint file `{}`", path.display())]
     ReadFingerprint {
@@ -33,7 +37,8 @@ pub enum Error {
     #[error("fingerprint file `{}` does not belong to key `{key}`", path.display())]
     WrongFingerprint { key: String, path: PathBuf },
     #[error(
-        "key `{key}` was computed for other `path` lines or another `compression` than this save step's; give the save step the same `path` and `compression` as the restore step"
+        "key `{key}` was computed for other `path` lines or another `compression` than this save step's; give \
+         the save step the same `path` and `compression` as the restore step"
     )]
     VersionMismatch { key: String },
     #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]

@@ -80,9 +80,7 @@ fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
                 return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
             }
             match &save.verified {
-                Some(verified) if verified.failed => {
-                    Err(Error::VerifyFailed { count: verified.changed_files.len() })
-                }
+                Some(verified) if verified.failed => Err(Error::VerifyFailed { count: verified.changed_files.len() }),
                 _ => Ok(()),
             }
         }

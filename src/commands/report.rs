@@ -138,7 +138,8 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             ]);
         }
         Attempt::Found => {
-            rows.push(vec![Inline::ours("result"), Inline::ours("☑️ entry exists (`lookup-only`; nothing downloaded)")])
+            let found = "☑️ entry exists (`lookup-only`; nothing downloaded)";
+            rows.push(vec![Inline::ours("result"), Inline::ours(found)])
         }
         Attempt::Miss { reason, detail } => {
             rows.push(vec![
@@ -160,7 +161,8 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.table(&["", ""], rows);
     if let Some(e) = &outcome.explanation {
         let when = e.against_ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
-        let intro = format!("**Why this is a miss** — compared with the newest entry {}{when}:", md.code(&e.against_key));
+        let against = md.code(&e.against_key);
+        let intro = format!("**Why this is a miss** — compared with the newest entry {against}{when}:");
         md.paragraph(&Inline::ours(intro));
         let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.text(c)]).collect();
         if rows.is_empty() {

@@ -155,7 +155,8 @@ fn upload(
         Err(PackError::Secret { path }) => {
             let shown = config.fingerprint.locations.display(&path);
             let msg = format!(
-                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
+                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not \
+                 committed"
             );
             return SaveOutcome::trouble(key, SaveResult::SecretFound, &msg);
         }
@@ -281,7 +282,11 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
     let shown: Vec<&str> = changed_files.iter().take(10).map(String::as_str).collect();
     let message = format!("verify-reuse: {verdict}\n{}", shown.join("\n"));
     let failed = config.verify_reuse == VerifyReuse::Fail;
-    if failed { runner.error(&message) } else { runner.warning(&message) }
+    if failed {
+        runner.error(&message)
+    } else {
+        runner.warning(&message)
+    }
     Some(Verified { verdict, changed_files, failed })
 }
 
