@@ -190,7 +190,7 @@ pub struct RestoreOutcome {
 #[derive(Debug)]
 pub enum Attempt {
     Reused {
-        restored: Restored,
+        restored: Transfer,
         /// Where the entry's manifest was kept for `verify-reuse` (when it could be).
         manifest_file: Option<PathBuf>,
     },
@@ -231,13 +231,14 @@ impl Attempt {
     }
 }
 
-/// What a reused entry put in place.
+/// What a restore put in place, or a save archived.
 #[derive(Clone, Copy, Debug)]
-pub struct Restored {
+pub struct Transfer {
     /// Files and symlinks.
     pub files: usize,
     /// Bytes of file content.
-    pub bytes: u64,
+    pub content_bytes: u64,
+    /// Bytes of the compressed archive, as downloaded or uploaded.
     pub archive_bytes: u64,
     pub elapsed: Duration,
 }
@@ -268,7 +269,7 @@ pub struct SaveOutcome {
     /// Cache trouble: a warning, or a failure under `strict`.
     pub trouble: bool,
     /// What went into the entry, when one was written.
-    pub archived: Option<Archived>,
+    pub archived: Option<Transfer>,
     /// `verify-reuse` compared the tree with the restored manifest.
     pub verified: Option<Verified>,
     /// `prune` after the save: a one-line account.
@@ -297,16 +298,6 @@ impl SaveOutcome {
     pub fn saved(&self) -> bool {
         self.result == SaveResult::Saved
     }
-}
-
-/// What a save archived.
-#[derive(Clone, Copy, Debug)]
-pub struct Archived {
-    /// Files and symlinks.
-    pub files: usize,
-    pub content_bytes: u64,
-    pub archive_bytes: u64,
-    pub elapsed: Duration,
 }
 
 /// `verify-reuse`'s verdict.

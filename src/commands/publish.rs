@@ -34,7 +34,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
         runner.export_env(name, value)?;
     }
     let (files, bytes) = match attempt {
-        Attempt::Reused { restored, .. } => (restored.files, restored.bytes),
+        Attempt::Reused { restored, .. } => (restored.files, restored.content_bytes),
         _ => (0, 0),
     };
     runner.set_output(Output::CacheHit, flag(attempt.hit()))?;

@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::fingerprint::{FingerprintRecord, Value};
-use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome};
+use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
 use crate::units;
@@ -118,6 +118,18 @@ pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> 
     md.as_str().to_owned()
 }
 
+/// Files, content and archive sizes, time and throughput, on one line.
+fn transfer(t: &Transfer) -> Inline {
+    Inline::ours(format!(
+        "{} files, {} ({} archive) in {}, {}",
+        units::count(t.files as u64),
+        units::bytes(t.content_bytes),
+        units::bytes(t.archive_bytes),
+        units::duration(t.elapsed),
+        units::throughput(t.archive_bytes, t.elapsed)
+    ))
+}
+
 pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String {
     let mut md = shown.markdown();
     md.heading(3, "exact-cache restore");
@@ -125,17 +137,7 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     match &outcome.attempt {
         Attempt::Reused { restored, .. } => {
             rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
-            rows.push(vec![
-                Inline::ours("restored"),
-                Inline::ours(format!(
-                    "{} files, {} ({} archive) in {}, {}",
-                    units::count(restored.files as u64),
-                    units::bytes(restored.bytes),
-                    units::bytes(restored.archive_bytes),
-                    units::duration(restored.elapsed),
-                    units::throughput(restored.archive_bytes, restored.elapsed)
-                )),
-            ]);
+            rows.push(vec![Inline::ours("restored"), transfer(restored)]);
         }
         Attempt::Found => {
             let found = "☑️ entry exists (`lookup-only`; nothing downloaded)";
@@ -189,17 +191,7 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
         rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
-        rows.push(vec![
-            Inline::ours("saved"),
-            Inline::ours(format!(
-                "{} files, {} ({} archive) in {}, {}",
-                units::count(archived.files as u64),
-                units::bytes(archived.content_bytes),
-                units::bytes(archived.archive_bytes),
-                units::duration(archived.elapsed),
-                units::throughput(archived.archive_bytes, archived.elapsed)
-            )),
-        ]);
+        rows.push(vec![Inline::ours("saved"), transfer(&archived)]);
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {

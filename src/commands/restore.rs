@@ -8,7 +8,7 @@ use crate::backend::{Backend, BackendError, ErrorKind};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest};
-use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, Restored};
+use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, Transfer};
 use crate::runner::ProgressReader;
 use crate::units;
 use std::time::Instant;
@@ -81,7 +81,7 @@ fn preexisting_files(config: &Config) -> Vec<String> {
 
 /// An entry put in place whole.
 struct Reuse {
-    restored: Restored,
+    restored: Transfer,
     manifest: Manifest,
 }
 
@@ -109,7 +109,8 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     let archive_bytes = reader.progress().bytes();
     let manifest = staged.manifest.clone();
     let stats = staged.commit().map_err(|e| miss(classify(&e), error_chain(&e)))?;
-    let restored = Restored { files: stats.files, bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
+    let restored =
+        Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
     Ok(Reuse { restored, manifest })
 }
 
@@ -119,7 +120,7 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, Attempt>) {
         Ok(Reuse { restored, .. }) => runner.info(&format!(
             "reused {} files ({}) in {}",
             units::count(restored.files as u64),
-            units::bytes(restored.bytes),
+            units::bytes(restored.content_bytes),
             units::duration(restored.elapsed)
         )),
         Err(Attempt::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),

@@ -8,7 +8,7 @@ use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archi
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::outcome::{Archived, SaveOutcome, SaveResult, State, Verified};
+use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
 use crate::units;
 use std::path::PathBuf;
@@ -169,7 +169,7 @@ fn upload(
             stats.sample_ratio * 100.0
         ));
     }
-    let archived = Archived {
+    let archived = Transfer {
         files: stats.files + stats.symlinks,
         content_bytes: stats.content_bytes,
         archive_bytes: writer.count,
