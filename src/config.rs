@@ -6,6 +6,7 @@
 //! validates them, and every error names the input and what is wrong with it.
 
 use crate::archive::{CleanGuard, Compression};
+use crate::backend::{BackendChoice, Protocol};
 use crate::env::Env;
 use crate::fingerprint::{Facet, FingerprintSpec};
 use crate::keys;
@@ -218,13 +219,6 @@ impl RawInputs {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Auto,
-    Github,
-    Local,
-}
-
 /// Everything a command needs, validated.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -237,7 +231,7 @@ pub struct Config {
     pub compression: Compression,
     pub strict: bool,
     pub backend: BackendChoice,
-    pub protocol: crate::backend::Protocol,
+    pub protocol: Protocol,
     pub local_dir: Option<PathBuf>,
     pub clean_on_miss: bool,
     /// What `clean-on-miss` may touch.
@@ -408,8 +402,8 @@ impl Config {
         };
 
         let protocol = match raw.text("protocol") {
-            None => crate::backend::Protocol::Auto,
-            Some(p) => crate::backend::Protocol::parse(&p).ok_or_else(|| ConfigError::Invalid {
+            None => Protocol::Auto,
+            Some(p) => Protocol::parse(&p).ok_or_else(|| ConfigError::Invalid {
                 name: "protocol",
                 detail: format!("`{p}` is not one of `auto`, `v1`, `v2`"),
             })?,

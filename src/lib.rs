@@ -11,6 +11,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod env;
+pub mod file_mode;
 pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -190,7 +190,7 @@ impl Upload for LocalUpload {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = 0o666 & !crate::archive::current_umask();
+            let mode = 0o666 & !crate::file_mode::current_umask();
             let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode));
         }
         match tmp.persist_noclobber(&self.final_path) {

@@ -11,10 +11,18 @@
 //! 4. `backend: auto` with no service configured → the local directory; `backend: github` with
 //!    none → unavailable (every call fails as service trouble, with the reason).
 
-use crate::config::BackendChoice;
 use crate::env::Env;
 use std::path::PathBuf;
 
+/// The `backend` input: which kind of backend the user asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Github,
+    Local,
+}
+
+/// The `protocol` input (and `ACTIONS_CACHE_API_FORCE_VERSION`): which cache service protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Auto,

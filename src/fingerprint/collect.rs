@@ -66,9 +66,26 @@ pub struct FingerprintSpec {
     pub torch: bool,
     /// `native.isa` also lists the x86 extensions that change generated kernels.
     pub isa_extensions: bool,
-    /// Every set variable with one of these prefixes enters the `env` component (paths and
-    /// logging settings aside).
-    pub env_prefixes: Vec<String>,
+    /// Set variables that enter the `env` component by their names (a preset's).
+    pub env_patterns: EnvPatterns,
+}
+
+/// Variables chosen by name pattern rather than listed: every set variable whose name starts
+/// with one of `prefixes`, except those ending with one of `except_suffixes` or named in
+/// `except_names`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvPatterns {
+    pub prefixes: Vec<String>,
+    pub except_suffixes: Vec<String>,
+    pub except_names: Vec<String>,
+}
+
+impl EnvPatterns {
+    pub fn matches(&self, name: &str) -> bool {
+        self.prefixes.iter().any(|p| name.starts_with(p.as_str()))
+            && !self.except_suffixes.iter().any(|s| name.ends_with(s.as_str()))
+            && !self.except_names.iter().any(|n| n == name)
+    }
 }
 
 impl FingerprintSpec {
@@ -86,7 +103,7 @@ impl FingerprintSpec {
             extra: BTreeMap::new(),
             torch: false,
             isa_extensions: false,
-            env_prefixes: Vec::new(),
+            env_patterns: EnvPatterns::default(),
         }
     }
 }
@@ -104,7 +121,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
         .collect();
     for (name, value) in env.iter() {
-        if spec.env_prefixes.iter().any(|p| name.starts_with(p.as_str())) && !crate::preset::is_torch_env_noise(name) {
+        if spec.env_patterns.matches(name) {
             env_component.insert(name.to_owned(), Value::text(value));
         }
     }

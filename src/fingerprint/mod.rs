@@ -43,7 +43,7 @@ mod python;
 pub mod system;
 mod torch;
 
-pub use collect::{Facet, FingerprintSpec, collect};
+pub use collect::{EnvPatterns, Facet, FingerprintSpec, collect};
 pub use files::sha256_file;
 pub use native::{aarch64_isa, x86_64_level};
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
