@@ -23,4 +23,5 @@ pub mod paths;
 pub mod preset;
 pub mod process;
 pub mod runner;
+pub mod text;
 pub mod units;

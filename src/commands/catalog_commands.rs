@@ -29,7 +29,7 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<(), Error> {
             runner.set_output("against", &e.against.key)?;
             runner.set_output("changes", &e.changes.join("\n"))?;
         }
-        Err(reason) => runner.info(&format!("nothing to explain: {reason}")),
+        Err(reason) => runner.info(&format!("nothing to explain: {}", crate::text::error_line(&reason))),
     }
     runner.set_output("key", &record.key)?;
     Ok(())

@@ -164,7 +164,7 @@ pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, Ca
     let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
     match choose(config.backend, config.protocol, dir, env) {
         Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
-        Choice::Unavailable { reason } => Err(CatalogError::Unavailable(reason)),
+        Choice::Unavailable { reason } => Err(CatalogError::Unavailable { reason }),
         Choice::V1 { .. } | Choice::V2 { .. } => {
             let token = config.github_token.as_deref().or_else(|| env.non_empty("GITHUB_TOKEN"));
             Ok(Box::new(GithubCatalog::from_env(env, token)?))
@@ -188,7 +188,7 @@ fn explain_miss(
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
-            runner.info(&format!("explain-misses: skipped: {e}"));
+            runner.info(&format!("explain-misses: skipped: {}", crate::text::error_line(&e)));
             return None;
         }
     };
@@ -219,7 +219,7 @@ fn explain_miss(
             Some(explanation)
         }
         Err(reason) => {
-            runner.info(&format!("explain-misses: {reason}"));
+            runner.info(&format!("explain-misses: {}", crate::text::error_line(&reason)));
             None
         }
     }

@@ -346,6 +346,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
+            let e = crate::text::error_line(&e);
             runner.warning(&format!("prune: skipped: {e}"));
             return format!("skipped: {e}");
         }
@@ -372,6 +373,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
             line
         }
         Err(e) => {
+            let e = crate::text::error_line(&e);
             runner.warning(&format!("prune: {e}"));
             format!("failed: {e}")
         }

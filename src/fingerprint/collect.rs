@@ -1,7 +1,7 @@
 //! What to fingerprint ([`FingerprintSpec`], built from the inputs) and the collection itself.
 
 use super::system::System;
-use super::{Component, Fingerprint, FingerprintError, Value, files, native, python};
+use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, native, python};
 use crate::env::Env;
 use crate::paths::Locations;
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,9 +41,9 @@ impl Facet {
         Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim()))
     }
 
-    /// The component name, `native.<facet>`.
-    pub fn component(self) -> String {
-        format!("native.{}", self.name())
+    /// Its component, `native.<facet>`.
+    pub fn component(self) -> ComponentName {
+        ComponentName::Native(self)
     }
 }
 
@@ -113,7 +113,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     let cwd = &spec.locations.workspace;
     let mut fp = Fingerprint::default();
     if !spec.hash_files.is_empty() {
-        fp.insert("files", files::hash_files(&spec.hash_files, &spec.locations)?);
+        fp.insert(ComponentName::Files.name(), files::hash_files(&spec.hash_files, &spec.locations)?);
     }
     let mut env_component: Component = spec
         .hash_env
@@ -126,7 +126,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         }
     }
     if !env_component.is_empty() {
-        fp.insert("env", env_component);
+        fp.insert(ComponentName::Env.name(), env_component);
     }
     if !spec.hash_commands.is_empty() {
         let mut component = Component::new();
@@ -139,7 +139,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
             }
             component.insert(command.clone(), Value::Text(out.stdout));
         }
-        fp.insert("commands", component);
+        fp.insert(ComponentName::Commands.name(), component);
     }
     let needs_cpu = spec.native.iter().any(|f| matches!(f, Facet::Arch | Facet::Isa | Facet::CpuFlags));
     let cpu = if needs_cpu { sys.cpu() } else { Default::default() };
@@ -154,19 +154,19 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
             Facet::Gpu => native::gpu(sys, env, cwd),
             Facet::Cuda => native::cuda(sys, env, cwd),
         };
-        fp.insert(&facet.component(), component);
+        fp.insert(facet.component().name(), component);
     }
     if let Some(python) = &spec.python {
         let (interpreter, dists) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
-        fp.insert("python.interpreter", interpreter);
-        fp.insert("python.dists", dists);
+        fp.insert(ComponentName::PythonInterpreter.name(), interpreter);
+        fp.insert(ComponentName::PythonDists.name(), dists);
     }
     if spec.torch {
         let python = spec.python.as_deref().unwrap_or("python3");
-        fp.insert("torch", super::torch::collect(sys, env, cwd, python)?);
+        fp.insert(ComponentName::Torch.name(), super::torch::collect(sys, env, cwd, python)?);
     }
     if let Some(variant) = &spec.variant {
-        fp.insert("variant", [("variant".to_owned(), Value::text(variant))].into());
+        fp.insert(ComponentName::Variant.name(), [("variant".to_owned(), Value::text(variant))].into());
     }
     for (name, component) in &spec.extra {
         fp.components.entry(name.clone()).or_default().extend(component.clone());
