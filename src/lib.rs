@@ -7,6 +7,7 @@
 
 pub mod archive;
 pub mod backend;
+pub mod choice;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -32,16 +32,15 @@ pub struct PresetPlan {
     pub exports: Vec<(String, String)>,
 }
 
-impl Preset {
-    pub const NAMES: [&'static str; 1] = ["torch-inductor"];
+impl crate::choice::Named for Preset {
+    const ALL: &'static [Self] = &[Preset::TorchInductor];
 
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "torch-inductor" | "torchinductor" | "inductor" => Some(Preset::TorchInductor),
-            _ => None,
-        }
+    fn name(self) -> &'static str {
+        Preset::name(self)
     }
+}
 
+impl Preset {
     pub fn name(self) -> &'static str {
         match self {
             Preset::TorchInductor => "torch-inductor",

@@ -37,13 +37,17 @@ impl Facet {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim()))
-    }
-
     /// Its component, `native.<facet>`.
     pub fn component(self) -> ComponentName {
         ComponentName::Native(self)
+    }
+}
+
+impl crate::choice::Named for Facet {
+    const ALL: &'static [Self] = &Facet::ALL;
+
+    fn name(self) -> &'static str {
+        Facet::name(self)
     }
 }
 
