@@ -2,20 +2,11 @@
 //! may be repeated (`--path a --path b`) or given as one newline-separated value, booleans
 //! are switches (`--strict`, or `--strict=false`).
 
-use crate::config::{INPUTS, InputKind, RawInputs, Scope};
+pub use crate::config::CommandName;
+use crate::config::{INPUTS, InputKind, RawInputs, Reader};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use std::ffi::OsString;
 use std::path::PathBuf;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommandName {
-    Fingerprint,
-    Restore,
-    Save,
-    Explain,
-    List,
-    Prune,
-}
 
 #[derive(Clone, Debug)]
 pub struct Invocation {
@@ -29,22 +20,33 @@ pub struct Invocation {
     pub flags: RawInputs,
 }
 
-fn takes(scope: Scope, command: CommandName) -> bool {
-    use CommandName::*;
-    match scope {
-        Scope::Fingerprint => true,
-        Scope::Cache => command != Fingerprint,
-        Scope::Restore => matches!(command, Restore | Explain),
-        Scope::Save => command == Save,
-        // The root action's restore (main) and save (post) steps both read these.
-        Scope::Root => matches!(command, Restore | Save),
-    }
-}
+const ABOUT: &str =
+    "Cache generated CI artifacts; reuse them only under an exact fingerprint of the environment that made them";
+const WORKSPACE_HELP: &str =
+    "Directory that relative paths are relative to (default: $GITHUB_WORKSPACE, else the current directory)";
+
+/// Each subcommand: its command, its name and what `--help` says about it.
+const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
+    (CommandName::Fingerprint, "fingerprint", "Compute the key and write the fingerprint JSON; no network"),
+    (CommandName::Restore, "restore", "Restore the entry for this exact fingerprint, or report why not"),
+    (CommandName::Save, "save", "Save the `path` roots under this exact fingerprint"),
+    (
+        CommandName::Explain,
+        "explain",
+        "Compare this fingerprint with the newest other entry of its prefix and name what differs",
+    ),
+    (CommandName::List, "list", "List the entries of a prefix (on this ref); `path` is not needed"),
+    (
+        CommandName::Prune,
+        "prune",
+        "Delete all but the newest `prune-keep` entries of a prefix on this ref; `path` is not needed",
+    ),
+];
 
 fn input_args(command: CommandName) -> Vec<Arg> {
     INPUTS
         .iter()
-        .filter(|spec| takes(spec.scope, command))
+        .filter(|spec| spec.scope.taken_by(Reader::Cli(command)))
         .map(|spec| {
             let arg = Arg::new(spec.name).long(spec.name).help(spec.description);
             match spec.kind {
@@ -61,56 +63,35 @@ fn input_args(command: CommandName) -> Vec<Arg> {
         .collect()
 }
 
+/// The flags a subcommand has besides its inputs.
+fn own_args(command: CommandName) -> Vec<Arg> {
+    match command {
+        CommandName::Save => vec![
+            Arg::new("post")
+                .long("post")
+                .action(ArgAction::SetTrue)
+                .help("Run as the root action's post step (uses the main step's key and result)"),
+        ],
+        CommandName::Prune => {
+            vec![Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only list what would be deleted")]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn subcommand((command, name, about): (CommandName, &'static str, &'static str)) -> Command {
+    Command::new(name).about(about).args(input_args(command)).args(own_args(command))
+}
+
 pub fn command() -> Command {
+    let workspace = Arg::new("workspace").long("workspace").global(true).value_name("DIR").help(WORKSPACE_HELP);
     Command::new("exact-cache")
         .version(env!("CARGO_PKG_VERSION"))
-        .about("Cache generated CI artifacts; reuse them only under an exact fingerprint of the environment that made them")
+        .about(ABOUT)
         .subcommand_required(true)
         .arg_required_else_help(true)
-        .arg(
-            Arg::new("workspace")
-                .long("workspace")
-                .global(true)
-                .value_name("DIR")
-                .help("Directory that relative paths are relative to (default: $GITHUB_WORKSPACE, else the current directory)"),
-        )
-        .subcommand(
-            Command::new("fingerprint")
-                .about("Compute the key and write the fingerprint JSON; no network")
-                .args(input_args(CommandName::Fingerprint)),
-        )
-        .subcommand(
-            Command::new("restore")
-                .about("Restore the entry for this exact fingerprint, or report why not")
-                .args(input_args(CommandName::Restore)),
-        )
-        .subcommand(
-            Command::new("save")
-                .about("Save the `path` roots under this exact fingerprint")
-                .args(input_args(CommandName::Save))
-                                .arg(
-                    Arg::new("post")
-                        .long("post")
-                        .action(ArgAction::SetTrue)
-                        .help("Run as the root action's post step (uses the main step's key and result)"),
-                ),
-        )
-        .subcommand(
-            Command::new("explain")
-                .about("Compare this fingerprint with the newest other entry of its prefix and name what differs")
-                .args(input_args(CommandName::Explain)),
-        )
-        .subcommand(
-            Command::new("list")
-                .about("List the entries of a prefix (on this ref); `path` is not needed")
-                .args(input_args(CommandName::List)),
-        )
-        .subcommand(
-            Command::new("prune")
-                .about("Delete all but the newest `prune-keep` entries of a prefix on this ref; `path` is not needed")
-                .args(input_args(CommandName::Prune))
-                .arg(Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only list what would be deleted")),
-        )
+        .arg(workspace)
+        .subcommands(SUBCOMMANDS.map(subcommand))
 }
 
 pub fn parse<I, T>(args: I) -> Result<Invocation, clap::Error>
@@ -121,15 +102,10 @@ where
     let matches = command().try_get_matches_from(args)?;
     let workspace = matches.get_one::<String>("workspace").map(PathBuf::from);
     let (name, sub) = matches.subcommand().expect("a subcommand is required");
-    let command = match name {
-        "fingerprint" => CommandName::Fingerprint,
-        "restore" => CommandName::Restore,
-        "save" => CommandName::Save,
-        "explain" => CommandName::Explain,
-        "list" => CommandName::List,
-        "prune" => CommandName::Prune,
-        other => unreachable!("unknown subcommand {other}"),
-    };
+    let (command, _, _) = SUBCOMMANDS
+        .into_iter()
+        .find(|(_, known, _)| *known == name)
+        .unwrap_or_else(|| unreachable!("unknown subcommand {name}"));
     let post = command == CommandName::Save && sub.get_flag("post");
     let dry_run = command == CommandName::Prune && sub.get_flag("dry-run");
     let mut flags = flags(sub, command);
@@ -142,7 +118,7 @@ where
 
 fn flags(m: &ArgMatches, command: CommandName) -> RawInputs {
     let mut raw = RawInputs::default();
-    for spec in INPUTS.iter().filter(|s| takes(s.scope, command)) {
+    for spec in INPUTS.iter().filter(|spec| spec.scope.taken_by(Reader::Cli(command))) {
         if let Some(values) = m.get_many::<String>(spec.name) {
             let values: Vec<&str> = values.map(String::as_str).collect();
             raw.set(spec.name, values.join("\n"));

@@ -4,9 +4,16 @@
 //! offers each as `--<name>`, and tests check `action.yml` and the README against it. Raw
 //! values ([`RawInputs`]) are strings as users typed them; [`Config::from_raw`] parses and
 //! validates them, and every error names the input and what is wrong with it.
+//!
+//! Rules for values: a default is written once, in [`INPUTS`]; an enumerated input accepts its
+//! documented names only, with surrounding whitespace ignored and ASCII case not significant
+//! ([`crate::choice`]); a boolean is `true`, `True`, `TRUE`, `false`, `False` or `FALSE`, as the
+//! official toolkit's `getBooleanInput` reads it.
 
 use crate::archive::{CleanGuard, Compression};
-use crate::env::Env;
+use crate::backend::{BackendChoice, Protocol};
+use crate::choice::{self, Named};
+use crate::env::{self, Env};
 use crate::fingerprint::{Facet, FingerprintSpec};
 use crate::keys;
 use crate::outcome::Output;
@@ -38,6 +45,40 @@ pub enum Scope {
     Root,
 }
 
+/// The CLI's commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandName {
+    Fingerprint,
+    Restore,
+    Save,
+    Explain,
+    List,
+    Prune,
+}
+
+/// What reads inputs: an entry point of the action, or a command of the CLI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    Action(Entry),
+    Cli(CommandName),
+}
+
+impl Scope {
+    /// Whether `reader` takes the inputs of this scope.
+    pub fn taken_by(self, reader: Reader) -> bool {
+        use CommandName as C;
+        use Reader::{Action, Cli};
+        match self {
+            Scope::Fingerprint => true,
+            Scope::Cache => !matches!(reader, Action(Entry::Fingerprint) | Cli(C::Fingerprint)),
+            Scope::Restore => matches!(reader, Action(Entry::Root | Entry::Restore) | Cli(C::Restore | C::Explain)),
+            Scope::Save => matches!(reader, Action(Entry::Save) | Cli(C::Save)),
+            // The root action's restore (main) and save (post) steps both read these.
+            Scope::Root => matches!(reader, Action(Entry::Root) | Cli(C::Restore | C::Save)),
+        }
+    }
+}
+
 /// The action's entry points (`action.yml` files).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Entry {
@@ -63,13 +104,7 @@ impl Entry {
 
     /// Whether this entry point declares an input of `scope`.
     pub fn takes(self, scope: Scope) -> bool {
-        match scope {
-            Scope::Fingerprint => true,
-            Scope::Cache => self != Entry::Fingerprint,
-            Scope::Restore => matches!(self, Entry::Root | Entry::Restore),
-            Scope::Save => self == Entry::Save,
-            Scope::Root => self == Entry::Root,
-        }
+        scope.taken_by(Reader::Action(self))
     }
 }
 
@@ -175,8 +210,6 @@ pub enum ConfigError {
         #[source]
         source: PathError,
     },
-    #[error("cannot determine the workspace directory")]
-    Workspace(#[source] std::io::Error),
 }
 
 /// Input values as given, by input name. Unset and blank inputs are absent.
@@ -206,9 +239,37 @@ impl RawInputs {
     }
 
     fn list(&self, name: &str) -> Vec<String> {
-        self.get(name)
-            .map(|v| v.split([',', ' ', '\t', '\n', '\r']).filter(|s| !s.is_empty()).map(str::to_owned).collect())
-            .unwrap_or_default()
+        self.get(name).map(split_list).unwrap_or_default()
+    }
+
+    /// The value, else the input's default from [`INPUTS`]; `None` when both are blank.
+    fn value_or_default(&self, name: &str) -> Option<&str> {
+        self.get(name).or_else(|| input_spec(name).map(|spec| spec.default).filter(|d| !d.trim().is_empty()))
+    }
+
+    /// An enumerated input that may be left unset (no default).
+    fn optional_choice<T: Named>(&self, name: &'static str) -> Result<Option<T>, ConfigError> {
+        let Some(value) = self.value_or_default(name).map(str::trim) else {
+            return Ok(None);
+        };
+        choice::parse(value).map(Some).ok_or_else(|| ConfigError::Invalid {
+            name,
+            detail: format!("`{value}` is not one of {}", choice::names::<T>()),
+        })
+    }
+
+    /// An enumerated input with a default.
+    fn choice<T: Named>(&self, name: &'static str) -> Result<T, ConfigError> {
+        Ok(self.optional_choice(name)?.expect("enumerated inputs with a default in INPUTS"))
+    }
+
+    /// Names of environment variables.
+    fn var_names(&self, name: &'static str) -> Result<Vec<String>, ConfigError> {
+        let names = self.list(name);
+        match names.iter().find(|n| !env::is_var_name(n)) {
+            Some(bad) => Err(ConfigError::Invalid { name, detail: format!("`{bad}` is not a variable name") }),
+            None => Ok(names),
+        }
     }
 
     fn text(&self, name: &str) -> Option<String> {
@@ -216,20 +277,13 @@ impl RawInputs {
     }
 
     fn bool(&self, name: &'static str) -> Result<bool, ConfigError> {
-        match self.get(name).map(str::trim) {
-            None => Ok(input_spec(name).is_some_and(|s| s.default == "true")),
+        match self.value_or_default(name).map(str::trim) {
+            None => Ok(false),
             Some("true" | "True" | "TRUE") => Ok(true),
             Some("false" | "False" | "FALSE") => Ok(false),
             Some(other) => Err(ConfigError::Invalid { name, detail: format!("`{other}` is not `true` or `false`") }),
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Auto,
-    Github,
-    Local,
 }
 
 /// Everything a command needs, validated.
@@ -244,7 +298,7 @@ pub struct Config {
     pub compression: Compression,
     pub strict: bool,
     pub backend: BackendChoice,
-    pub protocol: crate::backend::Protocol,
+    pub protocol: Protocol,
     pub local_dir: Option<PathBuf>,
     pub clean_on_miss: bool,
     /// What `clean-on-miss` may touch.
@@ -268,6 +322,11 @@ pub struct Config {
     pub secret_env: Vec<String>,
 }
 
+/// Names separated by commas, spaces or newlines.
+fn split_list(value: &str) -> Vec<String> {
+    value.split([',', ' ', '\t', '\n', '\r']).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VerifyReuse {
     Off,
@@ -275,18 +334,44 @@ pub enum VerifyReuse {
     Fail,
 }
 
+impl Named for VerifyReuse {
+    const ALL: &'static [Self] = &[VerifyReuse::Off, VerifyReuse::Warn, VerifyReuse::Fail];
+
+    fn name(self) -> &'static str {
+        match self {
+            VerifyReuse::Off => "off",
+            VerifyReuse::Warn => "warn",
+            VerifyReuse::Fail => "fail",
+        }
+    }
+}
+
+/// The `explain-misses` input; [`Config::explain_misses`] holds it as `None` (auto) or a bool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExplainMisses {
+    Auto,
+    True,
+    False,
+}
+
+impl Named for ExplainMisses {
+    const ALL: &'static [Self] = &[ExplainMisses::Auto, ExplainMisses::True, ExplainMisses::False];
+
+    fn name(self) -> &'static str {
+        match self {
+            ExplainMisses::Auto => "auto",
+            ExplainMisses::True => "true",
+            ExplainMisses::False => "false",
+        }
+    }
+}
+
 impl Config {
     /// Validate `raw`. `workspace` is where relative paths point.
     pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, ConfigError> {
         let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
 
-        let preset = match raw.text("preset").as_deref() {
-            None | Some("none") => None,
-            Some(p) => Some(Preset::parse(p).ok_or_else(|| ConfigError::Invalid {
-                name: "preset",
-                detail: format!("`{p}` is not a preset; known presets: {}", Preset::NAMES.join(", ")),
-            })?),
-        };
+        let preset: Option<Preset> = raw.optional_choice("preset")?;
         let preset_plan = preset.map(|p| p.plan(env, &locations));
         let mut path_lines = raw.lines("path");
         if let Some(plan) = &preset_plan {
@@ -298,44 +383,23 @@ impl Config {
         let paths =
             PatternSet::parse(&path_lines, &locations).map_err(|source| ConfigError::Path { name: "path", source })?;
 
-        let prefix = keys::normalize_prefix(raw.get("prefix").unwrap_or("exact-cache"))
+        let prefix = keys::normalize_prefix(raw.value_or_default("prefix").unwrap_or_default())
             .map_err(|detail| ConfigError::Invalid { name: "prefix", detail })?;
 
-        let compression = match raw.text("compression") {
-            None => Compression::Zstd,
-            Some(c) => Compression::parse(&c).ok_or_else(|| ConfigError::Invalid {
-                name: "compression",
-                detail: format!("`{c}` is not one of `zstd`, `gzip`, `none`"),
-            })?,
+        let compression: Compression = raw.choice("compression")?;
+
+        let facets = split_list(raw.value_or_default("native").unwrap_or_default());
+        let native = if facets.len() == 1 && facets[0].eq_ignore_ascii_case("none") {
+            Default::default()
+        } else {
+            let unknown = |n: &String| ConfigError::Invalid {
+                name: "native",
+                detail: format!("unknown facet `{n}`; known facets: {}", Facet::ALL.map(Facet::name).join(", ")),
+            };
+            facets.iter().map(|n| choice::parse(n).ok_or_else(|| unknown(n))).collect::<Result<_, _>>()?
         };
 
-        let native = match raw.get("native") {
-            None => Facet::DEFAULT.into_iter().collect(),
-            Some(_) => {
-                let names = raw.list("native");
-                if names.len() == 1 && names[0].eq_ignore_ascii_case("none") {
-                    Default::default()
-                } else {
-                    names
-                        .iter()
-                        .map(|n| {
-                            Facet::parse(n).ok_or_else(|| ConfigError::Invalid {
-                                name: "native",
-                                detail: format!(
-                                    "unknown facet `{n}`; known facets: {}",
-                                    Facet::ALL.map(Facet::name).join(", ")
-                                ),
-                            })
-                        })
-                        .collect::<Result<_, _>>()?
-                }
-            }
-        };
-
-        let hash_env = raw.list("hash-env");
-        if let Some(bad) = hash_env.iter().find(|n| !valid_env_name(n)) {
-            return Err(ConfigError::Invalid { name: "hash-env", detail: format!("`{bad}` is not a variable name") });
-        }
+        let hash_env = raw.var_names("hash-env")?;
 
         let compilers = match raw.get("compilers") {
             Some(_) => raw.lines("compilers"),
@@ -398,29 +462,12 @@ impl Config {
         }
 
         let reuse_env = raw.text("reuse-env");
-        if let Some(name) = reuse_env.as_deref().filter(|n| !valid_env_name(n)) {
+        if let Some(name) = reuse_env.as_deref().filter(|n| !env::is_var_name(n)) {
             return Err(ConfigError::Invalid { name: "reuse-env", detail: format!("`{name}` is not a variable name") });
         }
 
-        let backend = match raw.text("backend").as_deref().map(str::to_ascii_lowercase).as_deref() {
-            None | Some("auto") => BackendChoice::Auto,
-            Some("github") => BackendChoice::Github,
-            Some("local") => BackendChoice::Local,
-            Some(other) => {
-                return Err(ConfigError::Invalid {
-                    name: "backend",
-                    detail: format!("`{other}` is not one of `auto`, `github`, `local`"),
-                });
-            }
-        };
-
-        let protocol = match raw.text("protocol") {
-            None => crate::backend::Protocol::Auto,
-            Some(p) => crate::backend::Protocol::parse(&p).ok_or_else(|| ConfigError::Invalid {
-                name: "protocol",
-                detail: format!("`{p}` is not one of `auto`, `v1`, `v2`"),
-            })?,
-        };
+        let backend: BackendChoice = raw.choice("backend")?;
+        let protocol: Protocol = raw.choice("protocol")?;
 
         let key = raw.text("key");
         if let Some(k) = &key {
@@ -455,47 +502,22 @@ impl Config {
             fingerprint_file: resolve_opt("fingerprint-file")?,
             preset,
             exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
-            verify_reuse: match raw.text("verify-reuse").as_deref() {
-                None | Some("off") | Some("false") => VerifyReuse::Off,
-                Some("warn") | Some("true") => VerifyReuse::Warn,
-                Some("fail") => VerifyReuse::Fail,
-                Some(other) => {
-                    return Err(ConfigError::Invalid {
-                        name: "verify-reuse",
-                        detail: format!("`{other}` is not one of `off`, `warn`, `fail`"),
-                    });
-                }
-            },
-            explain_misses: match raw.text("explain-misses").as_deref() {
-                None | Some("auto") => None,
-                Some("true") => Some(true),
-                Some("false") => Some(false),
-                Some(other) => {
-                    return Err(ConfigError::Invalid {
-                        name: "explain-misses",
-                        detail: format!("`{other}` is not one of `auto`, `true`, `false`"),
-                    });
-                }
+            verify_reuse: raw.choice("verify-reuse")?,
+            explain_misses: match raw.choice("explain-misses")? {
+                ExplainMisses::Auto => None,
+                ExplainMisses::True => Some(true),
+                ExplainMisses::False => Some(false),
             },
             prune: raw.bool("prune")?,
-            prune_keep: match raw.text("prune-keep") {
-                None => 1,
-                Some(n) => n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| ConfigError::Invalid {
+            prune_keep: {
+                let n = raw.value_or_default("prune-keep").unwrap_or_default().trim();
+                n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| ConfigError::Invalid {
                     name: "prune-keep",
                     detail: format!("`{n}` is not a whole number of at least 1"),
-                })?,
+                })?
             },
             github_token: raw.text("github-token").filter(|t| !t.starts_with("${{")),
-            secret_env: {
-                let names = raw.list("secret-env");
-                if let Some(bad) = names.iter().find(|n| !valid_env_name(n)) {
-                    return Err(ConfigError::Invalid {
-                        name: "secret-env",
-                        detail: format!("`{bad}` is not a variable name"),
-                    });
-                }
-                names
-            },
+            secret_env: raw.var_names("secret-env")?,
         })
     }
 
@@ -508,12 +530,6 @@ impl Config {
     pub fn root_dirs(&self) -> Vec<PathBuf> {
         self.paths.includes.iter().map(|p| p.base.clone()).collect()
     }
-}
-
-pub fn valid_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -569,5 +585,77 @@ mod tests {
             config(&[("path", "out"), ("required", "out/a.pth\nmodels/x.pth"), ("path", "out\nmodels/*.pth")]).unwrap();
         assert_eq!(d.required.len(), 2);
         assert_eq!(d.fingerprint.native.len(), 5);
+    }
+
+    #[test]
+    fn enumerated_inputs_ignore_case_and_name_what_they_accept() {
+        let c = config(&[("path", "out"), ("backend", " GitHub "), ("verify-reuse", "WARN"), ("compression", "Gzip")])
+            .unwrap();
+        assert_eq!(
+            (c.backend, c.verify_reuse, c.compression),
+            (BackendChoice::Github, VerifyReuse::Warn, Compression::Gzip)
+        );
+        let c =
+            config(&[("path", "out"), ("protocol", "V2"), ("explain-misses", "False"), ("preset", "Torch-Inductor")])
+                .unwrap();
+        assert_eq!((c.protocol, c.explain_misses, c.preset), (Protocol::V2, Some(false), Some(Preset::TorchInductor)));
+
+        let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
+        // Undocumented values are input errors, not silently mapped.
+        assert_eq!(
+            msg(&[("path", "out"), ("verify-reuse", "true")]),
+            "input `verify-reuse`: `true` is not one of `off`, `warn`, `fail`"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("preset", "inductor")]),
+            "input `preset`: `inductor` is not one of `torch-inductor`"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("preset", "none")]),
+            "input `preset`: `none` is not one of `torch-inductor`"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("backend", "S3")]),
+            "input `backend`: `S3` is not one of `auto`, `github`, `local`"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("explain-misses", "yes")]),
+            "input `explain-misses`: `yes` is not one of `auto`, `true`, `false`"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("protocol", "v3")]),
+            "input `protocol`: `v3` is not one of `auto`, `v1`, `v2`"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("secret-env", "OK 9BAD")]),
+            "input `secret-env`: `9BAD` is not a variable name"
+        );
+    }
+
+    #[test]
+    fn defaults_come_from_inputs() {
+        let c = config(&[("path", "out")]).unwrap();
+        assert_eq!((c.backend, c.protocol, c.verify_reuse), (BackendChoice::Auto, Protocol::Auto, VerifyReuse::Off));
+        assert_eq!((c.explain_misses, c.prune_keep, c.preset), (None, 1, None));
+        assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
+        assert!(!c.strict && !c.prune && !c.lookup_only);
+    }
+
+    #[test]
+    fn scopes_decide_which_entry_points_and_commands_take_an_input() {
+        use CommandName as C;
+        let scopes = |reader: Reader| -> Vec<Scope> {
+            [Fingerprint, Cache, Restore, Save, Root].into_iter().filter(|s| s.taken_by(reader)).collect()
+        };
+        assert_eq!(scopes(Reader::Action(Entry::Root)), [Fingerprint, Cache, Restore, Root]);
+        assert_eq!(scopes(Reader::Action(Entry::Restore)), [Fingerprint, Cache, Restore]);
+        assert_eq!(scopes(Reader::Action(Entry::Save)), [Fingerprint, Cache, Save]);
+        assert_eq!(scopes(Reader::Action(Entry::Fingerprint)), [Fingerprint]);
+        assert_eq!(scopes(Reader::Cli(C::Restore)), [Fingerprint, Cache, Restore, Root]);
+        assert_eq!(scopes(Reader::Cli(C::Save)), [Fingerprint, Cache, Save, Root]);
+        assert_eq!(scopes(Reader::Cli(C::Explain)), [Fingerprint, Cache, Restore]);
+        assert_eq!(scopes(Reader::Cli(C::Fingerprint)), [Fingerprint]);
+        assert_eq!(scopes(Reader::Cli(C::List)), [Fingerprint, Cache]);
+        assert_eq!(scopes(Reader::Cli(C::Prune)), [Fingerprint, Cache]);
     }
 }

@@ -8,6 +8,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+/// Whether `name` can name an environment variable set by a step (`$GITHUB_ENV`) or read from
+/// an input: ASCII letters, digits and `_`, not starting with a digit.
+pub fn is_var_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Env {
     vars: BTreeMap<String, String>,

@@ -4,7 +4,7 @@
 //! themselves cannot list or delete; the runtime token does not work with REST.
 
 use crate::env::Env;
-use std::fmt;
+use std::path::PathBuf;
 
 /// One listed entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,29 +20,64 @@ pub struct Listed {
     pub size: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why entries cannot be listed or deleted. Only [`CatalogError::Forbidden`] stops a prune; the
+/// rest are reported and skipped.
+#[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    /// No API here (nektos/act, no token, no repository): a one-line reason.
-    Unavailable(String),
-    /// The token may not do this (403).
-    Forbidden(String),
+    /// No API for this backend (`backend: github` without a cache service): the reason.
+    #[error("{reason}")]
+    Unavailable { reason: String },
+    #[error("the GitHub REST API is not reachable under nektos/act")]
+    UnderAct,
+    #[error("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)")]
+    NoToken,
+    #[error("`GITHUB_REPOSITORY` is not set")]
+    NoRepository,
+    #[error("`GITHUB_REPOSITORY` is `{repository}`, not `owner/repo`")]
+    BadRepository { repository: String },
+    #[error("`GITHUB_API_URL` is not usable")]
+    BadApiUrl {
+        #[source]
+        source: octocrab::Error,
+    },
+    #[error("cannot start the REST runtime")]
+    Runtime {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the REST client")]
+    Client {
+        #[source]
+        source: octocrab::Error,
+    },
+    /// The token may not do this (401, 403).
+    #[error("{what}: HTTP {status}: {message} (the token needs `{needs}`)")]
+    Forbidden { what: String, status: u16, message: String, needs: &'static str },
     /// It is not there (already deleted, or no such repository).
-    NotFound(String),
-    Failed(String),
+    #[error("{what}: HTTP 404: {message}")]
+    NotFound { what: String, message: String },
+    #[error("{what}: HTTP {status}: {message}")]
+    Status { what: String, status: u16, message: String },
+    /// The request did not get an answer.
+    #[error("{what}")]
+    Request {
+        what: String,
+        #[source]
+        source: octocrab::Error,
+    },
+    #[error("`{id}` is not a cache id")]
+    BadCacheId { id: String },
+    /// The local store.
+    #[error("cannot {what} `{}`", path.display())]
+    Local {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{id}` is not a local entry")]
+    NotLocalEntry { id: String },
 }
-
-impl fmt::Display for CatalogError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CatalogError::Unavailable(s)
-            | CatalogError::Forbidden(s)
-            | CatalogError::NotFound(s)
-            | CatalogError::Failed(s) => f.write_str(s),
-        }
-    }
-}
-
-impl std::error::Error for CatalogError {}
 
 pub trait Catalog {
     fn describe(&self) -> String;
@@ -70,55 +105,46 @@ impl GithubCatalog {
     /// The API of `GITHUB_REPOSITORY` at `GITHUB_API_URL`, authenticated with `token`.
     pub fn from_env(env: &Env, token: Option<&str>) -> Result<Self, CatalogError> {
         if env.is_true("ACT") {
-            return Err(CatalogError::Unavailable("the GitHub REST API is not reachable under nektos/act".into()));
+            return Err(CatalogError::UnderAct);
         }
-        let token = token.filter(|t| !t.is_empty()).ok_or_else(|| {
-            CatalogError::Unavailable("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)".into())
-        })?;
-        let repository = env
-            .non_empty("GITHUB_REPOSITORY")
-            .ok_or_else(|| CatalogError::Unavailable("`GITHUB_REPOSITORY` is not set".into()))?;
-        let (owner, repo) = repository.split_once('/').ok_or_else(|| {
-            CatalogError::Unavailable(format!("`GITHUB_REPOSITORY` is `{repository}`, not `owner/repo`"))
-        })?;
+        let token = token.filter(|t| !t.is_empty()).ok_or(CatalogError::NoToken)?;
+        let repository = env.non_empty("GITHUB_REPOSITORY").ok_or(CatalogError::NoRepository)?;
+        let (owner, repo) = repository
+            .split_once('/')
+            .ok_or_else(|| CatalogError::BadRepository { repository: repository.to_owned() })?;
         let api = env.non_empty("GITHUB_API_URL").unwrap_or("https://api.github.com").trim_end_matches('/').to_owned();
         let _ = rustls::crypto::ring::default_provider().install_default();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| CatalogError::Failed(format!("cannot start the REST runtime: {e}")))?;
+            .map_err(|source| CatalogError::Runtime { source })?;
         let crab = {
             let _guard = rt.enter();
             octocrab::Octocrab::builder()
                 .base_uri(api.as_str())
-                .map_err(|e| CatalogError::Unavailable(format!("`GITHUB_API_URL` is not usable: {e}")))?
+                .map_err(|source| CatalogError::BadApiUrl { source })?
                 .personal_token(token.to_owned())
                 .set_connect_timeout(Some(std::time::Duration::from_secs(20)))
                 .set_read_timeout(Some(std::time::Duration::from_secs(30)))
                 .build()
-                .map_err(|e| CatalogError::Failed(format!("cannot build the REST client: {e}")))?
+                .map_err(|source| CatalogError::Client { source })?
         };
         Ok(Self { rt, crab, owner: owner.to_owned(), repo: repo.to_owned(), api })
     }
 
-    fn error(&self, what: &str, needs: &str, e: octocrab::Error) -> CatalogError {
+    fn error(&self, what: String, needs: &'static str, e: octocrab::Error) -> CatalogError {
         match e {
             octocrab::Error::GitHub { source, .. } => {
-                let status = source.status_code.as_u16();
-                let message = format!("{what}: HTTP {status}: {}", source.message);
+                let (status, message) = (source.status_code.as_u16(), source.message);
                 match status {
-                    401 | 403 => CatalogError::Forbidden(format!("{message} (the token needs `{needs}`)")),
-                    404 => CatalogError::NotFound(message),
-                    _ => CatalogError::Failed(message),
+                    401 | 403 => CatalogError::Forbidden { what, status, message, needs },
+                    404 => CatalogError::NotFound { what, message },
+                    _ => CatalogError::Status { what, status, message },
                 }
             }
-            other => CatalogError::Failed(format!("{what}: {}", first_line(&other.to_string()))),
+            source => CatalogError::Request { what, source },
         }
     }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
 }
 
 impl Catalog for GithubCatalog {
@@ -143,7 +169,8 @@ impl Catalog for GithubCatalog {
             if let Some(r) = r#ref {
                 request = request.r#ref(r);
             }
-            let list = self.rt.block_on(request.send()).map_err(|e| self.error("list caches", "actions: read", e))?;
+            let list =
+                self.rt.block_on(request.send()).map_err(|e| self.error("list caches".into(), "actions: read", e))?;
             let count = list.actions_caches.len();
             found.extend(list.actions_caches.into_iter().filter(|c| seen.insert(c.id)).map(|c| Listed {
                 id: c.id.to_string(),
@@ -164,13 +191,12 @@ impl Catalog for GithubCatalog {
     }
 
     fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {
-        let id: i64 =
-            entry.id.parse().map_err(|_| CatalogError::Failed(format!("`{}` is not a cache id", entry.id)))?;
+        let id: i64 = entry.id.parse().map_err(|_| CatalogError::BadCacheId { id: entry.id.clone() })?;
         match self.rt.block_on(self.crab.actions().delete_repo_cache(&self.owner, &self.repo, id)) {
             Ok(()) => Ok(()),
-            Err(e) => match self.error(&format!("delete cache {id}"), "actions: write", e) {
+            Err(e) => match self.error(format!("delete cache {id}"), "actions: write", e) {
                 // Already gone (a concurrent prune): what was wanted.
-                CatalogError::NotFound(_) => Ok(()),
+                CatalogError::NotFound { .. } => Ok(()),
                 other => Err(other),
             },
         }

@@ -39,12 +39,23 @@ pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
     Ok(prefix.to_ascii_lowercase())
 }
 
+/// Whether `digest` is a fingerprint digest: 64 lowercase hex characters.
+pub fn is_digest(digest: &str) -> bool {
+    digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Whether `key` is a key of exactly `prefix`: `<prefix>-<64 lowercase hex>` (so not a key of a
+/// longer prefix that starts with `prefix`).
+pub fn is_key_of(prefix: &str, key: &str) -> bool {
+    key.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).is_some_and(is_digest)
+}
+
 /// A valid explicit key: a valid prefix, `-`, and 64 lowercase hex characters.
 pub fn check_key(key: &str) -> Result<(), String> {
     let Some((prefix, digest)) = key.rsplit_once('-') else {
         return Err("is not of the form `<prefix>-<64 hex>`".into());
     };
-    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if !is_digest(digest) {
         return Err("does not end in `-<64 lowercase hex>`".into());
     }
     let normalized = normalize_prefix(prefix)?;
@@ -84,5 +95,8 @@ mod tests {
         assert!(check_key(&key).is_ok());
         assert!(check_key(&key.to_uppercase()).is_err());
         assert!(check_key("p-abc").is_err());
+        assert!(is_key_of("p", &key));
+        assert!(!is_key_of("p", &format!("p-x-{}", "a".repeat(64))), "a longer prefix is not ours");
+        assert!(!is_key_of("p", &key.to_uppercase()));
     }
 }

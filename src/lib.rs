@@ -7,10 +7,12 @@
 
 pub mod archive;
 pub mod backend;
+pub mod choice;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod env;
+pub mod file_mode;
 pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -22,6 +24,7 @@ pub mod paths;
 pub mod preset;
 pub mod process;
 pub mod runner;
+pub mod text;
 pub mod units;
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     let code = match commands::run(&invocation, &runner, &HostSystem::default()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            runner.error(&commands::error_chain(&e));
+            runner.error(&exact_cache::text::error_chain(&e));
             ExitCode::FAILURE
         }
     };

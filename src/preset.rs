@@ -14,7 +14,7 @@
 //! Explicit inputs add to all of this.
 
 use crate::env::Env;
-use crate::fingerprint::{Facet, FingerprintSpec};
+use crate::fingerprint::{EnvPatterns, Facet, FingerprintSpec};
 use crate::paths::Locations;
 use std::path::PathBuf;
 
@@ -32,16 +32,15 @@ pub struct PresetPlan {
     pub exports: Vec<(String, String)>,
 }
 
-impl Preset {
-    pub const NAMES: [&'static str; 1] = ["torch-inductor"];
+impl crate::choice::Named for Preset {
+    const ALL: &'static [Self] = &[Preset::TorchInductor];
 
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "torch-inductor" | "torchinductor" | "inductor" => Some(Preset::TorchInductor),
-            _ => None,
-        }
+    fn name(self) -> &'static str {
+        Preset::name(self)
     }
+}
 
+impl Preset {
     pub fn name(self) -> &'static str {
         match self {
             Preset::TorchInductor => "torch-inductor",
@@ -81,15 +80,20 @@ fn inductor_base(env: &Env, locations: &Locations) -> PathBuf {
         .join("torch-inductor")
 }
 
-/// Variables of these prefixes change torch's code generation.
-pub const TORCH_ENV_PREFIXES: [&str; 3] = ["TORCHINDUCTOR_", "TORCH_", "TRITON_"];
+/// Variables of these prefixes change torch's code generation …
+const TORCH_ENV_PREFIXES: [&str; 3] = ["TORCHINDUCTOR_", "TORCH_", "TRITON_"];
+/// … except paths …
+const TORCH_ENV_PATH_SUFFIXES: [&str; 3] = ["_DIR", "_HOME", "_PATH"];
+/// … and logging settings.
+const TORCH_ENV_LOGGING: [&str; 2] = ["TORCH_LOGS", "TORCH_TRACE"];
 
-/// Whether a matching variable is a path or logging setting that does not change codegen.
-pub fn is_torch_env_noise(name: &str) -> bool {
-    name.ends_with("_DIR")
-        || name.ends_with("_HOME")
-        || name.ends_with("_PATH")
-        || matches!(name, "TORCH_LOGS" | "TORCH_TRACE")
+fn torch_env_patterns() -> EnvPatterns {
+    let owned = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+    EnvPatterns {
+        prefixes: owned(&TORCH_ENV_PREFIXES),
+        except_suffixes: owned(&TORCH_ENV_PATH_SUFFIXES),
+        except_names: owned(&TORCH_ENV_LOGGING),
+    }
 }
 
 impl PresetPlan {
@@ -106,7 +110,7 @@ impl PresetPlan {
                 spec.isa_extensions = true;
                 spec.python.get_or_insert_with(|| "python3".to_owned());
                 spec.torch = true;
-                spec.env_prefixes = TORCH_ENV_PREFIXES.iter().map(|p| p.to_string()).collect();
+                spec.env_patterns = torch_env_patterns();
             }
         }
     }
@@ -136,7 +140,9 @@ mod tests {
         );
         let set = Env::from_pairs([("TORCHINDUCTOR_CACHE_DIR", "/data/inductor")]);
         assert_eq!(Preset::TorchInductor.plan(&set, &locations).path_lines[0], "/data/inductor");
-        assert!(is_torch_env_noise("TORCHINDUCTOR_CACHE_DIR") && is_torch_env_noise("TORCH_LOGS"));
-        assert!(!is_torch_env_noise("TORCHINDUCTOR_MAX_AUTOTUNE"));
+        let torch_env = torch_env_patterns();
+        assert!(torch_env.matches("TORCHINDUCTOR_MAX_AUTOTUNE") && torch_env.matches("TRITON_DEBUG"));
+        assert!(!torch_env.matches("TORCHINDUCTOR_CACHE_DIR") && !torch_env.matches("TORCH_LOGS"));
+        assert!(!torch_env.matches("CUDA_HOME") && !torch_env.matches("TORCH_HOME"));
     }
 }

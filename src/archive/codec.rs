@@ -10,16 +10,15 @@ pub enum Compression {
     None,
 }
 
-impl Compression {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "zstd" => Some(Compression::Zstd),
-            "gzip" => Some(Compression::Gzip),
-            "none" => Some(Compression::None),
-            _ => None,
-        }
-    }
+impl crate::choice::Named for Compression {
+    const ALL: &'static [Self] = &[Compression::Zstd, Compression::Gzip, Compression::None];
 
+    fn name(self) -> &'static str {
+        Compression::name(self)
+    }
+}
+
+impl Compression {
     pub fn name(self) -> &'static str {
         match self {
             Compression::Zstd => "zstd",
@@ -146,8 +145,8 @@ mod tests {
             decoder(c, &packed[..]).unwrap().read_to_end(&mut out).unwrap();
             assert_eq!(out, data, "{}", c.name());
         }
-        assert_eq!(Compression::parse("ZSTD"), Some(Compression::Zstd));
-        assert_eq!(Compression::parse("lz4"), None);
+        assert_eq!(crate::choice::parse("ZSTD"), Some(Compression::Zstd));
+        assert_eq!(crate::choice::parse::<Compression>("lz4"), None);
     }
 
     #[test]

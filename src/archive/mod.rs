@@ -36,7 +36,6 @@ pub use safety::{check_entry_name, check_symlink_target};
 pub use secrets::{Gate, GateError, MIN_SECRET_LEN, SecretScanner};
 pub use staging::sweep_stale;
 pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
-pub(crate) use writers::current_umask;
 
 /// Name of the fingerprint member (first).
 pub const FINGERPRINT_NAME: &str = ".exact-cache/fingerprint.json";

@@ -6,6 +6,7 @@
 //! Files are created through the handle of their (staging) directory, never by path.
 
 use super::beneath;
+use crate::file_mode::current_umask;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -177,20 +178,4 @@ fn close(o: Open, umask: u32) -> Result<Written, Failure> {
         o.file.set_permissions(std::fs::Permissions::from_mode(o.mode)).map_err(|e| (o.path.clone(), e))?;
     }
     Ok(Written { index: o.index, size: o.size, sha256: hex::encode(o.hasher.finalize()) })
-}
-
-/// The process's umask: the permission bits new files lose.
-#[cfg(unix)]
-pub(crate) fn current_umask() -> u32 {
-    // SAFETY: umask cannot fail; the old mask is put back at once.
-    unsafe {
-        let mask = libc::umask(0o022);
-        libc::umask(mask);
-        mask as u32
-    }
-}
-
-#[cfg(not(unix))]
-pub(crate) fn current_umask() -> u32 {
-    0
 }

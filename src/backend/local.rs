@@ -190,7 +190,7 @@ impl Upload for LocalUpload {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = 0o666 & !crate::archive::current_umask();
+            let mode = 0o666 & !crate::file_mode::current_umask();
             let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode));
         }
         match tmp.persist_noclobber(&self.final_path) {
@@ -216,7 +216,7 @@ impl crate::github::Catalog for LocalBackend {
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(crate::github::CatalogError::Failed(format!("cannot list `{}`: {e}", dir.display()))),
+            Err(source) => return Err(crate::github::CatalogError::Local { what: "list", path: dir, source }),
         };
         let mut found = Vec::new();
         let mut order = Vec::new();
@@ -253,10 +253,9 @@ impl crate::github::Catalog for LocalBackend {
 
     fn delete(&self, entry: &crate::github::Listed) -> Result<(), crate::github::CatalogError> {
         if entry.id.contains('/') || entry.id.starts_with('.') {
-            return Err(crate::github::CatalogError::Failed(format!("`{}` is not a local entry", entry.id)));
+            return Err(crate::github::CatalogError::NotLocalEntry { id: entry.id.clone() });
         }
         let path = self.root.join("entries").join(&entry.id);
-        fs::remove_file(&path)
-            .map_err(|e| crate::github::CatalogError::Failed(format!("cannot delete `{}`: {e}", path.display())))
+        fs::remove_file(&path).map_err(|source| crate::github::CatalogError::Local { what: "delete", path, source })
     }
 }

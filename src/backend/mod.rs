@@ -15,7 +15,7 @@ mod v2;
 pub mod wire;
 
 pub use local::LocalBackend;
-pub use select::{Choice, Protocol, choose};
+pub use select::{BackendChoice, Choice, Protocol, choose};
 pub use v1::V1Backend;
 pub use v2::V2Backend;
 

@@ -11,10 +11,19 @@
 //! 4. `backend: auto` with no service configured → the local directory; `backend: github` with
 //!    none → unavailable (every call fails as service trouble, with the reason).
 
-use crate::config::BackendChoice;
+use crate::choice::{self, Named};
 use crate::env::Env;
 use std::path::PathBuf;
 
+/// The `backend` input: which kind of backend the user asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Github,
+    Local,
+}
+
+/// The `protocol` input (and `ACTIONS_CACHE_API_FORCE_VERSION`): which cache service protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     Auto,
@@ -22,13 +31,26 @@ pub enum Protocol {
     V2,
 }
 
-impl Protocol {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Some(Protocol::Auto),
-            "v1" => Some(Protocol::V1),
-            "v2" => Some(Protocol::V2),
-            _ => None,
+impl Named for BackendChoice {
+    const ALL: &'static [Self] = &[BackendChoice::Auto, BackendChoice::Github, BackendChoice::Local];
+
+    fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Github => "github",
+            BackendChoice::Local => "local",
+        }
+    }
+}
+
+impl Named for Protocol {
+    const ALL: &'static [Self] = &[Protocol::Auto, Protocol::V1, Protocol::V2];
+
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Auto => "auto",
+            Protocol::V1 => "v1",
+            Protocol::V2 => "v2",
         }
     }
 }
@@ -54,7 +76,7 @@ pub fn choose(backend: BackendChoice, protocol: Protocol, local_dir: PathBuf, en
     }
     let protocol = match protocol {
         Protocol::Auto => {
-            env.non_empty("ACTIONS_CACHE_API_FORCE_VERSION").and_then(Protocol::parse).unwrap_or(Protocol::Auto)
+            env.non_empty("ACTIONS_CACHE_API_FORCE_VERSION").and_then(choice::parse).unwrap_or(Protocol::Auto)
         }
         explicit => explicit,
     };

@@ -21,7 +21,7 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
             Some(explanation)
         }
         Err(reason) => {
-            runner.info(&format!("nothing to explain: {reason}"));
+            runner.info(&format!("nothing to explain: {}", crate::text::error_line(&reason)));
             None
         }
     };

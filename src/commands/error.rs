@@ -51,19 +51,8 @@ pub enum Error {
     Clean(#[from] CleanError),
     #[error("cannot determine the workspace directory")]
     Workspace(#[source] std::io::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("`verify-reuse: fail`: {count} files under `path` changed since the restore")]
     VerifyFailed { count: usize },
-}
-
-/// `message`, then one `caused by:` line per source.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(&format!("\n  caused by: {cause}"));
-        source = cause.source();
-    }
-    text
 }

@@ -4,10 +4,11 @@
 //! entry — and name every component that differs from ours.
 
 use super::report::Shown;
-use crate::archive::{Compression, read_fingerprint};
-use crate::backend::Backend;
-use crate::fingerprint::{Change, FingerprintRecord, Value};
-use crate::github::{Catalog, Listed};
+use crate::archive::{Compression, UnpackError, read_fingerprint};
+use crate::backend::{Backend, BackendError};
+use crate::fingerprint::{Change, ComponentName, FingerprintRecord, Value};
+use crate::github::{Catalog, CatalogError, Listed};
+use crate::keys;
 
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
 /// larger one for fingerprints with thousands of hashed files.
@@ -21,14 +22,39 @@ const VALUE_CHARS: usize = 80;
 
 pub(super) use crate::outcome::Explanation;
 
-/// Whether `key` is one of ours under `prefix`: `<prefix>-<64 lowercase hex>`.
-pub(super) fn is_our_key(prefix: &str, key: &str) -> bool {
-    key.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).is_some_and(|digest| {
-        digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+/// Why there is no explanation: nothing to compare with, or the entry to compare with could not
+/// be read. Never a failure of the step.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("no earlier entry with prefix `{prefix}` to compare with")]
+    NoEarlierEntry { prefix: String },
+    #[error("cannot look up `{key}`")]
+    Lookup {
+        key: String,
+        #[source]
+        source: BackendError,
+    },
+    #[error("`{key}` is listed but not readable from this run")]
+    NotReadable { key: String },
+    #[error("cannot read `{key}`")]
+    Read {
+        key: String,
+        #[source]
+        source: BackendError,
+    },
+    #[error("cannot read the fingerprint of `{key}`")]
+    Fingerprint {
+        key: String,
+        #[source]
+        source: UnpackError,
+    },
+    #[error("`{key}` carries another key's fingerprint")]
+    OtherKey { key: String },
 }
 
-/// Compare `ours` with the newest other entry of its prefix. `Err` is a one-line reason.
+/// Compare `ours` with the newest other entry of its prefix.
 pub(super) fn explain(
     shown: &Shown,
     backend: &dyn Backend,
@@ -36,15 +62,14 @@ pub(super) fn explain(
     ours: &FingerprintRecord,
     current_ref: Option<&str>,
     base_ref: Option<&str>,
-) -> Result<Explanation, String> {
+) -> Result<Explanation, ExplainError> {
     let mut listed: Vec<Listed> = catalog
-        .list(&format!("{}-", ours.prefix), None)
-        .map_err(|e| e.to_string())?
+        .list(&format!("{}-", ours.prefix), None)?
         .into_iter()
-        .filter(|l| is_our_key(&ours.prefix, &l.key) && l.key != ours.key)
+        .filter(|l| keys::is_key_of(&ours.prefix, &l.key) && l.key != ours.key)
         .collect();
     if listed.is_empty() {
-        return Err(format!("no earlier entry with prefix `{}` to compare with", ours.prefix));
+        return Err(ExplainError::NoEarlierEntry { prefix: ours.prefix.clone() });
     }
     // What this run can read first: its own ref, then the base branch of a pull request, then
     // the newest of the rest (the default branch among them); newest first within each.
@@ -55,38 +80,39 @@ pub(super) fn explain(
         _ => 2,
     };
     listed.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.created.cmp(&a.created)));
-    let mut last_problem = String::new();
+    let mut last_problem = None;
     for candidate in listed.into_iter().take(CANDIDATES) {
         match read_theirs(backend, &candidate) {
             Ok(theirs) => {
                 let changes = theirs.components.diff(&ours.components).iter().map(|c| render(c, shown)).collect();
                 return Ok(Explanation { against_key: candidate.key, against_ref: candidate.r#ref, changes });
             }
-            Err(problem) => last_problem = problem,
+            Err(problem) => last_problem = Some(problem),
         }
     }
-    Err(last_problem)
+    Err(last_problem.expect("at least one candidate was tried"))
 }
 
-fn read_theirs(backend: &dyn Backend, candidate: &Listed) -> Result<FingerprintRecord, String> {
+fn read_theirs(backend: &dyn Backend, candidate: &Listed) -> Result<FingerprintRecord, ExplainError> {
+    let key = || candidate.key.clone();
     let entry = backend
         .lookup(&candidate.key, &candidate.version)
-        .map_err(|e| format!("cannot look up `{}`: {e}", candidate.key))?
+        .map_err(|source| ExplainError::Lookup { key: key(), source })?
         .filter(|e| e.key == candidate.key)
-        .ok_or_else(|| format!("`{}` is listed but not readable from this run", candidate.key))?;
-    let mut problem = String::new();
+        .ok_or_else(|| ExplainError::NotReadable { key: key() })?;
+    let mut problem = None;
     for len in PREFIX_READS {
-        let bytes = backend.read_prefix(&entry, len).map_err(|e| format!("cannot read `{}`: {e}", candidate.key))?;
+        let bytes = backend.read_prefix(&entry, len).map_err(|source| ExplainError::Read { key: key(), source })?;
         match read_fingerprint(&bytes[..], sniff(&bytes)) {
             Ok(record) if record.key == candidate.key => return Ok(record),
-            Ok(_) => return Err(format!("`{}` carries another key's fingerprint", candidate.key)),
-            Err(e) => problem = format!("cannot read the fingerprint of `{}`: {e}", candidate.key),
+            Ok(_) => return Err(ExplainError::OtherKey { key: key() }),
+            Err(source) => problem = Some(ExplainError::Fingerprint { key: key(), source }),
         }
         if (bytes.len() as u64) < len {
             break; // the whole entry was read
         }
     }
-    Err(problem)
+    Err(problem.expect("at least one read was tried"))
 }
 
 /// The compression of an archive, from its first bytes.
@@ -103,25 +129,20 @@ fn sniff(bytes: &[u8]) -> Compression {
 pub(super) fn render(c: &Change, shown: &Shown) -> String {
     let (component, label) = (c.component.as_str(), c.label.as_str());
     let short = |v: &Value| shown.value(component, label, v, VALUE_CHARS);
-    let single = matches!(
-        (component, label),
-        ("native.arch", "arch")
-            | ("native.isa", _)
-            | ("native.libc", "libc")
-            | ("native.cpu-flags", "flags")
-            | ("variant", "variant")
-    );
-    let name = match component {
-        "python.dists" => "python",
-        other => other,
+    let known = ComponentName::parse(component);
+    let single = known.is_some_and(|k| k.is_single_fact(label));
+    let is_files = known == Some(ComponentName::Files);
+    let name = match known {
+        Some(ComponentName::PythonDists) => "python",
+        _ => component,
     };
     match (&c.old, &c.new) {
-        (Some(_), Some(_)) if component == "files" => format!("files: {label} changed"),
+        (Some(_), Some(_)) if is_files => format!("files: {label} changed"),
         // A `secret-env` value shows as `***` on both sides; a long one may differ past the cut.
         (Some(old), Some(new)) if short(old) == short(new) => format!("{name}: {label} changed"),
         (Some(old), Some(new)) if single => format!("{name}: {} → {}", short(old), short(new)),
         (Some(old), Some(new)) => format!("{name}: {label} {} → {}", short(old), short(new)),
-        (None, Some(new)) if component == "files" || new == &Value::Absent => format!("{name}: {label} added"),
+        (None, Some(new)) if is_files || new == &Value::Absent => format!("{name}: {label} added"),
         (None, Some(new)) => format!("{name}: {label} added ({})", short(new)),
         (Some(_), None) => format!("{name}: {label} removed"),
         (None, None) => format!("{name}: {label}"),
@@ -161,8 +182,13 @@ mod tests {
         );
         assert_eq!(render_plain(&change("python.dists", "numpy", None, Some("2.0"))), "python: numpy added (2.0)");
         assert_eq!(render_plain(&change("env", "CUDA_ARCH", Some("8.0"), None)), "env: CUDA_ARCH removed");
-        assert!(is_our_key("p", &format!("p-{}", "a".repeat(64))));
-        assert!(!is_our_key("p", &format!("p-x-{}", "a".repeat(64))), "a longer prefix is not ours");
+        assert_eq!(
+            render_plain(&change("native.arch", "arch", Some("x86_64"), Some("aarch64"))),
+            "native.arch: x86_64 → aarch64"
+        );
+        assert_eq!(render_plain(&change("variant", "variant", Some("a"), Some("b"))), "variant: a → b");
+        assert_eq!(render_plain(&change("files", "new.py", None, Some("aa -"))), "files: new.py added");
+        assert_eq!(render_plain(&change("later.thing", "x", Some("1"), Some("2"))), "later.thing: x 1 → 2");
         assert_eq!(sniff(&[0x28, 0xb5, 0x2f, 0xfd, 0]), Compression::Zstd);
     }
 }

@@ -18,7 +18,7 @@ mod services;
 mod setup;
 mod verify;
 
-pub use error::{Error, error_chain};
+pub use error::Error;
 pub use restore::SAVE_ON_FAILURE_ENV;
 pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
@@ -140,7 +140,7 @@ mod tests {
             }
             let invocation = crate::cli::parse(["exact-cache"].iter().chain(args)).unwrap();
             let runner = self.runner();
-            let no_catalog = |_: &Config, _: &Env| Err(CatalogError::Unavailable("not in this test".into()));
+            let no_catalog = |_: &Config, _: &Env| Err(CatalogError::Unavailable { reason: "not in this test".into() });
             let ctx = Context { runner: &runner, system: &HostSystem::default(), backend, catalog: &no_catalog };
             run_with(&invocation, &ctx).map(|()| key_values(&self.path("outputs")))
         }

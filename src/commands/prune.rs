@@ -5,8 +5,8 @@
 //! created is never deleted. Matrix jobs that share a prefix and a ref each save their own
 //! entry: give them `prune-keep` of at least the matrix size, or a prefix each.
 
-use super::explain::is_our_key;
 use crate::github::{Catalog, CatalogError, Listed};
+use crate::keys;
 
 pub(super) struct PruneReport {
     pub kept: Vec<Listed>,
@@ -24,7 +24,7 @@ pub(super) fn ours(
     Ok(catalog
         .list(&format!("{prefix}-"), current_ref)?
         .into_iter()
-        .filter(|l| is_our_key(prefix, &l.key))
+        .filter(|l| keys::is_key_of(prefix, &l.key))
         .filter(|l| l.r#ref.is_none() || l.r#ref.as_deref() == current_ref)
         .collect())
 }
@@ -53,8 +53,8 @@ pub(super) fn prune(
         }
         match catalog.delete(&entry) {
             Ok(()) => report.deleted.push(entry),
-            Err(CatalogError::Forbidden(reason)) => return Err(CatalogError::Forbidden(reason)),
-            Err(e) => report.failed.push((entry, e.to_string())),
+            Err(e @ CatalogError::Forbidden { .. }) => return Err(e),
+            Err(e) => report.failed.push((entry, crate::text::error_line(&e))),
         }
     }
     Ok(report)

@@ -6,6 +6,7 @@ use crate::fingerprint::{FingerprintRecord, Value};
 use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
+use crate::text::shorten;
 use crate::units;
 
 /// Values shown per component before "… and N more".
@@ -36,7 +37,7 @@ impl<'a> Shown<'a> {
 
     /// Whether `label` of `component` is a `secret-env` variable.
     fn is_secret(&self, component: &str, label: &str) -> bool {
-        component == "env" && self.secret_env.iter().any(|n| n == label)
+        component == crate::fingerprint::ComponentName::Env.name() && self.secret_env.iter().any(|n| n == label)
     }
 
     /// `value` of `label` in `component`, as one line of at most `max` characters.
@@ -49,17 +50,6 @@ impl<'a> Shown<'a> {
 
     pub fn markdown(&self) -> Markdown {
         Markdown::new(self.redactor.clone())
-    }
-}
-
-/// One line of at most `max` characters: line breaks shown as ` ⏎ `, the rest cut off with `…`.
-/// Redact before calling this.
-fn shorten(s: &str, max: usize) -> String {
-    let one_line: String = crate::runner::runner_lines(s.trim()).collect::<Vec<_>>().join(" ⏎ ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(max).collect::<String>())
     }
 }
 

@@ -2,7 +2,7 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute;
-use super::{Context, Error, error_chain, explain, handoff, report};
+use super::{Context, Error, explain, handoff, report};
 use crate::archive::{RestorePlan, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError, ErrorKind};
 use crate::config::{Config, VerifyReuse};
@@ -10,6 +10,7 @@ use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, Transfer};
 use crate::runner::ProgressReader;
+use crate::text::{error_chain, error_line};
 use crate::units;
 use std::time::Instant;
 
@@ -188,7 +189,7 @@ fn explain_miss(
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
-            runner.info(&format!("explain-misses: skipped: {e}"));
+            runner.info(&format!("explain-misses: skipped: {}", error_line(&e)));
             return None;
         }
     };
@@ -201,7 +202,7 @@ fn explain_miss(
             Some(explanation)
         }
         Err(reason) => {
-            runner.info(&format!("explain-misses: {reason}"));
+            runner.info(&format!("explain-misses: {}", error_line(&reason)));
             None
         }
     }

@@ -3,13 +3,14 @@
 
 use super::fingerprint::compute;
 use super::handoff::{self, fingerprint_path, read_fingerprint};
-use super::{Context, Error, error_chain, setup::secret_values, verify};
+use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
+use crate::text::{error_chain, error_line};
 use crate::units;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -296,6 +297,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
+            let e = error_line(&e);
             runner.warning(&format!("prune: skipped: {e}"));
             return format!("skipped: {e}");
         }
@@ -322,6 +324,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
             line
         }
         Err(e) => {
+            let e = error_line(&e);
             runner.warning(&format!("prune: {e}"));
             format!("failed: {e}")
         }

@@ -40,7 +40,7 @@ pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, Ca
     let dir = config.local_dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env));
     match choose(config.backend, config.protocol, dir, env) {
         Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
-        Choice::Unavailable { reason } => Err(CatalogError::Unavailable(reason)),
+        Choice::Unavailable { reason } => Err(CatalogError::Unavailable { reason }),
         Choice::V1 { .. } | Choice::V2 { .. } => {
             let token = config.github_token.as_deref().or_else(|| env.non_empty("GITHUB_TOKEN"));
             Ok(Box::new(GithubCatalog::from_env(env, token)?))

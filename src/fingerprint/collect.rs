@@ -1,7 +1,7 @@
 //! What to fingerprint ([`FingerprintSpec`], built from the inputs) and the collection itself.
 
 use super::system::System;
-use super::{Component, Fingerprint, FingerprintError, Value, files, native, python};
+use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, native, python};
 use crate::env::Env;
 use crate::paths::Locations;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,13 +37,17 @@ impl Facet {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+    /// Its component, `native.<facet>`.
+    pub fn component(self) -> ComponentName {
+        ComponentName::Native(self)
     }
+}
 
-    /// The component name, `native.<facet>`.
-    pub fn component(self) -> String {
-        format!("native.{}", self.name())
+impl crate::choice::Named for Facet {
+    const ALL: &'static [Self] = &Facet::ALL;
+
+    fn name(self) -> &'static str {
+        Facet::name(self)
     }
 }
 
@@ -66,9 +70,26 @@ pub struct FingerprintSpec {
     pub torch: bool,
     /// `native.isa` also lists the x86 extensions that change generated kernels.
     pub isa_extensions: bool,
-    /// Every set variable with one of these prefixes enters the `env` component (paths and
-    /// logging settings aside).
-    pub env_prefixes: Vec<String>,
+    /// Set variables that enter the `env` component by their names (a preset's).
+    pub env_patterns: EnvPatterns,
+}
+
+/// Variables chosen by name pattern rather than listed: every set variable whose name starts
+/// with one of `prefixes`, except those ending with one of `except_suffixes` or named in
+/// `except_names`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvPatterns {
+    pub prefixes: Vec<String>,
+    pub except_suffixes: Vec<String>,
+    pub except_names: Vec<String>,
+}
+
+impl EnvPatterns {
+    pub fn matches(&self, name: &str) -> bool {
+        self.prefixes.iter().any(|p| name.starts_with(p.as_str()))
+            && !self.except_suffixes.iter().any(|s| name.ends_with(s.as_str()))
+            && !self.except_names.iter().any(|n| n == name)
+    }
 }
 
 impl FingerprintSpec {
@@ -86,7 +107,7 @@ impl FingerprintSpec {
             extra: BTreeMap::new(),
             torch: false,
             isa_extensions: false,
-            env_prefixes: Vec::new(),
+            env_patterns: EnvPatterns::default(),
         }
     }
 }
@@ -96,7 +117,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     let cwd = &spec.locations.workspace;
     let mut fp = Fingerprint::default();
     if !spec.hash_files.is_empty() {
-        fp.insert("files", files::hash_files(&spec.hash_files, &spec.locations)?);
+        fp.insert(ComponentName::Files.name(), files::hash_files(&spec.hash_files, &spec.locations)?);
     }
     let mut env_component: Component = spec
         .hash_env
@@ -104,12 +125,12 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
         .collect();
     for (name, value) in env.iter() {
-        if spec.env_prefixes.iter().any(|p| name.starts_with(p.as_str())) && !crate::preset::is_torch_env_noise(name) {
+        if spec.env_patterns.matches(name) {
             env_component.insert(name.to_owned(), Value::text(value));
         }
     }
     if !env_component.is_empty() {
-        fp.insert("env", env_component);
+        fp.insert(ComponentName::Env.name(), env_component);
     }
     if !spec.hash_commands.is_empty() {
         let mut component = Component::new();
@@ -122,7 +143,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
             }
             component.insert(command.clone(), Value::Text(out.stdout));
         }
-        fp.insert("commands", component);
+        fp.insert(ComponentName::Commands.name(), component);
     }
     let needs_cpu = spec.native.iter().any(|f| matches!(f, Facet::Arch | Facet::Isa | Facet::CpuFlags));
     let cpu = if needs_cpu { sys.cpu() } else { Default::default() };
@@ -137,19 +158,19 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
             Facet::Gpu => native::gpu(sys, env, cwd),
             Facet::Cuda => native::cuda(sys, env, cwd),
         };
-        fp.insert(&facet.component(), component);
+        fp.insert(facet.component().name(), component);
     }
     if let Some(python) = &spec.python {
         let (interpreter, dists) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
-        fp.insert("python.interpreter", interpreter);
-        fp.insert("python.dists", dists);
+        fp.insert(ComponentName::PythonInterpreter.name(), interpreter);
+        fp.insert(ComponentName::PythonDists.name(), dists);
     }
     if spec.torch {
         let python = spec.python.as_deref().unwrap_or("python3");
-        fp.insert("torch", super::torch::collect(sys, env, cwd, python)?);
+        fp.insert(ComponentName::Torch.name(), super::torch::collect(sys, env, cwd, python)?);
     }
     if let Some(variant) = &spec.variant {
-        fp.insert("variant", [("variant".to_owned(), Value::text(variant))].into());
+        fp.insert(ComponentName::Variant.name(), [("variant".to_owned(), Value::text(variant))].into());
     }
     for (name, component) in &spec.extra {
         fp.components.entry(name.clone()).or_default().extend(component.clone());

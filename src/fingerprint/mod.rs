@@ -43,7 +43,7 @@ mod python;
 pub mod system;
 mod torch;
 
-pub use collect::{Facet, FingerprintSpec, collect};
+pub use collect::{EnvPatterns, Facet, FingerprintSpec, collect};
 pub use files::sha256_file;
 pub use native::{aarch64_isa, x86_64_level};
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
@@ -102,6 +102,71 @@ impl<'de> Deserialize<'de> for Value {
 
 /// Labelled values of one component.
 pub type Component = BTreeMap<String, Value>;
+
+/// The components exact-cache collects (the table above). [`ComponentName::name`] is the name
+/// in the JSON and the key; fingerprints of other versions may hold names not listed here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComponentName {
+    Files,
+    Env,
+    Commands,
+    Native(Facet),
+    PythonInterpreter,
+    PythonDists,
+    Variant,
+    Torch,
+}
+
+impl ComponentName {
+    pub fn name(self) -> &'static str {
+        match self {
+            ComponentName::Files => "files",
+            ComponentName::Env => "env",
+            ComponentName::Commands => "commands",
+            ComponentName::Native(facet) => match facet {
+                Facet::Os => "native.os",
+                Facet::Arch => "native.arch",
+                Facet::Isa => "native.isa",
+                Facet::CpuFlags => "native.cpu-flags",
+                Facet::Libc => "native.libc",
+                Facet::Compiler => "native.compiler",
+                Facet::Gpu => "native.gpu",
+                Facet::Cuda => "native.cuda",
+            },
+            ComponentName::PythonInterpreter => "python.interpreter",
+            ComponentName::PythonDists => "python.dists",
+            ComponentName::Variant => "variant",
+            ComponentName::Torch => "torch",
+        }
+    }
+
+    /// The component named `name`, if it is one of ours.
+    pub fn parse(name: &str) -> Option<Self> {
+        let fixed = [
+            ComponentName::Files,
+            ComponentName::Env,
+            ComponentName::Commands,
+            ComponentName::PythonInterpreter,
+            ComponentName::PythonDists,
+            ComponentName::Variant,
+            ComponentName::Torch,
+        ];
+        fixed.into_iter().chain(Facet::ALL.map(ComponentName::Native)).find(|c| c.name() == name)
+    }
+
+    /// Whether `label` is the one fact of a single-fact component (`native.arch`'s `arch`, the
+    /// ISA level), which reads without its label.
+    pub fn is_single_fact(self, label: &str) -> bool {
+        match self {
+            ComponentName::Native(Facet::Isa) => true,
+            ComponentName::Native(Facet::Arch) => label == "arch",
+            ComponentName::Native(Facet::Libc) => label == "libc",
+            ComponentName::Native(Facet::CpuFlags) => label == "flags",
+            ComponentName::Variant => label == "variant",
+            _ => false,
+        }
+    }
+}
 
 /// Named components; ordering is canonical by construction (B-tree maps).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -276,6 +341,28 @@ pub enum FingerprintError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn component_names_are_the_documented_strings() {
+        for facet in Facet::ALL {
+            let component = ComponentName::Native(facet);
+            assert_eq!(component.name(), format!("native.{}", facet.name()));
+            assert_eq!(ComponentName::parse(component.name()), Some(component));
+        }
+        for (component, name) in [
+            (ComponentName::Files, "files"),
+            (ComponentName::Env, "env"),
+            (ComponentName::Commands, "commands"),
+            (ComponentName::PythonInterpreter, "python.interpreter"),
+            (ComponentName::PythonDists, "python.dists"),
+            (ComponentName::Variant, "variant"),
+            (ComponentName::Torch, "torch"),
+        ] {
+            assert_eq!(component.name(), name);
+            assert_eq!(ComponentName::parse(name), Some(component));
+        }
+        assert_eq!(ComponentName::parse("native"), None);
+    }
 
     fn component(pairs: &[(&str, Option<&str>)]) -> Component {
         pairs.iter().map(|(l, v)| (l.to_string(), v.map(Value::text).unwrap_or(Value::Absent))).collect()

@@ -137,10 +137,7 @@ impl Runner {
 
     /// Export `name=value` to the steps after this one (`$GITHUB_ENV`).
     pub fn export_env(&self, name: &str, value: &str) -> Result<(), RunnerError> {
-        if name.is_empty()
-            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            || name.starts_with(|c: char| c.is_ascii_digit())
-        {
+        if !crate::env::is_var_name(name) {
             return Err(RunnerError::BadEnvName { name: name.to_owned() });
         }
         match self.env.non_empty("GITHUB_ENV") {

@@ -1,0 +1,56 @@
+//! Values spelled as one of a few names: the enumerated inputs (`backend`, `compression`, …)
+//! and settings read from the environment. Each enum lists its values and names each one
+//! ([`Named`]); [`parse`] is the one rule for reading them: surrounding whitespace is ignored
+//! and ASCII case is not significant (`GitHub` is `github`). Nothing else is accepted.
+
+/// An enum whose values are chosen by name.
+pub trait Named: Copy + PartialEq + 'static {
+    /// Every value, in the order documentation and messages list them.
+    const ALL: &'static [Self];
+
+    /// How the value is spelled in inputs, documentation and messages (lowercase).
+    fn name(self) -> &'static str;
+}
+
+/// The value named `s`, if any.
+pub fn parse<T: Named>(s: &str) -> Option<T> {
+    let s = s.trim();
+    T::ALL.iter().copied().find(|value| value.name().eq_ignore_ascii_case(s))
+}
+
+/// The accepted names for messages: `` `a`, `b`, `c` ``.
+pub fn names<T: Named>() -> String {
+    T::ALL.iter().map(|value| format!("`{}`", value.name())).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Mode {
+        Off,
+        CpuFlags,
+    }
+
+    impl Named for Mode {
+        const ALL: &'static [Self] = &[Mode::Off, Mode::CpuFlags];
+        fn name(self) -> &'static str {
+            match self {
+                Mode::Off => "off",
+                Mode::CpuFlags => "cpu-flags",
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_read_case_insensitively_and_nothing_else_is_accepted() {
+        assert_eq!(parse("off"), Some(Mode::Off));
+        assert_eq!(parse(" OFF\n"), Some(Mode::Off));
+        assert_eq!(parse("Cpu-Flags"), Some(Mode::CpuFlags));
+        assert_eq!(parse::<Mode>("cpu_flags"), None);
+        assert_eq!(parse::<Mode>("false"), None);
+        assert_eq!(parse::<Mode>(""), None);
+        assert_eq!(names::<Mode>(), "`off`, `cpu-flags`");
+    }
+}
