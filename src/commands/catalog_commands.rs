@@ -2,7 +2,7 @@
 //! miss (explain) and after a save (prune), run by hand.
 
 use super::fingerprint::compute;
-use super::{Context, Error, explain, prune as pruning, report};
+use super::{Context, Error, explain, prune as pruning};
 use crate::config::Config;
 use crate::outcome::CatalogOutcome;
 use crate::units;
@@ -12,19 +12,15 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
     let record = compute(ctx, config)?;
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
     let catalog = (ctx.catalog)(config, runner.env())?;
-    let env = runner.env();
-    let shown = report::Shown::new(runner, config);
-    let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
-    let explanation = match explain::explain(&shown, backend.as_ref(), catalog.as_ref(), &record, refs.0, refs.1) {
-        Ok(explanation) => {
-            report::log_explanation(runner, &explanation, usize::MAX);
-            Some(explanation)
-        }
-        Err(reason) => {
-            runner.info(&format!("nothing to explain: {}", crate::text::error_line(&reason)));
-            None
-        }
-    };
+    let explanation = explain::explain_and_log(
+        ctx,
+        config,
+        backend.as_ref(),
+        catalog.as_ref(),
+        &record,
+        usize::MAX,
+        "nothing to explain",
+    );
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 

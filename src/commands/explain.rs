@@ -3,9 +3,11 @@
 //! fingerprint from the first bytes of its archive — one small ranged read, never the whole
 //! entry — and name every component that differs from ours.
 
+use super::Context;
 use super::report::Shown;
 use crate::archive::{Compression, UnpackError, read_fingerprint};
 use crate::backend::{Backend, BackendError};
+use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, FingerprintRecord, Value};
 use crate::github::{Catalog, CatalogError, Listed};
 use crate::keys;
@@ -55,6 +57,32 @@ pub enum ExplainError {
 }
 
 /// Compare `ours` with the newest other entry of its prefix.
+/// [`explain`] `ours` for this run (its refs; `secret-env` values masked) and log the result:
+/// at most `limit` changes, or why there is no explanation after `unexplained: `.
+pub(super) fn explain_and_log(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    catalog: &dyn Catalog,
+    ours: &FingerprintRecord,
+    limit: usize,
+    unexplained: &str,
+) -> Option<Explanation> {
+    let runner = ctx.runner;
+    let env = runner.env();
+    let shown = Shown::new(runner, config);
+    match explain(&shown, backend, catalog, ours, env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF")) {
+        Ok(explanation) => {
+            super::report::log_explanation(runner, &explanation, limit);
+            Some(explanation)
+        }
+        Err(reason) => {
+            runner.info(&format!("{unexplained}: {}", crate::text::error_line(&reason)));
+            None
+        }
+    }
+}
+
 pub(super) fn explain(
     shown: &Shown,
     backend: &dyn Backend,

@@ -2,7 +2,7 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute;
-use super::{Context, Error, explain, handoff, report};
+use super::{Context, Error, explain, handoff};
 use crate::archive::{RestorePlan, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError, ErrorKind};
 use crate::config::{Config, VerifyReuse};
@@ -193,19 +193,7 @@ fn explain_miss(
             return None;
         }
     };
-    let env = runner.env();
-    let shown = report::Shown::new(runner, config);
-    let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
-    match explain::explain(&shown, backend, catalog.as_ref(), ours, refs.0, refs.1) {
-        Ok(explanation) => {
-            report::log_explanation(runner, &explanation, explain::SHOWN);
-            Some(explanation)
-        }
-        Err(reason) => {
-            runner.info(&format!("explain-misses: {}", error_line(&reason)));
-            None
-        }
-    }
+    explain::explain_and_log(ctx, config, backend, catalog.as_ref(), ours, explain::SHOWN, "explain-misses")
 }
 
 /// What later steps are told: a preset's directories, `reuse-env`, and this step in the list
