@@ -12,6 +12,33 @@ pub trait Named: Copy + PartialEq + 'static {
     fn name(self) -> &'static str;
 }
 
+/// Declares an enum whose values are chosen by name, each variant with its name
+/// (`Off => "off"`), and its [`Named`] impl listing them in that order.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $($(#[$variant_meta:meta])* $variant:ident => $text:literal),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $name {
+            $($(#[$variant_meta])* $variant),+
+        }
+
+        impl $crate::choice::Named for $name {
+            const ALL: &'static [Self] = &[$($name::$variant),+];
+
+            fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
 /// The value named `s`, if any.
 pub fn parse<T: Named>(s: &str) -> Option<T> {
     let s = s.trim();

@@ -327,42 +327,22 @@ fn split_list(value: &str) -> Vec<String> {
     value.split([',', ' ', '\t', '\n', '\r']).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VerifyReuse {
-    Off,
-    Warn,
-    Fail,
-}
-
-impl Named for VerifyReuse {
-    const ALL: &'static [Self] = &[VerifyReuse::Off, VerifyReuse::Warn, VerifyReuse::Fail];
-
-    fn name(self) -> &'static str {
-        match self {
-            VerifyReuse::Off => "off",
-            VerifyReuse::Warn => "warn",
-            VerifyReuse::Fail => "fail",
-        }
+crate::choice::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum VerifyReuse {
+        Off => "off",
+        Warn => "warn",
+        Fail => "fail",
     }
 }
 
-/// The `explain-misses` input; [`Config::explain_misses`] holds it as `None` (auto) or a bool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ExplainMisses {
-    Auto,
-    True,
-    False,
-}
-
-impl Named for ExplainMisses {
-    const ALL: &'static [Self] = &[ExplainMisses::Auto, ExplainMisses::True, ExplainMisses::False];
-
-    fn name(self) -> &'static str {
-        match self {
-            ExplainMisses::Auto => "auto",
-            ExplainMisses::True => "true",
-            ExplainMisses::False => "false",
-        }
+crate::choice::named_enum! {
+    /// The `explain-misses` input; [`Config::explain_misses`] holds it as `None` (auto) or a bool.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum ExplainMisses {
+        Auto => "auto",
+        True => "true",
+        False => "false",
     }
 }
 
@@ -602,34 +582,18 @@ mod tests {
 
         let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
         // Undocumented values are input errors, not silently mapped.
-        assert_eq!(
-            msg(&[("path", "out"), ("verify-reuse", "true")]),
-            "input `verify-reuse`: `true` is not one of `off`, `warn`, `fail`"
-        );
-        assert_eq!(
-            msg(&[("path", "out"), ("preset", "inductor")]),
-            "input `preset`: `inductor` is not one of `torch-inductor`"
-        );
-        assert_eq!(
-            msg(&[("path", "out"), ("preset", "none")]),
-            "input `preset`: `none` is not one of `torch-inductor`"
-        );
-        assert_eq!(
-            msg(&[("path", "out"), ("backend", "S3")]),
-            "input `backend`: `S3` is not one of `auto`, `github`, `local`"
-        );
-        assert_eq!(
-            msg(&[("path", "out"), ("explain-misses", "yes")]),
-            "input `explain-misses`: `yes` is not one of `auto`, `true`, `false`"
-        );
-        assert_eq!(
-            msg(&[("path", "out"), ("protocol", "v3")]),
-            "input `protocol`: `v3` is not one of `auto`, `v1`, `v2`"
-        );
-        assert_eq!(
-            msg(&[("path", "out"), ("secret-env", "OK 9BAD")]),
-            "input `secret-env`: `9BAD` is not a variable name"
-        );
+        let refused = [
+            ("verify-reuse", "true", "`true` is not one of `off`, `warn`, `fail`"),
+            ("preset", "inductor", "`inductor` is not one of `torch-inductor`"),
+            ("preset", "none", "`none` is not one of `torch-inductor`"),
+            ("backend", "S3", "`S3` is not one of `auto`, `github`, `local`"),
+            ("explain-misses", "yes", "`yes` is not one of `auto`, `true`, `false`"),
+            ("protocol", "v3", "`v3` is not one of `auto`, `v1`, `v2`"),
+            ("secret-env", "OK 9BAD", "`9BAD` is not a variable name"),
+        ];
+        for (input, value, why) in refused {
+            assert_eq!(msg(&[("path", "out"), (input, value)]), format!("input `{input}`: {why}"));
+        }
     }
 
     #[test]

@@ -11,47 +11,27 @@
 //! 4. `backend: auto` with no service configured → the local directory; `backend: github` with
 //!    none → unavailable (every call fails as service trouble, with the reason).
 
-use crate::choice::{self, Named};
+use crate::choice;
 use crate::env::Env;
 use std::path::PathBuf;
 
-/// The `backend` input: which kind of backend the user asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Auto,
-    Github,
-    Local,
-}
-
-/// The `protocol` input (and `ACTIONS_CACHE_API_FORCE_VERSION`): which cache service protocol.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Auto,
-    V1,
-    V2,
-}
-
-impl Named for BackendChoice {
-    const ALL: &'static [Self] = &[BackendChoice::Auto, BackendChoice::Github, BackendChoice::Local];
-
-    fn name(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Github => "github",
-            BackendChoice::Local => "local",
-        }
+crate::choice::named_enum! {
+    /// The `backend` input: which kind of backend the user asks for.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum BackendChoice {
+        Auto => "auto",
+        Github => "github",
+        Local => "local",
     }
 }
 
-impl Named for Protocol {
-    const ALL: &'static [Self] = &[Protocol::Auto, Protocol::V1, Protocol::V2];
-
-    fn name(self) -> &'static str {
-        match self {
-            Protocol::Auto => "auto",
-            Protocol::V1 => "v1",
-            Protocol::V2 => "v2",
-        }
+crate::choice::named_enum! {
+    /// The `protocol` input (and `ACTIONS_CACHE_API_FORCE_VERSION`): which cache service protocol.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Protocol {
+        Auto => "auto",
+        V1 => "v1",
+        V2 => "v2",
     }
 }
 
