@@ -13,7 +13,8 @@ pub trait Named: Copy + PartialEq + 'static {
 }
 
 /// Declares an enum whose values are chosen by name, each variant with its name
-/// (`Off => "off"`), and its [`Named`] impl listing them in that order.
+/// (`Off => "off"`): its `name()` (also as [`Named`] and `Display`), and [`Named::ALL`] in
+/// the order given.
 macro_rules! named_enum {
     (
         $(#[$meta:meta])*
@@ -26,13 +27,25 @@ macro_rules! named_enum {
             $($(#[$variant_meta])* $variant),+
         }
 
+        impl $name {
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
         impl $crate::choice::Named for $name {
             const ALL: &'static [Self] = &[$($name::$variant),+];
 
             fn name(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
+                $name::name(self)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
             }
         }
     };

@@ -4,96 +4,70 @@
 //! (`commands::publish`) turns it into step outputs, state, exported variables and the step
 //! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
 //! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
-//! declares. This module is plain data: it depends on nothing but the fingerprint record.
+//! declares. This module is plain data: it depends on nothing but the fingerprint record and
+//! [`crate::choice`].
 
 use crate::fingerprint::FingerprintRecord;
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A step output. The action's outputs are documented in `config::OUTPUTS`; the catalog
-/// commands' (`explain`, `list`, `prune`) exist only on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    CacheHit,
-    Reused,
-    Key,
-    FingerprintFile,
-    MissReason,
-    RestoredFiles,
-    RestoredBytes,
-    Saved,
-    SaveResult,
-    ChangedFiles,
-    /// `explain`: the key compared with.
-    Against,
-    /// `explain`: what differs, one per line.
-    Changes,
-    /// `list`: the keys, one per line.
-    Keys,
-    /// `prune`: the keys deleted (or that would be), one per line.
-    Deleted,
-}
-
-impl Output {
-    pub const fn name(self) -> &'static str {
-        match self {
-            Output::CacheHit => "cache-hit",
-            Output::Reused => "reused",
-            Output::Key => "key",
-            Output::FingerprintFile => "fingerprint-file",
-            Output::MissReason => "miss-reason",
-            Output::RestoredFiles => "restored-files",
-            Output::RestoredBytes => "restored-bytes",
-            Output::Saved => "saved",
-            Output::SaveResult => "save-result",
-            Output::ChangedFiles => "changed-files",
-            Output::Against => "against",
-            Output::Changes => "changes",
-            Output::Keys => "keys",
-            Output::Deleted => "deleted",
-        }
+crate::choice::named_enum! {
+    /// A step output. The action's outputs are documented in `config::OUTPUTS`; the catalog
+    /// commands' (`explain`, `list`, `prune`) exist only on the command line.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Output {
+        CacheHit => "cache-hit",
+        Reused => "reused",
+        Key => "key",
+        FingerprintFile => "fingerprint-file",
+        MissReason => "miss-reason",
+        RestoredFiles => "restored-files",
+        RestoredBytes => "restored-bytes",
+        Saved => "saved",
+        SaveResult => "save-result",
+        ChangedFiles => "changed-files",
+        /// `explain`: the key compared with.
+        Against => "against",
+        /// `explain`: what differs, one per line.
+        Changes => "changes",
+        /// `list`: the keys, one per line.
+        Keys => "keys",
+        /// `prune`: the keys deleted (or that would be), one per line.
+        Deleted => "deleted",
     }
 }
 
-/// What the main step leaves for its post step (`$GITHUB_STATE`, read back as `STATE_<name>`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    /// The key the restore step computed.
-    Key,
-    /// Its fingerprint file, which the post step saves under the key.
-    FingerprintFile,
-    /// The manifest of the reused entry, for `verify-reuse`.
-    ManifestFile,
-    /// `true` when the entry was reused or exists: the post step does not save.
-    SkipSave,
-}
-
-impl State {
-    pub const fn name(self) -> &'static str {
-        match self {
-            State::Key => "key",
-            State::FingerprintFile => "fingerprint-file",
-            State::ManifestFile => "manifest-file",
-            State::SkipSave => "skip-save",
-        }
+crate::choice::named_enum! {
+    /// What the main step leaves for its post step (`$GITHUB_STATE`, read back as `STATE_<name>`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum State {
+        /// The key the restore step computed.
+        Key => "key",
+        /// Its fingerprint file, which the post step saves under the key.
+        FingerprintFile => "fingerprint-file",
+        /// The manifest of the reused entry, for `verify-reuse`.
+        ManifestFile => "manifest-file",
+        /// `true` when the entry was reused or exists: the post step does not save.
+        SkipSave => "skip-save",
     }
 }
 
-/// `miss-reason` output values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MissReason {
-    None,
-    NotFound,
-    PrefixOnly,
-    ManifestMismatch,
-    Corrupt,
-    Incomplete,
-    Timeout,
-    ServiceError,
-    LookupOnly,
-    /// The entry was fine but could not be written here (disk full, permissions).
-    IoError,
+crate::choice::named_enum! {
+    /// `miss-reason` output values.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum MissReason {
+        None => "none",
+        NotFound => "not-found",
+        PrefixOnly => "prefix-only",
+        ManifestMismatch => "manifest-mismatch",
+        Corrupt => "corrupt",
+        Incomplete => "incomplete",
+        Timeout => "timeout",
+        ServiceError => "service-error",
+        LookupOnly => "lookup-only",
+        /// The entry was fine but could not be written here (disk full, permissions).
+        IoError => "io-error",
+    }
 }
 
 impl MissReason {
@@ -105,61 +79,21 @@ impl MissReason {
             MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete | MissReason::IoError
         )
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MissReason::None => "none",
-            MissReason::NotFound => "not-found",
-            MissReason::PrefixOnly => "prefix-only",
-            MissReason::ManifestMismatch => "manifest-mismatch",
-            MissReason::Corrupt => "corrupt",
-            MissReason::Incomplete => "incomplete",
-            MissReason::Timeout => "timeout",
-            MissReason::ServiceError => "service-error",
-            MissReason::LookupOnly => "lookup-only",
-            MissReason::IoError => "io-error",
-        }
-    }
 }
 
-impl fmt::Display for MissReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `save-result` output values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SaveResult {
-    Saved,
-    Exists,
-    SkippedHit,
-    ReadOnly,
-    RateLimited,
-    Incomplete,
-    /// The files held a token or a `secret-env` value.
-    SecretFound,
-    Error,
-}
-
-impl SaveResult {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SaveResult::Saved => "saved",
-            SaveResult::Exists => "exists",
-            SaveResult::SkippedHit => "skipped-hit",
-            SaveResult::ReadOnly => "read-only",
-            SaveResult::RateLimited => "rate-limited",
-            SaveResult::Incomplete => "incomplete",
-            SaveResult::SecretFound => "secret-found",
-            SaveResult::Error => "error",
-        }
-    }
-}
-
-impl fmt::Display for SaveResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+crate::choice::named_enum! {
+    /// `save-result` output values.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum SaveResult {
+        Saved => "saved",
+        Exists => "exists",
+        SkippedHit => "skipped-hit",
+        ReadOnly => "read-only",
+        RateLimited => "rate-limited",
+        Incomplete => "incomplete",
+        /// The files held a token or a `secret-env` value.
+        SecretFound => "secret-found",
+        Error => "error",
     }
 }
 

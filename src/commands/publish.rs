@@ -41,7 +41,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     runner.set_output(Output::Reused, flag(attempt.reused()))?;
     runner.set_output(Output::Key, key)?;
     runner.set_output(Output::FingerprintFile, &fingerprint_file)?;
-    runner.set_output(Output::MissReason, attempt.miss_reason().as_str())?;
+    runner.set_output(Output::MissReason, attempt.miss_reason().name())?;
     runner.set_output(Output::RestoredFiles, &files.to_string())?;
     runner.set_output(Output::RestoredBytes, &bytes.to_string())?;
     runner.append_summary(&report::restore_summary(shown, outcome))
@@ -50,7 +50,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
 fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result<(), RunnerError> {
     let changed = outcome.verified.as_ref().map(|v| v.changed_files.join("\n")).unwrap_or_default();
     runner.set_output(Output::Saved, flag(outcome.saved()))?;
-    runner.set_output(Output::SaveResult, outcome.result.as_str())?;
+    runner.set_output(Output::SaveResult, outcome.result.name())?;
     runner.set_output(Output::ChangedFiles, &changed)?;
     if let Some(key) = &outcome.key {
         runner.set_output(Output::Key, key)?;

@@ -134,10 +134,7 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             rows.push(vec![Inline::ours("result"), Inline::ours(found)])
         }
         Attempt::Miss { reason, detail } => {
-            rows.push(vec![
-                Inline::ours("result"),
-                Inline::ours(format!("❌ not reused: {}", md.code(reason.as_str()))),
-            ]);
+            rows.push(vec![Inline::ours("result"), Inline::ours(format!("❌ not reused: {}", md.code(reason.name())))]);
             if let Some(d) = detail {
                 rows.push(vec![Inline::ours("why"), md.prose(d)]);
             }
@@ -176,7 +173,7 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(key) = &outcome.key {
         rows.push(vec![Inline::ours("key"), md.code(key)]);
     }
-    rows.push(vec![Inline::ours("result"), md.code(outcome.result.as_str())]);
+    rows.push(vec![Inline::ours("result"), md.code(outcome.result.name())]);
     if let Some(d) = &outcome.detail {
         rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
