@@ -101,7 +101,7 @@ impl Backend for LocalBackend {
         Ok(Box::new(file))
     }
 
-    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
         let final_path = self.entry_path(key, version)?;
         if final_path.exists() {
             return Ok(Reservation::Exists);

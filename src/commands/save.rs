@@ -143,7 +143,7 @@ fn upload(
         };
         SaveReport::warning(result, &super::error_chain(e))
     };
-    let upload = match backend.reserve(&record.key, &record.version, None) {
+    let upload = match backend.reserve(&record.key, &record.version) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
             return Ok(SaveReport::skipped(SaveResult::Exists, "another job saved this entry already"));
