@@ -4,7 +4,7 @@
 //! server's answer never yields a range outside what was asked, and an archive — whatever it
 //! holds, whatever the workspace already holds, however the roots overlap — never changes
 //! anything outside the restore roots, and changes nothing at all unless it is restored whole.
-//! Not part of the supported interface.
+//! Not part of the supported interface. Unix only: the cases make symlinks and compare modes.
 
 use crate::archive::{Compression, RestorePlan, read_fingerprint, unpack as unpack_archive};
 use crate::backend::http::status_error;

@@ -12,6 +12,7 @@ pub mod commands;
 pub mod config;
 pub mod env;
 pub mod fingerprint;
+#[cfg(unix)]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod github;

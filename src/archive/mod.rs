@@ -36,6 +36,7 @@ pub use safety::{check_entry_name, check_symlink_target};
 pub use secrets::{Gate, GateError, MIN_SECRET_LEN, SecretScanner};
 pub use staging::sweep_stale;
 pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
+#[cfg(unix)]
 pub(crate) use writers::current_umask;
 
 /// Name of the fingerprint member (first).
