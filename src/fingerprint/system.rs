@@ -335,6 +335,7 @@ mod tests {
         assert_eq!(parse_ldd_version("something else"), None);
     }
 
+    #[cfg(unix)]
     #[test]
     fn missing_programs_are_none_and_failures_are_reported() {
         let env = Env::capture();
@@ -347,6 +348,7 @@ mod tests {
         assert_eq!(out.failure_detail(), "exit status 3: err");
     }
 
+    #[cfg(unix)]
     #[test]
     fn commands_time_out() {
         let env = Env::capture();
