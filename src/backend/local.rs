@@ -51,10 +51,6 @@ impl LocalBackend {
             .join("exact-cache")
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn entry_path(&self, key: &str, version: &str) -> Result<PathBuf, BackendError> {
         let safe =
             |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
@@ -84,7 +80,6 @@ impl Backend for LocalBackend {
                 key: key.to_owned(),
                 version: version.to_owned(),
                 size: Some(meta.len()),
-                created: meta.modified().ok(),
                 location: path.to_string_lossy().into_owned(),
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),

@@ -21,7 +21,7 @@ pub use v2::V2Backend;
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -82,7 +82,6 @@ pub struct CacheEntry {
     /// Known before downloading only where the backend keeps the bytes itself (the local
     /// store); the services' lookups announce no size, their downloads do.
     pub size: Option<u64>,
-    pub created: Option<SystemTime>,
     /// Where to download from; may be a signed URL. Never print it.
     pub location: String,
 }

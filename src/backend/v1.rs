@@ -134,7 +134,6 @@ impl Backend for V1Backend {
             key: found.cache_key,
             version: version.to_owned(),
             size: None,
-            created: None,
             location: found.archive_location,
         }))
     }

@@ -95,7 +95,6 @@ impl Backend for V2Backend {
             key: r.matched_key,
             version: version.to_owned(),
             size: None,
-            created: None,
             location: r.signed_download_url,
         }))
     }

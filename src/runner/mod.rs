@@ -21,7 +21,7 @@ pub mod summary;
 mod workflow_command;
 
 pub use progress::{Progress, ProgressReader};
-pub use workflow_command::{escape_data, escape_property};
+pub use workflow_command::escape_data;
 
 use crate::env::Env;
 use std::fs::OpenOptions;
