@@ -14,6 +14,7 @@ pub mod config;
 pub mod env;
 pub mod file_mode;
 pub mod fingerprint;
+#[cfg(unix)]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod github;

@@ -116,7 +116,7 @@ impl PresetPlan {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -1,4 +1,5 @@
 //! The binary as an Actions step: inputs, outputs, state, env, summary, annotations, exit codes.
+#![cfg(unix)]
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! Archives: round trips, all-or-nothing placement, and hostile archives built by hand.
+#![cfg(unix)]
 
 mod support;
 

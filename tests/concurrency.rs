@@ -2,6 +2,7 @@
 //! local backend, while other jobs keep restoring it: exactly one save creates the entry, the
 //! others report `exists`, and no restore ever sees a partial or corrupt entry — each one is a
 //! clean miss or the whole tree.
+#![cfg(unix)]
 
 #[path = "services/mod.rs"]
 mod services;

@@ -2,6 +2,7 @@
 //! and without `strict`, and what the user sees — outputs, exit status, the workspace, and
 //! whether an entry was committed. The table below is the test; docs/fault-matrix.md is
 //! generated from it (`UPDATE_FAULT_MATRIX=1` rewrites it; otherwise a stale file fails).
+#![cfg(unix)]
 
 #[path = "services/mod.rs"]
 mod services;

@@ -1,5 +1,6 @@
 //! The fingerprint: frozen encoding, order independence, and each facet changing the key when
 //! (and only when) its fact changes.
+#![cfg(unix)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! The fuzz targets' inputs replayed on the stable toolchain: the seed corpus (fuzz/seeds/,
 //! real archives and service answers) and every input that once crashed a target
 //! (fuzz/regressions/). `UPDATE_FUZZ_SEEDS=1` regenerates the seeds from the current packer.
+#![cfg(unix)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Size and memory: a large tree round-trips byte-identically through the CLI and the local
 //! backend, and restoring a 2 GB entry streams (bounded peak memory).
+#![cfg(unix)]
 
 mod support;
 

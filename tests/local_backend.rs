@@ -13,12 +13,12 @@ fn entries_are_immutable_and_appear_atomically() {
     let backend = LocalBackend::new(dir.path());
     let key = format!("p-{}", "a".repeat(64));
     assert!(backend.lookup(&key, "v1").unwrap().is_none());
-    let Reservation::Reserved(mut upload) = backend.reserve(&key, "v1", None).unwrap() else { panic!("reserved") };
+    let Reservation::Reserved(mut upload) = backend.reserve(&key, "v1").unwrap() else { panic!("reserved") };
     upload.write_all(b"first").unwrap();
     assert!(backend.lookup(&key, "v1").unwrap().is_none(), "an entry is invisible until committed");
     assert_eq!(upload.commit().unwrap(), Committed::Saved { size: 5 });
 
-    assert!(matches!(backend.reserve(&key, "v1", None).unwrap(), Reservation::Exists));
+    assert!(matches!(backend.reserve(&key, "v1").unwrap(), Reservation::Exists));
     let entry = backend.lookup(&key, "v1").unwrap().unwrap();
     assert_eq!(entry.size, Some(5));
     let mut bytes = Vec::new();
@@ -30,7 +30,7 @@ fn entries_are_immutable_and_appear_atomically() {
     // Two writers race: the first commit wins, the second hears `Exists`.
     let other = format!("p-{}", "b".repeat(64));
     let (Reservation::Reserved(mut a), Reservation::Reserved(mut b)) =
-        (backend.reserve(&other, "v1", None).unwrap(), backend.reserve(&other, "v1", None).unwrap())
+        (backend.reserve(&other, "v1").unwrap(), backend.reserve(&other, "v1").unwrap())
     else {
         panic!("both reserve before either commits")
     };

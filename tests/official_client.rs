@@ -1,6 +1,7 @@
 //! The official `@actions/cache` client (npm, v6) against the local test service: it saves and
 //! restores through it over v2 and v1, which proves the service speaks the real protocol; and
 //! its entries and ours live side by side under the same key without either seeing the other.
+#![cfg(unix)]
 
 #[path = "services/mod.rs"]
 mod services;

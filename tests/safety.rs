@@ -9,6 +9,7 @@
 //! HOME, GITHUB_WORKSPACE, RUNNER_TEMP and the local store all inside it). The victims
 //! "outside" are files made in that scratch directory next to the workspace; no path here is
 //! ever a real directory, except `/root` in the one test that runs the binary as `nobody`.
+#![cfg(unix)]
 
 #[path = "services/mod.rs"]
 mod services;

@@ -1,5 +1,6 @@
 //! The v1 protocol end to end against the local v1 REST service (GHES-like), and its faults.
 //! nektos/act's real cache server is exercised in tests/act_cache_server.rs.
+#![cfg(unix)]
 
 #[path = "services/mod.rs"]
 mod services;

@@ -1,5 +1,6 @@
 //! The v2 protocol end to end against the local Twirp service and Azurite: round trips and
 //! every injected fault, with the outcome a user would expect.
+#![cfg(unix)]
 
 #[path = "services/mod.rs"]
 mod services;

@@ -57,10 +57,6 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    pub fn file_count(&self) -> usize {
-        self.entries.iter().filter(|e| e.kind != EntryKind::Dir).count()
-    }
-
     pub fn content_bytes(&self) -> u64 {
         self.entries.iter().map(|e| e.size).sum()
     }

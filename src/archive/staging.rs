@@ -47,25 +47,23 @@ pub(super) fn sweep_stale_in(dir: &Dir) {
     }
 }
 
-#[cfg(test)]
+// Only unix can tell a dead process from a live one (elsewhere every pid counts as alive).
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::fs;
 
     #[test]
     fn stale_staging_of_dead_processes_is_swept_and_live_ones_kept() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         // A pid that cannot exist (above the kernel's limit).
         let dead = dir.path().join(format!("{STAGING_PREFIX}4194999-abc"));
         let live = dir.path().join(format!("{STAGING_PREFIX}{}-abc", std::process::id()));
         fs::create_dir_all(dead.join("root/ro")).unwrap();
         fs::create_dir_all(&live).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            fs::write(dead.join("root/ro/f"), b"x").unwrap();
-            fs::set_permissions(dead.join("root/ro"), fs::Permissions::from_mode(0o555)).unwrap();
-        }
+        fs::write(dead.join("root/ro/f"), b"x").unwrap();
+        fs::set_permissions(dead.join("root/ro"), fs::Permissions::from_mode(0o555)).unwrap();
         sweep_stale(dir.path());
         assert!(!dead.exists());
         assert!(live.exists());

@@ -177,5 +177,7 @@ fn close(o: Open, umask: u32) -> Result<Written, Failure> {
         use std::os::unix::fs::PermissionsExt;
         o.file.set_permissions(std::fs::Permissions::from_mode(o.mode)).map_err(|e| (o.path.clone(), e))?;
     }
+    #[cfg(not(unix))]
+    let _ = (o.mode, umask);
     Ok(Written { index: o.index, size: o.size, sha256: hex::encode(o.hasher.finalize()) })
 }

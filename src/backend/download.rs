@@ -6,9 +6,12 @@
 //! gives the total and the rest follows in parallel, while a `200` (a server without range
 //! support) is streamed as it arrives. Each range is retried, resuming after the bytes already
 //! received; each read waits at most `read_timeout`; each range (retries included) has a
-//! deadline of network time, so a slow unpacker never counts against it; and the byte count
-//! must equal the total (and the size the service announced). No auth header is ever sent
-//! here: these URLs are signed or secret by themselves.
+//! deadline of network time, so a slow unpacker never counts against it. The byte count must
+//! equal the size the server announced: the `Content-Range` total of a ranged answer (each
+//! range must bring exactly its bytes), or the `Content-Length` of a whole one. The services'
+//! lookups announce no size, so a `200` without `Content-Length` is the one answer whose end
+//! cannot be checked here (the archive's own end is checked when it is unpacked). No auth
+//! header is ever sent here: these URLs are signed or secret by themselves.
 
 use super::http::{Http, status_error, transport_error};
 use super::wire::{self, AnswerError, FirstAnswer};
@@ -23,12 +26,13 @@ use tokio::sync::mpsc;
 
 type Chunk = Result<Bytes, BackendError>;
 
-/// A reader over `url`'s bytes; `expected` is the size the service announced, if any.
-pub fn open(http: Arc<Http>, url: String, expected: Option<u64>) -> Box<dyn Read + Send> {
+/// A reader over `url`'s bytes. A download that fails, or brings fewer or more bytes than the
+/// server announced, ends in an error that wraps a [`BackendError`], never in a clean end.
+pub fn open(http: Arc<Http>, url: String) -> Box<dyn Read + Send> {
     let (tx, rx) = mpsc::channel::<Chunk>(2);
     let task_http = Arc::clone(&http);
     let task = http.rt().spawn(async move {
-        if let Err(e) = run(&task_http, &url, expected, &tx).await {
+        if let Err(e) = run(&task_http, &url, &tx).await {
             let _ = tx.send(Err(e)).await;
         }
     });
@@ -83,9 +87,9 @@ async fn within<T>(http: &Http, future: impl Future<Output = Result<T, BackendEr
     tokio::time::timeout(deadline, future).await.unwrap_or_else(|_| Err(deadline_error(deadline)))
 }
 
-async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
+async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
     let chunk = http.tuning.download_chunk;
-    let first_end = expected.map_or(chunk, |e| e.min(chunk)).saturating_sub(1);
+    let first_end = chunk - 1;
     let response = within(
         http,
         http.retry(|| async {
@@ -98,8 +102,6 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
                 .map_err(|e| transport_error("download", e))?;
             match r.status() {
                 StatusCode::OK | StatusCode::PARTIAL_CONTENT => Ok(r),
-                // An empty blob answers a range request with 416.
-                StatusCode::RANGE_NOT_SATISFIABLE if expected == Some(0) => Ok(r),
                 status => {
                     let headers = r.headers().clone();
                     Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()))
@@ -109,19 +111,16 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
     )
     .await?;
 
-    if response.status() == StatusCode::RANGE_NOT_SATISFIABLE {
-        return Ok(());
-    }
     if response.status() == StatusCode::OK {
-        return stream_whole(http, response, expected, tx).await;
+        return stream_whole(http, response, tx).await;
     }
     // The first answer may be shorter than asked for: the blob is smaller than one range.
     let (FirstAnswer { total, len }, cut_off) =
-        match wire::first_answer(content_range(&response), response.content_length(), first_end, expected) {
+        match wire::first_answer(content_range(&response), response.content_length(), first_end) {
             Ok(first) => (first, false),
             // Cut off: the range itself is fine, its body is not.
             Err(AnswerError::Length(_)) => {
-                (wire::first_answer(content_range(&response), None, first_end, expected).map_err(answer_error)?, true)
+                (wire::first_answer(content_range(&response), None, first_end).map_err(answer_error)?, true)
             }
             Err(e) => return Err(answer_error(e)),
         };
@@ -135,7 +134,7 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
         Ok(bytes) => bytes,
         // Broken off: fetch the first range again as any other (resuming is not worth it here).
         Err(e) if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout) => {
-            within(http, fetch_range(http, url, 0, len - 1, Some(total))).await?
+            within(http, fetch_range(http, url, 0, len - 1, total)).await?
         }
         Err(e) => return Err(e),
     };
@@ -143,7 +142,7 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
         return Ok(());
     }
     let mut ranges = futures_util::stream::iter(wire::later_ranges(len, total, chunk))
-        .map(|(start, last)| within(http, fetch_range(http, url, start, last, Some(total))))
+        .map(|(start, last)| within(http, fetch_range(http, url, start, last, total)))
         .buffered(http.tuning.download_concurrency);
     while let Some(bytes) = ranges.next().await {
         if tx.send(Ok(bytes?)).await.is_err() {
@@ -154,7 +153,7 @@ async fn run(http: &Http, url: &str, expected: Option<u64>, tx: &mpsc::Sender<Ch
 }
 
 /// `start..=end` of a blob of `total` bytes, retried; a retry asks only for what is still missing.
-async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: Option<u64>) -> Result<Bytes, BackendError> {
+async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: u64) -> Result<Bytes, BackendError> {
     let want = end - start + 1;
     let got = std::sync::Mutex::new(BytesMut::with_capacity(want as usize));
     http.retry(|| {
@@ -227,14 +226,10 @@ async fn read_body(mut r: reqwest::Response, len: u64) -> Result<Bytes, (Bytes, 
     Ok(buf.freeze())
 }
 
-/// A `200` answer: pass it on as it arrives, then check its length. Only the time spent
-/// waiting for the network counts against the deadline, not the time the reader takes.
-async fn stream_whole(
-    http: &Http,
-    mut r: reqwest::Response,
-    expected: Option<u64>,
-    tx: &mpsc::Sender<Chunk>,
-) -> Result<(), BackendError> {
+/// A `200` answer: pass it on as it arrives, then check its length against `Content-Length`.
+/// Only the time spent waiting for the network counts against the deadline, not the time the
+/// reader takes.
+async fn stream_whole(http: &Http, mut r: reqwest::Response, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
     let deadline = http.tuning.range_deadline;
     let announced = r.content_length();
     let mut n = 0u64;
@@ -255,12 +250,12 @@ async fn stream_whole(
             Ok(Err(e)) => return Err(transport_error("download", e)),
         }
     }
-    for want in [announced, expected].into_iter().flatten() {
-        if n != want {
-            return Err(BackendError::new(ErrorKind::Transient, format!("download: received {n} of {want} bytes")));
+    match announced {
+        Some(want) if n != want => {
+            Err(BackendError::new(ErrorKind::Transient, format!("download: received {n} of {want} bytes")))
         }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 fn answer_error(e: AnswerError) -> BackendError {
@@ -308,5 +303,119 @@ impl Drop for ChannelReader {
     fn drop(&mut self) {
         // Stop downloading what nobody will read.
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+    use crate::runner::SecretSink;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// The raw answer a test server gives to a request for `range` (`None`: no `Range` header).
+    type Answer = fn(Option<(u64, u64)>) -> Vec<u8>;
+
+    /// An HTTP/1.1 server on 127.0.0.1 that answers every request with `answer` and closes.
+    fn serve(answer: Answer) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/blob", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut request = Vec::new();
+                let mut byte = [0u8; 1];
+                while !request.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    request.push(byte[0]);
+                }
+                let range = String::from_utf8_lossy(&request).lines().find_map(|line| {
+                    let (first, last) = line.strip_prefix("range: bytes=")?.split_once('-')?;
+                    Some((first.parse().ok()?, last.parse().ok()?))
+                });
+                let _ = stream.write_all(&answer(range));
+            }
+        });
+        url
+    }
+
+    fn blob() -> Vec<u8> {
+        (0..100_000u32).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// A `206` for `first..=last` of [`blob`] announcing `total`, from a server that has only
+    /// the first `have` bytes. Chunked, so nothing but the range says how long the body should be.
+    fn ranged(first: u64, last: u64, total: u64, have: u64) -> Vec<u8> {
+        let last = last.min(total - 1);
+        let end = (last + 1).min(have).max(first);
+        let body = &blob()[first as usize..end as usize];
+        let mut out = format!(
+            "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes {first}-{last}/{total}\r\n\
+             transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+        .into_bytes();
+        if !body.is_empty() {
+            out.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+            out.extend_from_slice(body);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    }
+
+    fn download(url: String) -> Result<Vec<u8>, BackendError> {
+        let env = Env::from_pairs([
+            ("EXACT_CACHE_ATTEMPTS", "2"),
+            ("EXACT_CACHE_RETRY_BASE_MS", "1"),
+            ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.0625"),
+        ]);
+        let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
+        let mut bytes = Vec::new();
+        match open(http, url).read_to_end(&mut bytes) {
+            Ok(_) => Ok(bytes),
+            Err(e) => {
+                let inner = BackendError::in_io(&e).expect("a backend error");
+                Err(BackendError::new(inner.kind, inner.message.clone()))
+            }
+        }
+    }
+
+    fn assert_cut_short(e: BackendError) {
+        assert_eq!(e.kind, ErrorKind::Transient);
+        assert!(e.message.starts_with("download: body ended after "), "{}", e.message);
+    }
+
+    #[test]
+    fn ranged_answers_that_bring_the_announced_total_are_joined() {
+        let url = serve(|range| {
+            let (first, last) = range.unwrap();
+            ranged(first, last, 100_000, 100_000)
+        });
+        assert_eq!(download(url).unwrap(), blob());
+    }
+
+    #[test]
+    fn ranged_answers_short_of_the_announced_total_are_an_error_not_the_end() {
+        // The only range there is (the blob is smaller than one range) ends early.
+        let url = serve(|range| {
+            let (first, last) = range.unwrap();
+            ranged(first, last, 100, 60)
+        });
+        assert_cut_short(download(url).unwrap_err());
+        // A later range ends early.
+        let url = serve(|range| {
+            let (first, last) = range.unwrap();
+            ranged(first, last, 100_000, 70_000)
+        });
+        assert_cut_short(download(url).unwrap_err());
+    }
+
+    #[test]
+    fn a_whole_answer_shorter_than_its_length_is_an_error_not_the_end() {
+        let url = serve(|_| {
+            let mut out = b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n".to_vec();
+            out.extend_from_slice(&blob()[..60_000]);
+            out
+        });
+        assert_eq!(download(url).unwrap_err().kind, ErrorKind::Transient);
     }
 }

@@ -51,10 +51,6 @@ impl LocalBackend {
             .join("exact-cache")
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn entry_path(&self, key: &str, version: &str) -> Result<PathBuf, BackendError> {
         let safe =
             |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
@@ -84,7 +80,6 @@ impl Backend for LocalBackend {
                 key: key.to_owned(),
                 version: version.to_owned(),
                 size: Some(meta.len()),
-                created: meta.modified().ok(),
                 location: path.to_string_lossy().into_owned(),
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -101,7 +96,7 @@ impl Backend for LocalBackend {
         Ok(Box::new(file))
     }
 
-    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
         let final_path = self.entry_path(key, version)?;
         if final_path.exists() {
             return Ok(Reservation::Exists);

@@ -21,7 +21,7 @@ pub use v2::V2Backend;
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -79,8 +79,9 @@ pub struct CacheEntry {
     /// The key the backend returned, compared with the requested key by the caller.
     pub key: String,
     pub version: String,
+    /// Known before downloading only where the backend keeps the bytes itself (the local
+    /// store); the services' lookups announce no size, their downloads do.
     pub size: Option<u64>,
-    pub created: Option<SystemTime>,
     /// Where to download from; may be a signed URL. Never print it.
     pub location: String,
 }
@@ -129,7 +130,8 @@ pub trait Backend: Send + Sync {
     /// Stream the entry's bytes. Errors inside the stream wrap a [`BackendError`].
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError>;
 
-    fn reserve(&self, key: &str, version: &str, size_hint: Option<u64>) -> Result<Reservation, BackendError>;
+    /// Start a save of this key and version, or learn that an entry with them exists.
+    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError>;
 
     /// The first `len` bytes of an entry (for explaining misses from another entry's
     /// fingerprint without downloading it).

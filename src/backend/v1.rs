@@ -134,20 +134,19 @@ impl Backend for V1Backend {
             key: found.cache_key,
             version: version.to_owned(),
             size: None,
-            created: None,
             location: found.archive_location,
         }))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
-        Ok(download::open(Arc::clone(&self.api.http), entry.location.clone(), entry.size))
+        Ok(download::open(Arc::clone(&self.api.http), entry.location.clone()))
     }
 
     fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
         download::read_prefix(&self.api.http, &entry.location, len)
     }
 
-    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
         if self.lookup(key, version)?.is_some_and(|entry| entry.key == key) {
             return Ok(Reservation::Exists);
         }

@@ -95,20 +95,19 @@ impl Backend for V2Backend {
             key: r.matched_key,
             version: version.to_owned(),
             size: None,
-            created: None,
             location: r.signed_download_url,
         }))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
-        Ok(download::open(Arc::clone(&self.twirp.http), entry.location.clone(), entry.size))
+        Ok(download::open(Arc::clone(&self.twirp.http), entry.location.clone()))
     }
 
     fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
         download::read_prefix(&self.twirp.http, &entry.location, len)
     }
 
-    fn reserve(&self, key: &str, version: &str, _size_hint: Option<u64>) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
         let twirp = &self.twirp;
         let body = serde_json::json!({ "key": key, "version": version });
         let r: CreateResponse = match twirp.http.rt().block_on(twirp.call("CreateCacheEntry", body)) {

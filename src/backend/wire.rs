@@ -118,24 +118,17 @@ pub enum AnswerError {
 
 /// Check a `206` to `bytes=0-asked_last`. A server may send less than asked (the rest is then
 /// fetched in later ranges), never more, never from elsewhere, and never a `Content-Length`
-/// that disagrees with the range. `expected` is the size the service announced, if any.
+/// that disagrees with the range. The total it announces is what the download must bring.
 pub fn first_answer(
     content_range: Option<&str>,
     content_length: Option<u64>,
     asked_last: u64,
-    expected: Option<u64>,
 ) -> Result<FirstAnswer, AnswerError> {
     let Some(range) = content_range.and_then(parse_content_range) else {
         return Err(AnswerError::Wrong("a ranged answer without a valid total length".into()));
     };
     if range.first != 0 || range.last > asked_last {
         return Err(AnswerError::Wrong(format!("asked for bytes 0-{asked_last}, got {}-{}", range.first, range.last)));
-    }
-    if let Some(expected) = expected.filter(|e| *e != range.total) {
-        return Err(AnswerError::Wrong(format!(
-            "the blob has {} bytes, the service announced {expected}",
-            range.total
-        )));
     }
     let len = range.last + 1;
     if let Some(announced) = content_length.filter(|n| *n != len) {
@@ -154,11 +147,11 @@ pub fn range_answer(
     content_length: Option<u64>,
     from: u64,
     last: u64,
-    total: Option<u64>,
+    total: u64,
 ) -> Result<(), AnswerError> {
     if let Some(value) = content_range {
         let got = parse_content_range(value);
-        let fits = got.is_some_and(|r| r.first == from && r.last == last && total.is_none_or(|t| r.total == t));
+        let fits = got.is_some_and(|r| r.first == from && r.last == last && r.total == total);
         if !fits {
             let got = got.map_or("an unreadable range".to_owned(), |r| format!("{}-{}/{}", r.first, r.last, r.total));
             return Err(AnswerError::Wrong(format!("asked for bytes {from}-{last}, got {got}")));
@@ -220,24 +213,20 @@ mod tests {
 
     #[test]
     fn answers_are_checked_against_what_was_asked() {
-        assert_eq!(
-            first_answer(Some("bytes 0-99/1000"), Some(100), 99, None),
-            Ok(FirstAnswer { total: 1000, len: 100 })
-        );
+        assert_eq!(first_answer(Some("bytes 0-99/1000"), Some(100), 99), Ok(FirstAnswer { total: 1000, len: 100 }));
         // Less than asked is fine; the rest comes in later ranges.
-        assert_eq!(first_answer(Some("bytes 0-49/1000"), None, 99, Some(1000)).unwrap().len, 50);
-        assert!(first_answer(Some("bytes 1-99/1000"), None, 99, None).is_err());
-        assert!(first_answer(Some("bytes 0-199/1000"), None, 99, None).is_err());
-        assert!(first_answer(Some("bytes 0-99/1000"), Some(99), 99, None).is_err());
-        assert!(first_answer(Some("bytes 0-99/1000"), None, 99, Some(999)).is_err());
-        assert!(first_answer(None, Some(100), 99, None).is_err());
-        assert!(range_answer(Some("bytes 100-199/1000"), Some(100), 100, 199, Some(1000)).is_ok());
-        assert!(range_answer(None, None, 100, 199, None).is_ok());
-        assert!(range_answer(Some("bytes 0-99/1000"), None, 100, 199, None).is_err());
-        assert!(range_answer(Some("bytes 100-199/2000"), None, 100, 199, Some(1000)).is_err());
-        assert!(range_answer(None, Some(5), 100, 199, None).is_err());
+        assert_eq!(first_answer(Some("bytes 0-49/1000"), None, 99).unwrap().len, 50);
+        assert!(first_answer(Some("bytes 1-99/1000"), None, 99).is_err());
+        assert!(first_answer(Some("bytes 0-199/1000"), None, 99).is_err());
+        assert!(first_answer(Some("bytes 0-99/1000"), Some(99), 99).is_err());
+        assert!(first_answer(None, Some(100), 99).is_err());
+        assert!(range_answer(Some("bytes 100-199/1000"), Some(100), 100, 199, 1000).is_ok());
+        assert!(range_answer(None, None, 100, 199, 1000).is_ok());
+        assert!(range_answer(Some("bytes 0-99/1000"), None, 100, 199, 1000).is_err());
+        assert!(range_answer(Some("bytes 100-199/2000"), None, 100, 199, 1000).is_err());
+        assert!(range_answer(None, Some(5), 100, 199, 1000).is_err());
         // A range past its end is never asked for; if it were, it is refused, not an underflow.
-        assert!(range_answer(None, Some(5), 200, 199, None).is_err());
+        assert!(range_answer(None, Some(5), 200, 199, 1000).is_err());
     }
 
     #[test]

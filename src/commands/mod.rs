@@ -186,7 +186,7 @@ mod tests {
         fn open(&self, _: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
             unreachable!("nothing was found")
         }
-        fn reserve(&self, _: &str, _: &str, _: Option<u64>) -> Result<Reservation, BackendError> {
+        fn reserve(&self, _: &str, _: &str) -> Result<Reservation, BackendError> {
             Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
         }
     }

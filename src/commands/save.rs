@@ -136,7 +136,7 @@ fn upload(
         };
         SaveOutcome::trouble(key, result, &error_chain(e))
     };
-    let upload = match backend.reserve(&record.key, &record.version, None) {
+    let upload = match backend.reserve(&record.key, &record.version) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
             return SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry already");

@@ -66,7 +66,7 @@ impl Backend for Unavailable {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 
-    fn reserve(&self, _key: &str, _version: &str, _size: Option<u64>) -> Result<Reservation, BackendError> {
+    fn reserve(&self, _key: &str, _version: &str) -> Result<Reservation, BackendError> {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 }

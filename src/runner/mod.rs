@@ -20,8 +20,8 @@ mod progress;
 pub mod summary;
 mod workflow_command;
 
-pub use progress::{Progress, ProgressReader, ProgressWriter};
-pub use workflow_command::{escape_data, escape_property};
+pub use progress::{Progress, ProgressReader};
+pub use workflow_command::escape_data;
 
 use crate::env::Env;
 use crate::outcome::{Output, State};
@@ -215,20 +215,6 @@ impl Runner {
     pub fn route_panics(&self) {
         let (log, redactor) = (Arc::clone(&self.log), self.redactor());
         std::panic::set_hook(Box::new(move |info| log.text(&redactor.redact(&format!("exact-cache: {info}")))));
-    }
-
-    /// Debug detail: `::debug::` in Actions (shown with step debug logging), hidden in CLI mode
-    /// unless `EXACT_CACHE_DEBUG` is set.
-    pub fn debug(&self, message: &str) {
-        match self.mode {
-            Mode::Actions => self.log.command("debug", &self.redact(message)),
-            Mode::Cli if self.env.non_empty("EXACT_CACHE_DEBUG").is_some() => self.info(&format!("debug: {message}")),
-            Mode::Cli => {}
-        }
-    }
-
-    pub fn notice(&self, message: &str) {
-        self.annotate("notice", message);
     }
 
     pub fn warning(&self, message: &str) {
@@ -531,7 +517,6 @@ mod tests {
                 runner.info(payload);
             }
             runner.warning("not saved:\n::error title=pwned::x\r##[add-mask]backend");
-            runner.debug("d\r::set-output name=a::b");
         }
         let text = log.text();
         let commands: Vec<(String, String)> = log_model::commands(&text)
@@ -546,7 +531,6 @@ mod tests {
             [
                 ("group".to_owned(), "files\n::error title=pwned::in a title".to_owned()),
                 ("warning".to_owned(), "not saved:\n::error title=pwned::x\r##[add-mask]backend".to_owned()),
-                ("debug".to_owned(), "d\r::set-output name=a::b".to_owned()),
                 ("endgroup".to_owned(), String::new()),
             ],
             "{text}"

@@ -3,7 +3,7 @@
 
 use super::Runner;
 use crate::units;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::time::{Duration, Instant};
 
 pub struct Progress<'a> {
@@ -84,33 +84,5 @@ impl<R: Read> Read for ProgressReader<'_, R> {
         let n = self.inner.read(buf)?;
         self.progress.add(n as u64);
         Ok(n)
-    }
-}
-
-/// Counts bytes written through it.
-pub struct ProgressWriter<'a, W> {
-    inner: W,
-    progress: Progress<'a>,
-}
-
-impl<'a, W> ProgressWriter<'a, W> {
-    pub fn new(inner: W, progress: Progress<'a>) -> Self {
-        Self { inner, progress }
-    }
-
-    pub fn into_parts(self) -> (W, Progress<'a>) {
-        (self.inner, self.progress)
-    }
-}
-
-impl<W: Write> Write for ProgressWriter<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.progress.add(n as u64);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
     }
 }

@@ -5,11 +5,6 @@ pub fn escape_data(s: &str) -> String {
     s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
 }
 
-/// Escape a command property value: as [`escape_data`], plus `:` and `,`.
-pub fn escape_property(s: &str) -> String {
-    escape_data(s).replace(':', "%3A").replace(',', "%2C")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -17,6 +12,5 @@ mod tests {
     #[test]
     fn escapes_like_the_runner_expects() {
         assert_eq!(escape_data("50% a\r\nb"), "50%25 a%0D%0Ab");
-        assert_eq!(escape_property("a:b,c"), "a%3Ab%2Cc");
     }
 }

@@ -23,6 +23,7 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+#[cfg(unix)]
 pub fn set_exec(path: &Path, exec: bool) {
     use std::os::unix::fs::PermissionsExt;
     let mode = if exec { 0o755 } else { 0o644 };
@@ -30,6 +31,7 @@ pub fn set_exec(path: &Path, exec: bool) {
 }
 
 /// What a tree holds: relative path → kind, mode and content (or link target).
+#[cfg(unix)]
 pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = std::collections::BTreeMap::new();
