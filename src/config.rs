@@ -18,8 +18,8 @@ use crate::fingerprint::{Facet, FingerprintSpec};
 use crate::keys;
 use crate::outcome::Output;
 use crate::paths::{Locations, PathError, PatternSet};
-use crate::preset::Preset;
-use std::collections::BTreeMap;
+use crate::preset::{Preset, PresetPlan};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,6 +346,95 @@ crate::choice::named_enum! {
     }
 }
 
+/// What enters the fingerprint: the `hash-*` inputs, the native facets, Python, the variant,
+/// and what a preset adds.
+fn fingerprint_spec(
+    raw: &RawInputs,
+    env: &Env,
+    locations: &Locations,
+    preset: Option<&PresetPlan>,
+) -> Result<FingerprintSpec, ConfigError> {
+    let mut fingerprint = FingerprintSpec::new(locations.clone());
+    fingerprint.hash_files = raw.lines("hash-files");
+    fingerprint.hash_env = raw.var_names("hash-env")?;
+    fingerprint.hash_commands = raw.lines("hash-commands");
+    fingerprint.native = native_facets(raw)?;
+    fingerprint.compilers = match raw.get("compilers") {
+        Some(_) => raw.lines("compilers"),
+        None => vec![env.non_empty("CC").unwrap_or("cc").to_owned(), env.non_empty("CXX").unwrap_or("c++").to_owned()],
+    };
+    fingerprint.python = raw.text("python");
+    fingerprint.python_exclude = raw.list("python-exclude");
+    fingerprint.variant = raw.text("variant");
+    if let Some(plan) = preset {
+        plan.apply(&mut fingerprint, env);
+    }
+    Ok(fingerprint)
+}
+
+/// The `native` input: facet names, or `none`.
+fn native_facets(raw: &RawInputs) -> Result<BTreeSet<Facet>, ConfigError> {
+    let facets = split_list(raw.value_or_default("native").unwrap_or_default());
+    if facets.len() == 1 && facets[0].eq_ignore_ascii_case("none") {
+        return Ok(BTreeSet::new());
+    }
+    let unknown = |n: &String| ConfigError::Invalid {
+        name: "native",
+        detail: format!("unknown facet `{n}`; known facets: {}", Facet::ALL.map(Facet::name).join(", ")),
+    };
+    facets.iter().map(|n| choice::parse(n).ok_or_else(|| unknown(n))).collect()
+}
+
+/// The `required` paths, each under some `path` entry (else no entry could contain it).
+fn required_paths(raw: &RawInputs, locations: &Locations, paths: &PatternSet) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut required = Vec::new();
+    for line in raw.lines("required") {
+        let abs = locations.resolve(&line).map_err(|source| ConfigError::Path { name: "required", source })?;
+        let covered = paths.includes.iter().any(|p| {
+            abs.starts_with(&p.base)
+                && p.glob.as_ref().is_none_or(|g| {
+                    // For a glob root the required path must be a match or lie under one.
+                    abs.ancestors().take_while(|a| a.starts_with(&p.base)).any(|a| g.is_match(a))
+                })
+        });
+        if !covered {
+            return Err(ConfigError::Invalid {
+                name: "required",
+                detail: format!("`{line}` is not under any `path` entry, so no entry could contain it"),
+            });
+        }
+        required.push(abs);
+    }
+    Ok(required)
+}
+
+/// `clean-on-miss` is an input error for a `path` entry the guard would not clean.
+fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), ConfigError> {
+    for p in &paths.includes {
+        if let Err(reason) = guard.check(p) {
+            return Err(ConfigError::Invalid {
+                name: "clean-on-miss",
+                detail: format!(
+                    "refusing to clean `{}`: {reason}. exact-cache cleans only beneath the workspace, `RUNNER_TEMP` \
+                     or the home directory, a preset's cache directory, or a directory it restored into or saved \
+                     from before; move the path there, or turn `clean-on-miss` off",
+                    p.line
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `prune-keep`: a whole number of at least 1.
+fn prune_keep(raw: &RawInputs) -> Result<usize, ConfigError> {
+    let n = raw.value_or_default("prune-keep").unwrap_or_default().trim();
+    n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| ConfigError::Invalid {
+        name: "prune-keep",
+        detail: format!("`{n}` is not a whole number of at least 1"),
+    })
+}
+
 impl Config {
     /// Validate `raw`. `workspace` is where relative paths point.
     pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, ConfigError> {
@@ -367,58 +456,8 @@ impl Config {
             .map_err(|detail| ConfigError::Invalid { name: "prefix", detail })?;
 
         let compression: Compression = raw.choice("compression")?;
-
-        let facets = split_list(raw.value_or_default("native").unwrap_or_default());
-        let native = if facets.len() == 1 && facets[0].eq_ignore_ascii_case("none") {
-            Default::default()
-        } else {
-            let unknown = |n: &String| ConfigError::Invalid {
-                name: "native",
-                detail: format!("unknown facet `{n}`; known facets: {}", Facet::ALL.map(Facet::name).join(", ")),
-            };
-            facets.iter().map(|n| choice::parse(n).ok_or_else(|| unknown(n))).collect::<Result<_, _>>()?
-        };
-
-        let hash_env = raw.var_names("hash-env")?;
-
-        let compilers = match raw.get("compilers") {
-            Some(_) => raw.lines("compilers"),
-            None => {
-                vec![env.non_empty("CC").unwrap_or("cc").to_owned(), env.non_empty("CXX").unwrap_or("c++").to_owned()]
-            }
-        };
-
-        let mut fingerprint = FingerprintSpec::new(locations.clone());
-        fingerprint.hash_files = raw.lines("hash-files");
-        fingerprint.hash_env = hash_env;
-        fingerprint.hash_commands = raw.lines("hash-commands");
-        fingerprint.native = native;
-        fingerprint.compilers = compilers;
-        fingerprint.python = raw.text("python");
-        fingerprint.python_exclude = raw.list("python-exclude");
-        fingerprint.variant = raw.text("variant");
-        if let Some(plan) = &preset_plan {
-            plan.apply(&mut fingerprint, env);
-        }
-
-        let mut required = Vec::new();
-        for line in raw.lines("required") {
-            let abs = locations.resolve(&line).map_err(|source| ConfigError::Path { name: "required", source })?;
-            let covered = paths.includes.iter().any(|p| {
-                abs.starts_with(&p.base)
-                    && p.glob.as_ref().is_none_or(|g| {
-                        // For a glob root the required path must be a match or lie under one.
-                        abs.ancestors().take_while(|a| a.starts_with(&p.base)).any(|a| g.is_match(a))
-                    })
-            });
-            if !covered {
-                return Err(ConfigError::Invalid {
-                    name: "required",
-                    detail: format!("`{line}` is not under any `path` entry, so no entry could contain it"),
-                });
-            }
-            required.push(abs);
-        }
+        let fingerprint = fingerprint_spec(raw, env, &locations, preset_plan.as_ref())?;
+        let required = required_paths(raw, &locations, &paths)?;
 
         let clean_on_miss = raw.bool("clean-on-miss")?;
         let preset_dirs: Vec<PathBuf> = preset_plan
@@ -428,17 +467,7 @@ impl Config {
         let runner_temp = env.non_empty("RUNNER_TEMP").map(PathBuf::from);
         let clean_guard = CleanGuard::new(workspace, locations.home.as_deref(), runner_temp.as_deref(), &preset_dirs);
         if clean_on_miss {
-            for p in &paths.includes {
-                if let Err(reason) = clean_guard.check(p) {
-                    return Err(ConfigError::Invalid {
-                        name: "clean-on-miss",
-                        detail: format!(
-                            "refusing to clean `{}`: {reason}. exact-cache cleans only beneath the workspace, `RUNNER_TEMP` or the home directory, a preset's cache directory, or a directory it restored into or saved from before; move the path there, or turn `clean-on-miss` off",
-                            p.line
-                        ),
-                    });
-                }
-            }
+            check_cleanable(&clean_guard, &paths)?;
         }
 
         let reuse_env = raw.text("reuse-env");
@@ -489,13 +518,7 @@ impl Config {
                 ExplainMisses::False => Some(false),
             },
             prune: raw.bool("prune")?,
-            prune_keep: {
-                let n = raw.value_or_default("prune-keep").unwrap_or_default().trim();
-                n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| ConfigError::Invalid {
-                    name: "prune-keep",
-                    detail: format!("`{n}` is not a whole number of at least 1"),
-                })?
-            },
+            prune_keep: prune_keep(raw)?,
             github_token: raw.text("github-token").filter(|t| !t.starts_with("${{")),
             secret_env: raw.var_names("secret-env")?,
         })
