@@ -11,12 +11,12 @@
 
 use super::beneath::{self, Kind, Tree};
 use super::claims::kind_name;
-use super::unpack::{RestoreStats, Site, Stage, Staged, UnpackError, staged_rel};
+use super::unpack::{RestoreStats, Site, Stage, Staged, StagedEntry, UnpackError, staged_rel};
 use crate::manifest::EntryKind;
 use cap_std::fs::Dir;
 use std::collections::HashSet;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// One step of placement, recorded so it can be undone.
@@ -195,30 +195,11 @@ impl Staged {
                         continue; // merge into it
                     }
                     Some(kind) => {
-                        if let Some(line) = site.root_location_at(&e.rel) {
-                            return Err(UnpackError::InTheWay {
-                                path: dest_path,
-                                detail: format!("`path` line `{line}` is here, and a restore never replaces a root"),
-                            });
-                        }
-                        if kind == Kind::Dir {
-                            // Only an empty directory gives way to a file or link: what is in a
-                            // directory is never removed by a restore.
-                            let empty = beneath::open_child(&parent, &name)
-                                .and_then(|d| d.entries().map(|mut it| it.next().is_none()))
-                                .map_err(UnpackError::io(&dest_path))?;
-                            if !empty {
-                                return Err(UnpackError::InTheWay {
-                                    path: dest_path,
-                                    detail: format!(
-                                        "the entry holds a {}, and this directory is not empty",
-                                        kind_name(e.kind)
-                                    ),
-                                });
-                            }
-                            if let Some(tree) = dests[i].as_mut() {
-                                tree.forget(&e.rel);
-                            }
+                        make_way(site, e, kind, &parent, &name, &dest_path)?;
+                        if kind == Kind::Dir
+                            && let Some(tree) = dests[i].as_mut()
+                        {
+                            tree.forget(&e.rel);
                         }
                         journal.backup(&parent, &name, stage.tree.base(), dest_path.clone())?;
                     }
@@ -244,32 +225,72 @@ impl Staged {
             }
         }
 
-        // Directory modes last, once everything is in place (a read-only directory would block
-        // placing into it), in reverse archive order: children before their parents.
-        // By device and inode: one directory may be reached through several handles.
-        let mut entry_dirs: HashSet<(u64, u64)> = HashSet::new();
-        for &(i, rel, mode) in dir_modes.iter().rev() {
-            let site = &sites[i];
-            let stage = stages[i].as_mut().expect("a root with entries is staged");
-            let path = site.real.join(rel);
-            let tree = dest_tree(&mut dests[i], site, stage, journal)?;
-            let dir = tree.dir(rel).map_err(UnpackError::io(&path))?;
-            entry_dirs.insert(beneath::identity(&dir).map_err(UnpackError::io(&path))?);
-            let old = beneath::dir_mode(&dir).map_err(UnpackError::io(&path))?;
-            if old != mode {
-                beneath::set_dir_mode(&dir, mode).map_err(UnpackError::io(&path))?;
-                journal.steps.push(Undo::Mode { dir: Arc::clone(&dir), mode: old, path });
-            }
-        }
-        // Directories that were opened for writing and are not part of the entry get their
-        // own mode back.
-        for r in journal.relaxed.iter().rev() {
-            if !entry_dirs.contains(&r.id) {
-                beneath::set_dir_mode(&r.dir, r.mode).map_err(UnpackError::io(&r.path))?;
-            }
-        }
-        Ok(())
+        set_dir_modes(sites, stages, &mut dests, &dir_modes, journal)
     }
+}
+
+/// Whether what is at `dest_path` (of `kind`) may give way to entry `e`: never another root's
+/// own location, and a directory only when it is empty — what is in a directory is never
+/// removed by a restore.
+fn make_way(
+    site: &Site,
+    e: &StagedEntry,
+    kind: Kind,
+    parent: &Dir,
+    name: &str,
+    dest_path: &Path,
+) -> Result<(), UnpackError> {
+    if let Some(line) = site.root_location_at(&e.rel) {
+        return Err(UnpackError::InTheWay {
+            path: dest_path.to_owned(),
+            detail: format!("`path` line `{line}` is here, and a restore never replaces a root"),
+        });
+    }
+    if kind == Kind::Dir {
+        let empty = beneath::open_child(parent, name)
+            .and_then(|d| d.entries().map(|mut it| it.next().is_none()))
+            .map_err(UnpackError::io(dest_path))?;
+        if !empty {
+            return Err(UnpackError::InTheWay {
+                path: dest_path.to_owned(),
+                detail: format!("the entry holds a {}, and this directory is not empty", kind_name(e.kind)),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Directory modes last, once everything is in place (a read-only directory would block
+/// placing into it), in reverse archive order: children before their parents. Directories that
+/// were opened for writing and are not part of the entry get their own mode back.
+fn set_dir_modes(
+    sites: &[Site],
+    stages: &mut [Option<Stage>],
+    dests: &mut [Option<Tree>],
+    dir_modes: &[(usize, &str, u32)],
+    journal: &mut Journal,
+) -> Result<(), UnpackError> {
+    // By device and inode: one directory may be reached through several handles.
+    let mut entry_dirs: HashSet<(u64, u64)> = HashSet::new();
+    for &(i, rel, mode) in dir_modes.iter().rev() {
+        let site = &sites[i];
+        let stage = stages[i].as_mut().expect("a root with entries is staged");
+        let path = site.real.join(rel);
+        let tree = dest_tree(&mut dests[i], site, stage, journal)?;
+        let dir = tree.dir(rel).map_err(UnpackError::io(&path))?;
+        entry_dirs.insert(beneath::identity(&dir).map_err(UnpackError::io(&path))?);
+        let old = beneath::dir_mode(&dir).map_err(UnpackError::io(&path))?;
+        if old != mode {
+            beneath::set_dir_mode(&dir, mode).map_err(UnpackError::io(&path))?;
+            journal.steps.push(Undo::Mode { dir: Arc::clone(&dir), mode: old, path });
+        }
+    }
+    for r in journal.relaxed.iter().rev() {
+        if !entry_dirs.contains(&r.id) {
+            beneath::set_dir_mode(&r.dir, r.mode).map_err(UnpackError::io(&r.path))?;
+        }
+    }
+    Ok(())
 }
 
 /// The strict ancestors of `rel` within its root, nearest first, ending with the root (`""`).
