@@ -124,18 +124,60 @@ impl OutputSpec {
 const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
 
 /// Every step output, and which entry points set it.
-#[rustfmt::skip]
 pub const OUTPUTS: &[OutputSpec] = &[
-    OutputSpec { output: Output::CacheHit, entries: RESTORING, description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded)." },
-    OutputSpec { output: Output::Reused, entries: RESTORING, description: "`true` when the entry was restored, its manifest verified, and every file is in place." },
-    OutputSpec { output: Output::Key, entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint], description: "The full key, `<prefix>-<64 lowercase hex>`." },
-    OutputSpec { output: Output::FingerprintFile, entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint], description: "Path of a JSON file with every fingerprint component and its value." },
-    OutputSpec { output: Output::MissReason, entries: RESTORING, description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, `service-error`, `lookup-only` or `io-error`." },
-    OutputSpec { output: Output::RestoredFiles, entries: RESTORING, description: "Number of files and symlinks put in place." },
-    OutputSpec { output: Output::RestoredBytes, entries: RESTORING, description: "Bytes of file content put in place." },
-    OutputSpec { output: Output::Saved, entries: &[Entry::Save], description: "`true` when this step created the entry." },
-    OutputSpec { output: Output::SaveResult, entries: &[Entry::Save], description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found` or `error`." },
-    OutputSpec { output: Output::ChangedFiles, entries: &[Entry::Save], description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm restore, one per line." },
+    OutputSpec {
+        output: Output::CacheHit,
+        entries: RESTORING,
+        description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded).",
+    },
+    OutputSpec {
+        output: Output::Reused,
+        entries: RESTORING,
+        description: "`true` when the entry was restored, its manifest verified, and every file is in place.",
+    },
+    OutputSpec {
+        output: Output::Key,
+        entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint],
+        description: "The full key, `<prefix>-<64 lowercase hex>`.",
+    },
+    OutputSpec {
+        output: Output::FingerprintFile,
+        entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint],
+        description: "Path of a JSON file with every fingerprint component and its value.",
+    },
+    OutputSpec {
+        output: Output::MissReason,
+        entries: RESTORING,
+        description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, \
+             `service-error`, `lookup-only` or `io-error`.",
+    },
+    OutputSpec {
+        output: Output::RestoredFiles,
+        entries: RESTORING,
+        description: "Number of files and symlinks put in place.",
+    },
+    OutputSpec {
+        output: Output::RestoredBytes,
+        entries: RESTORING,
+        description: "Bytes of file content put in place.",
+    },
+    OutputSpec {
+        output: Output::Saved,
+        entries: &[Entry::Save],
+        description: "`true` when this step created the entry.",
+    },
+    OutputSpec {
+        output: Output::SaveResult,
+        entries: &[Entry::Save],
+        description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found` \
+                      or `error`.",
+    },
+    OutputSpec {
+        output: Output::ChangedFiles,
+        entries: &[Entry::Save],
+        description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm \
+                      restore, one per line.",
+    },
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -160,38 +202,179 @@ const fn input(
 use InputKind::*;
 use Scope::*;
 
-#[rustfmt::skip]
 pub const INPUTS: &[InputSpec] = &[
-    input("path", Lines, Fingerprint, "", "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. Optional with a `preset`."),
-    input("prefix", Text, Fingerprint, "exact-cache", "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased)."),
-    input("hash-files", Lines, Fingerprint, "", "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles)."),
+    input(
+        "path",
+        Lines,
+        Fingerprint,
+        "",
+        "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. \
+         Optional with a `preset`.",
+    ),
+    input(
+        "prefix",
+        Text,
+        Fingerprint,
+        "exact-cache",
+        "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased).",
+    ),
+    input(
+        "hash-files",
+        Lines,
+        Fingerprint,
+        "",
+        "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles).",
+    ),
     input("hash-env", List, Fingerprint, "", "Names of environment variables whose values enter the fingerprint."),
-    input("hash-commands", Lines, Fingerprint, "", "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an error."),
-    input("native", List, Fingerprint, "os,arch,isa,libc,compiler", "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`)."),
-    input("compilers", Lines, Fingerprint, "", "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`)."),
-    input("python", Text, Fingerprint, "", "Python interpreter whose version and installed distributions enter the fingerprint (empty: none)."),
-    input("python-exclude", List, Fingerprint, "", "Distribution names left out of the Python facet (e.g. the editable project whose source is hashed already)."),
+    input(
+        "hash-commands",
+        Lines,
+        Fingerprint,
+        "",
+        "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an \
+         error.",
+    ),
+    input(
+        "native",
+        List,
+        Fingerprint,
+        "os,arch,isa,libc,compiler",
+        "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`).",
+    ),
+    input(
+        "compilers",
+        Lines,
+        Fingerprint,
+        "",
+        "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`).",
+    ),
+    input(
+        "python",
+        Text,
+        Fingerprint,
+        "",
+        "Python interpreter whose version and installed distributions enter the fingerprint (empty: none).",
+    ),
+    input(
+        "python-exclude",
+        List,
+        Fingerprint,
+        "",
+        "Distribution names left out of the Python facet (e.g. the editable project whose source is hashed already).",
+    ),
     input("variant", Text, Fingerprint, "", "Free-form build variant (`cuda-debug`, `lsan`, …)."),
-    input("preset", Text, Fingerprint, "", "`torch-inductor`: cache TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (exported to later steps) and add what decides whether compiled kernels are valid to the fingerprint."),
-    input("fingerprint-file", Text, Fingerprint, "", "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`)."),
-    input("required", Lines, Cache, "", "Paths that must exist for an entry to be complete, checked on save and on restore."),
+    input(
+        "preset",
+        Text,
+        Fingerprint,
+        "",
+        "`torch-inductor`: cache TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (exported to later steps) and add what \
+         decides whether compiled kernels are valid to the fingerprint.",
+    ),
+    input(
+        "fingerprint-file",
+        Text,
+        Fingerprint,
+        "",
+        "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`).",
+    ),
+    input(
+        "required",
+        Lines,
+        Cache,
+        "",
+        "Paths that must exist for an entry to be complete, checked on save and on restore.",
+    ),
     input("compression", Text, Cache, "zstd", "Archive compression: `zstd`, `gzip` or `none`."),
-    input("strict", Bool, Cache, "false", "Turn cache-service trouble (errors, timeouts, rate limits) into step failures."),
+    input(
+        "strict",
+        Bool,
+        Cache,
+        "false",
+        "Turn cache-service trouble (errors, timeouts, rate limits) into step failures.",
+    ),
     input("backend", Text, Cache, "auto", "`auto`, `github` or `local`."),
-    input("protocol", Text, Cache, "auto", "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice)."),
-    input("local-dir", Text, Cache, "", "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory)."),
-    input("verify-reuse", Text, Cache, "off", "At save time after a warm restore, report files under `path` that changed since the restore: `off`, `warn` or `fail` (fails the step)."),
-    input("prune", Bool, Cache, "false", "After a save, delete older entries with the same prefix on this ref (needs `actions: write`)."),
+    input(
+        "protocol",
+        Text,
+        Cache,
+        "auto",
+        "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
+    ),
+    input(
+        "local-dir",
+        Text,
+        Cache,
+        "",
+        "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
+    ),
+    input(
+        "verify-reuse",
+        Text,
+        Cache,
+        "off",
+        "At save time after a warm restore, report files under `path` that changed since the restore: `off`, `warn` \
+         or `fail` (fails the step).",
+    ),
+    input(
+        "prune",
+        Bool,
+        Cache,
+        "false",
+        "After a save, delete older entries with the same prefix on this ref (needs `actions: write`).",
+    ),
     input("prune-keep", Text, Cache, "1", "How many of the newest entries `prune` keeps, the new one included."),
-    input("github-token", Text, Cache, "${{ github.token }}", "Token for the REST calls of `explain-misses` and `prune`."),
-    input("secret-env", List, Cache, "", "Names of environment variables whose values must never be saved or printed: every step masks them, and a save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save (`save-result=secret-found`)."),
-    input("clean-on-miss", Bool, Restore, "false", "On a miss, remove stale files under `path` before generation starts. Only beneath the workspace, `RUNNER_TEMP` or the home directory, in a preset's cache directory, or in a directory exact-cache restored into or saved from before (it leaves a `.exact-cache-root` marker); never the workspace, home or their parents. Anything else is an input error."),
-    input("reuse-env", Text, Restore, "", "Name of an environment variable exported as `1` when reused, `0` otherwise."),
+    input(
+        "github-token",
+        Text,
+        Cache,
+        "${{ github.token }}",
+        "Token for the REST calls of `explain-misses` and `prune`.",
+    ),
+    input(
+        "secret-env",
+        List,
+        Cache,
+        "",
+        "Names of environment variables whose values must never be saved or printed: every step masks them, and a \
+         save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save \
+         (`save-result=secret-found`).",
+    ),
+    input(
+        "clean-on-miss",
+        Bool,
+        Restore,
+        "false",
+        "On a miss, remove stale files under `path` before generation starts. Only beneath the workspace, \
+         `RUNNER_TEMP` or the home directory, in a preset's cache directory, or in a directory exact-cache restored \
+         into or saved from before (it leaves a `.exact-cache-root` marker); never the workspace, home or their \
+         parents. Anything else is an input error.",
+    ),
+    input(
+        "reuse-env",
+        Text,
+        Restore,
+        "",
+        "Name of an environment variable exported as `1` when reused, `0` otherwise.",
+    ),
     input("lookup-only", Bool, Restore, "false", "Only check whether the entry exists; download nothing."),
     input("fail-on-cache-miss", Bool, Restore, "false", "Fail the step when the entry is not reused."),
-    input("explain-misses", Text, Restore, "auto", "On a miss, diff the newest entry with the same prefix against this fingerprint: `auto` (when a token or the local backend allows listing), `true` or `false`."),
+    input(
+        "explain-misses",
+        Text,
+        Restore,
+        "auto",
+        "On a miss, diff the newest entry with the same prefix against this fingerprint: `auto` (when a token or the \
+         local backend allows listing), `true` or `false`.",
+    ),
     input("key", Text, Save, "", "Save under this key (the restore step's `key` output) instead of computing it."),
-    input("save-on-failure", Bool, Root, "false", "Also save in the post step when the job failed (by default only after a successful job)."),
+    input(
+        "save-on-failure",
+        Bool,
+        Root,
+        "false",
+        "Also save in the post step when the job failed (by default only after a successful job).",
+    ),
 ];
 
 pub fn input_spec(name: &str) -> Option<&'static InputSpec> {

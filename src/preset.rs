@@ -3,13 +3,21 @@
 //! `torch-inductor` caches TorchInductor's and Triton's cache directories and fingerprints what
 //! decides whether their compiled kernels are valid here:
 //!
-//! | what | how |
-//! |---|---|
-//! | directories | `TORCHINDUCTOR_CACHE_DIR` and `TRITON_CACHE_DIR` when already set; else a stable path (absolute paths matter to torch): `<RUNNER_TEMP>/../_exact-cache/torch-inductor/{inductor,triton}` on a runner, `~/.cache/exact-cache/torch-inductor/…` elsewhere (and under nektos/act, whose `RUNNER_TEMP` changes every run). Both are exported to later steps. |
-//! | torch | `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11 ABI flag, and each visible GPU with its compute capability (from the `python` interpreter, `python3` by default) |
-//! | native | `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default, when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those asked for |
-//! | python | the interpreter version and distributions (the `python` facet) |
-//! | env | every `TORCHINDUCTOR_*`, `TORCH_*` and `TRITON_*` variable that is set, except paths (`*_DIR`, `*_HOME`, `*_PATH`) and logging (`TORCH_LOGS`, `TORCH_TRACE`) |
+//! - **directories**: `TORCHINDUCTOR_CACHE_DIR` and `TRITON_CACHE_DIR` when already set; else a
+//!   stable path (absolute paths matter to torch):
+//!   `<RUNNER_TEMP>/../_exact-cache/torch-inductor/{inductor,triton}` on a runner,
+//!   `~/.cache/exact-cache/torch-inductor/…` elsewhere (and under nektos/act, whose
+//!   `RUNNER_TEMP` changes every run). Both are exported to later steps.
+//! - **torch**: the `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11
+//!   ABI flag, and each visible GPU with its compute capability (from the `python`
+//!   interpreter, `python3` by default).
+//! - **native**: `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI
+//!   extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default,
+//!   when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those
+//!   asked for.
+//! - **python**: the interpreter version and distributions (the `python` facet).
+//! - **env**: every `TORCHINDUCTOR_*`, `TORCH_*` and `TRITON_*` variable that is set, except
+//!   paths (`*_DIR`, `*_HOME`, `*_PATH`) and logging (`TORCH_LOGS`, `TORCH_TRACE`).
 //!
 //! Explicit inputs add to all of this.
 

@@ -85,7 +85,8 @@ pub fn choose(backend: BackendChoice, protocol: Protocol, local_dir: PathBuf, en
         (Some(choice), _) => choice,
         (None, BackendChoice::Github) => Choice::Unavailable {
             reason: format!(
-                "`backend: github`, but no cache service is configured (`{}` is not set; is this a `run:` or composite step? Use the action itself)",
+                "`backend: github`, but no cache service is configured (`{}` is not set; is this a `run:` or \
+                 composite step? Use the action itself)",
                 if v2 { "ACTIONS_RESULTS_URL" } else { "ACTIONS_CACHE_URL" }
             ),
         },

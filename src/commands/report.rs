@@ -134,7 +134,8 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             rows.push(vec![Inline::ours("result"), Inline::ours(found)])
         }
         Attempt::Miss { reason, detail } => {
-            rows.push(vec![Inline::ours("result"), Inline::ours(format!("❌ not reused: {}", md.code(reason.name())))]);
+            let result = format!("❌ not reused: {}", md.code(reason.name()));
+            rows.push(vec![Inline::ours("result"), Inline::ours(result)]);
             if let Some(d) = detail {
                 rows.push(vec![Inline::ours("why"), md.prose(d)]);
             }

@@ -3,7 +3,7 @@
 //!
 //! | component | labels → values |
 //! |---|---|
-//! | `files` | path (workspace-relative, `~/…` or absolute) → `<sha256> x` / `<sha256> -` (exec bit), or `symlink <target> -> <sha256> x|-` (the link and what it resolves to) |
+//! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` |
 //! | `env` | variable name → value (absent when unset) |
 //! | `commands` | command line → its stdout |
 //! | `native.os` | `family`, `distro`, `version` |
@@ -18,6 +18,9 @@
 //! | `python.dists` | normalized distribution name → version |
 //! | `variant` | `variant` |
 //! | `torch` | `torch`, `triton`, `cuda`, `hip`, `cxx11-abi`, `device<i>` (the `torch-inductor` preset) |
+//!
+//! A `files` path is workspace-relative, `~/…` or absolute; `x` / `-` is the executable bit; a
+//! link is recorded with its target and the content it resolves to.
 //!
 //! Deliberately **not** included: mtimes, absolute checkout paths, directory or glob order, the
 //! order of `hash-env`, and anything about exact-cache's own build.

@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn nvcc_versions_are_parsed() {
-        let out = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\nBuild cuda_12.4.r12.4/compiler.34097967_0\n";
+        let out = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.4, V12.4.131\n\
+                   Build cuda_12.4.r12.4/compiler.34097967_0\n";
         assert_eq!(parse_nvcc_version(out), "12.4.131");
         assert_eq!(parse_nvcc_version("Cuda compilation tools, release 9.0\n"), "Cuda compilation tools, release 9.0");
     }
