@@ -1,15 +1,12 @@
 //! The v1 protocol end to end against the local v1 REST service (GHES-like), and its faults.
 //! nektos/act's real cache server is exercised in tests/act_cache_server.rs.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
-use services::{Fault, Op, Services};
+use crate::support::services::{Fault, Op, Services};
 use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
+use crate::support::{Step, snapshot, write};
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 const INPUTS: [(&str, &str); 2] = [("path", "out"), ("native", "none")];

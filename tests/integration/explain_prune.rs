@@ -2,14 +2,11 @@
 //! its fake GitHub REST endpoints (list by key prefix and ref with pagination, delete by id),
 //! and against the local backend.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
-use services::{Fault, Op, REST_TOKEN, Services};
+use crate::support::services::{Fault, Op, REST_TOKEN, Services};
 use std::collections::BTreeMap;
 use std::path::Path;
-use support::{Step, write};
+use crate::support::{Step, write};
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 

@@ -1,13 +1,10 @@
 //! The v2 protocol end to end against the local Twirp service and Azurite: round trips and
 //! every injected fault, with the outcome a user would expect.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
-use services::Services;
+use crate::support::services::Services;
 use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
+use crate::support::{Step, snapshot, write};
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 
@@ -39,7 +36,10 @@ fn round_trip_through_twirp_and_azurite_is_byte_identical() {
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
-use services::{Fault, Op};
+use crate::support::services::{Fault, Op};
+use crate::support;
+use crate::support::services;
+
 
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "faults")];
 

@@ -1,9 +1,12 @@
-//! Shared helpers for integration tests: files, trees, the binary, and hand-made archives.
-#![allow(dead_code)]
+//! What the integration tests share: files and trees, the binary run as an Actions step, hand-made
+//! archives and manifest lines; the local cache services (`services`) and nektos/act (`act`).
 
 use exact_cache::manifest::{EntryKind, ManifestEntry};
 use sha2::Digest;
 use std::path::Path;
+
+pub mod act;
+pub mod services;
 
 pub fn write(path: &Path, data: &[u8]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -285,8 +288,6 @@ impl Step {
         entries.into_iter().next().unwrap()
     }
 }
-
-pub mod act;
 
 /// The manifest line of a file member `path` holding `data` (mode 644).
 pub fn file_entry(path: &str, data: &[u8]) -> ManifestEntry {

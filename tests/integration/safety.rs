@@ -10,19 +10,16 @@
 //! "outside" are files made in that scratch directory next to the workspace; no path here is
 //! ever a real directory, except `/root` in the one test that runs the binary as `nobody`.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::cache_version;
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
 use exact_cache::paths::{has_glob_meta, normalize};
-use services::{BlobStore, Services};
+use crate::support::services::{BlobStore, Services};
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use support::{Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
+use crate::support::{Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 

@@ -1,13 +1,14 @@
 //! Size and memory: a large tree round-trips byte-identically through the CLI and the local
 //! backend, and restoring a 2 GB entry streams (bounded peak memory).
 
-mod support;
 
 use std::io::{Read, Write};
 
 use std::path::Path;
 use std::process::Command;
-use support::{snapshot, write};
+use crate::support::{snapshot, write};
+use crate::support;
+
 
 fn random_file(path: &Path, size: u64) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -3,13 +3,13 @@
 //! whether an entry was committed. The table below is the test; docs/fault-matrix.md is
 //! generated from it (`UPDATE_FAULT_MATRIX=1` rewrites it; otherwise a stale file fails).
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
-use services::{Fault, Op, Services};
+use crate::support::services::{Fault, Op, Services};
 use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
+use crate::support::{Step, snapshot, write};
+use crate::support;
+use crate::support::services;
+
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "fault-matrix")];

@@ -1,7 +1,6 @@
 //! The fingerprint: frozen encoding, order independence, and each facet changing the key when
 //! (and only when) its fact changes.
 
-mod support;
 
 use exact_cache::env::Env;
 use exact_cache::fingerprint::{
@@ -12,7 +11,7 @@ use exact_cache::paths::Locations;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::Path;
-use support::{set_exec, write};
+use crate::support::{set_exec, write};
 
 #[test]
 fn frozen_vectors_match() {

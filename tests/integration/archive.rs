@@ -1,6 +1,5 @@
 //! Archives: round trips, all-or-nothing placement, and hostile archives built by hand.
 
-mod support;
 
 use exact_cache::archive::{
     Compression, FINGERPRINT_NAME, MANIFEST_NAME, RestorePlan, SecretScanner, UnpackError, inventory, unpack,
@@ -11,7 +10,7 @@ use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, 
 use exact_cache::outcome::MissReason;
 use exact_cache::paths::{Locations, PatternSet};
 use std::path::Path;
-use support::{TarBuilder, dir_entry, file_entry, snapshot, write};
+use crate::support::{TarBuilder, dir_entry, file_entry, snapshot, write};
 use tar::EntryType;
 
 fn record(prefix: &str) -> FingerprintRecord {

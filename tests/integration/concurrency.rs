@@ -3,14 +3,13 @@
 //! others report `exists`, and no restore ever sees a partial or corrupt entry — each one is a
 //! clean miss or the whole tree.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
-use services::Services;
+use crate::support::services::Services;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use support::{Step, snapshot, write};
+use crate::support::{Step, snapshot, write};
+use crate::support;
+
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "concurrency")];

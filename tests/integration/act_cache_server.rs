@@ -1,9 +1,10 @@
 //! Our v1 client against nektos/act's real cache server (act 0.2.89, host mode): a round trip
 //! within one run, reuse across runs, and act's prefix matching never restoring another key.
 
-mod support;
 
-use support::act::{git_repo, run_act};
+use crate::support::act::{git_repo, run_act};
+use crate::support;
+
 
 const ROUND_TRIP: &str = r#"
 on: push

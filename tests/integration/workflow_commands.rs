@@ -2,16 +2,15 @@
 //! values read from another entry's fingerprint by `explain-misses` — never starts a workflow
 //! command, read the way the runner reads a step's output (`runner::log_model`).
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
 use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive};
 use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
 use exact_cache::runner::log_model;
-use services::{BlobStore, Services};
+use crate::support::services::{BlobStore, Services};
 use std::collections::BTreeMap;
-use support::{Step, StepResult, write};
+use crate::support::{Step, StepResult, write};
+use crate::support::services;
+
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 

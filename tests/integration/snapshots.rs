@@ -2,10 +2,11 @@
 //! deterministic here (`native: none`), so the snapshot also pins the key recipe; paths,
 //! times, rates and archive sizes are redacted.
 
-mod support;
 
 use std::collections::BTreeMap;
-use support::{Step, StepResult, write};
+use crate::support::{Step, StepResult, write};
+use crate::support;
+
 
 fn render(r: &StepResult) -> String {
     let outputs: Vec<String> = r.outputs.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -1,9 +1,10 @@
 //! The binary as an Actions step: inputs, outputs, state, env, summary, annotations, exit codes.
 
-mod support;
 
 use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
+use crate::support::{Step, snapshot, write};
+use crate::support;
+
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 

@@ -2,14 +2,11 @@
 //! restores through it over v2 and v1, which proves the service speaks the real protocol; and
 //! its entries and ours live side by side under the same key without either seeing the other.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
-use services::{BlobStore, Services, azurite};
+use crate::support::services::{BlobStore, Services, azurite};
 use std::collections::BTreeMap;
 use std::path::Path;
-use support::{Step, snapshot, write};
+use crate::support::{Step, snapshot, write};
 
 const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 

@@ -2,14 +2,15 @@
 //! real archives and service answers) and every input that once crashed a target
 //! (fuzz/regressions/). `UPDATE_FUZZ_SEEDS=1` regenerates the seeds from the current packer.
 
-mod support;
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME, SecretScanner, inventory, write_archive};
 use exact_cache::fuzzing::{self, PlacementCase, PlacementOutcome, Shape, UNPACK_PATHS, UnpackOutcome, unpack_record};
 use exact_cache::paths::{Locations, PatternSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use support::write;
+use crate::support::write;
+use crate::support;
+
 
 const TARGETS: &[&str] = &["manifest", "fingerprint", "wire", "unpack", "placement"];
 
