@@ -7,7 +7,7 @@
 //! until its standard input closes. `EXACT_CACHE_AZURITE_PORT` names the running Azurite.
 
 #[path = "../tests/integration/support/services/mod.rs"]
-#[allow(dead_code, unused_imports, reason = "the benchmark runs only the v2 service; faults, v1 and REST are for the tests")]
+#[allow(dead_code, unused_imports, reason = "the benchmark runs the v2 service alone: no faults, v1 or REST")]
 mod services;
 
 use services::{BlobStore, Services};

@@ -3,15 +3,9 @@
 //! whether an entry was committed. The table below is the test; docs/fault-matrix.md is
 //! generated from it (`UPDATE_FAULT_MATRIX=1` rewrites it; otherwise a stale file fails).
 
+use crate::support::services::{self, Fault, Op, Services};
+use crate::support::{self, NO_STATE, Step, generate_model, snapshot, write};
 
-use crate::support::services::{Fault, Op, Services};
-use std::collections::BTreeMap;
-use crate::support::{Step, snapshot, write};
-use crate::support;
-use crate::support::services;
-
-
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "fault-matrix")];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -97,25 +91,16 @@ struct Observed {
     warning: bool,
 }
 
-fn step_for(services: &Services, op: Op) -> Step {
-    let mut step = Step::new();
+/// A step against the protocol that `op` belongs to, with the REST API and short timeouts.
+fn step_for_op(services: &Services, op: Op) -> Step {
     let v1 = matches!(op, Op::V1Lookup | Op::V1Reserve | Op::V1Upload | Op::V1Commit | Op::V1Download);
-    step.extra_env = if v1 { services.v1_env() } else { services.v2_env() };
+    let protocol = if v1 { services.v1_env() } else { services.v2_env() };
     // Misses are explained through the REST API: its token is in play on every restore too.
-    step.extra_env.extend(services.rest_env());
-    for (k, v) in [
-        ("EXACT_CACHE_RETRY_BASE_MS", "10"),
-        ("EXACT_CACHE_READ_TIMEOUT_SECONDS", "1"),
-        ("EXACT_CACHE_CALL_TIMEOUT_SECONDS", "1"),
-    ] {
+    let mut step = Step::against([protocol, services.rest_env()].concat());
+    for (k, v) in [("EXACT_CACHE_READ_TIMEOUT_SECONDS", "1"), ("EXACT_CACHE_CALL_TIMEOUT_SECONDS", "1")] {
         step.extra_env.push((k.into(), v.into()));
     }
     step
-}
-
-fn generate(step: &Step) {
-    write(&step.ws.join("out/model.pth"), &(0..100_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<_>>());
-    write(&step.ws.join("out/x.expected"), b"expected");
 }
 
 fn inputs(strict: bool) -> Vec<(&'static str, &'static str)> {
@@ -129,8 +114,8 @@ fn inputs(strict: bool) -> Vec<(&'static str, &'static str)> {
 
 fn observe(row: &Row) -> Observed {
     let services = Services::start();
-    let step = step_for(&services, row.op);
-    generate(&step);
+    let step = step_for_op(&services, row.op);
+    generate_model(&step.ws, 100_000);
     let mut inject = row.inject.clone();
     if let Fault::WrongMatchedKey(_) = inject {
         let key = step.run(&["fingerprint"], &INPUTS, NO_STATE).output("key").to_owned();
@@ -284,8 +269,8 @@ fn rest_failures_of_explain_and_prune_leak_nothing() {
         (Op::RestDelete, status(500, "down")),
     ] {
         let services = Services::start();
-        let step = step_for(&services, op);
-        generate(&step);
+        let step = step_for_op(&services, op);
+        generate_model(&step.ws, 100_000);
         let mut with_prune = inputs(false);
         with_prune.push(("prune", "true"));
         // An older entry with the same prefix, so the save has something to prune.

@@ -2,15 +2,13 @@
 //! real archives and service answers) and every input that once crashed a target
 //! (fuzz/regressions/). `UPDATE_FUZZ_SEEDS=1` regenerates the seeds from the current packer.
 
-
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME, SecretScanner, inventory, write_archive};
 use exact_cache::fuzzing::{self, PlacementCase, PlacementOutcome, Shape, UNPACK_PATHS, UnpackOutcome, unpack_record};
 use exact_cache::paths::{Locations, PatternSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use crate::support::write;
-use crate::support;
 
+use crate::support::{self, write};
 
 const TARGETS: &[&str] = &["manifest", "fingerprint", "wire", "unpack", "placement"];
 

@@ -3,6 +3,7 @@
 
 use exact_cache::manifest::{EntryKind, ManifestEntry};
 use sha2::Digest;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 pub mod act;
@@ -24,6 +25,27 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// `words` little-endian `u32`s counting up from 0: compressible, yet no two words alike.
+pub fn counting(words: u32) -> Vec<u8> {
+    (0..words).flat_map(u32::to_le_bytes).collect()
+}
+
+/// `size` bytes from /dev/urandom in a new file `path`, streamed (sizes up to gigabytes).
+pub fn random_file(path: &Path, size: u64) {
+    use std::io::{Read, Write};
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut urandom = std::fs::File::open("/dev/urandom").unwrap().take(size);
+    std::io::copy(&mut urandom, &mut f).unwrap();
+    f.flush().unwrap();
+}
+
+/// What a generator leaves in `ws/out`: a model of `words` words and its expected output.
+pub fn generate_model(ws: &Path, words: u32) {
+    write(&ws.join("out/model.pth"), &counting(words));
+    write(&ws.join("out/x.expected"), b"expected");
 }
 
 pub fn set_exec(path: &Path, exec: bool) {
@@ -169,6 +191,16 @@ impl StepResult {
     }
 }
 
+/// Held by the tests that write gigabytes, so that no two of them fill the disk at once (they were
+/// separate test binaries, which run one after another).
+pub fn one_disk_heavy_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static DISK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    DISK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The state a main step starts with: none (a post step gets the main step's `StepResult::state`).
+pub const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
 pub fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_exact-cache")
 }
@@ -212,6 +244,15 @@ impl Step {
             wrapper: Vec::new(),
             runs: Default::default(),
         }
+    }
+
+    /// A step that reaches a cache service through `env` (`Services::v2_env` and the like),
+    /// retrying 10 ms apart so that injected faults cost little time.
+    pub fn against(env: Vec<(String, String)>) -> Self {
+        let mut step = Self::new();
+        step.extra_env = env;
+        step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+        step
     }
 
     /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
