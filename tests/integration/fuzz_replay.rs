@@ -65,7 +65,7 @@ fn seed_archive(compression: Compression) -> Vec<u8> {
 /// encodings): overlapping plain roots with links inside them, nested glob matches, links the
 /// user already had (out of the workspace, to `/`) that the archive replaces or stays clear of,
 /// a refused archive and one undone at commit. Each keeps guarantee 6 on today's code; shapes
-/// that do not are in tests/placement_property.rs.
+/// that do not are in tests/integration/placement_property.rs.
 fn placement_seeds() -> Vec<(&'static str, PlacementCase)> {
     let dir = || Shape::Dir(0o755);
     let file = || Shape::File(0o644);

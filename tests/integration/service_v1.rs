@@ -1,5 +1,5 @@
 //! The v1 protocol end to end against the local v1 REST service (GHES-like), and its faults.
-//! nektos/act's real cache server is exercised in tests/act_cache_server.rs.
+//! nektos/act's real cache server is exercised in tests/integration/act_cache_server.rs.
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
