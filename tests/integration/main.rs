@@ -1,10 +1,11 @@
-//! The integration tests, one crate so the library and the test services are built and linked
-//! once: a module per area, and `support` for what they share (the binary run as a step, trees
-//! and hand-made archives, the local cache services, nektos/act).
+//! The integration tests as one crate (ripgrep's layout): the library and the test services are
+//! built and linked once, and libtest spreads every test over its threads instead of running one
+//! binary after another. A module per area; `support` holds what several of them use.
 //!
-//! The tests that need test peers or minutes of machine time filter by module: `act_cache_server`
-//! and `act_examples` need `.venv` (nektos/act) and `.venv-torch`, `large` writes gigabytes.
-//! tests/dist.rs is a crate of its own (see there).
+//! Some need peers or minutes: `act_cache_server` and `act_examples` need nektos/act in `.venv`
+//! (and `.venv-torch` for the TorchInductor example), `large` writes gigabytes; filter by module
+//! (`cargo test --test integration -- --skip act_`). tests/dist.rs is a crate of its own (it says
+//! why).
 
 mod act_cache_server;
 mod act_examples;
