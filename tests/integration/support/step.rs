@@ -1,0 +1,183 @@
+//! The `exact-cache` binary run the way the Actions runner runs a step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Runs its arguments and reports the child's peak RSS. A Python parent is used because
+/// `ru_maxrss` survives fork and exec: a child forked straight from the (large) test process
+/// would report the test's own memory.
+pub const MEASURE_RSS: &str = "import resource, subprocess, sys\n\
+    r = subprocess.run(sys.argv[1:])\n\
+    sys.stderr.write('maxrss-kib=%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
+    sys.exit(r.returncode)";
+
+/// The `exact-cache` binary run as an Actions step: fresh command files per run, inputs as
+/// `INPUT_*`, state carried from the main step to the post step.
+pub struct Step {
+    pub dir: tempfile::TempDir,
+    pub ws: PathBuf,
+    pub cache: PathBuf,
+    pub home: PathBuf,
+    pub runner_temp: PathBuf,
+    pub extra_env: Vec<(String, String)>,
+    /// Run the binary under a Python parent that reports its peak RSS (`StepResult::peak_rss_mib`).
+    pub measure: bool,
+    /// Run the binary as the last argument of this command line (e.g. `setpriv …` to drop
+    /// privileges); empty for none.
+    pub wrapper: Vec<String>,
+    runs: std::cell::Cell<usize>,
+}
+
+#[derive(Debug)]
+pub struct StepResult {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub outputs: BTreeMap<String, String>,
+    pub state: BTreeMap<String, String>,
+    pub env: BTreeMap<String, String>,
+    pub summary: String,
+    pub peak_rss_mib: Option<f64>,
+}
+
+impl StepResult {
+    /// Everything a user or a log collector can read — the log without its `::add-mask::` lines
+    /// (which is how values get masked), stderr, the summary and the outputs — to check that a
+    /// secret appears nowhere.
+    pub fn readable(&self) -> String {
+        let log: Vec<&str> = self.stdout.lines().filter(|l| !l.starts_with("::add-mask::")).collect();
+        let outputs: Vec<&String> = self.outputs.values().collect();
+        format!("{}\n{}\n{}\n{outputs:?}", log.join("\n"), self.stderr, self.summary)
+    }
+
+    pub fn output(&self, name: &str) -> &str {
+        self.outputs.get(name).map(String::as_str).unwrap_or_else(|| panic!("output `{name}` is unset: {self:#?}"))
+    }
+}
+
+/// The state a main step starts with: none (a post step gets the main step's `StepResult::state`).
+pub const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
+pub fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_exact-cache")
+}
+
+/// Parse `name<<DELIM\nvalue\nDELIM\n` records.
+fn parse_command_file(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let (name, delim) = line.split_once("<<").expect("heredoc record");
+        let mut value = Vec::new();
+        for l in lines.by_ref() {
+            if l == delim {
+                break;
+            }
+            value.push(l);
+        }
+        out.insert(name.to_owned(), value.join("\n"));
+    }
+    out
+}
+
+impl Step {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("work/repo/repo");
+        let cache = dir.path().join("cache");
+        let home = dir.path().join("home");
+        let runner_temp = dir.path().join("runner-temp");
+        for d in [&ws, &home, &runner_temp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            dir,
+            ws,
+            cache,
+            home,
+            runner_temp,
+            extra_env: Vec::new(),
+            measure: false,
+            wrapper: Vec::new(),
+            runs: Default::default(),
+        }
+    }
+
+    /// A step that reaches a cache service through `env` (`Services::v2_env` and the like),
+    /// retrying 10 ms apart so that injected faults cost little time.
+    pub fn against(env: Vec<(String, String)>) -> Self {
+        let mut step = Self::new();
+        step.extra_env = env;
+        step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+        step
+    }
+
+    /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
+    pub fn run(&self, args: &[&str], inputs: &[(&str, &str)], state: &BTreeMap<String, String>) -> StepResult {
+        let n = self.runs.get();
+        self.runs.set(n + 1);
+        let files = self.dir.path().join(format!("run-{n}"));
+        std::fs::create_dir_all(&files).unwrap();
+        let (output, state_file, env_file, summary) =
+            (files.join("output"), files.join("state"), files.join("env"), files.join("summary"));
+        let mut cmd = if let Some((program, args)) = self.wrapper.split_first() {
+            let mut c = std::process::Command::new(program);
+            c.args(args).arg(exe());
+            c
+        } else if self.measure {
+            let mut c = std::process::Command::new("python3");
+            c.args(["-c", MEASURE_RSS, exe()]);
+            c
+        } else {
+            std::process::Command::new(exe())
+        };
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_WORKSPACE", &self.ws)
+            .env("GITHUB_OUTPUT", &output)
+            .env("GITHUB_STATE", &state_file)
+            .env("GITHUB_ENV", &env_file)
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("RUNNER_TEMP", &self.runner_temp)
+            .env("HOME", &self.home)
+            .env("EXACT_CACHE_DIR", &self.cache)
+            .current_dir(&self.ws);
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        for (name, value) in inputs {
+            cmd.env(format!("INPUT_{}", name.to_uppercase()), value);
+        }
+        for (name, value) in state {
+            cmd.env(format!("STATE_{name}"), value);
+        }
+        let out = cmd.output().unwrap();
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let peak_rss_mib = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("maxrss-kib="))
+            .and_then(|k| k.parse::<f64>().ok())
+            .map(|k| k / 1024.0);
+        StepResult {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr,
+            peak_rss_mib,
+            outputs: parse_command_file(&read(&output)),
+            state: parse_command_file(&read(&state_file)),
+            env: parse_command_file(&read(&env_file)),
+            summary: read(&summary),
+        }
+    }
+
+    /// The single stored entry file of the local backend.
+    pub fn stored_entry(&self) -> PathBuf {
+        let entries: Vec<_> =
+            std::fs::read_dir(self.cache.join("entries")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        entries.into_iter().next().unwrap()
+    }
+}
