@@ -6,7 +6,8 @@
 //! Prints one JSON line with the environment a runner would give a node action, then serves
 //! until its standard input closes. `EXACT_CACHE_AZURITE_PORT` names the running Azurite.
 
-#[path = "../tests/services/mod.rs"]
+#[path = "../tests/integration/support/services/mod.rs"]
+#[allow(dead_code, unused_imports, reason = "the benchmark runs the v2 service alone: no faults, v1 or REST")]
 mod services;
 
 use services::{BlobStore, Services};

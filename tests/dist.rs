@@ -1,6 +1,11 @@
 //! The committed portable binary in dist/: its checksum, what it needs from the system it runs
 //! on (glibc ≤ 2.17, only base system libraries), that it runs, and that it is what the current
 //! sources build (`scripts/build-dist --check`).
+//!
+//! A crate of its own, not a module of tests/integration: it checks the committed artifact, not the
+//! library, and its slow test is a from-scratch release (LTO) build that takes every core and
+//! gigabytes of disk for minutes, which the integration tests' sub-second read timeouts and
+//! gigabyte round trips should not run beside.
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

@@ -1,14 +1,12 @@
 //! Local peers for the cache-service tests: a GitHub cache service (v2 Twirp and v1 REST) on
 //! 127.0.0.1, storing v2 blobs in Azurite through real SAS-signed URLs, with scriptable
 //! faults. The official `@actions/cache` client is run against it to prove it speaks the real
-//! protocol (tests/official_client.rs).
-#![allow(dead_code)]
+//! protocol (tests/integration/official_client.rs).
 
 pub mod azurite;
 mod fast_blob;
 mod server;
 
-#[allow(unused_imports)]
 pub use server::{BlobStore, REST_TOKEN, Services, TOKEN, V1_SECRET};
 
 use std::collections::{HashMap, VecDeque};

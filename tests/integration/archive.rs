@@ -1,8 +1,6 @@
 //! Archives: round trips, all-or-nothing placement, and hostile archives built by hand.
-#![cfg(unix)]
 
-mod support;
-
+use crate::support::{TarBuilder, dir_entry, file_entry, snapshot, write};
 use exact_cache::archive::{
     Compression, FINGERPRINT_NAME, MANIFEST_NAME, RestorePlan, SecretScanner, UnpackError, inventory, unpack,
     write_archive,
@@ -12,7 +10,6 @@ use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, 
 use exact_cache::outcome::MissReason;
 use exact_cache::paths::{Locations, PatternSet};
 use std::path::Path;
-use support::{TarBuilder, dir_entry, file_entry, snapshot, write};
 use tar::EntryType;
 
 fn record(prefix: &str) -> FingerprintRecord {

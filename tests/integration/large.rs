@@ -1,22 +1,10 @@
 //! Size and memory: a large tree round-trips byte-identically through the CLI and the local
 //! backend, and restoring a 2 GB entry streams (bounded peak memory).
-#![cfg(unix)]
-
-mod support;
-
-use std::io::{Read, Write};
 
 use std::path::Path;
 use std::process::Command;
-use support::{snapshot, write};
 
-fn random_file(path: &Path, size: u64) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut urandom = std::fs::File::open("/dev/urandom").unwrap().take(size);
-    std::io::copy(&mut urandom, &mut f).unwrap();
-    f.flush().unwrap();
-}
+use crate::support::{self, random_file, snapshot, write};
 
 /// Run the CLI; returns stdout and the peak RSS in MiB. The measurement goes through a small
 /// Python parent: `ru_maxrss` survives fork and exec, so a child forked straight from this
@@ -46,6 +34,7 @@ fn output<'a>(stdout: &'a str, name: &str) -> &'a str {
 
 #[test]
 fn a_tree_of_200_mb_and_20k_files_round_trips() {
+    let _disk = support::one_disk_heavy_test_at_a_time();
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
@@ -78,6 +67,7 @@ fn a_tree_of_200_mb_and_20k_files_round_trips() {
 
 #[test]
 fn restoring_a_2_gb_entry_streams_in_bounded_memory() {
+    let _disk = support::one_disk_heavy_test_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     let cache = dir.path().join("cache");

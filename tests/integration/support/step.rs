@@ -1,120 +1,7 @@
-//! Shared helpers for integration tests: files, trees, the binary, and hand-made archives.
-#![allow(dead_code)]
+//! The `exact-cache` binary run the way the Actions runner runs a step.
 
-use exact_cache::manifest::{EntryKind, ManifestEntry};
-use sha2::Digest;
-use std::path::Path;
-
-pub fn write(path: &Path, data: &[u8]) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, data).unwrap();
-}
-
-/// `len` pseudo-random, barely compressible bytes (xorshift64 from `seed`).
-pub fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-#[cfg(unix)]
-pub fn set_exec(path: &Path, exec: bool) {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = if exec { 0o755 } else { 0o644 };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// What a tree holds: relative path → kind, mode and content (or link target).
-#[cfg(unix)]
-pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut out = std::collections::BTreeMap::new();
-    if std::fs::symlink_metadata(root).is_err() {
-        return out;
-    }
-    for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
-        let entry = entry.unwrap();
-        let rel = entry.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
-        let meta = entry.path().symlink_metadata().unwrap();
-        let mode = meta.permissions().mode() & 0o7777;
-        let value = if meta.file_type().is_symlink() {
-            format!("symlink -> {}", std::fs::read_link(entry.path()).unwrap().display())
-        } else if meta.is_dir() {
-            format!("dir {mode:o}")
-        } else {
-            use sha2::Digest;
-            let mut hasher = sha2::Sha256::new();
-            let mut file = std::fs::File::open(entry.path()).unwrap();
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = std::io::Read::read(&mut file, &mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-            }
-            let digest = hex::encode(hasher.finalize());
-            format!("file {mode:o} {} {digest}", meta.len())
-        };
-        out.insert(rel, value);
-    }
-    out
-}
-
-/// Raw tar bytes, written header by header so tests can make archives no honest packer would.
-#[derive(Default)]
-pub struct TarBuilder {
-    pub bytes: Vec<u8>,
-}
-
-impl TarBuilder {
-    pub fn entry(&mut self, name: &str, kind: tar::EntryType, mode: u32, data: &[u8], link: Option<&str>) -> &mut Self {
-        self.entry_with_size(name, kind, mode, data, link, data.len() as u64)
-    }
-
-    /// An entry whose header claims `size` bytes, whatever `data` holds.
-    pub fn entry_with_size(
-        &mut self,
-        name: &str,
-        kind: tar::EntryType,
-        mode: u32,
-        data: &[u8],
-        link: Option<&str>,
-        size: u64,
-    ) -> &mut Self {
-        let mut h = tar::Header::new_ustar();
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_size(size);
-        h.set_mtime(1_700_000_000);
-        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
-        if let Some(link) = link {
-            h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
-        }
-        h.set_cksum();
-        self.bytes.extend_from_slice(h.as_bytes());
-        self.bytes.extend_from_slice(data);
-        let pad = (512 - data.len() % 512) % 512;
-        self.bytes.extend(std::iter::repeat_n(0u8, pad));
-        self
-    }
-
-    pub fn file(&mut self, name: &str, data: &[u8]) -> &mut Self {
-        self.entry(name, tar::EntryType::Regular, 0o644, data, None)
-    }
-
-    pub fn finish(&mut self) -> Vec<u8> {
-        let mut bytes = std::mem::take(&mut self.bytes);
-        bytes.extend(std::iter::repeat_n(0u8, 1024));
-        bytes
-    }
-}
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// Runs its arguments and reports the child's peak RSS. A Python parent is used because
 /// `ru_maxrss` survives fork and exec: a child forked straight from the (large) test process
@@ -128,10 +15,10 @@ pub const MEASURE_RSS: &str = "import resource, subprocess, sys\n\
 /// `INPUT_*`, state carried from the main step to the post step.
 pub struct Step {
     pub dir: tempfile::TempDir,
-    pub ws: std::path::PathBuf,
-    pub cache: std::path::PathBuf,
-    pub home: std::path::PathBuf,
-    pub runner_temp: std::path::PathBuf,
+    pub ws: PathBuf,
+    pub cache: PathBuf,
+    pub home: PathBuf,
+    pub runner_temp: PathBuf,
     pub extra_env: Vec<(String, String)>,
     /// Run the binary under a Python parent that reports its peak RSS (`StepResult::peak_rss_mib`).
     pub measure: bool,
@@ -146,9 +33,9 @@ pub struct StepResult {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
-    pub outputs: std::collections::BTreeMap<String, String>,
-    pub state: std::collections::BTreeMap<String, String>,
-    pub env: std::collections::BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, String>,
+    pub state: BTreeMap<String, String>,
+    pub env: BTreeMap<String, String>,
     pub summary: String,
     pub peak_rss_mib: Option<f64>,
 }
@@ -168,13 +55,16 @@ impl StepResult {
     }
 }
 
+/// The state a main step starts with: none (a post step gets the main step's `StepResult::state`).
+pub const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+
 pub fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_exact-cache")
 }
 
 /// Parse `name<<DELIM\nvalue\nDELIM\n` records.
-pub fn parse_command_file(text: &str) -> std::collections::BTreeMap<String, String> {
-    let mut out = std::collections::BTreeMap::new();
+fn parse_command_file(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let (name, delim) = line.split_once("<<").expect("heredoc record");
@@ -213,13 +103,17 @@ impl Step {
         }
     }
 
+    /// A step that reaches a cache service through `env` (`Services::v2_env` and the like),
+    /// retrying 10 ms apart so that injected faults cost little time.
+    pub fn against(env: Vec<(String, String)>) -> Self {
+        let mut step = Self::new();
+        step.extra_env = env;
+        step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+        step
+    }
+
     /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
-    pub fn run(
-        &self,
-        args: &[&str],
-        inputs: &[(&str, &str)],
-        state: &std::collections::BTreeMap<String, String>,
-    ) -> StepResult {
+    pub fn run(&self, args: &[&str], inputs: &[(&str, &str)], state: &BTreeMap<String, String>) -> StepResult {
         let n = self.runs.get();
         self.runs.set(n + 1);
         let files = self.dir.path().join(format!("run-{n}"));
@@ -280,41 +174,10 @@ impl Step {
     }
 
     /// The single stored entry file of the local backend.
-    pub fn stored_entry(&self) -> std::path::PathBuf {
+    pub fn stored_entry(&self) -> PathBuf {
         let entries: Vec<_> =
             std::fs::read_dir(self.cache.join("entries")).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(entries.len(), 1, "{entries:?}");
         entries.into_iter().next().unwrap()
-    }
-}
-
-pub mod act;
-
-/// The manifest line of a file member `path` holding `data` (mode 644).
-pub fn file_entry(path: &str, data: &[u8]) -> ManifestEntry {
-    ManifestEntry {
-        path: path.into(),
-        kind: EntryKind::File,
-        mode: 0o644,
-        size: data.len() as u64,
-        sha256: Some(hex::encode(sha2::Sha256::digest(data))),
-        target: None,
-    }
-}
-
-/// The manifest line of a directory member `path` (mode 755).
-pub fn dir_entry(path: &str) -> ManifestEntry {
-    ManifestEntry { path: path.into(), kind: EntryKind::Dir, mode: 0o755, size: 0, sha256: None, target: None }
-}
-
-/// The manifest line of a symlink member `path` pointing at `target` (mode 777).
-pub fn link_entry(path: &str, target: &str) -> ManifestEntry {
-    ManifestEntry {
-        path: path.into(),
-        kind: EntryKind::Symlink,
-        mode: 0o777,
-        size: 0,
-        sha256: None,
-        target: Some(target.into()),
     }
 }

@@ -2,10 +2,7 @@
 //! deterministic here (`native: none`), so the snapshot also pins the key recipe; paths,
 //! times, rates and archive sizes are redacted.
 
-mod support;
-
-use std::collections::BTreeMap;
-use support::{Step, StepResult, write};
+use crate::support::{self, NO_STATE, Step, StepResult, write};
 
 fn render(r: &StepResult) -> String {
     let outputs: Vec<String> = r.outputs.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -39,12 +36,12 @@ fn restore_save_restore_as_users_see_it() {
         ("variant", "cpu"),
         ("reuse-env", "REUSED"),
     ];
-    let cold = step.run(&["restore"], &inputs, &BTreeMap::new());
+    let cold = step.run(&["restore"], &inputs, NO_STATE);
     write(&step.ws.join("fixtures/a.pth"), b"weights");
     write(&step.ws.join("fixtures/b.expected"), b"expected");
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
-    let warm = step.run(&["restore"], &inputs, &BTreeMap::new());
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
     settings(&step).bind(|| {
         insta::assert_snapshot!("cold_restore", render(&cold));
         insta::assert_snapshot!("post_save", render(&post));

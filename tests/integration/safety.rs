@@ -9,23 +9,17 @@
 //! HOME, GITHUB_WORKSPACE, RUNNER_TEMP and the local store all inside it). The victims
 //! "outside" are files made in that scratch directory next to the workspace; no path here is
 //! ever a real directory, except `/root` in the one test that runs the binary as `nobody`.
-#![cfg(unix)]
-
-#[path = "services/mod.rs"]
-mod services;
-mod support;
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::cache_version;
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
 use exact_cache::paths::{has_glob_meta, normalize};
-use services::{BlobStore, Services};
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use support::{Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+use crate::support::services::{BlobStore, Services};
+use crate::support::{NO_STATE, Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
 
 // ---- helpers ---------------------------------------------------------------------------------
 
@@ -57,10 +51,7 @@ impl Scene {
             Store::Local => Self { step: Step::new(), services: None },
             Store::V2 => {
                 let services = Services::start_with(BlobStore::Fast { name: String::new() });
-                let mut step = Step::new();
-                step.extra_env = services.v2_env();
-                step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
-                Self { step, services: Some(services) }
+                Self { step: Step::against(services.v2_env()), services: Some(services) }
             }
         }
     }

@@ -1,28 +1,17 @@
 //! The v2 protocol end to end against the local Twirp service and Azurite: round trips and
 //! every injected fault, with the outcome a user would expect.
-#![cfg(unix)]
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
-
-use services::Services;
+use exact_cache::archive::Compression;
+use exact_cache::keys::cache_version;
 use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
-
-fn step_for(services: &Services) -> Step {
-    let mut step = Step::new();
-    step.extra_env = services.v2_env();
-    step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
-    step
-}
+use crate::support::services::{self, Fault, Op, Services};
+use crate::support::{self, NO_STATE, Step, generate_model, random_file, snapshot, write};
 
 #[test]
 fn round_trip_through_twirp_and_azurite_is_byte_identical() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v2_env());
     write(&step.ws.join("out/a.bin"), &vec![7u8; 300_000]);
     write(&step.ws.join("out/sub/b.txt"), b"hello");
     let inputs = [("path", "out"), ("native", "none")];
@@ -38,17 +27,12 @@ fn round_trip_through_twirp_and_azurite_is_byte_identical() {
     assert!(!restore.stdout.contains("sig="), "signed URLs never print");
 }
 
-use exact_cache::archive::Compression;
-use exact_cache::keys::cache_version;
-use services::{Fault, Op};
-
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "faults")];
 
 /// A step with a saved entry, and the tree it holds.
 fn saved(services: &Services) -> (Step, BTreeMap<String, String>) {
-    let step = step_for(services);
-    write(&step.ws.join("out/model.pth"), &(0..200_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<_>>());
-    write(&step.ws.join("out/x.expected"), b"expected");
+    let step = Step::against(services.v2_env());
+    generate_model(&step.ws, 200_000);
     let save = step.run(&["save"], &INPUTS, NO_STATE);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
     let tree = snapshot(&step.ws.join("out"));
@@ -64,7 +48,7 @@ fn assert_untouched(step: &Step, before: &BTreeMap<String, String>) {
 #[test]
 fn large_entries_use_blocks_and_parallel_ranges() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v2_env());
     for (k, v) in [
         ("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1"),
         ("EXACT_CACHE_SINGLE_PUT_MIB", "1"),
@@ -95,7 +79,7 @@ fn large_entries_use_blocks_and_parallel_ranges() {
 #[test]
 fn rate_limits_stop_the_save_and_every_later_call() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v2_env());
     write(&step.ws.join("out/a"), b"a");
     services.faults.push(Op::Create, Fault::Status { code: 429, retry_after: Some(60), msg: "rate limited" }, 5);
     let r = step.run(&["save"], &INPUTS, NO_STATE);
@@ -193,7 +177,7 @@ fn a_stalled_download_times_out() {
 #[test]
 fn a_prefix_match_is_never_downloaded() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v2_env());
     let key = step.run(&["fingerprint"], &INPUTS, NO_STATE).output("key").to_owned();
     let version = cache_version(&["out"], Compression::Zstd);
     // An entry whose key has ours as a prefix, with our version: the service offers it.
@@ -218,7 +202,7 @@ fn a_prefix_match_is_never_downloaded() {
 #[test]
 fn read_only_tokens_conflicts_and_quota() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v2_env());
     write(&step.ws.join("out/a"), b"a");
 
     services.faults.push(Op::Create, Fault::ReadOnly, 1);
@@ -257,7 +241,7 @@ fn read_only_tokens_conflicts_and_quota() {
 #[test]
 fn blob_upload_failures_are_retried_then_reported() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v2_env());
     write(&step.ws.join("out/a"), b"a");
     services.faults.push(Op::BlobPut, Fault::Status { code: 503, retry_after: None, msg: "ServerBusy" }, 1);
     assert_eq!(step.run(&["save"], &INPUTS, NO_STATE).output("save-result"), "saved");
@@ -287,7 +271,7 @@ fn a_corrupt_blob_is_a_corrupt_miss() {
 #[test]
 fn cache_mode_read_skips_saving() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v2_env());
     step.extra_env.push(("ACTIONS_CACHE_MODE".into(), "read".into()));
     write(&step.ws.join("out/a"), b"a");
     let r = step.run(&["save"], &INPUTS, NO_STATE);
@@ -298,15 +282,11 @@ fn cache_mode_read_skips_saving() {
 /// 1 GiB through Twirp and Azurite with bounded memory on both sides.
 #[test]
 fn a_1_gib_entry_round_trips_in_bounded_memory() {
+    let _disk = support::one_disk_heavy_test_at_a_time();
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v2_env());
     step.measure = true;
-    let path = step.ws.join("big/blob.bin");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    let mut urandom = std::io::Read::take(std::fs::File::open("/dev/urandom").unwrap(), 1 << 30);
-    std::io::copy(&mut urandom, &mut f).unwrap();
-    drop(f);
+    random_file(&step.ws.join("big/blob.bin"), 1 << 30);
     let inputs = [("path", "big"), ("native", "none")];
     let save = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
@@ -324,7 +304,7 @@ fn a_1_gib_entry_round_trips_in_bounded_memory() {
 #[test]
 fn slow_block_answers_are_not_read_timeouts() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v2_env());
     step.extra_env.push(("EXACT_CACHE_READ_TIMEOUT_SECONDS".into(), "0.3".into()));
     step.extra_env.push(("EXACT_CACHE_ATTEMPTS".into(), "1".into()));
     write(&step.ws.join("out/a"), b"a");
@@ -345,7 +325,7 @@ fn dropping_a_download_mid_flight_is_clean() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static PANICS: AtomicUsize = AtomicUsize::new(0);
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v2_env());
     step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "0.0625".into()));
     write(&step.ws.join("out/big"), &vec![9u8; 2 << 20]);
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
@@ -376,7 +356,7 @@ fn dropping_a_download_mid_flight_is_clean() {
 #[test]
 fn a_file_holding_the_runtime_token_never_reaches_the_blob_store() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v2_env());
     // Small blocks, no compression: blocks go up while packing continues, and the token would be
     // visible in the uploaded bytes if any part of it were sent.
     step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));

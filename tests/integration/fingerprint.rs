@@ -1,9 +1,7 @@
 //! The fingerprint: frozen encoding, order independence, and each facet changing the key when
 //! (and only when) its fact changes.
-#![cfg(unix)]
 
-mod support;
-
+use crate::support::{set_exec, write};
 use exact_cache::env::Env;
 use exact_cache::fingerprint::{
     CommandOutput, CpuFacts, Facet, Fingerprint, FingerprintError, FingerprintSpec, HostSystem, OsFacts, System, Value,
@@ -13,7 +11,6 @@ use exact_cache::paths::Locations;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::Path;
-use support::{set_exec, write};
 
 #[test]
 fn frozen_vectors_match() {

@@ -2,22 +2,16 @@
 //! local backend, while other jobs keep restoring it: exactly one save creates the entry, the
 //! others report `exists`, and no restore ever sees a partial or corrupt entry — each one is a
 //! clean miss or the whole tree.
-#![cfg(unix)]
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
-
-use services::Services;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use support::{Step, snapshot, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+use crate::support::services::Services;
+use crate::support::{self, NO_STATE, Step, snapshot, write};
+
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "concurrency")];
 const SAVERS: usize = 8;
 
-fn generate(step: &Step) {
+fn generate_outputs(step: &Step) {
     // Large enough that the saves overlap: several MiB of barely compressible bytes.
     write(&step.ws.join("out/weights.bin"), &support::noise(6 << 20, 0x2545f4914f6cdd1d));
     for i in 0..50 {
@@ -30,7 +24,7 @@ fn generate(step: &Step) {
 fn race(env: &[(String, String)]) -> (Vec<String>, Vec<String>) {
     let reference = {
         let step = Step::new();
-        generate(&step);
+        generate_outputs(&step);
         snapshot(&step.ws.join("out"))
     };
     let done = AtomicBool::new(false);
@@ -74,7 +68,7 @@ fn race(env: &[(String, String)]) -> (Vec<String>, Vec<String>) {
                 s.spawn(|| {
                     let mut step = Step::new();
                     step.extra_env = env.to_vec();
-                    generate(&step);
+                    generate_outputs(&step);
                     let r = step.run(&["save"], &INPUTS, NO_STATE);
                     assert_eq!(r.code, 0, "{}", r.stdout);
                     assert!(!r.stdout.contains("::warning::"), "a lost race is not a warning: {}", r.stdout);

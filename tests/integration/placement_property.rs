@@ -6,9 +6,8 @@
 //! `placement` fuzz target drives the same code with libFuzzer (fuzz/README.md).
 //!
 //! Reproduce one case: `PLACEMENT_SEED=<seed> PLACEMENT_CASE=<n> cargo test --test
-//! placement_property`; `PLACEMENT_CASES=<count>` runs more. A failing case's bytes are also
+//! integration placement_property`; `PLACEMENT_CASES=<count>` runs more. A failing case's bytes are also
 //! written under the test's target tmp directory, for `cargo +nightly fuzz run placement <file>`.
-#![cfg(unix)]
 
 use exact_cache::fuzzing::{PlacementCase, PlacementOutcome, Shape, check_placement, placement_input};
 

@@ -35,8 +35,8 @@ fn render(entry: Entry) -> String {
     };
     let dist = if entry == Entry::Root { "dist" } else { "../dist" };
     let mut y = String::new();
-    y.push_str("# Generated from src/config.rs (INPUTS, OUTPUTS) by tests/action_yml.rs: edit the tables there,\n");
-    y.push_str("# then run `UPDATE_ACTION_YML=1 cargo test --test action_yml`.\n");
+    y.push_str("# Generated from src/config.rs (INPUTS, OUTPUTS) by tests/integration/action_yml.rs: edit the\n");
+    y.push_str("# tables there, then run `UPDATE_ACTION_YML=1 cargo test --test integration action_yml`.\n");
     y.push_str(&format!(
         "name: {}\ndescription: {}\nauthor: exact-cache developers\n",
         quote(name),
@@ -82,7 +82,7 @@ fn action_yml_files_match_the_input_and_output_tables() {
         let actual = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             actual == expected,
-            "{} is stale: run `UPDATE_ACTION_YML=1 cargo test --test action_yml`",
+            "{} is stale: run `UPDATE_ACTION_YML=1 cargo test --test integration action_yml`",
             path.display()
         );
     }

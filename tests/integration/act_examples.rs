@@ -3,10 +3,9 @@
 //! changed generator. The action runs from a scratch repository holding what a release holds
 //! (`action.yml` files and `dist/`), through the node shim and the committed dist binary.
 
-mod support;
-
 use std::path::Path;
-use support::act::{ActRun, git_repo, run_act};
+
+use crate::support::act::{ActRun, git_repo, run_act};
 
 const FILES: &[&str] = &["action.yml", "restore/action.yml", "save/action.yml", "fingerprint/action.yml"];
 

@@ -57,6 +57,7 @@ pub enum BlobStore {
     /// Azurite addressed host-style, `http://<host>/<container>/<blob>?<sas>`, with `host` like
     /// `devstoreaccount1.blob.core.windows.net:10000` mapped to 127.0.0.1 (the benchmark: the
     /// official client takes its parallel download path only for `*.blob.core.windows.net`).
+    #[cfg_attr(test, expect(dead_code, reason = "only the benchmark (bench/service.rs) runs it"))]
     AzuriteHostStyle { host: String },
     /// A minimal blob store of our own (files in a directory), host-style at `<name>.blob.core.windows.net:<port>`.
     Fast { name: String },

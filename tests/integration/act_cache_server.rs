@@ -1,9 +1,8 @@
 //! Our v1 client against nektos/act's real cache server (act 0.2.89, host mode): a round trip
 //! within one run, reuse across runs, and act's prefix matching never restoring another key.
 
-mod support;
-
-use support::act::{git_repo, run_act};
+use crate::support::act::{git_repo, run_act};
+use crate::support::exe;
 
 const ROUND_TRIP: &str = r#"
 on: push
@@ -68,7 +67,7 @@ jobs:
 fn round_trip_and_reuse_across_runs_with_acts_cache_server() {
     let repo = git_repo(&[(".github/workflows/rt.yml", ROUND_TRIP), (".github/workflows/again.yml", RESTORE_ONLY)]);
     let storage = tempfile::tempdir().unwrap();
-    let exe = support::exe();
+    let exe = exe();
     let run = run_act(repo.path(), &repo.path().join(".github/workflows/rt.yml"), storage.path(), &[("EXE", exe)]);
     assert!(run.success, "{}", run.log);
     assert_eq!(run.output("save", "save-result"), "saved");
@@ -85,12 +84,7 @@ fn round_trip_and_reuse_across_runs_with_acts_cache_server() {
 fn acts_prefix_match_is_never_restored() {
     let repo = git_repo(&[(".github/workflows/trap.yml", PREFIX_TRAP)]);
     let storage = tempfile::tempdir().unwrap();
-    let run = run_act(
-        repo.path(),
-        &repo.path().join(".github/workflows/trap.yml"),
-        storage.path(),
-        &[("EXE", support::exe())],
-    );
+    let run = run_act(repo.path(), &repo.path().join(".github/workflows/trap.yml"), storage.path(), &[("EXE", exe())]);
     assert!(run.success, "{}", run.log);
     assert!(run.log.contains("planted act-trap-"), "{}", run.log);
     assert_eq!(run.output("restore", "cache-hit"), "false");

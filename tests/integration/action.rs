@@ -1,21 +1,14 @@
 //! The binary as an Actions step: inputs, outputs, state, env, summary, annotations, exit codes.
-#![cfg(unix)]
 
-mod support;
+use crate::support::{self, NO_STATE, Step, set_exec, snapshot, write};
 
-use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
-
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
-
-fn generate(step: &Step) {
-    use std::os::unix::fs::PermissionsExt;
+fn generate_fixtures(step: &Step) {
     write(&step.ws.join("fixtures/model.pth"), &[3u8; 10_000]);
     write(&step.ws.join("fixtures/model.expected"), b"tensor([1., 2.])\n");
     write(&step.ws.join("fixtures/saved_model/saved_model.pb"), b"pb");
     std::fs::create_dir_all(step.ws.join("fixtures/saved_model/assets")).unwrap();
     write(&step.ws.join("fixtures/run.sh"), b"#!/bin/sh\n");
-    std::fs::set_permissions(step.ws.join("fixtures/run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    set_exec(&step.ws.join("fixtures/run.sh"), true);
     std::os::unix::fs::symlink("model.pth", step.ws.join("fixtures/latest.pth")).unwrap();
 }
 
@@ -49,7 +42,7 @@ fn cold_then_warm() {
     assert!(fingerprint["components"]["files"]["gen.py"].is_string());
     assert_eq!(cold.state["key"], key);
 
-    generate(&step);
+    generate_fixtures(&step);
     let post = step.run(&["save", "--post"], &inputs(), &cold.state);
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("saved"), "true");
@@ -86,7 +79,7 @@ fn a_flipped_byte_in_the_stored_entry_is_never_reused() {
         write(&step.ws.join("gen.py"), b"print('generate')\n");
         let mut inputs = inputs();
         inputs.push(("compression", compression));
-        generate(&step);
+        generate_fixtures(&step);
         let save = step.run(&["save"], &inputs, NO_STATE);
         assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
 
@@ -170,7 +163,7 @@ fn incomplete_sets_are_never_saved() {
 fn saving_twice_reports_exists() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");
-    generate(&step);
+    generate_fixtures(&step);
     assert_eq!(step.run(&["save"], &inputs(), NO_STATE).output("save-result"), "saved");
     let again = step.run(&["save"], &inputs(), NO_STATE);
     assert_eq!(again.code, 0);
@@ -185,7 +178,7 @@ fn save_with_an_explicit_key_uses_the_restore_steps_fingerprint() {
     write(&step.ws.join("gen.py"), b"x");
     let restore = step.run(&["restore"], &inputs(), NO_STATE);
     let key = restore.output("key").to_owned();
-    generate(&step);
+    generate_fixtures(&step);
     // Something changes between restore and save; the entry is still saved under the key the
     // restore step computed, with its fingerprint.
     write(&step.ws.join("gen.py"), b"changed after restore");
@@ -302,7 +295,7 @@ fn a_save_that_cannot_archive_warns_sets_outputs_and_lets_the_job_go_on() {
 fn fail_on_cache_miss_fires_when_an_existing_entry_is_unusable() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");
-    generate(&step);
+    generate_fixtures(&step);
     let mut inputs = inputs();
     inputs.push(("compression", "none"));
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
@@ -321,7 +314,7 @@ fn a_save_with_other_paths_or_compression_than_its_key_is_refused() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");
     let key = step.run(&["restore"], &inputs(), NO_STATE).output("key").to_owned();
-    generate(&step);
+    generate_fixtures(&step);
     let mut save_inputs = inputs();
     save_inputs.push(("key", &key));
     save_inputs.push(("compression", "gzip"));
@@ -378,7 +371,7 @@ fn a_file_holding_a_token_or_a_secret_env_value_is_never_saved() {
     step.extra_env.push(("HF_TOKEN".into(), "hf_userSecretValue42".into()));
     write(&step.ws.join("gen.py"), b"print('generate')\n");
     let cold = step.run(&["restore"], &inputs(), NO_STATE);
-    generate(&step);
+    generate_fixtures(&step);
     let leaked = format!("header\n{token}\ntrailer");
     write(&step.ws.join("fixtures/saved_model/assets/vocab.txt"), leaked.as_bytes());
 
@@ -459,7 +452,7 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
         [inputs(), vec![("hash-env", "DEPLOY_KEY\nDEPLOY_PIN"), ("secret-env", "DEPLOY_KEY\nDEPLOY_PIN")]].concat();
     let fingerprint = step.run(&["fingerprint"], &hashing, NO_STATE);
     let restore = step.run(&["restore"], &hashing, NO_STATE);
-    generate(&step);
+    generate_fixtures(&step);
     let post = step.run(&["save", "--post"], &hashing, &restore.state);
     assert_eq!(post.output("save-result"), "secret-found", "{}", post.stdout);
     for r in [&fingerprint, &restore, &post] {

@@ -1,31 +1,18 @@
 //! The v1 protocol end to end against the local v1 REST service (GHES-like), and its faults.
-//! nektos/act's real cache server is exercised in tests/act_cache_server.rs.
-#![cfg(unix)]
-
-#[path = "services/mod.rs"]
-mod services;
-mod support;
+//! nektos/act's real cache server is exercised in tests/integration/act_cache_server.rs.
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
-use services::{Fault, Op, Services};
-use std::collections::BTreeMap;
-use support::{Step, snapshot, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+use crate::support::services::{Fault, Op, Services};
+use crate::support::{NO_STATE, Step, snapshot, write};
+
 const INPUTS: [(&str, &str); 2] = [("path", "out"), ("native", "none")];
-
-fn step_for(services: &Services) -> Step {
-    let mut step = Step::new();
-    step.extra_env = services.v1_env();
-    step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
-    step
-}
 
 #[test]
 fn round_trip_with_chunked_uploads_and_ranged_downloads() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = Step::against(services.v1_env());
     step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "0.25".into()));
     step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "0.25".into()));
     let data: Vec<u8> = (0..600_000u32).flat_map(|i| (i.wrapping_mul(2654435761)).to_le_bytes()).collect();
@@ -66,7 +53,7 @@ fn round_trip_with_chunked_uploads_and_ranged_downloads() {
 #[test]
 fn faults_end_as_warnings_and_misses() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v1_env());
     write(&step.ws.join("out/a"), b"a");
     assert_eq!(step.run(&["save"], &INPUTS, NO_STATE).output("save-result"), "saved");
     std::fs::remove_dir_all(step.ws.join("out")).unwrap();
@@ -99,7 +86,7 @@ fn faults_end_as_warnings_and_misses() {
 #[test]
 fn prefix_matches_are_misses_before_any_download() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = Step::against(services.v1_env());
     let key = step.run(&["fingerprint"], &INPUTS, NO_STATE).output("key").to_owned();
     services.plant_v1(&format!("{key}x"), &cache_version(&["out"], Compression::Zstd), b"someone else's");
     let r = step.run(&["restore"], &INPUTS, NO_STATE);

@@ -1,18 +1,11 @@
 //! The official `@actions/cache` client (npm, v6) against the local test service: it saves and
 //! restores through it over v2 and v1, which proves the service speaks the real protocol; and
 //! its entries and ours live side by side under the same key without either seeing the other.
-#![cfg(unix)]
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
-
-use services::{BlobStore, Services, azurite};
-use std::collections::BTreeMap;
 use std::path::Path;
-use support::{Step, snapshot, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+use crate::support::services::{BlobStore, Services, azurite};
+use crate::support::{NO_STATE, Step, counting, snapshot, write};
 
 /// `node actions-cache.mjs <op> <key> <paths…>` in `ws`; the JSON line it prints.
 fn official(env: &[(String, String)], ws: &Path, op: &str, key: &str, paths: &[&str]) -> serde_json::Value {
@@ -111,7 +104,7 @@ fn the_fast_blob_store_serves_both_clients() {
     step.extra_env = services.v2_env();
     step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));
     step.extra_env.push(("EXACT_CACHE_SINGLE_PUT_MIB".into(), "1".into()));
-    write(&step.ws.join("out/w.bin"), &(0..1_000_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<_>>());
+    write(&step.ws.join("out/w.bin"), &counting(1_000_000));
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
     let before = snapshot(&step.ws.join("out"));

@@ -2,23 +2,14 @@
 //! its fake GitHub REST endpoints (list by key prefix and ref with pagination, delete by id),
 //! and against the local backend.
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
-
-use services::{Fault, Op, REST_TOKEN, Services};
-use std::collections::BTreeMap;
 use std::path::Path;
-use support::{Step, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+use crate::support::services::{Fault, Op, REST_TOKEN, Services};
+use crate::support::{NO_STATE, Step, write};
 
-fn step_for(services: &Services) -> Step {
-    let mut step = Step::new();
-    step.extra_env = services.v2_env();
-    step.extra_env.extend(services.rest_env());
-    step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
-    step
+/// A step against the v2 service, with the REST API that explains misses and prunes.
+fn step_with_rest(services: &Services) -> Step {
+    Step::against([services.v2_env(), services.rest_env()].concat())
 }
 
 /// A fake site-packages with one distribution.
@@ -31,7 +22,7 @@ fn site(dir: &Path, name: &str, version: &str) {
 #[test]
 fn a_miss_names_the_package_whose_version_changed() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = step_with_rest(&services);
     let sitedir = step.dir.path().join("site");
     step.extra_env.push(("PYTHONPATH".into(), sitedir.to_string_lossy().into_owned()));
     let inputs = [
@@ -59,7 +50,7 @@ fn a_miss_names_the_package_whose_version_changed() {
 #[test]
 fn explain_without_permission_or_rest_says_why_in_one_line() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = step_with_rest(&services);
     write(&step.ws.join("out/a"), b"a");
     let inputs = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN)];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
@@ -76,7 +67,7 @@ fn explain_without_permission_or_rest_says_why_in_one_line() {
     assert!(lines[0].contains("HTTP 403") && lines[0].contains("`actions: read`"), "{}", lines[0]);
     assert!(!r.stdout.contains("::warning"), "not a warning: {}", r.stdout);
 
-    let mut act = step_for(&services);
+    let mut act = step_with_rest(&services);
     act.extra_env.push(("ACT".into(), "true".into()));
     let r = act.run(&["restore"], &other, NO_STATE);
     assert!(
@@ -92,7 +83,7 @@ fn explain_without_permission_or_rest_says_why_in_one_line() {
 #[test]
 fn prune_deletes_exactly_the_superseded_entries() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = step_with_rest(&services);
     write(&step.ws.join("out/a"), b"a");
     let save = |prefix: &str, variant: &str, extra: &[(&str, &str)]| {
         let mut inputs = vec![
@@ -155,7 +146,7 @@ fn prune_deletes_exactly_the_superseded_entries() {
 #[test]
 fn listing_pages_through_many_entries() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = step_with_rest(&services);
     let version = "0".repeat(64);
     for i in 0..230u32 {
         services.plant_listed(&format!("bulk-{i:064x}"), &version);
@@ -261,7 +252,7 @@ fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
 #[test]
 fn prune_uses_the_saved_keys_prefix_and_never_deletes_what_it_just_saved() {
     let services = Services::start();
-    let step = step_for(&services);
+    let step = step_with_rest(&services);
     write(&step.ws.join("out/a"), b"a");
     // Entries of the default prefix must survive a prune of another prefix.
     let default = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN)];
@@ -324,7 +315,7 @@ fn local_prune_keeps_the_entry_just_saved_even_within_one_second() {
 #[test]
 fn explain_reads_one_small_range_of_a_large_entry() {
     let services = Services::start();
-    let mut step = step_for(&services);
+    let mut step = step_with_rest(&services);
     step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "1".into()));
     let data: Vec<u8> = (0..3_000_000u32).flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes()).collect();
     write(&step.ws.join("out/big.bin"), &data);

@@ -1,16 +1,14 @@
 //! The fuzz targets' inputs replayed on the stable toolchain: the seed corpus (fuzz/seeds/,
 //! real archives and service answers) and every input that once crashed a target
 //! (fuzz/regressions/). `UPDATE_FUZZ_SEEDS=1` regenerates the seeds from the current packer.
-#![cfg(unix)]
-
-mod support;
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME, SecretScanner, inventory, write_archive};
 use exact_cache::fuzzing::{self, PlacementCase, PlacementOutcome, Shape, UNPACK_PATHS, UnpackOutcome, unpack_record};
 use exact_cache::paths::{Locations, PatternSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use support::write;
+
+use crate::support::{self, write};
 
 const TARGETS: &[&str] = &["manifest", "fingerprint", "wire", "unpack", "placement"];
 
@@ -67,7 +65,7 @@ fn seed_archive(compression: Compression) -> Vec<u8> {
 /// encodings): overlapping plain roots with links inside them, nested glob matches, links the
 /// user already had (out of the workspace, to `/`) that the archive replaces or stays clear of,
 /// a refused archive and one undone at commit. Each keeps guarantee 6 on today's code; shapes
-/// that do not are in tests/placement_property.rs.
+/// that do not are in tests/integration/placement_property.rs.
 fn placement_seeds() -> Vec<(&'static str, PlacementCase)> {
     let dir = || Shape::Dir(0o755);
     let file = || Shape::File(0o644);

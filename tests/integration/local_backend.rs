@@ -1,11 +1,10 @@
 //! The local directory backend under concurrent use by separate processes.
 
-mod support;
-
 use exact_cache::backend::{Backend, Committed, LocalBackend, Reservation};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
-use support::{Step, write};
+
+use crate::support::{self, Step, write};
 
 #[test]
 fn entries_are_immutable_and_appear_atomically() {

@@ -2,18 +2,12 @@
 //! values read from another entry's fingerprint by `explain-misses` — never starts a workflow
 //! command, read the way the runner reads a step's output (`runner::log_model`).
 
-#[path = "services/mod.rs"]
-mod services;
-mod support;
-
 use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive};
 use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
 use exact_cache::runner::log_model;
-use services::{BlobStore, Services};
-use std::collections::BTreeMap;
-use support::{Step, StepResult, write};
 
-const NO_STATE: &BTreeMap<String, String> = &BTreeMap::new();
+use crate::support::services::{self, BlobStore, Services};
+use crate::support::{NO_STATE, Step, StepResult, write};
 
 /// What an attacker would have the runner do: an error annotation with a title, a mask that
 /// hides `backend` in the rest of the log, an output, through v2 and v1 commands and every line

@@ -1,0 +1,33 @@
+//! The integration tests as one crate (ripgrep's layout): the library and the test services are
+//! built and linked once, and libtest spreads every test over its threads instead of running one
+//! binary after another. A module per area; `support` holds what several of them use.
+//!
+//! Some need peers or minutes: `act_cache_server` and `act_examples` need nektos/act in `.venv`
+//! (and `.venv-torch` for the TorchInductor example), `large` writes gigabytes; filter by module
+//! (`cargo test --test integration -- --skip act_`). tests/dist.rs is a crate of its own (it says
+//! why).
+//!
+//! Unix only: the tests drive modes, symlinks, processes and the unix-only fuzzing entry points.
+//! Other platforms run `cargo check` and the library's unit tests (`.github/workflows/ci.yml`).
+#![cfg(unix)]
+
+mod act_cache_server;
+mod act_examples;
+mod action;
+mod action_yml;
+mod archive;
+mod concurrency;
+mod explain_prune;
+mod fault_matrix;
+mod fingerprint;
+mod fuzz_replay;
+mod large;
+mod local_backend;
+mod official_client;
+mod placement_property;
+mod safety;
+mod service_v1;
+mod service_v2;
+mod snapshots;
+mod support;
+mod workflow_commands;

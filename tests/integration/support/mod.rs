@@ -1,0 +1,14 @@
+//! What the integration tests share: files and trees, the binary run as an Actions step, hand-made
+//! archives and manifest lines; the local cache services (`services`) and nektos/act (`act`).
+
+pub mod act;
+mod archive;
+pub mod services;
+mod step;
+mod tree;
+
+pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
+pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
+pub use tree::{
+    counting, generate_model, noise, one_disk_heavy_test_at_a_time, random_file, set_exec, snapshot, write,
+};
