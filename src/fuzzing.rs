@@ -1,4 +1,4 @@
-//! Entry points of the fuzz targets in `fuzz/` and of their replay test (tests/fuzz_replay.rs).
+//! Entry points of the fuzz targets in `fuzz/` and of their replay test (tests/integration/fuzz_replay.rs).
 //! Each takes arbitrary bytes, must never panic, and asserts the promise of the code it drives:
 //! a parsed manifest verifies against itself, a fingerprint record survives a round trip, a
 //! server's answer never yields a range outside what was asked, and an archive — whatever it
