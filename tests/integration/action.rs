@@ -231,7 +231,7 @@ fn clean_on_miss_lookup_only_and_fail_on_cache_miss() {
 #[test]
 fn read_only_cache_mode_skips_the_save() {
     let mut step = Step::new();
-    step.extra_env.push(("ACTIONS_CACHE_MODE".into(), "read".into()));
+    step.set_env("ACTIONS_CACHE_MODE", "read");
     write(&step.ws.join("out/a"), b"a");
     let r = step.run(&["save"], &[("path", "out")], NO_STATE);
     assert_eq!(r.code, 0);
@@ -367,8 +367,8 @@ fn read_only_directories_do_not_block_restore_or_clean() {
 fn a_file_holding_a_token_or_a_secret_env_value_is_never_saved() {
     let token = "ghs_RuntimeToken0123456789abcdefXYZ";
     let mut step = Step::new();
-    step.extra_env.push(("ACTIONS_RUNTIME_TOKEN".into(), token.into()));
-    step.extra_env.push(("HF_TOKEN".into(), "hf_userSecretValue42".into()));
+    step.set_env("ACTIONS_RUNTIME_TOKEN", token);
+    step.set_env("HF_TOKEN", "hf_userSecretValue42");
     write(&step.ws.join("gen.py"), b"print('generate')\n");
     let cold = step.run(&["restore"], &inputs(), NO_STATE);
     generate_fixtures(&step);
@@ -433,8 +433,8 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
     let pin = "q7Z4k9"; // shorter than anything registered as a secret
     assert!(secret.len() > 200);
     let mut step = Step::new();
-    step.extra_env.push(("DEPLOY_KEY".into(), secret.clone()));
-    step.extra_env.push(("DEPLOY_PIN".into(), pin.into()));
+    step.set_env("DEPLOY_KEY", secret.clone());
+    step.set_env("DEPLOY_PIN", pin);
     write(&step.ws.join("gen.py"), b"print('generate')\n");
     // An entry of the prefix saved before the key was rotated and listed in `secret-env`.
     let mut env = Component::new();
@@ -467,7 +467,7 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
     assert!(restore.summary.contains("| `env` | `DEPLOY_KEY` | \\*\\*\\* |"), "{}", restore.summary);
     // The real value still decides the key.
     step.extra_env.retain(|(k, _)| k != "DEPLOY_KEY");
-    step.extra_env.push(("DEPLOY_KEY".into(), rotated.clone()));
+    step.set_env("DEPLOY_KEY", rotated.clone());
     let other = step.run(&["fingerprint"], &hashing, NO_STATE);
     assert_ne!(other.output("key"), fingerprint.output("key"));
 }
@@ -476,7 +476,7 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
 fn a_path_line_holding_the_token_is_never_saved() {
     let token = "ghs_RootLineToken0123456789abcdefXYZ";
     let mut step = Step::new();
-    step.extra_env.push(("GITHUB_TOKEN".into(), token.into()));
+    step.set_env("GITHUB_TOKEN", token);
     let line = format!("out-{token}");
     write(&step.ws.join(&line).join("model.bin"), b"weights");
     let inputs = [("path", line.as_str()), ("native", "none"), ("prefix", "roots")];

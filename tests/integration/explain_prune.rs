@@ -24,7 +24,7 @@ fn a_miss_names_the_package_whose_version_changed() {
     let services = Services::start();
     let mut step = step_with_rest(&services);
     let sitedir = step.dir.path().join("site");
-    step.extra_env.push(("PYTHONPATH".into(), sitedir.to_string_lossy().into_owned()));
+    step.set_env("PYTHONPATH", sitedir.to_string_lossy().into_owned());
     let inputs = [
         ("path", "out"),
         ("native", "none"),
@@ -68,7 +68,7 @@ fn explain_without_permission_or_rest_says_why_in_one_line() {
     assert!(!r.stdout.contains("::warning"), "not a warning: {}", r.stdout);
 
     let mut act = step_with_rest(&services);
-    act.extra_env.push(("ACT".into(), "true".into()));
+    act.set_env("ACT", "true");
     let r = act.run(&["restore"], &other, NO_STATE);
     assert!(
         r.stdout.contains("explain-misses: skipped: the GitHub REST API is not reachable under nektos/act"),
@@ -218,8 +218,8 @@ fn verify_reuse_names_what_changed_after_a_warm_restore() {
 #[test]
 fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
     let mut step = Step::new();
-    step.extra_env.push(("TORCHINDUCTOR_MAX_AUTOTUNE".into(), "1".into()));
-    step.extra_env.push(("TORCH_LOGS".into(), "+dynamo".into()));
+    step.set_env("TORCHINDUCTOR_MAX_AUTOTUNE", "1");
+    step.set_env("TORCH_LOGS", "+dynamo");
     let inputs = [("preset", "torch-inductor"), ("python", "python3")];
     let r = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!(r.code, 0, "{}", r.stdout);
@@ -238,7 +238,7 @@ fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
 
     // A codegen variable changes the key; what the preset cached is saved in the post step.
     let mut other = Step::new();
-    other.extra_env.push(("TORCHINDUCTOR_MAX_AUTOTUNE".into(), "0".into()));
+    other.set_env("TORCHINDUCTOR_MAX_AUTOTUNE", "0");
     let r2 = other.run(&["fingerprint"], &inputs, NO_STATE);
     assert_ne!(r2.output("key"), r.output("key"));
     write(&base.join("inductor/fxgraph/ab/entry"), b"compiled");
@@ -316,7 +316,7 @@ fn local_prune_keeps_the_entry_just_saved_even_within_one_second() {
 fn explain_reads_one_small_range_of_a_large_entry() {
     let services = Services::start();
     let mut step = step_with_rest(&services);
-    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "1".into()));
+    step.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1");
     let data: Vec<u8> = (0..3_000_000u32).flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes()).collect();
     write(&step.ws.join("out/big.bin"), &data);
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none"), ("github-token", REST_TOKEN)];

@@ -98,7 +98,7 @@ fn step_for_op(services: &Services, op: Op) -> Step {
     // Misses are explained through the REST API: its token is in play on every restore too.
     let mut step = Step::against([protocol, services.rest_env()].concat());
     for (k, v) in [("EXACT_CACHE_READ_TIMEOUT_SECONDS", "1"), ("EXACT_CACHE_CALL_TIMEOUT_SECONDS", "1")] {
-        step.extra_env.push((k.into(), v.into()));
+        step.set_env(k, v);
     }
     step
 }

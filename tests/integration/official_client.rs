@@ -102,8 +102,8 @@ fn the_fast_blob_store_serves_both_clients() {
     official_round_trip(services.v2_env());
     let mut step = Step::new();
     step.extra_env = services.v2_env();
-    step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));
-    step.extra_env.push(("EXACT_CACHE_SINGLE_PUT_MIB".into(), "1".into()));
+    step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1");
+    step.set_env("EXACT_CACHE_SINGLE_PUT_MIB", "1");
     write(&step.ws.join("out/w.bin"), &counting(1_000_000));
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");

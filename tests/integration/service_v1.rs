@@ -13,8 +13,8 @@ const INPUTS: [(&str, &str); 2] = [("path", "out"), ("native", "none")];
 fn round_trip_with_chunked_uploads_and_ranged_downloads() {
     let services = Services::start();
     let mut step = Step::against(services.v1_env());
-    step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "0.25".into()));
-    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "0.25".into()));
+    step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "0.25");
+    step.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.25");
     let data: Vec<u8> = (0..600_000u32).flat_map(|i| (i.wrapping_mul(2654435761)).to_le_bytes()).collect();
     write(&step.ws.join("out/w.bin"), &data);
     write(&step.ws.join("out/e.expected"), b"e");

@@ -55,7 +55,7 @@ fn large_entries_use_blocks_and_parallel_ranges() {
         ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1"),
         ("EXACT_CACHE_PROGRESS_SECONDS", "0"),
     ] {
-        step.extra_env.push((k.into(), v.into()));
+        step.set_env(k, v);
     }
     let data = support::noise(12 << 20, 0x9e3779b97f4a7c15);
     write(&step.ws.join("out/weights.bin"), &data);
@@ -153,8 +153,8 @@ fn a_reset_or_truncated_download_resumes_or_misses_cleanly() {
 fn a_stalled_download_times_out() {
     let services = Services::start();
     let (mut step, _) = saved(&services);
-    step.extra_env.push(("EXACT_CACHE_READ_TIMEOUT_SECONDS".into(), "0.5".into()));
-    step.extra_env.push(("EXACT_CACHE_ATTEMPTS".into(), "2".into()));
+    step.set_env("EXACT_CACHE_READ_TIMEOUT_SECONDS", "0.5");
+    step.set_env("EXACT_CACHE_ATTEMPTS", "2");
     let before = snapshot(&step.ws);
     services.faults.push(Op::BlobGet, Fault::Stall { seconds: 3.0 }, 100);
     let started = std::time::Instant::now();
@@ -167,7 +167,7 @@ fn a_stalled_download_times_out() {
     // The overall deadline holds even when every single read is quick enough.
     let services = Services::start();
     let (mut step, _) = saved(&services);
-    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS".into(), "0.5".into()));
+    step.set_env("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", "0.5");
     services.faults.push(Op::BlobGet, Fault::Stall { seconds: 1.0 }, 100);
     let r = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!(r.output("miss-reason"), "timeout", "{}", r.stdout);
@@ -272,7 +272,7 @@ fn a_corrupt_blob_is_a_corrupt_miss() {
 fn cache_mode_read_skips_saving() {
     let services = Services::start();
     let mut step = Step::against(services.v2_env());
-    step.extra_env.push(("ACTIONS_CACHE_MODE".into(), "read".into()));
+    step.set_env("ACTIONS_CACHE_MODE", "read");
     write(&step.ws.join("out/a"), b"a");
     let r = step.run(&["save"], &INPUTS, NO_STATE);
     assert_eq!(r.output("save-result"), "read-only");
@@ -305,8 +305,8 @@ fn a_1_gib_entry_round_trips_in_bounded_memory() {
 fn slow_block_answers_are_not_read_timeouts() {
     let services = Services::start();
     let mut step = Step::against(services.v2_env());
-    step.extra_env.push(("EXACT_CACHE_READ_TIMEOUT_SECONDS".into(), "0.3".into()));
-    step.extra_env.push(("EXACT_CACHE_ATTEMPTS".into(), "1".into()));
+    step.set_env("EXACT_CACHE_READ_TIMEOUT_SECONDS", "0.3");
+    step.set_env("EXACT_CACHE_ATTEMPTS", "1");
     write(&step.ws.join("out/a"), b"a");
     services.faults.push(Op::BlobPut, Fault::Stall { seconds: 1.0 }, 1);
     services.faults.push(Op::Finalize, Fault::Stall { seconds: 1.0 }, 1);
@@ -326,7 +326,7 @@ fn dropping_a_download_mid_flight_is_clean() {
     static PANICS: AtomicUsize = AtomicUsize::new(0);
     let services = Services::start();
     let mut step = Step::against(services.v2_env());
-    step.extra_env.push(("EXACT_CACHE_DOWNLOAD_CHUNK_MIB".into(), "0.0625".into()));
+    step.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.0625");
     write(&step.ws.join("out/big"), &vec![9u8; 2 << 20]);
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
@@ -359,8 +359,8 @@ fn a_file_holding_the_runtime_token_never_reaches_the_blob_store() {
     let mut step = Step::against(services.v2_env());
     // Small blocks, no compression: blocks go up while packing continues, and the token would be
     // visible in the uploaded bytes if any part of it were sent.
-    step.extra_env.push(("EXACT_CACHE_UPLOAD_BLOCK_MIB".into(), "1".into()));
-    step.extra_env.push(("EXACT_CACHE_SINGLE_PUT_MIB".into(), "1".into()));
+    step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1");
+    step.set_env("EXACT_CACHE_SINGLE_PUT_MIB", "1");
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     write(&step.ws.join("out/a-weights.bin"), &support::noise(3 << 20, 7));
     let token = services::TOKEN;

@@ -38,7 +38,7 @@ fn file_names_and_hash_env_values_never_start_a_command() {
     let mut step = Step::new();
     for (i, payload) in PAYLOADS.iter().enumerate() {
         write(&step.ws.join(format!("gen/{i}{payload}")), b"generator\n");
-        step.extra_env.push((format!("EVIL_{i}"), (*payload).to_owned()));
+        step.set_env(format!("EVIL_{i}"), *payload);
     }
     let names: Vec<String> = (0..PAYLOADS.len()).map(|i| format!("EVIL_{i}")).collect();
     let inputs = [
@@ -116,7 +116,7 @@ fn explain_misses_against_a_hostile_entry(served: Served) {
         }
     }
     for i in 0..PAYLOADS.len() {
-        step.extra_env.push((format!("EVIL_{i}"), "harmless".into()));
+        step.set_env(format!("EVIL_{i}"), "harmless");
     }
     let names: Vec<String> = (0..PAYLOADS.len()).map(|i| format!("EVIL_{i}")).chain(["A_TABLE".into()]).collect();
     let hash_env = names.join(",");

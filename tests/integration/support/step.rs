@@ -108,8 +108,13 @@ impl Step {
     pub fn against(env: Vec<(String, String)>) -> Self {
         let mut step = Self::new();
         step.extra_env = env;
-        step.extra_env.push(("EXACT_CACHE_RETRY_BASE_MS".into(), "10".into()));
+        step.set_env("EXACT_CACHE_RETRY_BASE_MS", "10");
         step
+    }
+
+    /// Set `name` in the step's environment (after the runner's own variables).
+    pub fn set_env(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.extra_env.push((name.into(), value.into()));
     }
 
     /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
