@@ -45,16 +45,25 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
 /// Run one invocation with the backends and the machine `ctx` gives.
 pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     let config = setup::configure(invocation, ctx.runner)?;
+    // A failure that must fail the step only after the outcome is published.
+    let mut deferred = None;
     let outcome = match invocation.command {
         CommandName::Fingerprint => Outcome::Fingerprint(fingerprint::run(ctx, &config)?),
-        CommandName::Restore => Outcome::Restore(Box::new(restore::run(ctx, &config)?)),
+        CommandName::Restore => {
+            let (outcome, clean_error) = restore::run(ctx, &config)?;
+            deferred = clean_error.map(Error::Clean);
+            Outcome::Restore(Box::new(outcome))
+        }
         CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
         CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
         CommandName::List => Outcome::Catalog(catalog_commands::list(ctx, &config)?),
         CommandName::Prune => Outcome::Catalog(catalog_commands::prune(ctx, &config, invocation.dry_run)?),
     };
     publish::publish(ctx.runner, &config, &outcome)?;
-    verdict(&config, &outcome)
+    match deferred {
+        Some(error) => Err(error),
+        None => verdict(&config, &outcome),
+    }
 }
 
 /// Whether a published outcome fails the step: cache trouble under `strict`, a miss under

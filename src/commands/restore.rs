@@ -3,7 +3,7 @@
 
 use super::fingerprint::compute;
 use super::{Context, Error, explain, handoff};
-use crate::archive::{RestorePlan, UnpackError, clean, unpack};
+use crate::archive::{CleanError, RestorePlan, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError, ErrorKind};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
@@ -18,7 +18,9 @@ use std::time::Instant;
 /// the root action's `post-if` reads it.
 pub const SAVE_ON_FAILURE_ENV: &str = "EXACT_CACHE_SAVE_ON_FAILURE";
 
-pub(super) fn run(ctx: &Context, config: &Config) -> Result<RestoreOutcome, Error> {
+/// The outcome, and the `clean-on-miss` failure that fails the step under `strict` once the
+/// outcome is published.
+pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Option<CleanError>), Error> {
     let runner = ctx.runner;
     let record = compute(ctx, config)?;
     let fingerprint_file = handoff::write_fingerprint(config, runner.env(), &record)?;
@@ -56,12 +58,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<RestoreOutcome, Erro
         }
         _ => None,
     };
-    let cleaned = match attempt {
-        Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config)?,
-        _ => None,
+    let (cleaned, clean_error) = match attempt {
+        Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
+        _ => (None, None),
     };
     let exports = exports(config, runner.env(), attempt.reused());
-    Ok(RestoreOutcome { record, fingerprint_file, backend: backend.describe(), attempt, cleaned, explanation, exports })
+    let backend = backend.describe();
+    Ok((RestoreOutcome { record, fingerprint_file, backend, attempt, cleaned, explanation, exports }, clean_error))
 }
 
 /// For `verify-reuse`: what was already under `path` is not "added" by the job later.
@@ -155,20 +158,21 @@ fn classify(err: &UnpackError) -> MissReason {
     err.miss_reason()
 }
 
-/// `clean-on-miss`: remove stale files under `path`. Trouble is a warning unless `strict`.
-fn clean_stale(ctx: &Context, config: &Config) -> Result<Option<Cleaned>, Error> {
+/// `clean-on-miss`: remove stale files under `path`. Trouble is a warning, or under `strict`
+/// the error that fails the step.
+fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<CleanError>) {
     match clean(&config.paths, &config.clean_guard) {
         Ok(stats) => {
             ctx.runner.info(&format!(
                 "clean-on-miss: removed {} stale files and {} directories",
                 stats.removed_files, stats.removed_dirs
             ));
-            Ok(Some(Cleaned { files: stats.removed_files, dirs: stats.removed_dirs }))
+            (Some(Cleaned { files: stats.removed_files, dirs: stats.removed_dirs }), None)
         }
-        Err(e) if config.strict => Err(Error::Clean(e)),
+        Err(e) if config.strict => (None, Some(e)),
         Err(e) => {
             ctx.runner.warning(&format!("clean-on-miss did not finish: {}", error_chain(&e)));
-            Ok(None)
+            (None, None)
         }
     }
 }
