@@ -47,7 +47,8 @@ crate::choice::named_enum! {
         FingerprintFile => "fingerprint-file",
         /// The manifest of the reused entry, for `verify-reuse`.
         ManifestFile => "manifest-file",
-        /// `true` when the entry was reused or exists: the post step does not save.
+        /// `true` when the entry was reused or exists, `stale` when `clean-on-miss` could not
+        /// finish: the post step does not save.
         SkipSave => "skip-save",
     }
 }
@@ -114,6 +115,9 @@ pub struct RestoreOutcome {
     pub attempt: Attempt,
     /// `clean-on-miss` ran and removed this much.
     pub cleaned: Option<Cleaned>,
+    /// `clean-on-miss` could not finish under `strict`: what is under `path` is stale, and no
+    /// later step may save it under this key.
+    pub clean_failed: bool,
     /// `explain-misses` found the entry this one was compared with.
     pub explanation: Option<Explanation>,
     /// Variables for later steps: a preset's directories, `reuse-env`, the save-on-failure list.

@@ -6,6 +6,9 @@ use crate::config::Config;
 use crate::outcome::{Attempt, CatalogOutcome, Outcome, Output, RestoreOutcome, SaveOutcome, State};
 use crate::runner::{Runner, RunnerError};
 
+/// State [`State::SkipSave`] when `clean-on-miss` could not remove stale files.
+pub(super) const SKIP_SAVE_STALE: &str = "stale";
+
 pub(super) fn publish(runner: &Runner, config: &Config, outcome: &Outcome) -> Result<(), RunnerError> {
     let shown = Shown::new(runner, config);
     match outcome {
@@ -29,7 +32,12 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     if let Attempt::Reused { manifest_file: Some(path), .. } = attempt {
         runner.save_state(State::ManifestFile, &path.to_string_lossy())?;
     }
-    runner.save_state(State::SkipSave, flag(matches!(attempt, Attempt::Reused { .. } | Attempt::Found)))?;
+    let skip_save = match attempt {
+        _ if outcome.clean_failed => SKIP_SAVE_STALE,
+        Attempt::Reused { .. } | Attempt::Found => "true",
+        Attempt::Miss { .. } => "false",
+    };
+    runner.save_state(State::SkipSave, skip_save)?;
     for (name, value) in &outcome.exports {
         runner.export_env(name, value)?;
     }

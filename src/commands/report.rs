@@ -141,6 +141,10 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             }
         }
     }
+    if outcome.clean_failed {
+        let failed = "❌ did not finish (`strict`): what is there will not be saved under this key";
+        rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(failed)]);
+    }
     if let Some(c) = outcome.cleaned {
         rows.push(vec![
             Inline::ours("clean-on-miss"),

@@ -62,9 +62,12 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
         _ => (None, None),
     };
-    let exports = exports(config, runner.env(), attempt.reused());
+    let clean_failed = clean_error.is_some();
+    let exports = exports(config, runner.env(), attempt.reused(), clean_failed);
     let backend = backend.describe();
-    Ok((RestoreOutcome { record, fingerprint_file, backend, attempt, cleaned, explanation, exports }, clean_error))
+    let outcome =
+        RestoreOutcome { record, fingerprint_file, backend, attempt, cleaned, clean_failed, explanation, exports };
+    Ok((outcome, clean_error))
 }
 
 /// For `verify-reuse`: what was already under `path` is not "added" by the job later.
@@ -201,13 +204,13 @@ fn explain_miss(
 }
 
 /// What later steps are told: a preset's directories, `reuse-env`, and this step in the list
-/// of those whose post step saves even after a failed job.
-fn exports(config: &Config, env: &crate::env::Env, reused: bool) -> Vec<(String, String)> {
+/// of those whose post step saves even after a failed job — unless stale files remain.
+fn exports(config: &Config, env: &crate::env::Env, reused: bool, clean_failed: bool) -> Vec<(String, String)> {
     let mut exports = config.exports.clone();
     if let Some(name) = &config.reuse_env {
         exports.push((name.clone(), if reused { "1" } else { "0" }.to_owned()));
     }
-    if config.save_on_failure {
+    if config.save_on_failure && !clean_failed {
         // `post-if` cannot read inputs: it reads this list of the steps that opted in.
         let step = env.non_empty("GITHUB_ACTION").unwrap_or("exact-cache");
         let listed = env.non_empty(SAVE_ON_FAILURE_ENV).unwrap_or(",");

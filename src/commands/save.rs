@@ -3,6 +3,7 @@
 
 use super::fingerprint::compute;
 use super::handoff::{self, fingerprint_path, read_fingerprint};
+use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
@@ -29,11 +30,19 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             runner.info("the restore step computed no key; nothing to save");
             return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
         };
-        if runner.state(State::SkipSave).as_deref() == Some("true") {
-            runner.info(&format!("entry `{key}` was found by the restore step; not saving"));
-            let mut outcome = SaveOutcome::skipped(Some(&key), SaveResult::SkippedHit, "restored");
-            outcome.verified = verify(ctx, config, runner.state(State::ManifestFile).map(PathBuf::from));
-            return Ok(outcome);
+        match runner.state(State::SkipSave).as_deref() {
+            Some("true") => {
+                runner.info(&format!("entry `{key}` was found by the restore step; not saving"));
+                let mut outcome = SaveOutcome::skipped(Some(&key), SaveResult::SkippedHit, "restored");
+                outcome.verified = verify(ctx, config, runner.state(State::ManifestFile).map(PathBuf::from));
+                return Ok(outcome);
+            }
+            Some(SKIP_SAVE_STALE) => {
+                let detail = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
+                runner.warning(detail);
+                return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
+            }
+            _ => {}
         }
         let path = runner
             .state(State::FingerprintFile)

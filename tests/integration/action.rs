@@ -488,3 +488,38 @@ fn a_path_line_holding_the_token_is_never_saved() {
         !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
     );
 }
+
+/// A `clean-on-miss` that cannot finish under `strict` fails the step, and what it left is
+/// never saved under the key: not by the post step of a job that went on
+/// (`continue-on-error`), and not after a failed job (`save-on-failure`).
+#[test]
+fn stale_files_that_clean_on_miss_could_not_remove_are_never_saved() {
+    let step = Step::new();
+    write(&step.ws.join("out/stale.bin"), b"from an older generator");
+    let Some(_guard) = support::Immutable::set(&step.ws.join("out/stale.bin")) else {
+        eprintln!("skipped: `chattr +i` is not available here");
+        return;
+    };
+    let inputs = [
+        ("path", "out"),
+        ("native", "none"),
+        ("clean-on-miss", "true"),
+        ("strict", "true"),
+        ("save-on-failure", "true"),
+        ("reuse-env", "REUSED"),
+    ];
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.code, 1, "{}", restore.stdout);
+    assert!(restore.stdout.contains("cannot remove stale files"), "{}", restore.stdout);
+    // Published all the same: the miss, the key for the post step, and that it must not save.
+    assert_eq!(restore.output("miss-reason"), "not-found");
+    assert_eq!(restore.state["skip-save"], "stale");
+    assert_eq!(restore.env["REUSED"], "0");
+    assert!(!restore.env.contains_key("EXACT_CACHE_SAVE_ON_FAILURE"), "the post step must not run after this");
+    assert!(restore.summary.contains("did not finish"), "{}", restore.summary);
+
+    let post = step.run(&["save", "--post"], &inputs, &restore.state);
+    assert_eq!(post.code, 0, "{}", post.stdout);
+    assert_eq!(post.output("save-result"), "incomplete");
+    assert!(post.stdout.contains("could not remove stale files"), "{}", post.stdout);
+}

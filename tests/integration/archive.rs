@@ -1,6 +1,6 @@
 //! Archives: round trips, all-or-nothing placement, and hostile archives built by hand.
 
-use crate::support::{TarBuilder, dir_entry, file_entry, snapshot, write};
+use crate::support::{Immutable, TarBuilder, dir_entry, file_entry, snapshot, write};
 use exact_cache::archive::{
     Compression, FINGERPRINT_NAME, MANIFEST_NAME, RestorePlan, SecretScanner, UnpackError, inventory, unpack,
     write_archive,
@@ -86,22 +86,6 @@ fn globs_keep_their_base_and_restore_over_existing_files() {
     assert_eq!(std::fs::read(dst.path().join("fixtures/2.pth")).unwrap(), b"two");
     assert_eq!(std::fs::read(dst.path().join("fixtures/x/1.pth")).unwrap(), b"one");
     assert_eq!(std::fs::read(dst.path().join("fixtures/gen.py")).unwrap(), b"the checkout's own file");
-}
-
-/// Clears the immutable flag it set, whatever the test does.
-struct Immutable(std::path::PathBuf);
-
-impl Immutable {
-    fn set(path: &Path) -> Option<Self> {
-        let ok = std::process::Command::new("chattr").arg("+i").arg(path).status().is_ok_and(|s| s.success());
-        ok.then(|| Immutable(path.to_owned()))
-    }
-}
-
-impl Drop for Immutable {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
-    }
 }
 
 #[test]

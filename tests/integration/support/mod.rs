@@ -10,5 +10,5 @@ mod tree;
 pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
 pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
 pub use tree::{
-    counting, generate_model, noise, one_disk_heavy_test_at_a_time, random_file, set_exec, snapshot, write,
+    Immutable, counting, generate_model, noise, one_disk_heavy_test_at_a_time, random_file, set_exec, snapshot, write,
 };

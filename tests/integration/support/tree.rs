@@ -91,3 +91,19 @@ pub fn one_disk_heavy_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static DISK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     DISK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Clears the immutable flag it set, whatever the test does.
+pub struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    pub fn set(path: &Path) -> Option<Self> {
+        let ok = std::process::Command::new("chattr").arg("+i").arg(path).status().is_ok_and(|s| s.success());
+        ok.then(|| Immutable(path.to_owned()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
