@@ -67,6 +67,23 @@ pub fn names<T: Named>() -> String {
 mod tests {
     use super::*;
 
+    named_enum! {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        enum Level {
+            /// Documented variants keep their docs.
+            Low => "low",
+            High => "high-ish",
+        }
+    }
+
+    #[test]
+    fn named_enum_lists_names_in_order_and_displays_them() {
+        assert_eq!(<Level as Named>::ALL, &[Level::Low, Level::High]);
+        assert_eq!((Level::High.name(), Level::High.to_string()), ("high-ish", "high-ish".to_owned()));
+        assert_eq!(parse::<Level>(" HIGH-ISH "), Some(Level::High));
+        assert_eq!(names::<Level>(), "`low`, `high-ish`");
+    }
+
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     enum Mode {
         Off,

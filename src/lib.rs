@@ -60,10 +60,7 @@ mod layering {
             if name == "lib" || name == "main" {
                 continue;
             }
-            let mut files = vec![path.clone()];
-            if path.is_dir() {
-                files = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()).collect();
-            }
+            let files = rust_files(&path);
             let mut used = Vec::new();
             for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "rs")) {
                 let text = std::fs::read_to_string(file).unwrap();
@@ -71,6 +68,7 @@ mod layering {
                     for after in line.split("crate::").skip(1) {
                         let target: String =
                             after.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                        assert!(!target.is_empty(), "{}: name one module per `crate::` path", file.display());
                         if target != name {
                             used.push((target, file.display().to_string()));
                         }
@@ -80,6 +78,14 @@ mod layering {
             uses.insert(name, used);
         }
         uses
+    }
+
+    /// `path` itself, or every file beneath it.
+    fn rust_files(path: &Path) -> Vec<std::path::PathBuf> {
+        if !path.is_dir() {
+            return vec![path.to_owned()];
+        }
+        std::fs::read_dir(path).unwrap().flat_map(|e| rust_files(&e.unwrap().path())).collect()
     }
 
     #[test]

@@ -72,6 +72,11 @@ crate::choice::named_enum! {
 }
 
 impl MissReason {
+    /// Cache trouble (a warning, a failure under `strict`), not plain absence.
+    pub fn is_trouble(self) -> bool {
+        !matches!(self, MissReason::NotFound | MissReason::PrefixOnly | MissReason::LookupOnly)
+    }
+
     /// Whether the entry was found and downloaded, and only its verification or placement
     /// failed: `cache-hit` is then `true` while `reused` is `false`.
     pub fn entry_was_downloaded(self) -> bool {
@@ -164,8 +169,7 @@ impl Attempt {
 
     /// Misses that are cache trouble (warnings, failures under `strict`), not plain absence.
     pub fn is_trouble(&self) -> bool {
-        matches!(self, Attempt::Miss { reason, .. }
-            if !matches!(reason, MissReason::NotFound | MissReason::PrefixOnly | MissReason::LookupOnly))
+        matches!(self, Attempt::Miss { reason, .. } if reason.is_trouble())
     }
 }
 
@@ -233,7 +237,12 @@ impl SaveOutcome {
         Self { trouble: true, ..Self::skipped(key, result, detail) }
     }
 
-    pub fn saved(&self) -> bool {
+    /// Saved: `archived` went into the entry.
+    pub fn saved(key: Option<&str>, archived: Transfer) -> Self {
+        Self { detail: None, archived: Some(archived), ..Self::skipped(key, SaveResult::Saved, "") }
+    }
+
+    pub fn is_saved(&self) -> bool {
         self.result == SaveResult::Saved
     }
 }

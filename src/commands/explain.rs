@@ -56,7 +56,6 @@ pub enum ExplainError {
     OtherKey { key: String },
 }
 
-/// Compare `ours` with the newest other entry of its prefix.
 /// [`explain`] `ours` for this run (its refs; `secret-env` values masked) and log the result:
 /// at most `limit` changes, or why there is no explanation after `unexplained: `.
 pub(super) fn explain_and_log(
@@ -83,6 +82,7 @@ pub(super) fn explain_and_log(
     }
 }
 
+/// Compare `ours` with the newest other entry of its prefix.
 pub(super) fn explain(
     shown: &Shown,
     backend: &dyn Backend,

@@ -57,7 +57,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
 
 fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result<(), RunnerError> {
     let changed = outcome.verified.as_ref().map(|v| v.changed_files.join("\n")).unwrap_or_default();
-    runner.set_output(Output::Saved, flag(outcome.saved()))?;
+    runner.set_output(Output::Saved, flag(outcome.is_saved()))?;
     runner.set_output(Output::SaveResult, outcome.result.name())?;
     runner.set_output(Output::ChangedFiles, &changed)?;
     if let Some(key) = &outcome.key {

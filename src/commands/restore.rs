@@ -50,7 +50,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
             handoff::mark_owned(runner, config, &roots);
             Attempt::Reused { restored: reuse.restored, manifest_file }
         }
-        Err(other) => other,
+        Err(other) => other.into(),
     };
     let explanation = match &attempt {
         Attempt::Miss { reason: MissReason::NotFound | MissReason::PrefixOnly, .. } => {
@@ -92,12 +92,31 @@ struct Reuse {
     manifest: Manifest,
 }
 
-/// Look the key up, download, verify and place the entry; `Err` says how it was not reused.
-fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, Attempt> {
-    let miss = |reason, detail| Attempt::Miss { reason, detail: Some(detail) };
+/// How an entry was not reused.
+enum NotReused {
+    /// `lookup-only` found it.
+    Found,
+    Miss {
+        reason: MissReason,
+        detail: Option<String>,
+    },
+}
+
+impl From<NotReused> for Attempt {
+    fn from(not_reused: NotReused) -> Self {
+        match not_reused {
+            NotReused::Found => Attempt::Found,
+            NotReused::Miss { reason, detail } => Attempt::Miss { reason, detail },
+        }
+    }
+}
+
+/// Look the key up, download, verify and place the entry.
+fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, NotReused> {
+    let miss = |reason, detail| NotReused::Miss { reason, detail: Some(detail) };
     let entry = match backend.lookup(key, &config.version()) {
         Ok(Some(entry)) => entry,
-        Ok(None) => return Err(Attempt::Miss { reason: MissReason::NotFound, detail: None }),
+        Ok(None) => return Err(NotReused::Miss { reason: MissReason::NotFound, detail: None }),
         Err(e) => return Err(miss(miss_reason(e.kind), error_chain(&e))),
     };
     if entry.key != key {
@@ -105,7 +124,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
         return Err(miss(MissReason::PrefixOnly, detail));
     }
     if config.lookup_only {
-        return Err(Attempt::Found);
+        return Err(NotReused::Found);
     }
     let started = Instant::now();
     let stream = backend.open(&entry).map_err(|e| miss(miss_reason(e.kind), error_chain(&e)))?;
@@ -121,7 +140,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     Ok(Reuse { restored, manifest })
 }
 
-fn log_attempt(ctx: &Context, tried: &Result<Reuse, Attempt>) {
+fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
         Ok(Reuse { restored, .. }) => runner.info(&format!(
@@ -130,15 +149,14 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, Attempt>) {
             units::bytes(restored.content_bytes),
             units::duration(restored.elapsed)
         )),
-        Err(Attempt::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
-        Err(attempt @ Attempt::Miss { reason, detail }) => {
+        Err(NotReused::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
+        Err(NotReused::Miss { reason, detail }) => {
             let text = match detail {
                 Some(d) => format!("not reused ({reason}): {d}"),
                 None => format!("not reused ({reason})"),
             };
-            if attempt.is_trouble() { runner.warning(&text) } else { runner.info(&text) }
+            if reason.is_trouble() { runner.warning(&text) } else { runner.info(&text) }
         }
-        Err(Attempt::Reused { .. }) => unreachable!("a reuse is Ok"),
     }
 }
 

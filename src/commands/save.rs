@@ -195,7 +195,7 @@ fn upload(
                 config.compression.name(),
                 units::duration(archived.elapsed)
             ));
-            SaveOutcome { archived: Some(archived), detail: None, ..SaveOutcome::skipped(key, SaveResult::Saved, "") }
+            SaveOutcome::saved(key, archived)
         }
         Ok(Committed::Exists) => SaveOutcome {
             archived: Some(archived),
@@ -238,7 +238,7 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
         }
         _ => {}
     }
-    if outcome.saved() {
+    if outcome.is_saved() {
         handoff::mark_owned(runner, config, &(0..config.paths.includes.len()).collect::<Vec<_>>());
         if let (true, Some(key)) = (config.prune, &outcome.key) {
             outcome.pruned = Some(prune_after_save(ctx, config, key));
