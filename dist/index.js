@@ -3,6 +3,12 @@
 // checks its sha256 against dist/SHA256SUMS, and runs it with inherited stdio, environment and
 // exit code. A node action (not a composite or Docker one) is what receives
 // ACTIONS_RUNTIME_TOKEN / ACTIONS_RESULTS_URL and gets a `post` step.
+//
+// On a runner this release has no binary for, cache trouble must not break the build (design.md,
+// guarantee 5): the shim warns, sets every output of the entry point as a miss would
+// (`miss-reason=unsupported-platform`, `save-result=unsupported-platform`) and exits 0, or 1 under
+// `strict`. The platform comes from RUNNER_OS/RUNNER_ARCH, so tests simulate another runner by
+// setting those.
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -28,6 +34,38 @@ const MODES = {
   restore: ['restore'],
   save: ['save'],
   fingerprint: ['fingerprint'],
+};
+
+/** The action.yml (relative to dist/) whose `outputs:` an entry point sets. */
+const ACTION_YML = {
+  main: '../action.yml',
+  restore: '../restore/action.yml',
+  save: '../save/action.yml',
+  fingerprint: '../fingerprint/action.yml',
+};
+
+/**
+ * Outputs each entry point sets when it cannot run: those of its action.yml, plus these (the post
+ * step sets the save outputs although no later step can read them; also used when the action.yml
+ * cannot be read).
+ */
+const UNSUPPORTED_OUTPUTS = {
+  main: ['cache-hit', 'reused', 'key', 'fingerprint-file', 'miss-reason', 'restored-files', 'restored-bytes'],
+  post: ['saved', 'save-result'],
+  restore: ['cache-hit', 'reused', 'key', 'fingerprint-file', 'miss-reason', 'restored-files', 'restored-bytes'],
+  save: ['key', 'saved', 'save-result', 'changed-files'],
+  fingerprint: ['key', 'fingerprint-file'],
+};
+
+/** Output values without a binary; an output not named here is set to the empty string. */
+const UNSUPPORTED_VALUES = {
+  'cache-hit': 'false',
+  reused: 'false',
+  'miss-reason': 'unsupported-platform',
+  'restored-files': '0',
+  'restored-bytes': '0',
+  saved: 'false',
+  'save-result': 'unsupported-platform',
 };
 
 /** The runner's platform, `OS/ARCH`, from RUNNER_OS/RUNNER_ARCH or else Node's own view. */
@@ -56,6 +94,9 @@ function sha256File(file) {
   return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 }
 
+/** This release has no binary for the runner's platform (not a broken or tampered release). */
+class UnsupportedPlatform extends Error {}
+
 /**
  * The verified binary for this platform. Throws an Error whose message says what is wrong:
  * an unknown platform (listing those with a binary), a missing file, a missing or wrong sum.
@@ -68,7 +109,7 @@ function resolveBinary(dir, env = process.env, nodePlatform = process.platform, 
     .map(([p]) => p);
   const target = TARGETS[platform];
   if (!target || !available.includes(platform)) {
-    throw new Error(
+    throw new UnsupportedPlatform(
       `exact-cache has no binary for ${platform}; this release has binaries for: ${available.join(', ') || 'none'}`,
     );
   }
@@ -88,6 +129,72 @@ function escapeData(s) {
   return String(s).replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
 }
 
+/** Output names declared under `outputs:` in an action.yml's text (the generated layout). */
+function outputNames(yaml) {
+  const names = [];
+  let inOutputs = false;
+  for (const line of yaml.split(/\r?\n/)) {
+    if (/^\S/.test(line)) inOutputs = /^outputs:\s*$/.test(line);
+    const m = inOutputs && /^  ([A-Za-z0-9_-]+):\s*$/.exec(line);
+    if (m) names.push(m[1]);
+  }
+  return names;
+}
+
+/** The outputs `mode` sets on an unsupported platform, as name → value. */
+function unsupportedOutputs(dir, mode) {
+  const names = [...UNSUPPORTED_OUTPUTS[mode]];
+  if (ACTION_YML[mode]) {
+    try {
+      for (const name of outputNames(fs.readFileSync(path.join(dir, ACTION_YML[mode]), 'utf8'))) {
+        if (!names.includes(name)) names.push(name);
+      }
+    } catch {
+      // The table above covers the committed action.yml files.
+    }
+  }
+  return Object.fromEntries(names.map((name) => [name, UNSUPPORTED_VALUES[name] ?? '']));
+}
+
+/** Append `name<<DELIM`, value, `DELIM` records to a runner command file, as the binary does. */
+function appendKeyValues(file, values) {
+  let records = '';
+  for (const [name, value] of Object.entries(values)) {
+    let delimiter;
+    do {
+      delimiter = `ghadelimiter_${crypto.randomBytes(16).toString('hex')}`;
+    } while (value.includes(delimiter));
+    records += `${name}<<${delimiter}\n${value}\n${delimiter}\n`;
+  }
+  fs.appendFileSync(file, records);
+}
+
+/** `strict` as the binary reads it (YAML 1.2 core booleans); anything else counts as false here. */
+function isStrict(env) {
+  return ['true', 'True', 'TRUE'].includes((env.INPUT_STRICT || '').trim());
+}
+
+/**
+ * No binary for this runner: warn (an error under `strict`), set every output of `mode` as a
+ * miss, export `reuse-env` as `0`, and exit 0 (1 under `strict`).
+ */
+function unsupported(mode, dir, env, message) {
+  const strict = isStrict(env);
+  const step = mode === 'post' ? 'nothing saved' : 'the step goes on without the cache';
+  const text = strict ? `${message} (strict: failing the step)` : `${message}; ${step}`;
+  process.stdout.write(`::${strict ? 'error' : 'warning'}::${escapeData(text)}\n`);
+  try {
+    if (env.GITHUB_OUTPUT) appendKeyValues(env.GITHUB_OUTPUT, unsupportedOutputs(dir, mode));
+    const reuseEnv = (env.INPUT_REUSE_ENV || '').trim();
+    if (env.GITHUB_ENV && mode !== 'post' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(reuseEnv)) {
+      appendKeyValues(env.GITHUB_ENV, { [reuseEnv]: '0' });
+    }
+  } catch (e) {
+    process.stdout.write(`::warning::${escapeData(`exact-cache: cannot write the step's outputs: ${e.message}`)}\n`);
+  }
+  process.exitCode = strict ? 1 : 0;
+}
+
 /** Run the binary for `mode`; sets process.exitCode. */
 function run(mode, options = {}) {
   const dir = options.dir || __dirname;
@@ -102,6 +209,10 @@ function run(mode, options = {}) {
   try {
     binary = resolveBinary(dir, env);
   } catch (e) {
+    if (e instanceof UnsupportedPlatform) {
+      unsupported(mode, dir, env, e.message);
+      return;
+    }
     process.stdout.write(`::error::${escapeData(e.message)}\n`);
     process.exitCode = 1;
     return;
@@ -119,4 +230,18 @@ function run(mode, options = {}) {
   process.exitCode = result.status === null ? 1 : result.status;
 }
 
-module.exports = { TARGETS, MODES, platformOf, binaryName, readSums, sha256File, resolveBinary, run };
+module.exports = {
+  TARGETS,
+  MODES,
+  UNSUPPORTED_OUTPUTS,
+  UNSUPPORTED_VALUES,
+  UnsupportedPlatform,
+  platformOf,
+  binaryName,
+  readSums,
+  sha256File,
+  resolveBinary,
+  outputNames,
+  unsupportedOutputs,
+  run,
+};

@@ -149,7 +149,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
         output: Output::MissReason,
         entries: RESTORING,
         description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, \
-             `service-error`, `lookup-only` or `io-error`.",
+             `service-error`, `lookup-only`, `io-error`, or `unsupported-platform` (the runner has no exact-cache \
+             binary: the action warns and goes on).",
     },
     OutputSpec {
         output: Output::RestoredFiles,
@@ -169,8 +170,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
     OutputSpec {
         output: Output::SaveResult,
         entries: &[Entry::Save],
-        description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found` \
-                      or `error`.",
+        description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found`, \
+                      `error`, or `unsupported-platform` (the runner has no exact-cache binary: nothing saved).",
     },
     OutputSpec {
         output: Output::ChangedFiles,

@@ -14,9 +14,21 @@ const shim = require(path.join(distDir, 'index.js'));
 
 const sha256 = (data) => createHash('sha256').update(data).digest('hex');
 
-/** A dist directory with the real shim and a fake binary per target (a shell script). */
+const repoDir = path.dirname(distDir);
+const ACTION_YMLS = ['action.yml', 'restore/action.yml', 'save/action.yml', 'fingerprint/action.yml'];
+
+/**
+ * A checkout of the action (the committed action.yml files) whose dist directory, returned, has
+ * the real shim and a fake binary per target (a shell script).
+ */
 function fakeDist(targets, { corrupt } = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shim-'));
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'shim-'));
+  for (const f of ACTION_YMLS) {
+    fs.mkdirSync(path.dirname(path.join(root, f)), { recursive: true });
+    fs.copyFileSync(path.join(repoDir, f), path.join(root, f));
+  }
+  const dir = path.join(root, 'dist');
+  fs.mkdirSync(dir);
   for (const f of ['index.js', 'main.js', 'post.js', 'restore.js', 'save.js', 'fingerprint.js']) {
     fs.copyFileSync(path.join(distDir, f), path.join(dir, f));
   }
@@ -90,19 +102,116 @@ test('a binary that does not match SHA256SUMS is never run', () => {
   assert.doesNotMatch(r.stdout, /fake binary/);
 });
 
-test('a platform without a binary fails clearly and lists the platforms that have one', () => {
-  const dir = fakeDist(['x86_64-unknown-linux-gnu', 'aarch64-apple-darwin']);
+/** Parse `name<<DELIM\nvalue\nDELIM\n` records, checking each delimiter closes its record. */
+function parseCommandFile(text) {
+  const values = {};
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length - 1; ) {
+    const m = /^([^<]+)<<(ghadelimiter_[0-9a-f]{32})$/.exec(lines[i]);
+    assert.ok(m, `a heredoc record starts at line ${i}: ${JSON.stringify(lines[i])}`);
+    const end = lines.indexOf(m[2], i + 1);
+    assert.ok(end > i, `delimiter ${m[2]} closes its record`);
+    values[m[1]] = lines.slice(i + 1, end).join('\n');
+    i = end + 1;
+  }
+  return values;
+}
+
+/** Run `entry` on macOS/ARM64 (no binary) with command files in a scratch directory. */
+function runUnsupported(entry, env = {}) {
+  const dir = fakeDist(['x86_64-unknown-linux-gnu']);
+  const outputs = path.join(dir, 'github_output');
+  const envFile = path.join(dir, 'github_env');
+  const r = runEntry(dir, entry, {
+    RUNNER_OS: 'macOS',
+    RUNNER_ARCH: 'ARM64',
+    GITHUB_OUTPUT: outputs,
+    GITHUB_ENV: envFile,
+    ...env,
+  });
+  const read = (f) => (fs.existsSync(f) ? parseCommandFile(fs.readFileSync(f, 'utf8')) : {});
+  return { ...r, outputs: read(outputs), exported: read(envFile) };
+}
+
+const RESTORE_MISS = {
+  'cache-hit': 'false',
+  reused: 'false',
+  key: '',
+  'fingerprint-file': '',
+  'miss-reason': 'unsupported-platform',
+  'restored-files': '0',
+  'restored-bytes': '0',
+};
+
+test('a platform without a binary warns, sets every output as a miss and lets the job go on', () => {
+  const expected = {
+    main: RESTORE_MISS,
+    restore: RESTORE_MISS,
+    save: { key: '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '' },
+    fingerprint: { key: '', 'fingerprint-file': '' },
+    post: { saved: 'false', 'save-result': 'unsupported-platform' },
+  };
+  for (const [entry, outputs] of Object.entries(expected)) {
+    const r = runUnsupported(entry, { INPUT_REUSE_ENV: 'FIXTURES_REUSED' });
+    assert.equal(r.status, 0, `${entry}: ${r.stdout}${r.stderr}`);
+    assert.match(
+      r.stdout,
+      /^::warning::exact-cache has no binary for macOS\/ARM64; this release has binaries for: Linux\/X64; (the step goes on without the cache|nothing saved)$/m,
+    );
+    assert.doesNotMatch(r.stdout, /::error::|fake binary/);
+    assert.deepEqual(r.outputs, outputs, entry);
+    assert.deepEqual(r.exported, entry === 'post' ? {} : { FIXTURES_REUSED: '0' }, `${entry}: reuse-env`);
+  }
+});
+
+test('under strict, a platform without a binary fails the step after setting the outputs', () => {
+  for (const strict of ['true', 'TRUE', ' True\n']) {
+    const r = runUnsupported('restore', { INPUT_STRICT: strict });
+    assert.equal(r.status, 1, r.stdout);
+    assert.match(r.stdout, /^::error::exact-cache has no binary for macOS\/ARM64; .* \(strict: failing the step\)$/m);
+    assert.deepEqual(r.outputs, RESTORE_MISS);
+  }
+  const lax = runUnsupported('restore', { INPUT_STRICT: 'false' });
+  assert.equal(lax.status, 0, lax.stdout);
+});
+
+test('the unsupported-platform warning escapes workflow-command characters', () => {
+  const r = runUnsupported('main', { RUNNER_OS: 'mac%OS\n::error::x', RUNNER_ARCH: 'ARM64' });
+  assert.equal(r.status, 0, r.stdout);
+  assert.match(r.stdout, /^::warning::exact-cache has no binary for mac%25OS%0A::error::x\/ARM64; /m);
+  assert.doesNotMatch(r.stdout, /^::error::/m);
+});
+
+test('without GITHUB_OUTPUT (a local run) an unsupported platform still only warns', () => {
+  const dir = fakeDist([]);
   const r = runEntry(dir, 'main', { RUNNER_OS: 'Windows', RUNNER_ARCH: 'ARM64' });
-  assert.equal(r.status, 1);
-  assert.match(
-    r.stdout,
-    /^::error::exact-cache has no binary for Windows\/ARM64; this release has binaries for: Linux\/X64, macOS\/ARM64$/m,
-  );
+  assert.equal(r.status, 0, r.stdout);
+  assert.match(r.stdout, /^::warning::exact-cache has no binary for Windows\/ARM64; this release has binaries for: none; /m);
+});
+
+test('the unsupported-platform outputs cover every output of the committed action.yml files', () => {
+  const entries = { 'action.yml': 'main', 'restore/action.yml': 'restore', 'save/action.yml': 'save', 'fingerprint/action.yml': 'fingerprint' };
+  for (const [file, mode] of Object.entries(entries)) {
+    const declared = shim.outputNames(fs.readFileSync(path.join(repoDir, file), 'utf8'));
+    assert.ok(declared.length > 0, file);
+    assert.deepEqual(declared, shim.UNSUPPORTED_OUTPUTS[mode], `${file}: update UNSUPPORTED_OUTPUTS and decide each new output's value`);
+    for (const name of declared) {
+      if (!(name in shim.UNSUPPORTED_VALUES)) {
+        assert.ok(['key', 'fingerprint-file', 'changed-files'].includes(name), `${file}: ${name} has no unsupported-platform value`);
+      }
+    }
+  }
+});
+
+test('a platform without a binary is told apart from a binary missing on disk', () => {
+  const dir = fakeDist(['x86_64-unknown-linux-gnu', 'aarch64-apple-darwin']);
   // Listed in SHA256SUMS but missing on disk: not available.
   fs.rmSync(path.join(dir, 'exact-cache-aarch64-apple-darwin'));
-  const r2 = runEntry(dir, 'main', { RUNNER_OS: 'macOS', RUNNER_ARCH: 'ARM64' });
-  assert.equal(r2.status, 1);
-  assert.match(r2.stdout, /no binary for macOS\/ARM64; this release has binaries for: Linux\/X64$/m);
+  assert.throws(
+    () => shim.resolveBinary(dir, { RUNNER_OS: 'macOS', RUNNER_ARCH: 'ARM64' }),
+    (e) => e instanceof shim.UnsupportedPlatform && /no binary for macOS\/ARM64; this release has binaries for: Linux\/X64$/.test(e.message),
+  );
+  assert.throws(() => shim.resolveBinary(dir, { RUNNER_OS: 'Windows', RUNNER_ARCH: 'ARM64' }), shim.UnsupportedPlatform);
 });
 
 test('the committed dist binary matches the committed SHA256SUMS', () => {
