@@ -547,6 +547,9 @@ fn fingerprint_spec(
         Some(_) => raw.lines("compilers"),
         None => vec![env.non_empty("CC").unwrap_or("cc").to_owned(), env.non_empty("CXX").unwrap_or("c++").to_owned()],
     };
+    if raw.get("compilers").is_some() {
+        fingerprint.named_compilers = fingerprint.compilers.iter().cloned().collect();
+    }
     fingerprint.python = raw.text("python");
     fingerprint.python_exclude = raw.list("python-exclude");
     fingerprint.variant = raw.text("variant");

@@ -61,6 +61,9 @@ pub struct FingerprintSpec {
     pub native: BTreeSet<Facet>,
     /// Compiler commands for the `compiler` facet (default: `$CC` or `cc`, `$CXX` or `c++`).
     pub compilers: Vec<String>,
+    /// Those of `compilers` that the `compilers` input named: one that is not installed is an
+    /// error, where a compiler probed by default is recorded as absent.
+    pub named_compilers: BTreeSet<String>,
     pub python: Option<String>,
     pub python_exclude: Vec<String>,
     pub variant: Option<String>,
@@ -101,6 +104,7 @@ impl FingerprintSpec {
             hash_commands: Vec::new(),
             native: Facet::DEFAULT.into_iter().collect(),
             compilers: vec!["cc".into(), "c++".into()],
+            named_compilers: BTreeSet::new(),
             python: None,
             python_exclude: Vec::new(),
             variant: None,
@@ -154,7 +158,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
             Facet::Isa => native::isa(&cpu, spec.isa_extensions),
             Facet::CpuFlags => native::cpu_flags(&cpu),
             Facet::Libc => native::libc(sys, env),
-            Facet::Compiler => native::compiler(sys, env, cwd, &spec.compilers),
+            Facet::Compiler => native::compiler(sys, env, cwd, &spec.compilers, &spec.named_compilers)?,
             Facet::Gpu => native::gpu(sys, env, cwd),
             Facet::Cuda => native::cuda(sys, env, cwd),
         };

@@ -11,7 +11,7 @@
 //! | `native.isa` | `level` (x86-64-v1..v4) or `features` (aarch64) |
 //! | `native.cpu-flags` | `flags` (opt-in) |
 //! | `native.libc` | `libc` (`glibc 2.36`, `musl 1.2.4`, or absent) |
-//! | `native.compiler` | compiler command → `--version` output (absent when not installed) |
+//! | `native.compiler` | compiler command → `--version` output (absent when not installed, unless named in `compilers`) |
 //! | `native.gpu` | `gpu0`, `gpu1`, … → name, compute capability, driver major; `nvidia-smi` absent without one |
 //! | `native.cuda` | `nvcc` → toolkit version, absent without one |
 //! | `python.interpreter` | `implementation`, `version`, `abi` |
@@ -320,6 +320,14 @@ pub enum FingerprintError {
     #[error("cannot run `hash-commands` command `{command}`")]
     CommandSpawn {
         command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("compiler `{compiler}` (named in `compilers`) not found")]
+    CompilerNotFound { compiler: String },
+    #[error("cannot run compiler `{compiler}` (named in `compilers`)")]
+    CompilerSpawn {
+        compiler: String,
         #[source]
         source: std::io::Error,
     },

@@ -5,7 +5,7 @@
 //! the separate, opt-in `cpu-flags` facet, because it changes with every CPU stepping.
 
 use super::system::{CpuFacts, System};
-use super::{Component, Value};
+use super::{Component, FingerprintError, Value};
 use crate::env::Env;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -81,7 +81,15 @@ pub(super) fn libc(sys: &dyn System, env: &Env) -> Component {
 }
 
 /// Each compiler command (e.g. `cc`, `c++`, or `$CC` as configured) → its `--version` output.
-pub(super) fn compiler(sys: &dyn System, env: &Env, cwd: &Path, commands: &[String]) -> Component {
+/// A compiler that is not installed is absent, unless it is one of `named` (the `compilers`
+/// input): a command the workflow named and that does not exist is a mistake, not a fact.
+pub(super) fn compiler(
+    sys: &dyn System,
+    env: &Env,
+    cwd: &Path,
+    commands: &[String],
+    named: &BTreeSet<String>,
+) -> Result<Component, FingerprintError> {
     let mut c = Component::new();
     for command in commands {
         let mut words = command.split_whitespace();
@@ -93,11 +101,17 @@ pub(super) fn compiler(sys: &dyn System, env: &Env, cwd: &Path, commands: &[Stri
         let value = match sys.run(program, &args, env, cwd) {
             Ok(Some(out)) if out.success => Value::Text(compiler_identity(&out.stdout)),
             Ok(Some(out)) => Value::Text(format!("`--version` failed: {}", out.failure_detail())),
+            Ok(None) if named.contains(command) => {
+                return Err(FingerprintError::CompilerNotFound { compiler: command.clone() });
+            }
+            Err(source) if named.contains(command) => {
+                return Err(FingerprintError::CompilerSpawn { compiler: command.clone(), source });
+            }
             Ok(None) | Err(_) => Value::Absent,
         };
         c.insert(command.clone(), value);
     }
-    c
+    Ok(c)
 }
 
 /// The first line of `--version` output (name and version) and clang's `Target:` line; the

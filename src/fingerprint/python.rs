@@ -4,6 +4,8 @@
 //! implementation, version, ABI tag and every installed distribution in `sys.path` order.
 //! Names are normalized as PEP 503 does (`Foo_Bar.baz` → `foo-bar-baz`); where a name appears
 //! twice the first one wins, as it does for `import`. `python-exclude` names leave the list.
+//! The interpreter is always one the workflow (or the preset) named, so one that does not exist is
+//! an error, never `absent`.
 
 use super::system::System;
 use super::{Component, FingerprintError, Value};

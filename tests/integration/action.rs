@@ -160,6 +160,36 @@ fn incomplete_sets_are_never_saved() {
 }
 
 #[test]
+fn a_named_tool_that_is_missing_is_an_input_error_and_a_default_probe_is_absent() {
+    let mut step = Step::new();
+    let strict_off = [("path", "out"), ("strict", "false")];
+    let cases = [
+        (
+            "compilers",
+            "cc\nexact-cache-no-such-cc",
+            "compiler `exact-cache-no-such-cc` (named in `compilers`) not found",
+        ),
+        ("python", "exact-cache-no-such-python", "python interpreter `exact-cache-no-such-python` not found"),
+    ];
+    for (input, value, message) in cases {
+        for mode in ["fingerprint", "restore"] {
+            let mut inputs = strict_off.to_vec();
+            inputs.push((input, value));
+            let r = step.run(&[mode], &inputs, NO_STATE);
+            assert_eq!(r.code, 1, "{mode} with {input}: {}", r.readable());
+            assert!(r.stdout.contains(message), "expected `{message}` in:\n{}", r.stdout);
+        }
+    }
+
+    // `$CC` is the default probe, not a named command: a missing one is recorded as absent.
+    step.extra_env.push(("CC".into(), "exact-cache-no-such-cc".into()));
+    let r = step.run(&["fingerprint"], &strict_off, NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.readable());
+    let record = std::fs::read_to_string(r.output("fingerprint-file")).unwrap();
+    assert!(record.contains("exact-cache-no-such-cc"), "{record}");
+}
+
+#[test]
 fn saving_twice_reports_exists() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");

@@ -175,6 +175,30 @@ fn missing_tools_are_recorded_absent() {
     assert_eq!(fp.components["native.compiler"]["exact-cache-no-such-cc"], Value::Absent);
 }
 
+#[test]
+fn a_compiler_named_in_compilers_that_is_missing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = FingerprintSpec::new(Locations { workspace: dir.path().to_owned(), home: None });
+    spec.native = [Facet::Compiler].into();
+    spec.compilers = vec!["cc".into(), "gcc-99".into()];
+    spec.named_compilers = ["cc".to_owned(), "gcc-99".to_owned()].into();
+    let err = collect(&spec, &FakeSystem::baseline(), &Env::default()).unwrap_err();
+    assert!(matches!(&err, FingerprintError::CompilerNotFound { compiler } if compiler == "gcc-99"), "{err:?}");
+    assert_eq!(err.to_string(), "compiler `gcc-99` (named in `compilers`) not found");
+
+    // Only the named ones: a compiler a preset adds to the list is still a default probe.
+    spec.named_compilers = ["cc".to_owned()].into();
+    let fp = collect(&spec, &FakeSystem::baseline(), &Env::default()).unwrap();
+    assert_eq!(fp.components["native.compiler"]["gcc-99"], Value::Absent);
+    assert!(fp.components["native.compiler"]["cc"].as_text().unwrap().starts_with("cc (Ubuntu"));
+
+    let mut real = spec.clone();
+    real.compilers = vec!["exact-cache-no-such-cc".into()];
+    real.named_compilers = real.compilers.iter().cloned().collect();
+    let err = collect(&real, &HostSystem::default(), &Env::capture()).unwrap_err();
+    assert_eq!(err.to_string(), "compiler `exact-cache-no-such-cc` (named in `compilers`) not found");
+}
+
 fn files_spec(workspace: &Path, patterns: &[&str]) -> FingerprintSpec {
     let mut spec = FingerprintSpec::new(Locations { workspace: workspace.to_owned(), home: None });
     spec.native.clear();
