@@ -1,7 +1,8 @@
 //! The action as users run it, under nektos/act (host mode) against act's own cache server: the
-//! workflows of `examples/`, each cold then warm, plus a failed job, a tampered entry and a
-//! changed generator. The action runs from a scratch repository holding what a release holds
-//! (`action.yml` files and `dist/`), through the node shim and the committed dist binary.
+//! workflows of `examples/`, each cold then warm, plus a failed job, a tampered entry, a changed
+//! generator and a runner the release has no binary for. The action runs from a scratch
+//! repository holding what a release holds (`action.yml` files and `dist/`), through the node
+//! shim and the committed dist binary.
 
 use std::path::Path;
 
@@ -111,6 +112,31 @@ fn a_failed_job_saves_nothing() {
     let next = run(repo.path(), "fixtures", storage.path(), &[]);
     assert!(next.success, "{}", next.log);
     assert_eq!(next.output("cache", "miss-reason"), "not-found", "nothing was saved by the failed job");
+}
+
+#[test]
+fn a_runner_without_a_binary_warns_and_the_job_goes_on_as_on_a_miss() {
+    let repo = repo();
+    // A release without a binary for this runner (Linux/X64 here, as macOS/ARM64 is today).
+    std::fs::remove_file(repo.path().join("dist/exact-cache-x86_64-unknown-linux-gnu")).unwrap();
+    let storage = tempfile::tempdir().unwrap();
+    let r = run(repo.path(), "fixtures", storage.path(), &[]);
+    assert!(r.success, "{}", r.log);
+    assert!(r.log.contains("exact-cache has no binary for Linux/X64"), "{}", r.log);
+    for (name, value) in [
+        ("cache-hit", "false"),
+        ("reused", "false"),
+        ("miss-reason", "unsupported-platform"),
+        ("restored-files", "0"),
+        ("restored-bytes", "0"),
+        ("key", ""),
+        ("save-result", "unsupported-platform"),
+        ("saved", "false"),
+    ] {
+        assert_eq!(r.output("cache", name), value, "{name}");
+    }
+    assert!(generated(&r), "`reuse-env` was exported as 0, so the generator ran:\n{}", r.log);
+    assert!(r.log.contains("cache-hit=false reused=false miss-reason=unsupported-platform"), "{}", r.log);
 }
 
 #[test]
