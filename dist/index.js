@@ -176,7 +176,7 @@ function isStrict(env) {
 
 /**
  * No binary for this runner: warn (an error under `strict`), set every output of `mode` as a
- * miss, export `reuse-env` as `0`, and exit 0 (1 under `strict`).
+ * miss, export `reuse-env` (root and `restore`) as `0`, and exit 0 (1 under `strict`).
  */
 function unsupported(mode, dir, env, message) {
   const strict = isStrict(env);
@@ -186,7 +186,7 @@ function unsupported(mode, dir, env, message) {
   try {
     if (env.GITHUB_OUTPUT) appendKeyValues(env.GITHUB_OUTPUT, unsupportedOutputs(dir, mode));
     const reuseEnv = (env.INPUT_REUSE_ENV || '').trim();
-    if (env.GITHUB_ENV && mode !== 'post' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(reuseEnv)) {
+    if (env.GITHUB_ENV && (mode === 'main' || mode === 'restore') && /^[A-Za-z_][A-Za-z0-9_]*$/.test(reuseEnv)) {
       appendKeyValues(env.GITHUB_ENV, { [reuseEnv]: '0' });
     }
   } catch (e) {
