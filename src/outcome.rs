@@ -199,6 +199,32 @@ pub struct Explanation {
     /// The ref that saved it (`None` for the local backend).
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
+    /// `against_key` is this very key: the fingerprint is the same, and the entry was saved
+    /// for other `path` lines or another compression (its `changes` is the one line saying so).
+    pub same_key: Option<SameKey>,
+}
+
+/// An entry with exactly this key but another version: the same fingerprint, saved for other
+/// `path` lines or another compression (the version hashes both).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SameKey {
+    /// The compression it was saved with, when its version is our `path` lines with another
+    /// compression; `None` when its `path` lines differ (or the archive format does).
+    pub compression: Option<String>,
+}
+
+impl SameKey {
+    /// One line for the log, the summary, the `miss-reason` detail and `explain`'s `changes`.
+    pub fn sentence(&self) -> String {
+        match &self.compression {
+            Some(c) => format!(
+                "an entry with this key exists for other `path` lines or compression: it was saved with `compression: {c}`"
+            ),
+            None => "an entry with this key exists for other `path` lines or compression: it was saved with other \
+                     `path` lines (or by an exact-cache of another archive format)"
+                .to_owned(),
+        }
+    }
 }
 
 /// How a save ended, with everything the step reports.

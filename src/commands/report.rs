@@ -78,7 +78,7 @@ pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit:
         runner.info(&format!("  … and {} more", explanation.changes.len() - limit));
     }
     if explanation.changes.is_empty() {
-        runner.info("  no component differs: the other entry has other `path` lines or compression");
+        runner.info("  no fingerprint component differs");
     }
 }
 
@@ -156,13 +156,14 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     if let Some(e) = &outcome.explanation {
         let when = e.against_ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
         let against = md.code(&e.against_key);
-        let intro = format!("**Why this is a miss** — compared with the newest entry {against}{when}:");
+        let intro = match e.same_key {
+            Some(_) => format!("**Why this is a miss** — {against}{when} has this very key and fingerprint:"),
+            None => format!("**Why this is a miss** — compared with the newest entry {against}{when}:"),
+        };
         md.paragraph(&Inline::ours(intro));
         let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.text(c)]).collect();
         if rows.is_empty() {
-            md.paragraph(&Inline::ours(
-                "no fingerprint component differs (the other entry has other `path` lines or compression)",
-            ));
+            md.paragraph(&Inline::ours("no fingerprint component differs"));
         } else {
             md.table(&["what changed"], rows);
         }

@@ -39,7 +39,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         log_attempt(ctx, &tried);
         tried
     };
-    let attempt = match tried {
+    let mut attempt = match tried {
         Ok(reuse) => {
             // Only the roots this entry put something into.
             let mut roots: Vec<usize> =
@@ -58,6 +58,11 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
         _ => None,
     };
+    if let (Attempt::Miss { detail: detail @ None, .. }, Some(same)) =
+        (&mut attempt, explanation.as_ref().and_then(|e| e.same_key.as_ref()))
+    {
+        *detail = Some(same.sentence());
+    }
     let (cleaned, clean_error) = match attempt {
         Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
         _ => (None, None),

@@ -343,3 +343,33 @@ fn verify_reuse_does_not_count_files_that_were_there_before_the_restore() {
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("changed-files"), "");
 }
+
+#[test]
+fn a_miss_on_an_entry_of_the_same_key_names_the_path_lines_or_compression() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let saved = [("path", "out"), ("native", "none"), ("prefix", "same")];
+    let key = step.run(&["save"], &saved, NO_STATE).output("key").to_owned();
+
+    let other_paths = [("path", "other"), ("native", "none"), ("prefix", "same")];
+    let r = step.run(&["restore"], &other_paths, NO_STATE);
+    assert_eq!((r.code, r.output("key"), r.output("miss-reason")), (0, key.as_str(), "not-found"));
+    let sentence = "an entry with this key exists for other `path` lines or compression";
+    assert!(r.stdout.contains(&format!("compared with `{key}`")), "{}", r.stdout);
+    assert!(r.stdout.contains(sentence) && r.stdout.contains("saved with other `path` lines"), "{}", r.stdout);
+    assert!(!r.stdout.contains("no earlier entry"), "{}", r.stdout);
+    assert!(r.summary.contains("has this very key and fingerprint"), "{}", r.summary);
+    assert!(r.summary.contains(&format!("| why | {sentence}")), "the miss's detail: {}", r.summary);
+
+    let gzip = [("path", "out"), ("native", "none"), ("prefix", "same"), ("compression", "gzip")];
+    let r = step.run(&["restore"], &gzip, NO_STATE);
+    assert_eq!(r.output("miss-reason"), "not-found");
+    assert!(r.stdout.contains("it was saved with `compression: zstd`"), "{}", r.stdout);
+
+    let explained = step.run(&["explain"], &other_paths, NO_STATE);
+    assert_eq!(explained.output("against"), key);
+    assert!(explained.output("changes").starts_with(sentence), "{}", explained.stdout);
+    // Our own entry, with our version, is nothing to compare with.
+    let hit = step.run(&["explain"], &saved, NO_STATE);
+    assert!(hit.stdout.contains("exists with this run's `path` lines and compression: a hit"), "{}", hit.stdout);
+}
