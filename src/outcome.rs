@@ -23,6 +23,7 @@ crate::choice::named_enum! {
         MissReason => "miss-reason",
         RestoredFiles => "restored-files",
         RestoredBytes => "restored-bytes",
+        ExtraFiles => "extra-files",
         Saved => "saved",
         SaveResult => "save-result",
         ChangedFiles => "changed-files",
@@ -134,6 +135,9 @@ pub struct RestoreOutcome {
 pub enum Attempt {
     Reused {
         restored: Transfer,
+        /// Files that were under `path` before the restore and are not in the entry: kept, in
+        /// the order `path` lists them.
+        extra_files: Vec<String>,
         /// Where the entry's manifest was kept for `verify-reuse` (when it could be).
         manifest_file: Option<PathBuf>,
     },

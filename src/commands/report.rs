@@ -125,9 +125,12 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.heading(3, "exact-cache restore");
     let mut rows = vec![vec![Inline::ours("key"), md.code(&outcome.record.key)]];
     match &outcome.attempt {
-        Attempt::Reused { restored, .. } => {
+        Attempt::Reused { restored, extra_files, .. } => {
             rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
             rows.push(vec![Inline::ours("restored"), transfer(restored)]);
+            if !extra_files.is_empty() {
+                rows.push(vec![Inline::ours("kept"), md.prose(&super::restore::extra_files_line(extra_files))]);
+            }
         }
         Attempt::Found => {
             let found = "☑️ entry exists (`lookup-only`; nothing downloaded)";

@@ -3,16 +3,29 @@
 
 use super::fingerprint::compute;
 use super::{Context, Error, explain, handoff};
-use crate::archive::{CleanError, RestorePlan, UnpackError, clean, unpack};
+use crate::archive::{CleanError, PackError, RestorePlan, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError, ErrorKind};
-use crate::config::{Config, VerifyReuse};
+use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, Manifest};
+use crate::manifest::{EntryKind, Manifest, entry_path};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, Transfer};
 use crate::runner::ProgressReader;
-use crate::text::{error_chain, error_line};
+use crate::text::{error_chain, error_line, shorten};
 use crate::units;
+use std::collections::HashSet;
 use std::time::Instant;
+
+/// Files not in the entry named in the log and the summary before "and N more".
+const EXTRA_SHOWN: usize = 5;
+
+/// `3 files under `path` not in the entry: `a`, `b`, `c``, naming at most [`EXTRA_SHOWN`].
+pub(super) fn extra_files_line(extra: &[String]) -> String {
+    let mut names: Vec<String> = extra.iter().take(EXTRA_SHOWN).map(|f| format!("`{}`", shorten(f, 120))).collect();
+    if extra.len() > EXTRA_SHOWN {
+        names.push(format!("and {} more", extra.len() - EXTRA_SHOWN));
+    }
+    format!("{} under `path` not in the entry: {}", units::count_of(extra.len(), "file"), names.join(", "))
+}
 
 /// Steps (by `GITHUB_ACTION`) whose post step saves even after a failed job, as `,id1,id2,`;
 /// the root action's `post-if` reads it.
@@ -31,7 +44,6 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
     }
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
-    let preexisting = preexisting_files(config);
     let tried = {
         let _group = runner.group(&format!("Restore {}", record.key));
         runner.info(&format!("backend: {}", backend.describe()));
@@ -45,10 +57,11 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
             let mut roots: Vec<usize> =
                 reuse.manifest.entries.iter().filter_map(|e| e.path.split('/').next()?.parse().ok()).collect();
             roots.dedup();
-            let kept = super::verify::Kept { manifest: reuse.manifest, preexisting };
+            // What was there before and is not in the entry is not "added" by the job later.
+            let kept = super::verify::Kept { manifest: reuse.manifest, preexisting: reuse.extra_files.clone() };
             let manifest_file = handoff::keep_manifest(runner, config, &record.key, &kept);
             handoff::mark_owned(runner, config, &roots);
-            Attempt::Reused { restored: reuse.restored, manifest_file }
+            Attempt::Reused { restored: reuse.restored, extra_files: reuse.extra_files, manifest_file }
         }
         Err(other) => other.into(),
     };
@@ -75,26 +88,24 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     Ok((outcome, clean_error))
 }
 
-/// For `verify-reuse`: what was already under `path` is not "added" by the job later.
-fn preexisting_files(config: &Config) -> Vec<String> {
-    if config.verify_reuse == VerifyReuse::Off {
-        return Vec::new();
-    }
-    let Ok(inventory) = crate::archive::inventory(&config.paths) else {
-        return Vec::new();
-    };
-    inventory
+/// Files under `path` not in the entry just placed: they were there before and are
+/// kept. `None` when `path` cannot be listed.
+fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<String>, PackError> {
+    let ours: HashSet<&str> = manifest.entries.iter().map(|e| e.path.as_str()).collect();
+    let inventory = crate::archive::inventory(&config.paths)?;
+    Ok(inventory
         .entries
         .iter()
-        .filter(|e| e.kind != EntryKind::Dir)
+        .filter(|e| e.kind != EntryKind::Dir && !ours.contains(entry_path(e.root, &e.rel).as_str()))
         .map(|e| config.fingerprint.locations.display(&e.abs))
-        .collect()
+        .collect())
 }
 
 /// An entry put in place whole.
 struct Reuse {
     restored: Transfer,
     manifest: Manifest,
+    extra_files: Vec<String>,
 }
 
 /// How an entry was not reused.
@@ -142,18 +153,27 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     let stats = staged.commit().map_err(|e| miss(classify(&e), error_chain(&e)))?;
     let restored =
         Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
-    Ok(Reuse { restored, manifest })
+    let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
+        ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
+        Vec::new()
+    });
+    Ok(Reuse { restored, manifest, extra_files })
 }
 
 fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
-        Ok(Reuse { restored, .. }) => runner.info(&format!(
-            "reused {} files ({}) in {}",
-            units::count(restored.files as u64),
-            units::bytes(restored.content_bytes),
-            units::duration(restored.elapsed)
-        )),
+        Ok(Reuse { restored, extra_files, .. }) => {
+            runner.info(&format!(
+                "reused {} files ({}) in {}",
+                units::count(restored.files as u64),
+                units::bytes(restored.content_bytes),
+                units::duration(restored.elapsed)
+            ));
+            if !extra_files.is_empty() {
+                runner.info(&format!("kept {}", extra_files_line(extra_files)));
+            }
+        }
         Err(NotReused::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
         Err(NotReused::Miss { reason, detail }) => {
             let text = match detail {

@@ -373,3 +373,29 @@ fn a_miss_on_an_entry_of_the_same_key_names_the_path_lines_or_compression() {
     let hit = step.run(&["explain"], &saved, NO_STATE);
     assert!(hit.stdout.contains("exists with this run's `path` lines and compression: a hit"), "{}", hit.stdout);
 }
+
+#[test]
+fn files_under_path_that_are_not_in_the_entry_are_kept_and_reported() {
+    let step = Step::new();
+    write(&step.ws.join("out/a.bin"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("verify-reuse", "fail")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    write(&step.ws.join("out/x1.bin"), b"from another tool");
+    write(&step.ws.join("out/sub/x2.bin"), b"from another tool");
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!((warm.output("reused"), warm.output("extra-files")), ("true", "2"));
+    let line = "kept 2 files under `path` not in the entry: `out/sub/x2.bin`, `out/x1.bin`";
+    assert!(warm.stdout.contains(line), "{}", warm.stdout);
+    assert!(warm.summary.contains("| kept | 2 files under `path` not in the entry"), "{}", warm.summary);
+    assert!(step.ws.join("out/x1.bin").is_file() && step.ws.join("out/sub/x2.bin").is_file(), "never removed");
+    // Not "added" by the job: `verify-reuse: fail` passes.
+    let post = step.run(&["save", "--post"], &inputs, &warm.state);
+    assert_eq!((post.code, post.output("changed-files")), (0, ""), "{}", post.stdout);
+
+    std::fs::remove_file(step.ws.join("out/sub/x2.bin")).unwrap();
+    let one = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(one.output("extra-files"), "1");
+    assert!(one.stdout.contains("kept 1 file under `path` not in the entry: `out/x1.bin`"), "{}", one.stdout);
+    let miss = step.run(&["restore"], &[("path", "out"), ("native", "none"), ("variant", "v")], NO_STATE);
+    assert_eq!((miss.output("reused"), miss.output("extra-files")), ("false", "0"));
+}
