@@ -126,6 +126,9 @@ pub struct RestoreOutcome {
     pub clean_failed: bool,
     /// `explain-misses` found the entry this one was compared with.
     pub explanation: Option<Explanation>,
+    /// `explain-misses` ran on this miss but explains nothing: why (skipped, or nothing to
+    /// compare with).
+    pub unexplained: Option<String>,
     /// Variables for later steps: a preset's directories, `reuse-env`, the save-on-failure list.
     pub exports: Vec<(String, String)>,
 }

@@ -69,6 +69,19 @@ pub(super) fn explain_and_log(
     limit: usize,
     unexplained: &str,
 ) -> Option<Explanation> {
+    explain_and_log_or_why(ctx, config, backend, catalog, ours, limit, unexplained).ok()
+}
+
+/// [`explain_and_log`], or why there is no explanation (the line logged after `unexplained: `).
+pub(super) fn explain_and_log_or_why(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    catalog: &dyn Catalog,
+    ours: &FingerprintRecord,
+    limit: usize,
+    unexplained: &str,
+) -> Result<Explanation, String> {
     let runner = ctx.runner;
     let env = runner.env();
     let shown = Shown::new(runner, config);
@@ -76,11 +89,12 @@ pub(super) fn explain_and_log(
     match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
         Ok(explanation) => {
             super::report::log_explanation(runner, &explanation, limit);
-            Some(explanation)
+            Ok(explanation)
         }
         Err(reason) => {
-            runner.info(&format!("{unexplained}: {}", crate::text::error_line(&reason)));
-            None
+            let why = crate::text::error_line(&reason);
+            runner.info(&format!("{unexplained}: {why}"));
+            Err(why)
         }
     }
 }

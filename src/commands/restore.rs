@@ -65,11 +65,15 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
         Err(other) => other.into(),
     };
-    let explanation = match &attempt {
+    let (explanation, unexplained) = match &attempt {
         Attempt::Miss { reason: MissReason::NotFound | MissReason::PrefixOnly, .. } => {
-            explain_miss(ctx, config, backend.as_ref(), &record)
+            match explain_miss(ctx, config, backend.as_ref(), &record) {
+                Some(Ok(explanation)) => (Some(explanation), None),
+                Some(Err(why)) => (None, Some(why)),
+                None => (None, None),
+            }
         }
-        _ => None,
+        _ => (None, None),
     };
     if let (Attempt::Miss { detail: detail @ None, .. }, Some(same)) =
         (&mut attempt, explanation.as_ref().and_then(|e| e.same_key.as_ref()))
@@ -83,8 +87,17 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     let clean_failed = clean_error.is_some();
     let exports = exports(config, runner.env(), attempt.reused(), clean_failed);
     let backend = backend.describe();
-    let outcome =
-        RestoreOutcome { record, fingerprint_file, backend, attempt, cleaned, clean_failed, explanation, exports };
+    let outcome = RestoreOutcome {
+        record,
+        fingerprint_file,
+        backend,
+        attempt,
+        cleaned,
+        clean_failed,
+        explanation,
+        unexplained,
+        exports,
+    };
     Ok((outcome, clean_error))
 }
 
@@ -165,8 +178,8 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     match tried {
         Ok(Reuse { restored, extra_files, .. }) => {
             runner.info(&format!(
-                "reused {} files ({}) in {}",
-                units::count(restored.files as u64),
+                "reused {} ({}) in {}",
+                units::count_of(restored.files, "file"),
                 units::bytes(restored.content_bytes),
                 units::duration(restored.elapsed)
             ));
@@ -210,8 +223,9 @@ fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<Clean
     match clean(&config.paths, &config.clean_guard) {
         Ok(stats) => {
             ctx.runner.info(&format!(
-                "clean-on-miss: removed {} stale files and {} directories",
-                stats.removed_files, stats.removed_dirs
+                "clean-on-miss: removed {} and {}",
+                units::count_of(stats.removed_files, "stale file"),
+                units::count_of(stats.removed_dirs, "directory")
             ));
             (Some(Cleaned { files: stats.removed_files, dirs: stats.removed_dirs }), None)
         }
@@ -223,14 +237,15 @@ fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<Clean
     }
 }
 
-/// `explain-misses` on a miss: log why, and return it for the summary. Any trouble is one
-/// informational line; it never affects the restore.
+/// `explain-misses` on a miss: log why, and return it (or why there is no explanation) for the
+/// summary; `None` when `explain-misses` is off. Any trouble is one informational line; it
+/// never affects the restore.
 fn explain_miss(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,
     ours: &FingerprintRecord,
-) -> Option<Explanation> {
+) -> Option<Result<Explanation, String>> {
     let runner = ctx.runner;
     if config.explain_misses == Some(false) {
         return None;
@@ -239,11 +254,20 @@ fn explain_miss(
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
-            runner.info(&format!("explain-misses: skipped: {}", error_line(&e)));
-            return None;
+            let why = format!("skipped: {}", error_line(&e));
+            runner.info(&format!("explain-misses: {why}"));
+            return Some(Err(why));
         }
     };
-    explain::explain_and_log(ctx, config, backend, catalog.as_ref(), ours, explain::SHOWN, "explain-misses")
+    Some(explain::explain_and_log_or_why(
+        ctx,
+        config,
+        backend,
+        catalog.as_ref(),
+        ours,
+        explain::SHOWN,
+        "explain-misses",
+    ))
 }
 
 /// What later steps are told: a preset's directories, `reuse-env`, and this step in the list

@@ -399,3 +399,24 @@ fn files_under_path_that_are_not_in_the_entry_are_kept_and_reported() {
     let miss = step.run(&["restore"], &[("path", "out"), ("native", "none"), ("variant", "v")], NO_STATE);
     assert_eq!((miss.output("reused"), miss.output("extra-files")), ("false", "0"));
 }
+
+#[test]
+fn logs_and_summaries_count_in_words_and_say_when_a_miss_is_not_explained() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"print(1)");
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "words"), ("hash-files", "gen.py")];
+    let cold = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(cold.stdout.contains("files (1 value)"), "{}", cold.stdout);
+    assert!(cold.stdout.contains("`x` when it is executable or `-` when not"), "the suffix, once: {}", cold.stdout);
+    assert!(cold.summary.contains("Fingerprint: 1 component, 1 value"), "{}", cold.summary);
+    assert!(cold.summary.contains("`explain-misses`: no earlier entry with prefix `words`"), "{}", cold.summary);
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let again = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(again.output("save-result"), "exists");
+    assert!(!again.readable().contains("another job saved"), "{}", again.readable());
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(warm.stdout.contains("reused 1 file ("), "{}", warm.stdout);
+    assert!(warm.summary.contains("1 file, "), "{}", warm.summary);
+    assert!(!warm.readable().contains("1 files") && !cold.readable().contains("1 values"));
+}
