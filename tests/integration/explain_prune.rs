@@ -420,3 +420,16 @@ fn logs_and_summaries_count_in_words_and_say_when_a_miss_is_not_explained() {
     assert!(warm.summary.contains("1 file, "), "{}", warm.summary);
     assert!(!warm.readable().contains("1 files") && !cold.readable().contains("1 values"));
 }
+
+#[test]
+fn the_rest_catalog_names_an_entry_of_the_same_key_saved_for_other_paths() {
+    let services = Services::start();
+    let step = step_with_rest(&services);
+    write(&step.ws.join("out/a"), b"a");
+    let saved = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN)];
+    let key = step.run(&["save"], &saved, NO_STATE).output("key").to_owned();
+    let other = [("path", "other"), ("native", "none"), ("github-token", REST_TOKEN)];
+    let r = step.run(&["restore"], &other, NO_STATE);
+    assert_eq!((r.output("key"), r.output("miss-reason")), (key.as_str(), "not-found"));
+    assert!(r.stdout.contains("an entry with this key exists for other `path` lines or compression"), "{}", r.stdout);
+}
