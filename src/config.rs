@@ -163,6 +163,12 @@ pub const OUTPUTS: &[OutputSpec] = &[
         description: "Bytes of file content put in place.",
     },
     OutputSpec {
+        output: Output::ExtraFiles,
+        entries: RESTORING,
+        description: "On a reuse: number of files that were already under `path`, are not in the entry, and were \
+                      kept (the log and the summary name the first few); `0` otherwise.",
+    },
+    OutputSpec {
         output: Output::Saved,
         entries: &[Entry::Save],
         description: "`true` when this step created the entry.",

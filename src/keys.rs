@@ -9,6 +9,7 @@
 //!   `paths|compression|1.0`.
 
 use crate::archive::{ARCHIVE_FORMAT, Compression};
+use crate::choice::Named;
 use sha2::{Digest, Sha256};
 
 /// Longest prefix that keeps a key within the service's 512 characters.
@@ -22,6 +23,12 @@ pub fn cache_version<S: AsRef<str>>(paths: &[S], compression: Compression) -> St
         lines.join("\n")
     );
     hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The compression an entry of `version` was saved with, when its version is that of
+/// `paths` with some compression (`None`: its `path` lines, or its archive format, differ).
+pub fn compression_of<S: AsRef<str>>(version: &str, paths: &[S]) -> Option<&'static str> {
+    Compression::ALL.iter().find(|c| cache_version(paths, **c) == version).map(|c| c.name())
 }
 
 /// A valid, lowercased prefix, or why not.
@@ -83,6 +90,14 @@ mod tests {
         let a = cache_version(&["a", "b"], Compression::Zstd);
         assert_ne!(a, cache_version(&["b", "a"], Compression::Zstd));
         assert_ne!(a, cache_version(&["a", "b"], Compression::Gzip));
+    }
+
+    #[test]
+    fn the_compression_of_a_version_is_found_for_the_same_paths_only() {
+        let gzip = cache_version(&["out"], Compression::Gzip);
+        assert_eq!(compression_of(&gzip, &["out"]), Some("gzip"));
+        assert_eq!(compression_of(&gzip, &["other"]), None);
+        assert_eq!(compression_of("not-a-version", &["out"]), None);
     }
 
     #[test]

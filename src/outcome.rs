@@ -23,6 +23,7 @@ crate::choice::named_enum! {
         MissReason => "miss-reason",
         RestoredFiles => "restored-files",
         RestoredBytes => "restored-bytes",
+        ExtraFiles => "extra-files",
         Saved => "saved",
         SaveResult => "save-result",
         ChangedFiles => "changed-files",
@@ -125,6 +126,9 @@ pub struct RestoreOutcome {
     pub clean_failed: bool,
     /// `explain-misses` found the entry this one was compared with.
     pub explanation: Option<Explanation>,
+    /// `explain-misses` ran on this miss but explains nothing: why (skipped, or nothing to
+    /// compare with).
+    pub unexplained: Option<String>,
     /// Variables for later steps: a preset's directories, `reuse-env`, the save-on-failure list.
     pub exports: Vec<(String, String)>,
 }
@@ -134,6 +138,9 @@ pub struct RestoreOutcome {
 pub enum Attempt {
     Reused {
         restored: Transfer,
+        /// Files that were under `path` before the restore and are not in the entry: kept, in
+        /// the order `path` lists them.
+        extra_files: Vec<String>,
         /// Where the entry's manifest was kept for `verify-reuse` (when it could be).
         manifest_file: Option<PathBuf>,
     },
@@ -199,6 +206,32 @@ pub struct Explanation {
     /// The ref that saved it (`None` for the local backend).
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
+    /// `against_key` is this very key: the fingerprint is the same, and the entry was saved
+    /// for other `path` lines or another compression (its `changes` is the one line saying so).
+    pub same_key: Option<SameKey>,
+}
+
+/// An entry with exactly this key but another version: the same fingerprint, saved for other
+/// `path` lines or another compression (the version hashes both).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SameKey {
+    /// The compression it was saved with, when its version is our `path` lines with another
+    /// compression; `None` when its `path` lines differ (or the archive format does).
+    pub compression: Option<String>,
+}
+
+impl SameKey {
+    /// One line for the log, the summary, the `miss-reason` detail and `explain`'s `changes`.
+    pub fn sentence(&self) -> String {
+        match &self.compression {
+            Some(c) => format!(
+                "an entry with this key exists for other `path` lines or compression: it was saved with `compression: {c}`"
+            ),
+            None => "an entry with this key exists for other `path` lines or compression: it was saved with other \
+                     `path` lines (or by an exact-cache of another archive format)"
+                .to_owned(),
+        }
+    }
 }
 
 /// How a save ended, with everything the step reports.

@@ -47,6 +47,18 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// `n` things, with the count as [`count`] writes it and the noun in the plural unless `n` is 1:
+/// `count_of(1, "file")` → `1 file`, `count_of(1234, "entry")` → `1,234 entries`.
+pub fn count_of(n: impl TryInto<u64>, noun: &str) -> String {
+    let n = n.try_into().unwrap_or(u64::MAX);
+    let plural = match noun.strip_suffix('y') {
+        _ if n == 1 => noun.to_owned(),
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+        _ => format!("{noun}s"),
+    };
+    format!("{} {plural}", count(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +72,11 @@ mod tests {
         assert_eq!(count(0), "0");
         assert_eq!(count(999), "999");
         assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(count_of(1usize, "file"), "1 file");
+        assert_eq!(count_of(0u64, "file"), "0 files");
+        assert_eq!(count_of(1234usize, "entry"), "1,234 entries");
+        assert_eq!(count_of(2usize, "directory"), "2 directories");
+        assert_eq!(count_of(2usize, "key"), "2 keys");
         assert_eq!(throughput(10 * 1024 * 1024, Duration::from_secs(2)), "5.0 MiB/s");
         assert_eq!(duration(Duration::from_millis(1500)), "1.5 s");
         assert_eq!(duration(Duration::from_secs(125)), "2 min 5 s");

@@ -22,7 +22,7 @@ pub(super) const SHOWN: usize = 25;
 /// Characters of each value in a change.
 const VALUE_CHARS: usize = 80;
 
-pub(super) use crate::outcome::Explanation;
+pub(super) use crate::outcome::{Explanation, SameKey};
 
 /// Why there is no explanation: nothing to compare with, or the entry to compare with could not
 /// be read. Never a failure of the step.
@@ -32,6 +32,8 @@ pub enum ExplainError {
     Catalog(#[from] CatalogError),
     #[error("no earlier entry with prefix `{prefix}` to compare with")]
     NoEarlierEntry { prefix: String },
+    #[error("`{key}` exists with this run's `path` lines and compression: a hit, or on a branch this run cannot read")]
+    SameEntry { key: String },
     #[error("cannot look up `{key}`")]
     Lookup {
         key: String,
@@ -67,37 +69,66 @@ pub(super) fn explain_and_log(
     limit: usize,
     unexplained: &str,
 ) -> Option<Explanation> {
+    explain_and_log_or_why(ctx, config, backend, catalog, ours, limit, unexplained).ok()
+}
+
+/// [`explain_and_log`], or why there is no explanation (the line logged after `unexplained: `).
+pub(super) fn explain_and_log_or_why(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    catalog: &dyn Catalog,
+    ours: &FingerprintRecord,
+    limit: usize,
+    unexplained: &str,
+) -> Result<Explanation, String> {
     let runner = ctx.runner;
     let env = runner.env();
     let shown = Shown::new(runner, config);
-    match explain(&shown, backend, catalog, ours, env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF")) {
+    let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
+    match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
         Ok(explanation) => {
             super::report::log_explanation(runner, &explanation, limit);
-            Some(explanation)
+            Ok(explanation)
         }
         Err(reason) => {
-            runner.info(&format!("{unexplained}: {}", crate::text::error_line(&reason)));
-            None
+            let why = crate::text::error_line(&reason);
+            runner.info(&format!("{unexplained}: {why}"));
+            Err(why)
         }
     }
 }
 
-/// Compare `ours` with the newest other entry of its prefix.
+/// Compare `ours` with the newest other entry of its prefix. An entry with exactly our key but
+/// another version comes first: it has our fingerprint, and was saved for other `path` lines or
+/// another compression (`path_lines` are ours, to tell which).
 pub(super) fn explain(
     shown: &Shown,
     backend: &dyn Backend,
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
-    current_ref: Option<&str>,
-    base_ref: Option<&str>,
+    path_lines: &[String],
+    (current_ref, base_ref): (Option<&str>, Option<&str>),
 ) -> Result<Explanation, ExplainError> {
-    let mut listed: Vec<Listed> = catalog
+    let (same, mut listed): (Vec<Listed>, Vec<Listed>) = catalog
         .list(&format!("{}-", ours.prefix), None)?
         .into_iter()
-        .filter(|l| keys::is_key_of(&ours.prefix, &l.key) && l.key != ours.key)
-        .collect();
+        .filter(|l| keys::is_key_of(&ours.prefix, &l.key))
+        .partition(|l| l.key == ours.key);
+    if let Some(theirs) = same.iter().find(|l| l.version != ours.version) {
+        let same_key = SameKey { compression: keys::compression_of(&theirs.version, path_lines).map(str::to_owned) };
+        return Ok(Explanation {
+            against_key: theirs.key.clone(),
+            against_ref: theirs.r#ref.clone(),
+            changes: vec![same_key.sentence()],
+            same_key: Some(same_key),
+        });
+    }
     if listed.is_empty() {
-        return Err(ExplainError::NoEarlierEntry { prefix: ours.prefix.clone() });
+        return Err(match same.into_iter().next() {
+            Some(ours) => ExplainError::SameEntry { key: ours.key },
+            None => ExplainError::NoEarlierEntry { prefix: ours.prefix.clone() },
+        });
     }
     // What this run can read first: its own ref, then the base branch of a pull request, then
     // the newest of the rest (the default branch among them); newest first within each.
@@ -113,7 +144,12 @@ pub(super) fn explain(
         match read_theirs(backend, &candidate) {
             Ok(theirs) => {
                 let changes = theirs.components.diff(&ours.components).iter().map(|c| render(c, shown)).collect();
-                return Ok(Explanation { against_key: candidate.key, against_ref: candidate.r#ref, changes });
+                return Ok(Explanation {
+                    against_key: candidate.key,
+                    against_ref: candidate.r#ref,
+                    changes,
+                    same_key: None,
+                });
             }
             Err(problem) => last_problem = Some(problem),
         }

@@ -41,9 +41,9 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     for (name, value) in &outcome.exports {
         runner.export_env(name, value)?;
     }
-    let (files, bytes) = match attempt {
-        Attempt::Reused { restored, .. } => (restored.files, restored.content_bytes),
-        _ => (0, 0),
+    let (files, bytes, extra) = match attempt {
+        Attempt::Reused { restored, extra_files, .. } => (restored.files, restored.content_bytes, extra_files.len()),
+        _ => (0, 0, 0),
     };
     runner.set_output(Output::CacheHit, flag(attempt.hit()))?;
     runner.set_output(Output::Reused, flag(attempt.reused()))?;
@@ -52,6 +52,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     runner.set_output(Output::MissReason, attempt.miss_reason().name())?;
     runner.set_output(Output::RestoredFiles, &files.to_string())?;
     runner.set_output(Output::RestoredBytes, &bytes.to_string())?;
+    runner.set_output(Output::ExtraFiles, &extra.to_string())?;
     runner.append_summary(&report::restore_summary(shown, outcome))
 }
 

@@ -2,7 +2,7 @@
 //! of each command's outcome.
 
 use crate::config::Config;
-use crate::fingerprint::{FingerprintRecord, Value};
+use crate::fingerprint::{ComponentName, FingerprintRecord, Value};
 use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
@@ -12,6 +12,11 @@ use crate::units;
 /// Values shown per component before "… and N more".
 const LOG_VALUES: usize = 12;
 const SUMMARY_VALUES: usize = 40;
+/// Values per component in the summary's collapsible fingerprint section.
+const FINGERPRINT_VALUES: usize = 500;
+/// What a value of the `files` component is.
+const FILES_NOTE: &str =
+    "each file's value is the sha256 of its content, then `x` when it is executable or `-` when not";
 /// Characters of a value shown in the log and the summary.
 const VALUE_CHARS: usize = 160;
 
@@ -55,13 +60,18 @@ impl<'a> Shown<'a> {
 
 pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &FingerprintRecord) {
     for (name, values) in &record.components.components {
-        let plural = if values.len() == 1 { "value" } else { "values" };
-        runner.info(&format!("{name} ({} {plural})", values.len()));
+        runner.info(&format!("{name} ({})", units::count_of(values.len(), "value")));
+        if name == ComponentName::Files.name() {
+            runner.info(&format!("  ({FILES_NOTE})"));
+        }
         for (label, value) in values.iter().take(LOG_VALUES) {
             runner.info(&format!("  {label} = {}", shown.value(name, label, value, VALUE_CHARS)));
         }
         if values.len() > LOG_VALUES {
-            runner.info(&format!("  … and {} more (see the fingerprint file)", values.len() - LOG_VALUES));
+            runner.info(&format!(
+                "  … and {} more (the step summary's collapsible fingerprint section lists up to {FINGERPRINT_VALUES})",
+                values.len() - LOG_VALUES
+            ));
         }
     }
     runner.info(&format!("key: {}", record.key));
@@ -78,7 +88,7 @@ pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit:
         runner.info(&format!("  … and {} more", explanation.changes.len() - limit));
     }
     if explanation.changes.is_empty() {
-        runner.info("  no component differs: the other entry has other `path` lines or compression");
+        runner.info("  no fingerprint component differs");
     }
 }
 
@@ -86,17 +96,21 @@ fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRec
     let mut inner = md.nested();
     let mut rows = Vec::new();
     for (name, values) in &record.components.components {
-        for (label, value) in values.iter().take(SUMMARY_VALUES) {
+        for (label, value) in values.iter().take(FINGERPRINT_VALUES) {
             rows.push(vec![md.code(name), md.code(label), md.text(&shown.value(name, label, value, VALUE_CHARS))]);
         }
-        if values.len() > SUMMARY_VALUES {
-            let more = Inline::ours(format!("… {} more", values.len() - SUMMARY_VALUES));
+        if values.len() > FINGERPRINT_VALUES {
+            let more = Inline::ours(format!("… {} more", values.len() - FINGERPRINT_VALUES));
             rows.push(vec![md.code(name), more, Inline::default()]);
         }
     }
     inner.table(&["component", "label", "value"], rows);
+    if record.components.components.contains_key(ComponentName::Files.name()) {
+        inner.paragraph(&Inline::ours(format!("`files`: {FILES_NOTE}.")));
+    }
     let count: usize = record.components.components.values().map(|c| c.len()).sum();
-    md.details(&format!("Fingerprint: {} components, {count} values", record.components.components.len()), &inner);
+    let components = units::count_of(record.components.components.len(), "component");
+    md.details(&format!("Fingerprint: {components}, {}", units::count_of(count, "value")), &inner);
 }
 
 pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> String {
@@ -111,8 +125,8 @@ pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> 
 /// Files, content and archive sizes, time and throughput, on one line.
 fn transfer(t: &Transfer) -> Inline {
     Inline::ours(format!(
-        "{} files, {} ({} archive) in {}, {}",
-        units::count(t.files as u64),
+        "{}, {} ({} archive) in {}, {}",
+        units::count_of(t.files, "file"),
         units::bytes(t.content_bytes),
         units::bytes(t.archive_bytes),
         units::duration(t.elapsed),
@@ -125,9 +139,12 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.heading(3, "exact-cache restore");
     let mut rows = vec![vec![Inline::ours("key"), md.code(&outcome.record.key)]];
     match &outcome.attempt {
-        Attempt::Reused { restored, .. } => {
+        Attempt::Reused { restored, extra_files, .. } => {
             rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
             rows.push(vec![Inline::ours("restored"), transfer(restored)]);
+            if !extra_files.is_empty() {
+                rows.push(vec![Inline::ours("kept"), md.prose(&super::restore::extra_files_line(extra_files))]);
+            }
         }
         Attempt::Found => {
             let found = "☑️ entry exists (`lookup-only`; nothing downloaded)";
@@ -148,7 +165,11 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     if let Some(c) = outcome.cleaned {
         rows.push(vec![
             Inline::ours("clean-on-miss"),
-            Inline::ours(format!("removed {} files, {} directories", c.files, c.dirs)),
+            Inline::ours(format!(
+                "removed {}, {}",
+                units::count_of(c.files, "file"),
+                units::count_of(c.dirs, "directory")
+            )),
         ]);
     }
     rows.push(vec![Inline::ours("backend"), md.prose(&outcome.backend)]);
@@ -156,16 +177,21 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     if let Some(e) = &outcome.explanation {
         let when = e.against_ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
         let against = md.code(&e.against_key);
-        let intro = format!("**Why this is a miss** — compared with the newest entry {against}{when}:");
+        let intro = match e.same_key {
+            Some(_) => format!("**Why this is a miss** — {against}{when} has this very key and fingerprint:"),
+            None => format!("**Why this is a miss** — compared with the newest entry {against}{when}:"),
+        };
         md.paragraph(&Inline::ours(intro));
         let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.text(c)]).collect();
         if rows.is_empty() {
-            md.paragraph(&Inline::ours(
-                "no fingerprint component differs (the other entry has other `path` lines or compression)",
-            ));
+            md.paragraph(&Inline::ours("no fingerprint component differs"));
         } else {
             md.table(&["what changed"], rows);
         }
+    }
+    if let Some(why) = &outcome.unexplained {
+        let line = format!("**Why this is a miss** — `explain-misses`: {}", md.prose(why));
+        md.paragraph(&Inline::ours(line));
     }
     fingerprint_details(&mut md, shown, &outcome.record);
     md.as_str().to_owned()
@@ -193,7 +219,7 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
         let lines: Vec<Vec<Inline>> = files.iter().take(SUMMARY_VALUES).map(|l| vec![md.code(l)]).collect();
         list.table(&["file"], lines);
         if !files.is_empty() {
-            md.details(&format!("{} files", files.len()), &list);
+            md.details(&units::count_of(files.len(), "file"), &list);
         }
     }
     if let Some(pruned) = &outcome.pruned {

@@ -3,16 +3,29 @@
 
 use super::fingerprint::compute;
 use super::{Context, Error, explain, handoff};
-use crate::archive::{CleanError, RestorePlan, UnpackError, clean, unpack};
+use crate::archive::{CleanError, PackError, RestorePlan, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError, ErrorKind};
-use crate::config::{Config, VerifyReuse};
+use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, Manifest};
+use crate::manifest::{EntryKind, Manifest, entry_path};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, Transfer};
 use crate::runner::ProgressReader;
-use crate::text::{error_chain, error_line};
+use crate::text::{error_chain, error_line, shorten};
 use crate::units;
+use std::collections::HashSet;
 use std::time::Instant;
+
+/// Files not in the entry named in the log and the summary before "and N more".
+const EXTRA_SHOWN: usize = 5;
+
+/// `3 files under `path` not in the entry: `a`, `b`, `c``, naming at most [`EXTRA_SHOWN`].
+pub(super) fn extra_files_line(extra: &[String]) -> String {
+    let mut names: Vec<String> = extra.iter().take(EXTRA_SHOWN).map(|f| format!("`{}`", shorten(f, 120))).collect();
+    if extra.len() > EXTRA_SHOWN {
+        names.push(format!("and {} more", extra.len() - EXTRA_SHOWN));
+    }
+    format!("{} under `path` not in the entry: {}", units::count_of(extra.len(), "file"), names.join(", "))
+}
 
 /// Steps (by `GITHUB_ACTION`) whose post step saves even after a failed job, as `,id1,id2,`;
 /// the root action's `post-if` reads it.
@@ -31,7 +44,6 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
     }
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
-    let preexisting = preexisting_files(config);
     let tried = {
         let _group = runner.group(&format!("Restore {}", record.key));
         runner.info(&format!("backend: {}", backend.describe()));
@@ -39,25 +51,35 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         log_attempt(ctx, &tried);
         tried
     };
-    let attempt = match tried {
+    let mut attempt = match tried {
         Ok(reuse) => {
             // Only the roots this entry put something into.
             let mut roots: Vec<usize> =
                 reuse.manifest.entries.iter().filter_map(|e| e.path.split('/').next()?.parse().ok()).collect();
             roots.dedup();
-            let kept = super::verify::Kept { manifest: reuse.manifest, preexisting };
+            // What was there before and is not in the entry is not "added" by the job later.
+            let kept = super::verify::Kept { manifest: reuse.manifest, preexisting: reuse.extra_files.clone() };
             let manifest_file = handoff::keep_manifest(runner, config, &record.key, &kept);
             handoff::mark_owned(runner, config, &roots);
-            Attempt::Reused { restored: reuse.restored, manifest_file }
+            Attempt::Reused { restored: reuse.restored, extra_files: reuse.extra_files, manifest_file }
         }
         Err(other) => other.into(),
     };
-    let explanation = match &attempt {
+    let (explanation, unexplained) = match &attempt {
         Attempt::Miss { reason: MissReason::NotFound | MissReason::PrefixOnly, .. } => {
-            explain_miss(ctx, config, backend.as_ref(), &record)
+            match explain_miss(ctx, config, backend.as_ref(), &record) {
+                Some(Ok(explanation)) => (Some(explanation), None),
+                Some(Err(why)) => (None, Some(why)),
+                None => (None, None),
+            }
         }
-        _ => None,
+        _ => (None, None),
     };
+    if let (Attempt::Miss { detail: detail @ None, .. }, Some(same)) =
+        (&mut attempt, explanation.as_ref().and_then(|e| e.same_key.as_ref()))
+    {
+        *detail = Some(same.sentence());
+    }
     let (cleaned, clean_error) = match attempt {
         Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
         _ => (None, None),
@@ -65,31 +87,38 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     let clean_failed = clean_error.is_some();
     let exports = exports(config, runner.env(), attempt.reused(), clean_failed);
     let backend = backend.describe();
-    let outcome =
-        RestoreOutcome { record, fingerprint_file, backend, attempt, cleaned, clean_failed, explanation, exports };
+    let outcome = RestoreOutcome {
+        record,
+        fingerprint_file,
+        backend,
+        attempt,
+        cleaned,
+        clean_failed,
+        explanation,
+        unexplained,
+        exports,
+    };
     Ok((outcome, clean_error))
 }
 
-/// For `verify-reuse`: what was already under `path` is not "added" by the job later.
-fn preexisting_files(config: &Config) -> Vec<String> {
-    if config.verify_reuse == VerifyReuse::Off {
-        return Vec::new();
-    }
-    let Ok(inventory) = crate::archive::inventory(&config.paths) else {
-        return Vec::new();
-    };
-    inventory
+/// Files under `path` not in the entry just placed: they were there before and are
+/// kept. `None` when `path` cannot be listed.
+fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<String>, PackError> {
+    let ours: HashSet<&str> = manifest.entries.iter().map(|e| e.path.as_str()).collect();
+    let inventory = crate::archive::inventory(&config.paths)?;
+    Ok(inventory
         .entries
         .iter()
-        .filter(|e| e.kind != EntryKind::Dir)
+        .filter(|e| e.kind != EntryKind::Dir && !ours.contains(entry_path(e.root, &e.rel).as_str()))
         .map(|e| config.fingerprint.locations.display(&e.abs))
-        .collect()
+        .collect())
 }
 
 /// An entry put in place whole.
 struct Reuse {
     restored: Transfer,
     manifest: Manifest,
+    extra_files: Vec<String>,
 }
 
 /// How an entry was not reused.
@@ -137,18 +166,27 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     let stats = staged.commit().map_err(|e| miss(classify(&e), error_chain(&e)))?;
     let restored =
         Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
-    Ok(Reuse { restored, manifest })
+    let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
+        ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
+        Vec::new()
+    });
+    Ok(Reuse { restored, manifest, extra_files })
 }
 
 fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
-        Ok(Reuse { restored, .. }) => runner.info(&format!(
-            "reused {} files ({}) in {}",
-            units::count(restored.files as u64),
-            units::bytes(restored.content_bytes),
-            units::duration(restored.elapsed)
-        )),
+        Ok(Reuse { restored, extra_files, .. }) => {
+            runner.info(&format!(
+                "reused {} ({}) in {}",
+                units::count_of(restored.files, "file"),
+                units::bytes(restored.content_bytes),
+                units::duration(restored.elapsed)
+            ));
+            if !extra_files.is_empty() {
+                runner.info(&format!("kept {}", extra_files_line(extra_files)));
+            }
+        }
         Err(NotReused::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
         Err(NotReused::Miss { reason, detail }) => {
             let text = match detail {
@@ -185,8 +223,9 @@ fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<Clean
     match clean(&config.paths, &config.clean_guard) {
         Ok(stats) => {
             ctx.runner.info(&format!(
-                "clean-on-miss: removed {} stale files and {} directories",
-                stats.removed_files, stats.removed_dirs
+                "clean-on-miss: removed {} and {}",
+                units::count_of(stats.removed_files, "stale file"),
+                units::count_of(stats.removed_dirs, "directory")
             ));
             (Some(Cleaned { files: stats.removed_files, dirs: stats.removed_dirs }), None)
         }
@@ -198,14 +237,15 @@ fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<Clean
     }
 }
 
-/// `explain-misses` on a miss: log why, and return it for the summary. Any trouble is one
-/// informational line; it never affects the restore.
+/// `explain-misses` on a miss: log why, and return it (or why there is no explanation) for the
+/// summary; `None` when `explain-misses` is off. Any trouble is one informational line; it
+/// never affects the restore.
 fn explain_miss(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,
     ours: &FingerprintRecord,
-) -> Option<Explanation> {
+) -> Option<Result<Explanation, String>> {
     let runner = ctx.runner;
     if config.explain_misses == Some(false) {
         return None;
@@ -214,11 +254,20 @@ fn explain_miss(
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
-            runner.info(&format!("explain-misses: skipped: {}", error_line(&e)));
-            return None;
+            let why = format!("skipped: {}", error_line(&e));
+            runner.info(&format!("explain-misses: {why}"));
+            return Some(Err(why));
         }
     };
-    explain::explain_and_log(ctx, config, backend, catalog.as_ref(), ours, explain::SHOWN, "explain-misses")
+    Some(explain::explain_and_log_or_why(
+        ctx,
+        config,
+        backend,
+        catalog.as_ref(),
+        ours,
+        explain::SHOWN,
+        "explain-misses",
+    ))
 }
 
 /// What later steps are told: a preset's directories, `reuse-env`, and this step in the list

@@ -148,7 +148,11 @@ fn upload(
     let upload = match backend.reserve(&record.key, &record.version) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
-            return SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry already");
+            return SaveOutcome::skipped(
+                key,
+                SaveResult::Exists,
+                "an entry with this key and version exists already (saved earlier, or being saved by another job)",
+            );
         }
         Err(e) => return trouble(&e),
     };
@@ -175,7 +179,7 @@ fn upload(
     progress.finish();
     if stats.effort == crate::archive::Effort::Fast {
         runner.info(&format!(
-            "compression: zstd's fast level (a sample of the files compressed only to {:.0}%)",
+            "compression: zstd's fast level (the files compress poorly: a sample kept {:.0}% of its size)",
             stats.sample_ratio * 100.0
         ));
     }

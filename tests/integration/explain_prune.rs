@@ -343,3 +343,93 @@ fn verify_reuse_does_not_count_files_that_were_there_before_the_restore() {
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("changed-files"), "");
 }
+
+#[test]
+fn a_miss_on_an_entry_of_the_same_key_names_the_path_lines_or_compression() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let saved = [("path", "out"), ("native", "none"), ("prefix", "same")];
+    let key = step.run(&["save"], &saved, NO_STATE).output("key").to_owned();
+
+    let other_paths = [("path", "other"), ("native", "none"), ("prefix", "same")];
+    let r = step.run(&["restore"], &other_paths, NO_STATE);
+    assert_eq!((r.code, r.output("key"), r.output("miss-reason")), (0, key.as_str(), "not-found"));
+    let sentence = "an entry with this key exists for other `path` lines or compression";
+    assert!(r.stdout.contains(&format!("compared with `{key}`")), "{}", r.stdout);
+    assert!(r.stdout.contains(sentence) && r.stdout.contains("saved with other `path` lines"), "{}", r.stdout);
+    assert!(!r.stdout.contains("no earlier entry"), "{}", r.stdout);
+    assert!(r.summary.contains("has this very key and fingerprint"), "{}", r.summary);
+    assert!(r.summary.contains(&format!("| why | {sentence}")), "the miss's detail: {}", r.summary);
+
+    let gzip = [("path", "out"), ("native", "none"), ("prefix", "same"), ("compression", "gzip")];
+    let r = step.run(&["restore"], &gzip, NO_STATE);
+    assert_eq!(r.output("miss-reason"), "not-found");
+    assert!(r.stdout.contains("it was saved with `compression: zstd`"), "{}", r.stdout);
+
+    let explained = step.run(&["explain"], &other_paths, NO_STATE);
+    assert_eq!(explained.output("against"), key);
+    assert!(explained.output("changes").starts_with(sentence), "{}", explained.stdout);
+    // Our own entry, with our version, is nothing to compare with.
+    let hit = step.run(&["explain"], &saved, NO_STATE);
+    assert!(hit.stdout.contains("exists with this run's `path` lines and compression: a hit"), "{}", hit.stdout);
+}
+
+#[test]
+fn files_under_path_that_are_not_in_the_entry_are_kept_and_reported() {
+    let step = Step::new();
+    write(&step.ws.join("out/a.bin"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("verify-reuse", "fail")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    write(&step.ws.join("out/x1.bin"), b"from another tool");
+    write(&step.ws.join("out/sub/x2.bin"), b"from another tool");
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!((warm.output("reused"), warm.output("extra-files")), ("true", "2"));
+    let line = "kept 2 files under `path` not in the entry: `out/sub/x2.bin`, `out/x1.bin`";
+    assert!(warm.stdout.contains(line), "{}", warm.stdout);
+    assert!(warm.summary.contains("| kept | 2 files under `path` not in the entry"), "{}", warm.summary);
+    assert!(step.ws.join("out/x1.bin").is_file() && step.ws.join("out/sub/x2.bin").is_file(), "never removed");
+    // Not "added" by the job: `verify-reuse: fail` passes.
+    let post = step.run(&["save", "--post"], &inputs, &warm.state);
+    assert_eq!((post.code, post.output("changed-files")), (0, ""), "{}", post.stdout);
+
+    std::fs::remove_file(step.ws.join("out/sub/x2.bin")).unwrap();
+    let one = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(one.output("extra-files"), "1");
+    assert!(one.stdout.contains("kept 1 file under `path` not in the entry: `out/x1.bin`"), "{}", one.stdout);
+    let miss = step.run(&["restore"], &[("path", "out"), ("native", "none"), ("variant", "v")], NO_STATE);
+    assert_eq!((miss.output("reused"), miss.output("extra-files")), ("false", "0"));
+}
+
+#[test]
+fn logs_and_summaries_count_in_words_and_say_when_a_miss_is_not_explained() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"print(1)");
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "words"), ("hash-files", "gen.py")];
+    let cold = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(cold.stdout.contains("files (1 value)"), "{}", cold.stdout);
+    assert!(cold.stdout.contains("`x` when it is executable or `-` when not"), "the suffix, once: {}", cold.stdout);
+    assert!(cold.summary.contains("Fingerprint: 1 component, 1 value"), "{}", cold.summary);
+    assert!(cold.summary.contains("`explain-misses`: no earlier entry with prefix `words`"), "{}", cold.summary);
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let again = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(again.output("save-result"), "exists");
+    assert!(!again.readable().contains("another job saved"), "{}", again.readable());
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(warm.stdout.contains("reused 1 file ("), "{}", warm.stdout);
+    assert!(warm.summary.contains("1 file, "), "{}", warm.summary);
+    assert!(!warm.readable().contains("1 files") && !cold.readable().contains("1 values"));
+}
+
+#[test]
+fn the_rest_catalog_names_an_entry_of_the_same_key_saved_for_other_paths() {
+    let services = Services::start();
+    let step = step_with_rest(&services);
+    write(&step.ws.join("out/a"), b"a");
+    let saved = [("path", "out"), ("native", "none"), ("github-token", REST_TOKEN)];
+    let key = step.run(&["save"], &saved, NO_STATE).output("key").to_owned();
+    let other = [("path", "other"), ("native", "none"), ("github-token", REST_TOKEN)];
+    let r = step.run(&["restore"], &other, NO_STATE);
+    assert_eq!((r.output("key"), r.output("miss-reason")), (key.as_str(), "not-found"));
+    assert!(r.stdout.contains("an entry with this key exists for other `path` lines or compression"), "{}", r.stdout);
+}
