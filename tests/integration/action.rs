@@ -164,8 +164,10 @@ fn saving_twice_reports_exists() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");
     generate_fixtures(&step);
-    assert_eq!(step.run(&["save"], &inputs(), NO_STATE).output("save-result"), "saved");
-    let again = step.run(&["save"], &inputs(), NO_STATE);
+    // `reuse-env` is an input of the restoring entry points only: the save entry point warns.
+    let inputs: Vec<_> = inputs().into_iter().filter(|(name, _)| *name != "reuse-env").collect();
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    let again = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(again.code, 0);
     assert_eq!(again.output("save-result"), "exists");
     assert_eq!(again.output("saved"), "false");
@@ -522,4 +524,78 @@ fn stale_files_that_clean_on_miss_could_not_remove_are_never_saved() {
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("save-result"), "incomplete");
     assert!(post.stdout.contains("could not remove stale files"), "{}", post.stdout);
+}
+
+/// A step moved from actions/cache keeps `key: …hashFiles(…)` and `restore-keys`: exact-cache
+/// would have computed a key without those files and reused another workflow's entry.
+#[test]
+fn a_migrated_actions_cache_step_fails_with_a_hint_and_restores_nothing() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    generate_fixtures(&step);
+    // Another workflow's entry under the default prefix and the same paths.
+    let other = step.run(&["save"], &[("path", "fixtures")], NO_STATE);
+    assert_eq!(other.output("save-result"), "saved", "{}", other.stdout);
+    std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
+
+    let migrated = [("path", "fixtures"), ("key", "fixtures-0123abcd"), ("restore-keys", "fixtures-")];
+    for args in [&["restore"][..], &["save", "--post"], &["fingerprint"]] {
+        let r = step.run(args, &migrated, NO_STATE);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stdout);
+        assert!(r.stdout.contains("::error::input `key` (from actions/cache): the key is computed from the fingerprint here: move the files of your `hashFiles(...)` to `hash-files`"), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("input `restore-keys` (from actions/cache): exact-cache never falls back to another key")
+        );
+        assert!(r.outputs.is_empty(), "{args:?}: no outputs from a step that refused its inputs");
+    }
+    assert!(!step.ws.join("fixtures").exists(), "nothing restored");
+
+    let r = step.run(&["restore"], &[("path", "fixtures"), ("save-always", "true")], NO_STATE);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("input `save-always` (from actions/cache): write `save-on-failure: true`"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_mistyped_input_warns_with_the_closest_name() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    let r = step.run(&["restore"], &[("path", "fixtures"), ("hash-file", "gen.py")], NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("::warning::unknown input `hash-file` is ignored; did you mean `hash-files`?"),
+        "{}",
+        r.stdout
+    );
+    let r = step.run(&["save"], &[("path", "fixtures"), ("lookup-only", "true")], NO_STATE);
+    assert!(r.stdout.contains("::warning::input `lookup-only` is not an input of this entry point"), "{}", r.stdout);
+}
+
+/// The runner sets `INPUT_*` for every input an `action.yml` declares, with its default: no
+/// entry point, and not the root action's post step, remarks on them.
+#[test]
+fn declared_inputs_at_their_defaults_produce_no_warning() {
+    use exact_cache::config::{Entry, INPUTS};
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let with_defaults = |entry: Entry| -> Vec<(&'static str, &'static str)> {
+        let mut inputs: Vec<_> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| (i.name, i.default)).collect();
+        inputs.iter_mut().find(|(n, _)| *n == "path").unwrap().1 = "out";
+        inputs.iter_mut().find(|(n, _)| *n == "native").unwrap().1 = "none";
+        inputs
+    };
+    let main = step.run(&["restore"], &with_defaults(Entry::Root), NO_STATE);
+    let runs = [
+        step.run(&["fingerprint"], &with_defaults(Entry::Fingerprint), NO_STATE),
+        step.run(&["restore"], &with_defaults(Entry::Restore), NO_STATE),
+        step.run(&["save", "--post"], &with_defaults(Entry::Root), &main.state),
+        step.run(&["save"], &with_defaults(Entry::Save), NO_STATE),
+    ];
+    for r in std::iter::once(&main).chain(&runs) {
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert!(!r.stdout.contains("input `"), "{}", r.stdout);
+    }
 }
