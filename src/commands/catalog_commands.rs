@@ -3,7 +3,7 @@
 
 use super::fingerprint::compute;
 use super::{Context, Error, explain, prune as pruning};
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::outcome::CatalogOutcome;
 use crate::units;
 
@@ -44,6 +44,9 @@ pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Err
 
 pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
+    if let Some(detail) = pruning::refusal(&config.prefix).filter(|_| !dry_run) {
+        return Err(ConfigError::Invalid { name: "prefix", detail }.into());
+    }
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let report = pruning::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, dry_run, None)?;

@@ -303,6 +303,12 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
 fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
     let runner = ctx.runner;
+    // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
+    let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);
+    if let Some(why) = super::prune::refusal(prefix) {
+        runner.warning(&format!("prune: {why}"));
+        return format!("skipped: {why}");
+    }
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
@@ -312,8 +318,6 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
-    let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);
     match super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key)) {
         Ok(report) => {
             for (entry, why) in &report.failed {

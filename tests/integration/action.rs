@@ -599,3 +599,49 @@ fn declared_inputs_at_their_defaults_produce_no_warning() {
         assert!(!r.stdout.contains("input `"), "{}", r.stdout);
     }
 }
+
+/// `prefix: ''` used to become the default prefix, and `prune` on the default prefix deleted
+/// another job's entry.
+#[test]
+fn an_empty_prefix_is_refused_and_the_default_prefix_is_never_pruned() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let r = step.run(&["restore"], &[("path", "out"), ("prefix", "")], NO_STATE);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("::error::input `prefix`: is empty: name this cache"), "{}", r.stdout);
+
+    // Two jobs on the default prefix; the second asks to prune after its save.
+    let first = step.run(&["save"], &[("path", "out"), ("native", "none")], NO_STATE);
+    assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
+    let second =
+        step.run(&["save"], &[("path", "out"), ("native", "none"), ("variant", "b"), ("prune", "true")], NO_STATE);
+    assert_eq!((second.code, second.output("save-result")), (0, "saved"), "{}", second.stdout);
+    assert!(second.stdout.contains("::warning::prune: `exact-cache` is the default prefix"), "{}", second.stdout);
+    assert!(second.stdout.contains("set `prefix` to name this cache"), "{}", second.stdout);
+    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 2, "both entries kept");
+
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(support::exe())
+            .args(args)
+            .arg("--workspace")
+            .arg(&step.ws)
+            .env_remove("GITHUB_ACTIONS")
+            .env("EXACT_CACHE_DIR", &step.cache)
+            .env("HOME", &step.home)
+            .env("RUNNER_TEMP", &step.runner_temp)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = cli(&["prune"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("error: input `prefix`: `exact-cache` is the default prefix"), "{err}");
+    assert!(err.contains("set `prefix` to name this cache"), "{err}");
+    let (code, err) = cli(&["prune", "--prefix=exact-cache", "--dry-run"]);
+    assert_eq!(code, Some(0), "a dry run deletes nothing: {err}");
+    assert!(err.contains("would delete"), "{err}");
+    let (code, err) = cli(&["fingerprint", "--path=out", "--native=none", "--prefix="]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("input `prefix`: is empty"), "{err}");
+    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 2, "both entries kept");
+}
