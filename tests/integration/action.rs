@@ -645,3 +645,28 @@ fn an_empty_prefix_is_refused_and_the_default_prefix_is_never_pruned() {
     assert!(err.contains("input `prefix`: is empty"), "{err}");
     assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 2, "both entries kept");
 }
+
+/// An existing but empty `path` (empty directories only) used to save `saved 0 files`, and the
+/// next run reused nothing as if it were the generated output.
+#[test]
+fn a_path_without_files_is_never_saved() {
+    let step = Step::new();
+    std::fs::create_dir_all(step.ws.join("fixtures/empty/deeper")).unwrap();
+    let inputs = [("path", "fixtures"), ("native", "none")];
+    let cold = step.run(&["restore"], &inputs, NO_STATE);
+    for r in [step.run(&["save"], &inputs, NO_STATE), step.run(&["save", "--post"], &inputs, &cold.state)] {
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!((r.output("saved"), r.output("save-result")), ("false", "incomplete"));
+        assert!(
+            r.stdout.contains("::warning::nothing to save: `path` holds only empty directories, no files"),
+            "{}",
+            r.stdout
+        );
+    }
+    assert!(
+        !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+    );
+    // One file is enough.
+    write(&step.ws.join("fixtures/empty/marker"), b"");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+}
