@@ -640,6 +640,9 @@ fn an_empty_prefix_is_refused_and_the_default_prefix_is_never_pruned() {
     let (code, err) = cli(&["prune", "--prefix=exact-cache", "--dry-run"]);
     assert_eq!(code, Some(0), "a dry run deletes nothing: {err}");
     assert!(err.contains("would delete"), "{err}");
+    let (code, err) = cli(&["list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("2 entries of `exact-cache` (the default prefix; `--prefix` names another)"), "{err}");
     let (code, err) = cli(&["fingerprint", "--path=out", "--native=none", "--prefix="]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("input `prefix`: is empty"), "{err}");
