@@ -3,7 +3,7 @@
 //! are switches (`--strict`, or `--strict=false`).
 
 pub use crate::config::CommandName;
-use crate::config::{INPUTS, InputKind, RawInputs, Reader};
+use crate::config::{INPUTS, InputKind, InputSpec, RawInputs, Reader};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -43,10 +43,24 @@ const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
     ),
 ];
 
+/// What the catalog commands read: they work on a prefix, not on paths or a fingerprint.
+const CATALOG_INPUTS: [&str; 5] = ["prefix", "backend", "protocol", "local-dir", "github-token"];
+
+/// Whether `command` offers `spec` as a flag: what its scope gives it, less what it never reads.
+fn offers(command: CommandName, spec: &InputSpec) -> bool {
+    spec.scope.taken_by(Reader::Cli(command))
+        && match command {
+            CommandName::List => CATALOG_INPUTS.contains(&spec.name),
+            CommandName::Prune => CATALOG_INPUTS.contains(&spec.name) || spec.name == "prune-keep",
+            CommandName::Restore => !matches!(spec.name, "prune" | "prune-keep"),
+            _ => true,
+        }
+}
+
 fn input_args(command: CommandName) -> Vec<Arg> {
     INPUTS
         .iter()
-        .filter(|spec| spec.scope.taken_by(Reader::Cli(command)))
+        .filter(|spec| offers(command, spec))
         .map(|spec| {
             let arg = Arg::new(spec.name).long(spec.name).help(spec.description);
             match spec.kind {
@@ -99,6 +113,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if let Some(hint) = switch_with_separate_value(&args) {
+        return Err(command().error(clap::error::ErrorKind::ArgumentConflict, hint));
+    }
     let matches = command().try_get_matches_from(args)?;
     let workspace = matches.get_one::<String>("workspace").map(PathBuf::from);
     let (name, sub) = matches.subcommand().expect("a subcommand is required");
@@ -116,9 +134,21 @@ where
     Ok(Invocation { command, post, workspace, dry_run, flags })
 }
 
+/// `--strict false`: a switch takes its value only after `=`, so `false` would be read as an
+/// unexpected argument (or, worse, taken for something else). Say what to write instead.
+fn switch_with_separate_value(args: &[OsString]) -> Option<String> {
+    args.windows(2).find_map(|pair| {
+        let name = pair[0].to_str()?.strip_prefix("--")?;
+        let value = pair[1].to_str()?;
+        let is_switch = INPUTS.iter().any(|spec| spec.name == name && spec.kind == InputKind::Bool);
+        (is_switch && ["true", "false"].contains(&value.to_ascii_lowercase().as_str()))
+            .then(|| format!("a switch takes its value after `=`: write `--{name}={value}` (or `--{name}` for true)"))
+    })
+}
+
 fn flags(m: &ArgMatches, command: CommandName) -> RawInputs {
     let mut raw = RawInputs::default();
-    for spec in INPUTS.iter().filter(|spec| spec.scope.taken_by(Reader::Cli(command))) {
+    for spec in INPUTS.iter().filter(|spec| offers(command, spec)) {
         if let Some(values) = m.get_many::<String>(spec.name) {
             let values: Vec<&str> = values.map(String::as_str).collect();
             raw.set(spec.name, values.join("\n"));
@@ -155,5 +185,27 @@ mod tests {
         assert!(save.post);
         assert!(parse(["exact-cache", "fingerprint", "--key", "k"]).is_err(), "save-only input on fingerprint");
         command().debug_assert();
+    }
+
+    #[test]
+    fn a_switch_with_a_separate_value_gets_a_hint() {
+        let err = parse(["exact-cache", "restore", "--path", "a", "--strict", "false"]).unwrap_err().to_string();
+        assert!(err.contains("write `--strict=false`"), "{err}");
+        assert!(parse(["exact-cache", "restore", "--path", "false", "--strict"]).is_ok());
+    }
+
+    #[test]
+    fn each_command_offers_only_the_flags_it_reads() {
+        let flags = |name: &str| -> Vec<String> {
+            let cmd = command();
+            let sub = cmd.find_subcommand(name).unwrap();
+            sub.get_arguments().filter_map(|a| a.get_long().map(str::to_owned)).collect()
+        };
+        assert!(!flags("restore").contains(&"prune".to_owned()));
+        assert!(flags("save").contains(&"prune".to_owned()));
+        assert_eq!(flags("list"), CATALOG_INPUTS);
+        assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));
+        assert!(!flags("list").contains(&"python".to_owned()));
+        assert!(parse(["exact-cache", "list", "--python", "python3"]).is_err());
     }
 }

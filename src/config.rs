@@ -106,6 +106,11 @@ impl Entry {
     pub fn takes(self, scope: Scope) -> bool {
         scope.taken_by(Reader::Action(self))
     }
+
+    /// Whether this entry point declares the input `name`.
+    pub fn declares(self, name: &str) -> bool {
+        input_spec(name).is_some_and(|spec| self.takes(spec.scope))
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -222,7 +227,7 @@ pub const INPUTS: &[InputSpec] = &[
         "prefix",
         Text,
         Fingerprint,
-        "exact-cache",
+        DEFAULT_PREFIX,
         "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased).",
     ),
     input(
@@ -338,10 +343,11 @@ pub const INPUTS: &[InputSpec] = &[
         "${{ github.token }}",
         "Token for the REST calls of `explain-misses` and `prune`.",
     ),
+    // Fingerprint scope: the fingerprint step prints `hash-env` values too, so it masks them.
     input(
         "secret-env",
         List,
-        Cache,
+        Fingerprint,
         "",
         "Names of environment variables whose values must never be saved or printed: every step masks them, and a \
          save finding one in a file (as it does the runtime token and `GITHUB_TOKEN`) refuses to save \
@@ -384,8 +390,115 @@ pub const INPUTS: &[InputSpec] = &[
     ),
 ];
 
+/// The `prefix` of whoever does not set one: shared by every such workflow and job of the
+/// repository, so `prune` refuses it.
+pub const DEFAULT_PREFIX: &str = "exact-cache";
+
 pub fn input_spec(name: &str) -> Option<&'static InputSpec> {
     INPUTS.iter().find(|i| i.name == name)
+}
+
+/// Inputs of actions/cache that mean something else here: the name as the runner passes it
+/// (`INPUT_<NAME>` lowercased), as written in a workflow, and what to do instead.
+const ACTIONS_CACHE_INPUTS: [(&str, &str, &str); 5] = [
+    (
+        "key",
+        "key",
+        "the key is computed from the fingerprint here: move the files of your `hashFiles(...)` to `hash-files`, \
+         the rest of the key to `prefix`, `hash-env` or `variant`, and remove `key`",
+    ),
+    (
+        "restore-keys",
+        "restore-keys",
+        "exact-cache never falls back to another key: an entry is reused only under exactly this fingerprint; \
+         remove `restore-keys` (`explain-misses` says why a key missed)",
+    ),
+    (
+        "enablecrossosarchive",
+        "enableCrossOsArchive",
+        "the fingerprint (`native`: os, arch, …) decides which runners share an entry; remove it",
+    ),
+    ("upload-chunk-size", "upload-chunk-size", "exact-cache sizes its own uploads; remove it"),
+    (
+        "save-always",
+        "save-always",
+        "write `save-on-failure: true` on the root action, or run the `save` entry point with `if: always()`",
+    ),
+];
+
+/// An actions/cache input given to an entry point that does not declare it.
+#[derive(Debug)]
+pub struct ForeignInput {
+    pub name: &'static str,
+    pub hint: &'static str,
+}
+
+fn foreign_inputs_message(inputs: &[ForeignInput]) -> String {
+    let each: Vec<String> =
+        inputs.iter().map(|i| format!("input `{}` (from actions/cache): {}", i.name, i.hint)).collect();
+    each.join("; ")
+}
+
+/// Check the names of the inputs an entry point was given (`(name, blank)` as
+/// [`Runner::given_input_names`](crate::runner::Runner::given_input_names) reports them): an
+/// actions/cache input with a value that this entry point does not declare is an error; any
+/// other undeclared input is ignored, with a warning (returned) naming the closest one declared.
+pub fn check_input_names(given: &[(String, bool)], entry: Entry) -> Result<Vec<String>, ConfigError> {
+    let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
+    let mut foreign = Vec::new();
+    let mut warnings = Vec::new();
+    let mut given: Vec<&(String, bool)> = given.iter().collect();
+    given.sort();
+    for (name, blank) in given {
+        if declared.contains(&name.as_str()) {
+            continue;
+        }
+        if let Some(&(_, shown, hint)) = ACTIONS_CACHE_INPUTS.iter().find(|(n, _, _)| n == name) {
+            if *blank {
+                warnings.push(format!("input `{shown}` (from actions/cache) is empty and ignored: {hint}"));
+            } else {
+                foreign.push(ForeignInput { name: shown, hint });
+            }
+            continue;
+        }
+        let mut message = if input_spec(name).is_some() {
+            format!("input `{name}` is not an input of this entry point and is ignored")
+        } else {
+            format!("unknown input `{name}` is ignored")
+        };
+        if let Some(near) = closest(name, &declared) {
+            message.push_str(&format!("; did you mean `{near}`?"));
+        }
+        warnings.push(message);
+    }
+    match foreign.is_empty() {
+        true => Ok(warnings),
+        false => Err(ConfigError::ActionsCacheInputs { inputs: foreign }),
+    }
+}
+
+/// The name in `names` nearest to `name` by edit distance, when near enough to be a typo.
+fn closest<'a>(name: &str, names: &[&'a str]) -> Option<&'a str> {
+    let (distance, near) = names.iter().map(|n| (edit_distance(name, n), *n)).min()?;
+    (distance <= (name.len() / 3).max(1)).then_some(near)
+}
+
+/// Levenshtein distance over characters, with `_` and `-` the same (the runner turns spaces
+/// into `_`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let norm = |c: char| if c == '_' { '-' } else { c };
+    let b: Vec<char> = b.chars().map(norm).collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().map(norm).enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -400,6 +513,8 @@ pub enum ConfigError {
         #[source]
         source: PathError,
     },
+    #[error("{}", foreign_inputs_message(inputs))]
+    ActionsCacheInputs { inputs: Vec<ForeignInput> },
 }
 
 /// Input values as given, by input name. Unset and blank inputs are absent.
@@ -415,6 +530,11 @@ impl RawInputs {
 
     pub fn set(&mut self, name: &str, value: impl Into<String>) {
         self.values.insert(name.to_owned(), value.into());
+    }
+
+    /// Whether `name` was given, but blank (`--prefix=`, or `prefix: ''` in a workflow).
+    fn given_blank(&self, name: &str) -> bool {
+        self.values.get(name).is_some_and(|v| v.trim().is_empty())
     }
 
     /// `other`'s values replace ours.
@@ -645,6 +765,15 @@ impl Config {
         let paths =
             PatternSet::parse(&path_lines, &locations).map_err(|source| ConfigError::Path { name: "path", source })?;
 
+        if raw.given_blank("prefix") {
+            return Err(ConfigError::Invalid {
+                name: "prefix",
+                detail: format!(
+                    "is empty: name this cache (e.g. `fixtures-v1`), or leave `prefix` out for the default \
+                     `{DEFAULT_PREFIX}`"
+                ),
+            });
+        }
         let prefix = keys::normalize_prefix(raw.value_or_default("prefix").unwrap_or_default())
             .map_err(|detail| ConfigError::Invalid { name: "prefix", detail })?;
 
@@ -819,6 +948,53 @@ mod tests {
         assert_eq!((c.explain_misses, c.prune_keep, c.preset), (None, 1, None));
         assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
         assert!(!c.strict && !c.prune && !c.lookup_only);
+    }
+
+    fn given(names: &[&str]) -> Vec<(String, bool)> {
+        names.iter().map(|n| (n.to_string(), false)).collect()
+    }
+
+    #[test]
+    fn actions_cache_inputs_are_errors_and_other_unknown_inputs_warnings() {
+        let err = check_input_names(&given(&["path", "key", "restore-keys"]), Entry::Root).unwrap_err().to_string();
+        assert!(err.starts_with("input `key` (from actions/cache): the key is computed from the fingerprint"), "{err}");
+        assert!(err.contains("; input `restore-keys` (from actions/cache): exact-cache never falls back"), "{err}");
+        let err = check_input_names(&given(&["enablecrossosarchive"]), Entry::Fingerprint).unwrap_err().to_string();
+        assert!(err.starts_with("input `enableCrossOsArchive` (from actions/cache)"), "{err}");
+        // `key` is an input of the save entry point; blank actions/cache inputs only warn.
+        assert_eq!(check_input_names(&given(&["key"]), Entry::Save).unwrap(), Vec::<String>::new());
+        let blank = check_input_names(&[("upload-chunk-size".into(), true)], Entry::Save).unwrap();
+        assert_eq!(blank.len(), 1);
+
+        let warnings =
+            check_input_names(&given(&["hash-file", "lookup-only", "zzz", "hash_env"]), Entry::Save).unwrap();
+        assert_eq!(
+            warnings,
+            [
+                "unknown input `hash-file` is ignored; did you mean `hash-files`?",
+                "unknown input `hash_env` is ignored; did you mean `hash-env`?",
+                "input `lookup-only` is not an input of this entry point and is ignored",
+                "unknown input `zzz` is ignored",
+            ]
+        );
+        assert_eq!(closest("hashfiles", &["hash-files", "hash-env"]), Some("hash-files"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn every_input_an_entry_point_declares_passes_unremarked() {
+        for entry in Entry::ALL {
+            let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
+            assert_eq!(check_input_names(&given(&declared), entry).unwrap(), Vec::<String>::new(), "{entry:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_prefix_is_an_input_error() {
+        for empty in ["", "  "] {
+            let err = config(&[("path", "out"), ("prefix", empty)]).unwrap_err().to_string();
+            assert!(err.starts_with("input `prefix`: is empty: name this cache"), "{err}");
+        }
     }
 
     #[test]

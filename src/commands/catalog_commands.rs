@@ -3,7 +3,7 @@
 
 use super::fingerprint::compute;
 use super::{Context, Error, explain, prune as pruning};
-use crate::config::Config;
+use crate::config::{Config, ConfigError, DEFAULT_PREFIX};
 use crate::outcome::CatalogOutcome;
 use crate::units;
 
@@ -29,7 +29,8 @@ pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Err
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let entries = pruning::ours(catalog.as_ref(), &config.prefix, current_ref)?;
-    runner.info(&format!("{} entries of `{}` in {}", entries.len(), config.prefix, catalog.describe()));
+    let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
+    runner.info(&format!("{} entries of `{}`{default} in {}", entries.len(), config.prefix, catalog.describe()));
     for e in &entries {
         runner.info(&format!(
             "  {}  {}  {}{}",
@@ -44,6 +45,9 @@ pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Err
 
 pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
+    if let Some(detail) = pruning::refusal(&config.prefix).filter(|_| !dry_run) {
+        return Err(ConfigError::Invalid { name: "prefix", detail }.into());
+    }
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let report = pruning::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, dry_run, None)?;

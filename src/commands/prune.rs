@@ -3,10 +3,23 @@
 //! form (`<prefix>-<64 hex>`) are touched, so a longer prefix that starts with ours is never
 //! someone else's loss, and entries of other refs are never deleted. The entry a save just
 //! created is never deleted. Matrix jobs that share a prefix and a ref each save their own
-//! entry: give them `prune-keep` of at least the matrix size, or a prefix each.
+//! entry: give them `prune-keep` of at least the matrix size, or a prefix each. The default
+//! prefix is never pruned ([`refusal`]).
 
+use crate::config::DEFAULT_PREFIX;
 use crate::github::{Catalog, CatalogError, Listed};
 use crate::keys;
+
+/// Why `prune` refuses `prefix`, if it does: the default prefix is shared by every workflow
+/// and job of the repository that sets none, so pruning it would delete their entries.
+pub(super) fn refusal(prefix: &str) -> Option<String> {
+    (prefix == DEFAULT_PREFIX).then(|| {
+        format!(
+            "`{DEFAULT_PREFIX}` is the default prefix, shared by every workflow and job that sets none; not pruning \
+             it: set `prefix` to name this cache"
+        )
+    })
+}
 
 pub(super) struct PruneReport {
     pub kept: Vec<Listed>,

@@ -9,6 +9,7 @@ use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archi
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
+use crate::manifest::EntryKind;
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
 use crate::text::{error_chain, error_line};
@@ -101,10 +102,16 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord) -> SaveOutco
         runner.warning(&msg);
         return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
     }
-    if inv.entries.is_empty() {
-        let msg = "nothing to save: no `path` entry exists".to_owned();
-        runner.warning(&msg);
-        return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
+    // An existing directory root is an entry of its own: empty directories alone hold nothing.
+    if !inv.entries.iter().any(|e| e.kind != EntryKind::Dir) {
+        let msg = match inv.entries.is_empty() {
+            true => "nothing to save: no `path` entry exists",
+            false => "nothing to save: `path` holds only empty directories, no files",
+        };
+        runner.warning(&format!(
+            "{msg}; not saving an empty entry (if an empty result is right, put a marker file in `path`)"
+        ));
+        return SaveOutcome::skipped(key, SaveResult::Incomplete, msg);
     }
 
     // The packer checks every byte against these before it goes into the archive.
@@ -307,6 +314,12 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
 fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
     let runner = ctx.runner;
+    // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
+    let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);
+    if let Some(why) = super::prune::refusal(prefix) {
+        runner.warning(&format!("prune: {why}"));
+        return format!("skipped: {why}");
+    }
     let catalog = match (ctx.catalog)(config, runner.env()) {
         Ok(c) => c,
         Err(e) => {
@@ -316,8 +329,6 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
-    let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);
     match super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key)) {
         Ok(report) => {
             for (entry, why) in &report.failed {

@@ -4,8 +4,8 @@
 
 use super::Error;
 use crate::archive::MIN_SECRET_LEN;
-use crate::cli::Invocation;
-use crate::config::{Config, INPUTS, RawInputs};
+use crate::cli::{CommandName, Invocation};
+use crate::config::{self, Config, Entry, INPUTS, RawInputs};
 use crate::env::Env;
 use crate::runner::{Mode, Runner};
 use std::path::PathBuf;
@@ -17,8 +17,14 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
     let env = runner.env();
     let mut raw = RawInputs::default();
     if runner.mode() == Mode::Actions {
-        for spec in INPUTS {
-            if let Some(value) = runner.input(spec.name) {
+        let entry = entry_point(invocation);
+        if let Some(entry) = entry {
+            for warning in config::check_input_names(&runner.given_input_names(), entry)? {
+                runner.warning(&warning);
+            }
+        }
+        for spec in INPUTS.iter().filter(|spec| entry.is_none_or(|e| e.takes(spec.scope))) {
+            if let Some(value) = runner.given_input(spec.name) {
                 raw.set(spec.name, value);
             }
         }
@@ -42,6 +48,19 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
         }
     }
     Ok(config)
+}
+
+/// The entry point whose inputs an action-mode invocation receives. The root action's main step
+/// and the `restore` entry point both run `restore`; the root action declares every input the
+/// `restore` entry point does, and more. The catalog commands are no entry point.
+fn entry_point(invocation: &Invocation) -> Option<Entry> {
+    match invocation.command {
+        CommandName::Fingerprint => Some(Entry::Fingerprint),
+        CommandName::Restore => Some(Entry::Root),
+        CommandName::Save if invocation.post => Some(Entry::Root),
+        CommandName::Save => Some(Entry::Save),
+        CommandName::Explain | CommandName::List | CommandName::Prune => None,
+    }
 }
 
 /// `--workspace`, else `GITHUB_WORKSPACE`, else the current directory; absolute and normalized.

@@ -104,8 +104,26 @@ impl Runner {
 
     /// The action input `name` (`INPUT_<NAME>`), or `None` when unset or blank.
     pub fn input(&self, name: &str) -> Option<String> {
+        self.given_input(name).filter(|v| !v.is_empty())
+    }
+
+    /// The action input `name`, trimmed, blank included: `Some("")` when the variable is set
+    /// but blank (the runner fills in a default only for an input left out of `with:`).
+    pub fn given_input(&self, name: &str) -> Option<String> {
         let var = format!("INPUT_{}", name.replace(' ', "_").to_uppercase());
-        self.env.get(&var).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
+        self.env.get(&var).map(|v| v.trim().to_owned())
+    }
+
+    /// Every input the step was given, as the runner names them (`INPUT_<NAME>` lowercased:
+    /// case and spaces are lost), with whether its value is blank.
+    pub fn given_input_names(&self) -> Vec<(String, bool)> {
+        self.env
+            .iter()
+            .filter_map(|(var, value)| {
+                let name = var.strip_prefix("INPUT_").filter(|n| !n.is_empty())?;
+                Some((name.to_lowercase(), value.trim().is_empty()))
+            })
+            .collect()
     }
 
     /// State saved by the main step, read in the post step (`STATE_<name>`).
@@ -619,6 +637,11 @@ mod tests {
         let runner = Runner::new(Mode::Actions, env, Box::new(io::sink()), Box::new(io::sink()));
         assert_eq!(runner.input("hash-files").as_deref(), Some("gen.py"));
         assert_eq!(runner.input("prefix"), None);
+        assert_eq!(runner.given_input("prefix").as_deref(), Some(""));
+        assert_eq!(runner.given_input("variant"), None);
+        let mut names = runner.given_input_names();
+        names.sort();
+        assert_eq!(names, [("hash-files".to_owned(), false), ("prefix".to_owned(), true)]);
     }
 
     #[test]

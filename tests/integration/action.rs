@@ -194,8 +194,10 @@ fn saving_twice_reports_exists() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");
     generate_fixtures(&step);
-    assert_eq!(step.run(&["save"], &inputs(), NO_STATE).output("save-result"), "saved");
-    let again = step.run(&["save"], &inputs(), NO_STATE);
+    // `reuse-env` is an input of the restoring entry points only: the save entry point warns.
+    let inputs: Vec<_> = inputs().into_iter().filter(|(name, _)| *name != "reuse-env").collect();
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    let again = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(again.code, 0);
     assert_eq!(again.output("save-result"), "exists");
     assert_eq!(again.output("saved"), "false");
@@ -552,4 +554,152 @@ fn stale_files_that_clean_on_miss_could_not_remove_are_never_saved() {
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("save-result"), "incomplete");
     assert!(post.stdout.contains("could not remove stale files"), "{}", post.stdout);
+}
+
+/// A step moved from actions/cache keeps `key: …hashFiles(…)` and `restore-keys`: exact-cache
+/// would have computed a key without those files and reused another workflow's entry.
+#[test]
+fn a_migrated_actions_cache_step_fails_with_a_hint_and_restores_nothing() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    generate_fixtures(&step);
+    // Another workflow's entry under the default prefix and the same paths.
+    let other = step.run(&["save"], &[("path", "fixtures")], NO_STATE);
+    assert_eq!(other.output("save-result"), "saved", "{}", other.stdout);
+    std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
+
+    let migrated = [("path", "fixtures"), ("key", "fixtures-0123abcd"), ("restore-keys", "fixtures-")];
+    for args in [&["restore"][..], &["save", "--post"], &["fingerprint"]] {
+        let r = step.run(args, &migrated, NO_STATE);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stdout);
+        assert!(r.stdout.contains("::error::input `key` (from actions/cache): the key is computed from the fingerprint here: move the files of your `hashFiles(...)` to `hash-files`"), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("input `restore-keys` (from actions/cache): exact-cache never falls back to another key")
+        );
+        assert!(r.outputs.is_empty(), "{args:?}: no outputs from a step that refused its inputs");
+    }
+    assert!(!step.ws.join("fixtures").exists(), "nothing restored");
+
+    let r = step.run(&["restore"], &[("path", "fixtures"), ("save-always", "true")], NO_STATE);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("input `save-always` (from actions/cache): write `save-on-failure: true`"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_mistyped_input_warns_with_the_closest_name() {
+    let step = Step::new();
+    write(&step.ws.join("gen.py"), b"x");
+    let r = step.run(&["restore"], &[("path", "fixtures"), ("hash-file", "gen.py")], NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("::warning::unknown input `hash-file` is ignored; did you mean `hash-files`?"),
+        "{}",
+        r.stdout
+    );
+    let r = step.run(&["save"], &[("path", "fixtures"), ("lookup-only", "true")], NO_STATE);
+    assert!(r.stdout.contains("::warning::input `lookup-only` is not an input of this entry point"), "{}", r.stdout);
+}
+
+/// The runner sets `INPUT_*` for every input an `action.yml` declares, with its default: no
+/// entry point, and not the root action's post step, remarks on them.
+#[test]
+fn declared_inputs_at_their_defaults_produce_no_warning() {
+    use exact_cache::config::{Entry, INPUTS};
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let with_defaults = |entry: Entry| -> Vec<(&'static str, &'static str)> {
+        let mut inputs: Vec<_> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| (i.name, i.default)).collect();
+        inputs.iter_mut().find(|(n, _)| *n == "path").unwrap().1 = "out";
+        inputs.iter_mut().find(|(n, _)| *n == "native").unwrap().1 = "none";
+        inputs
+    };
+    let main = step.run(&["restore"], &with_defaults(Entry::Root), NO_STATE);
+    let runs = [
+        step.run(&["fingerprint"], &with_defaults(Entry::Fingerprint), NO_STATE),
+        step.run(&["restore"], &with_defaults(Entry::Restore), NO_STATE),
+        step.run(&["save", "--post"], &with_defaults(Entry::Root), &main.state),
+        step.run(&["save"], &with_defaults(Entry::Save), NO_STATE),
+    ];
+    for r in std::iter::once(&main).chain(&runs) {
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert!(!r.stdout.contains("input `"), "{}", r.stdout);
+    }
+}
+
+/// `prefix: ''` used to become the default prefix, and `prune` on the default prefix deleted
+/// another job's entry.
+#[test]
+fn an_empty_prefix_is_refused_and_the_default_prefix_is_never_pruned() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let r = step.run(&["restore"], &[("path", "out"), ("prefix", "")], NO_STATE);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("::error::input `prefix`: is empty: name this cache"), "{}", r.stdout);
+
+    // Two jobs on the default prefix; the second asks to prune after its save.
+    let first = step.run(&["save"], &[("path", "out"), ("native", "none")], NO_STATE);
+    assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
+    let second =
+        step.run(&["save"], &[("path", "out"), ("native", "none"), ("variant", "b"), ("prune", "true")], NO_STATE);
+    assert_eq!((second.code, second.output("save-result")), (0, "saved"), "{}", second.stdout);
+    assert!(second.stdout.contains("::warning::prune: `exact-cache` is the default prefix"), "{}", second.stdout);
+    assert!(second.stdout.contains("set `prefix` to name this cache"), "{}", second.stdout);
+    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 2, "both entries kept");
+
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(support::exe())
+            .args(args)
+            .arg("--workspace")
+            .arg(&step.ws)
+            .env_remove("GITHUB_ACTIONS")
+            .env("EXACT_CACHE_DIR", &step.cache)
+            .env("HOME", &step.home)
+            .env("RUNNER_TEMP", &step.runner_temp)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = cli(&["prune"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("error: input `prefix`: `exact-cache` is the default prefix"), "{err}");
+    assert!(err.contains("set `prefix` to name this cache"), "{err}");
+    let (code, err) = cli(&["prune", "--prefix=exact-cache", "--dry-run"]);
+    assert_eq!(code, Some(0), "a dry run deletes nothing: {err}");
+    assert!(err.contains("would delete"), "{err}");
+    let (code, err) = cli(&["list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("2 entries of `exact-cache` (the default prefix; `--prefix` names another)"), "{err}");
+    let (code, err) = cli(&["fingerprint", "--path=out", "--native=none", "--prefix="]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("input `prefix`: is empty"), "{err}");
+    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 2, "both entries kept");
+}
+
+/// An existing but empty `path` (empty directories only) used to save `saved 0 files`, and the
+/// next run reused nothing as if it were the generated output.
+#[test]
+fn a_path_without_files_is_never_saved() {
+    let step = Step::new();
+    std::fs::create_dir_all(step.ws.join("fixtures/empty/deeper")).unwrap();
+    let inputs = [("path", "fixtures"), ("native", "none")];
+    let cold = step.run(&["restore"], &inputs, NO_STATE);
+    for r in [step.run(&["save"], &inputs, NO_STATE), step.run(&["save", "--post"], &inputs, &cold.state)] {
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!((r.output("saved"), r.output("save-result")), ("false", "incomplete"));
+        assert!(
+            r.stdout.contains("::warning::nothing to save: `path` holds only empty directories, no files"),
+            "{}",
+            r.stdout
+        );
+    }
+    assert!(
+        !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+    );
+    // One file is enough.
+    write(&step.ws.join("fixtures/empty/marker"), b"");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
 }

@@ -272,7 +272,8 @@ fn rest_failures_of_explain_and_prune_leak_nothing() {
         let step = step_for_op(&services, op);
         generate_model(&step.ws, 100_000);
         let mut with_prune = inputs(false);
-        with_prune.push(("prune", "true"));
+        // Named: `prune` skips the default prefix, which other workflows share.
+        with_prune.extend([("prune", "true"), ("prefix", "fault-rest")]);
         // An older entry with the same prefix, so the save has something to prune.
         let mut older = with_prune.clone();
         older.retain(|(k, _)| *k != "variant");
