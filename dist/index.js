@@ -49,10 +49,20 @@ const ACTION_YML = {
  * step sets the save outputs although no later step can read them; also used when the action.yml
  * cannot be read).
  */
+const RESTORE_OUTPUTS = [
+  'cache-hit',
+  'reused',
+  'key',
+  'fingerprint-file',
+  'miss-reason',
+  'restored-files',
+  'restored-bytes',
+  'extra-files',
+];
 const UNSUPPORTED_OUTPUTS = {
-  main: ['cache-hit', 'reused', 'key', 'fingerprint-file', 'miss-reason', 'restored-files', 'restored-bytes'],
+  main: RESTORE_OUTPUTS,
   post: ['saved', 'save-result'],
-  restore: ['cache-hit', 'reused', 'key', 'fingerprint-file', 'miss-reason', 'restored-files', 'restored-bytes'],
+  restore: RESTORE_OUTPUTS,
   save: ['key', 'saved', 'save-result', 'changed-files'],
   fingerprint: ['key', 'fingerprint-file'],
 };
@@ -64,6 +74,7 @@ const UNSUPPORTED_VALUES = {
   'miss-reason': 'unsupported-platform',
   'restored-files': '0',
   'restored-bytes': '0',
+  'extra-files': '0',
   saved: 'false',
   'save-result': 'unsupported-platform',
 };

@@ -141,6 +141,7 @@ const RESTORE_MISS = {
   'miss-reason': 'unsupported-platform',
   'restored-files': '0',
   'restored-bytes': '0',
+  'extra-files': '0',
 };
 
 test('a platform without a binary warns, sets every output as a miss and lets the job go on', () => {
