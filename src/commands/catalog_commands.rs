@@ -30,7 +30,8 @@ pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Err
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let entries = pruning::ours(catalog.as_ref(), &config.prefix, current_ref)?;
     let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
-    runner.info(&format!("{} entries of `{}`{default} in {}", entries.len(), config.prefix, catalog.describe()));
+    let listed = units::count_of(entries.len(), "entry");
+    runner.info(&format!("{listed} of `{}`{default} in {}", config.prefix, catalog.describe()));
     for e in &entries {
         runner.info(&format!(
             "  {}  {}  {}{}",

@@ -53,6 +53,6 @@ pub enum Error {
     Workspace(#[source] std::io::Error),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
-    #[error("`verify-reuse: fail`: {count} files under `path` changed since the restore")]
+    #[error("`verify-reuse: fail`: {} under `path` changed since the restore", crate::units::count_of(*count, "file"))]
     VerifyFailed { count: usize },
 }

@@ -199,8 +199,8 @@ fn upload(
     match writer.inner.commit() {
         Ok(Committed::Saved { .. }) => {
             runner.info(&format!(
-                "saved {} files ({}, {} compressed with {}) in {}",
-                units::count(archived.files as u64),
+                "saved {} ({}, {} compressed with {}) in {}",
+                units::count_of(archived.files, "file"),
                 units::bytes(archived.content_bytes),
                 units::bytes(archived.archive_bytes),
                 config.compression.name(),
@@ -335,9 +335,9 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
                 runner.warning(&format!("prune: could not delete `{}`: {why}", entry.key));
             }
             let line = format!(
-                "kept the newest {}, deleted {} older entries of `{}`{}",
+                "kept the newest {}, deleted {} of `{}`{}",
                 report.kept.len(),
-                report.deleted.len(),
+                units::count_of(report.deleted.len(), "older entry"),
                 prefix,
                 current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
             );

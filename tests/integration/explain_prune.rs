@@ -275,7 +275,7 @@ fn prune_uses_the_saved_keys_prefix_and_never_deletes_what_it_just_saved() {
         NO_STATE,
     );
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("deleted 1 older entries of `models`"), "{}", save.stdout);
+    assert!(save.stdout.contains("deleted 1 older entry of `models`"), "{}", save.stdout);
     let keys: Vec<String> = services.entries().into_iter().map(|e| e.key).collect();
     assert!(keys.contains(&key), "the new entry stays");
     assert!(keys.iter().any(|k| k.starts_with("exact-cache-")), "another prefix is untouched: {keys:?}");
