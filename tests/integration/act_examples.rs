@@ -268,3 +268,38 @@ fn torch_compile_cold_then_warm_reuses_the_inductor_cache() {
         cold_report["compile_seconds"], warm_report["compile_seconds"]
     );
 }
+
+/// A job of one step, `uses: ./` with `with` (YAML lines at its indentation), then a step that
+/// would restore nothing it should not: it prints what the cache step said.
+fn one_step_workflow(repo: &Path, name: &str, with: &str) {
+    let workflow = format!(
+        "name: {name}\non: push\npermissions: {{}}\njobs:\n  job:\n    runs-on: ubuntu-latest\n    steps:\n      \
+         - run: cp -a \"$SRC\"/. .\n      - id: cache\n        uses: ./\n        with:\n{with}      - run: echo \
+         \"after the cache step\"\n"
+    );
+    std::fs::write(repo.join(format!(".github/workflows/{name}.yml")), workflow).unwrap();
+}
+
+#[test]
+fn a_step_migrated_from_actions_cache_fails_with_a_hint_and_restores_nothing() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let with = "          path: fixtures\n          key: fixtures-${{ hashFiles('examples/**/*.py') }}\n          \
+                restore-keys: fixtures-\n";
+    one_step_workflow(repo.path(), "migrated", with);
+    let r = run(repo.path(), "migrated", storage.path(), &[]);
+    assert!(!r.success, "an input error fails the step:\n{}", r.log);
+    assert!(r.log.contains("move the files of your `hashFiles(...)` to `hash-files`"), "{}", r.log);
+    assert!(!r.log.contains("after the cache step"), "{}", r.log);
+    assert!(!repo.path().join("fixtures").exists());
+}
+
+#[test]
+fn an_empty_prefix_is_an_input_error_under_act() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    one_step_workflow(repo.path(), "empty-prefix", "          path: fixtures\n          prefix: ''\n");
+    let r = run(repo.path(), "empty-prefix", storage.path(), &[]);
+    assert!(!r.success, "{}", r.log);
+    assert!(r.log.contains("input `prefix`"), "{}", r.log);
+}
