@@ -8,9 +8,10 @@ use super::report::Shown;
 use crate::archive::{Compression, UnpackError, read_fingerprint};
 use crate::backend::{Backend, BackendError};
 use crate::config::Config;
-use crate::fingerprint::{Change, ComponentName, FingerprintRecord, Value};
+use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
 use crate::github::{Catalog, CatalogError, Listed};
 use crate::keys;
+use crate::units::count_of;
 
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
 /// larger one for fingerprints with thousands of hashed files.
@@ -143,7 +144,7 @@ pub(super) fn explain(
     for candidate in listed.into_iter().take(CANDIDATES) {
         match read_theirs(backend, &candidate) {
             Ok(theirs) => {
-                let changes = theirs.components.diff(&ours.components).iter().map(|c| render(c, shown)).collect();
+                let changes = render_all(&theirs.components, &ours.components, shown);
                 return Ok(Explanation {
                     against_key: candidate.key,
                     against_ref: candidate.r#ref,
@@ -190,6 +191,30 @@ fn sniff(bytes: &[u8]) -> Compression {
 
 /// One change as users read it: `python: torch 2.14.0 → 2.15.0`, `files: gen.py changed`,
 /// `native.isa: x86-64-v4 → x86-64-v3`. Values read as [`Shown`] shows them.
+/// Every difference from `theirs` to `ours`, one line each — but a component only one side has
+/// is one line ("python: 94 packages added"), not one per value.
+fn render_all(theirs: &Fingerprint, ours: &Fingerprint, shown: &Shown) -> Vec<String> {
+    let changes = theirs.diff(ours);
+    let mut lines = Vec::new();
+    for group in changes.chunk_by(|a, b| a.component == b.component) {
+        let component = group[0].component.as_str();
+        let added = !theirs.components.contains_key(component);
+        let removed = !ours.components.contains_key(component);
+        if group.len() > 1 && (added || removed) {
+            let python = ComponentName::parse(component) == Some(ComponentName::PythonDists);
+            let (name, noun) = if python { ("python", "package") } else { (component, "value") };
+            let (verb, side) = if added { ("added", "the compared entry") } else { ("removed", "this run") };
+            lines.push(format!(
+                "{name}: {} {verb} ({side} has no `{component}` component)",
+                count_of(group.len(), noun)
+            ));
+        } else {
+            lines.extend(group.iter().map(|c| render(c, shown)));
+        }
+    }
+    lines
+}
+
 pub(super) fn render(c: &Change, shown: &Shown) -> String {
     let (component, label) = (c.component.as_str(), c.label.as_str());
     let short = |v: &Value| shown.value(component, label, v, VALUE_CHARS);
@@ -216,6 +241,7 @@ pub(super) fn render(c: &Change, shown: &Shown) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fingerprint::Component;
 
     fn change(component: &str, label: &str, old: Option<&str>, new: Option<&str>) -> Change {
         Change {
@@ -228,6 +254,25 @@ mod tests {
 
     fn render_plain(c: &Change) -> String {
         render(c, &Shown::plain())
+    }
+
+    #[test]
+    fn a_component_only_one_side_has_is_one_line() {
+        let dists = |n: usize| Component::from_iter((0..n).map(|i| (format!("pkg{i}"), Value::text("1.0"))));
+        let mut theirs = Fingerprint::default();
+        theirs.insert("variant", Component::from([("variant".to_owned(), Value::text("cpu"))]));
+        let mut ours = theirs.clone();
+        ours.insert("python.dists", dists(94));
+        ours.insert("env", Component::from([("CC".to_owned(), Value::text("gcc"))]));
+        let lines = render_all(&theirs, &ours, &Shown::plain());
+        assert_eq!(
+            lines,
+            ["env: CC added (gcc)", "python: 94 packages added (the compared entry has no `python.dists` component)",]
+        );
+        assert_eq!(
+            render_all(&ours, &theirs, &Shown::plain())[1],
+            "python: 94 packages removed (this run has no `python.dists` component)"
+        );
     }
 
     #[test]
