@@ -16,12 +16,17 @@ pub struct Invocation {
     pub workspace: Option<PathBuf>,
     /// `prune --dry-run`: list what would be deleted.
     pub dry_run: bool,
+    /// `list --json`: the entries as a JSON document on stdout.
+    pub json: bool,
+    /// `--quiet`: only warnings, errors and outputs.
+    pub quiet: bool,
     /// Inputs given as flags; in action mode they override `INPUT_*`.
     pub flags: RawInputs,
 }
 
 const ABOUT: &str =
     "Cache generated CI artifacts; reuse them only under an exact fingerprint of the environment that made them";
+const QUIET_HELP: &str = "Print only warnings, errors and the outputs";
 const WORKSPACE_HELP: &str =
     "Directory that relative paths are relative to (default: $GITHUB_WORKSPACE, else the current directory)";
 
@@ -89,6 +94,12 @@ fn own_args(command: CommandName) -> Vec<Arg> {
         CommandName::Prune => {
             vec![Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only list what would be deleted")]
         }
+        CommandName::List => vec![
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("Print the entries as a JSON array on stdout (key, size, created, ref, version)"),
+        ],
         _ => Vec::new(),
     }
 }
@@ -105,6 +116,7 @@ pub fn command() -> Command {
         .subcommand_required(true)
         .arg_required_else_help(true)
         .arg(workspace)
+        .arg(Arg::new("quiet").long("quiet").short('q').global(true).action(ArgAction::SetTrue).help(QUIET_HELP))
         .subcommands(SUBCOMMANDS.map(subcommand))
 }
 
@@ -126,12 +138,14 @@ where
         .unwrap_or_else(|| unreachable!("unknown subcommand {name}"));
     let post = command == CommandName::Save && sub.get_flag("post");
     let dry_run = command == CommandName::Prune && sub.get_flag("dry-run");
+    let json = command == CommandName::List && sub.get_flag("json");
+    let quiet = matches.get_flag("quiet");
     let mut flags = flags(sub, command);
     // Listing and pruning work on a prefix; the `path` lines only matter for keys and versions.
     if matches!(command, CommandName::List | CommandName::Prune) && flags.get("path").is_none() {
         flags.set("path", ".");
     }
-    Ok(Invocation { command, post, workspace, dry_run, flags })
+    Ok(Invocation { command, post, workspace, dry_run, json, quiet, flags })
 }
 
 /// `--strict false`: a switch takes its value only after `=`, so `false` would be read as an

@@ -14,6 +14,7 @@ fn main() -> ExitCode {
             return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
     };
+    runner.set_quiet(invocation.quiet);
     let code = match commands::run(&invocation, &runner, &HostSystem::default()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

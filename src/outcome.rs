@@ -295,8 +295,20 @@ pub struct Verified {
 #[derive(Debug)]
 pub enum CatalogOutcome {
     Explain { key: String, explanation: Option<Explanation> },
-    List { keys: Vec<String> },
+    List { entries: Vec<ListedEntry>, json: bool },
     Prune { deleted: Vec<String> },
+}
+
+/// One entry as `list` shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct ListedEntry {
+    pub key: String,
+    pub size: u64,
+    /// ISO 8601, UTC.
+    pub created: String,
+    /// The ref that saved it (`None` for the local backend).
+    pub r#ref: Option<String>,
+    pub version: String,
 }
 
 /// The outcome of any command, as the publisher takes it.

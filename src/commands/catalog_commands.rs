@@ -4,7 +4,7 @@
 use super::fingerprint::compute;
 use super::{Context, Error, explain, prune as pruning};
 use crate::config::{Config, ConfigError, DEFAULT_PREFIX};
-use crate::outcome::CatalogOutcome;
+use crate::outcome::{CatalogOutcome, ListedEntry};
 use crate::units;
 
 pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
@@ -24,7 +24,7 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 
-pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
+pub(super) fn list(ctx: &Context, config: &Config, json: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
@@ -32,16 +32,49 @@ pub(super) fn list(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Err
     let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
     let listed = units::count_of(entries.len(), "entry");
     runner.info(&format!("{listed} of `{}`{default} in {}", config.prefix, catalog.describe()));
-    for e in &entries {
-        runner.info(&format!(
-            "  {}  {}  {}{}",
-            e.key,
-            units::bytes(e.size),
-            e.created,
-            e.r#ref.as_deref().map(|r| format!("  {r}")).unwrap_or_default()
-        ));
+    let entries: Vec<ListedEntry> = entries
+        .into_iter()
+        .map(|e| ListedEntry {
+            created: iso_time(e.created),
+            key: e.key,
+            size: e.size,
+            r#ref: e.r#ref,
+            version: e.version,
+        })
+        .collect();
+    for line in table(&entries) {
+        runner.info(&format!("  {line}"));
     }
-    Ok(CatalogOutcome::List { keys: entries.into_iter().map(|e| e.key).collect() })
+    Ok(CatalogOutcome::List { entries, json })
+}
+
+/// Seconds since the epoch as `2026-11-30T18:51:06Z`.
+fn iso_time(seconds: i64) -> String {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| seconds.to_string())
+}
+
+/// `list`'s table: a header, then one aligned row per entry (the version cut to 12 digits).
+fn table(entries: &[ListedEntry]) -> Vec<String> {
+    let rows: Vec<[String; 5]> = std::iter::once(["key", "size", "created", "ref", "version"].map(str::to_owned))
+        .chain(entries.iter().map(|e| {
+            [
+                e.key.clone(),
+                units::bytes(e.size),
+                e.created.clone(),
+                e.r#ref.clone().unwrap_or_else(|| "-".to_owned()),
+                e.version.chars().take(12).collect(),
+            ]
+        }))
+        .collect();
+    let widths: Vec<usize> = (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            cells.join("  ").trim_end().to_owned()
+        })
+        .collect()
 }
 
 pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<CatalogOutcome, Error> {

@@ -76,7 +76,13 @@ fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), Runn
             }
             runner.set_output(Output::Key, key)
         }
-        CatalogOutcome::List { keys } => runner.set_output(Output::Keys, &keys.join("\n")),
+        CatalogOutcome::List { entries, json } => {
+            if *json {
+                runner.set_document(serde_json::to_string_pretty(entries).expect("entries serialize"));
+            }
+            let keys: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
+            runner.set_output(Output::Keys, &keys.join("\n"))
+        }
         CatalogOutcome::Prune { deleted } => runner.set_output(Output::Deleted, &deleted.join("\n")),
     }
 }

@@ -60,6 +60,10 @@ pub struct Runner {
     stdout: Mutex<Box<dyn Write + Send>>,
     redactor: Redactor,
     cli_outputs: Mutex<Vec<(String, String)>>,
+    /// Printed on stdout instead of the outputs' `name=value` lines (`list --json`).
+    cli_document: Mutex<Option<String>>,
+    /// `--quiet`: informational lines are dropped (CLI mode only).
+    quiet: std::sync::atomic::AtomicBool,
     progress_interval: Duration,
 }
 
@@ -88,6 +92,8 @@ impl Runner {
             stdout: Mutex::new(stdout),
             redactor: Redactor::default(),
             cli_outputs: Mutex::new(Vec::new()),
+            cli_document: Mutex::new(None),
+            quiet: Default::default(),
             progress_interval,
         }
     }
@@ -195,6 +201,11 @@ impl Runner {
         }
         let outputs = std::mem::take(&mut *self.cli_outputs.lock().unwrap());
         let mut out = self.stdout.lock().unwrap();
+        if let Some(document) = self.cli_document.lock().unwrap().take() {
+            let _ = writeln!(out, "{}", self.redact(&document));
+            let _ = out.flush();
+            return;
+        }
         for (name, value) in outputs {
             let value = self.redact(&value).replace('\r', "\\r").replace('\n', "\\n");
             let _ = writeln!(out, "{name}={value}");
@@ -225,7 +236,27 @@ impl Runner {
     }
 
     pub fn info(&self, message: &str) {
-        self.log.text(&self.redact(message));
+        if !self.is_quiet() {
+            self.log.text(&self.redact(message));
+        }
+    }
+
+    /// `--quiet`: from now on only warnings, errors and outputs (ignored in Actions mode, whose
+    /// log is read after the fact).
+    pub fn set_quiet(&self, quiet: bool) {
+        self.quiet.store(quiet && self.mode == Mode::Cli, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn is_quiet(&self) -> bool {
+        self.quiet.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// In CLI mode, print `document` on stdout at the end instead of the outputs' `name=value`
+    /// lines (a machine-readable answer such as `list --json`).
+    pub fn set_document(&self, document: String) {
+        if self.mode == Mode::Cli {
+            *self.cli_document.lock().unwrap() = Some(document);
+        }
     }
 
     /// Send this process's panic messages through the log, redacted and unable to start a
@@ -262,6 +293,7 @@ impl Runner {
         let title = self.redact(title);
         match self.mode {
             Mode::Actions => self.log.command("group", &title),
+            Mode::Cli if self.is_quiet() => {}
             Mode::Cli => self.log.text(&format!("── {title}")),
         }
         Group { runner: self }

@@ -433,3 +433,44 @@ fn the_rest_catalog_names_an_entry_of_the_same_key_saved_for_other_paths() {
     assert_eq!((r.output("key"), r.output("miss-reason")), (key.as_str(), "not-found"));
     assert!(r.stdout.contains("an entry with this key exists for other `path` lines or compression"), "{}", r.stdout);
 }
+
+/// `list` on the command line: a table on stderr, `--json` a document on stdout, and `--quiet`
+/// leaves only warnings, errors and the outputs.
+#[test]
+fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "tbl")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(crate::support::exe())
+            .args(args)
+            .arg(format!("--workspace={}", step.ws.display()))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("HOME", &step.home)
+            .env("EXACT_CACHE_DIR", &step.cache)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (stdout, stderr) = cli(&["list", "--prefix=tbl"]);
+    let header = stderr.lines().find(|l| l.trim_start().starts_with("key ")).unwrap_or_else(|| panic!("{stderr}"));
+    for column in ["size", "created", "ref", "version"] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert!(stderr.contains("T") && stderr.contains("Z  -"), "an ISO time and no ref: {stderr}");
+    assert!(stdout.starts_with("keys=tbl-"), "{stdout}");
+
+    let (json, _) = cli(&["list", "--prefix=tbl", "--json"]);
+    let entries: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let entry = &entries.as_array().unwrap()[0];
+    assert!(entry["key"].as_str().unwrap().starts_with("tbl-"));
+    assert!(entry["created"].as_str().unwrap().ends_with('Z'), "{entry}");
+    assert!(entry["size"].as_u64().unwrap() > 0 && entry["version"].as_str().unwrap().len() == 64, "{entry}");
+
+    let (stdout, stderr) = cli(&["restore", "--quiet", "--path=out", "--native=none", "--prefix=tbl"]);
+    assert!(stdout.contains("reused=true"), "{stdout}");
+    assert_eq!(stderr, "", "nothing but outputs");
+}
