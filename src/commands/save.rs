@@ -285,13 +285,17 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
             return None;
         }
     };
+    let extras = match changes.kept_extras {
+        0 => String::new(),
+        n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
+    };
     if changes.is_empty() {
-        runner.info("verify-reuse: nothing under `path` changed since the restore");
-        let verdict = "nothing under `path` changed since the restore".to_owned();
+        let verdict = format!("nothing under `path` changed since the restore{extras}");
+        runner.info(&format!("verify-reuse: {verdict}"));
         return Some(Verified { verdict, changed_files: Vec::new(), failed: false });
     }
     let mut verdict = format!(
-        "{} added, {} changed, {} removed under `path` since the restore",
+        "{} added, {} changed, {} removed under `path` since the restore{extras}",
         changes.added.len(),
         changes.changed.len(),
         changes.removed.len()

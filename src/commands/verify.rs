@@ -22,6 +22,9 @@ pub(super) struct TreeChanges {
     pub added: Vec<String>,
     pub changed: Vec<String>,
     pub removed: Vec<String>,
+    /// Files that were under `path` before the restore and are not in the entry (kept, and
+    /// reported by the restore step as `extra-files`): not changes, but counted.
+    pub kept_extras: usize,
 }
 
 impl TreeChanges {
@@ -48,7 +51,7 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
     for now in inv.entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let shown = locations.display(&now.abs);
         match expected.remove(entry_path(now.root, &now.rel).as_str()) {
-            None if preexisting.contains(shown.as_str()) => {}
+            None if preexisting.contains(shown.as_str()) => changes.kept_extras += 1,
             None => changes.added.push(shown),
             Some(was) => {
                 let differs = was.kind != now.kind

@@ -391,6 +391,9 @@ fn files_under_path_that_are_not_in_the_entry_are_kept_and_reported() {
     // Not "added" by the job: `verify-reuse: fail` passes.
     let post = step.run(&["save", "--post"], &inputs, &warm.state);
     assert_eq!((post.code, post.output("changed-files")), (0, ""), "{}", post.stdout);
+    let kept =
+        "nothing under `path` changed since the restore (2 files not in the entry, there before the restore, kept)";
+    assert!(post.stdout.contains(kept), "{}", post.stdout);
 
     std::fs::remove_file(step.ws.join("out/sub/x2.bin")).unwrap();
     let one = step.run(&["restore"], &inputs, NO_STATE);
