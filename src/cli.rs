@@ -217,7 +217,7 @@ mod tests {
         };
         assert!(!flags("restore").contains(&"prune".to_owned()));
         assert!(flags("save").contains(&"prune".to_owned()));
-        assert_eq!(flags("list"), CATALOG_INPUTS);
+        assert_eq!(flags("list"), [&CATALOG_INPUTS[..], &["json"]].concat());
         assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));
         assert!(!flags("list").contains(&"python".to_owned()));
         assert!(parse(["exact-cache", "list", "--python", "python3"]).is_err());
