@@ -20,7 +20,8 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
         &record,
         usize::MAX,
         "nothing to explain",
-    );
+    )
+    .ok();
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 

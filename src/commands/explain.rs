@@ -60,21 +60,8 @@ pub enum ExplainError {
 }
 
 /// [`explain`] `ours` for this run (its refs; `secret-env` values masked) and log the result:
-/// at most `limit` changes, or why there is no explanation after `unexplained: `.
+/// at most `limit` changes, or why there is no explanation (also returned) after `unexplained: `.
 pub(super) fn explain_and_log(
-    ctx: &Context,
-    config: &Config,
-    backend: &dyn Backend,
-    catalog: &dyn Catalog,
-    ours: &FingerprintRecord,
-    limit: usize,
-    unexplained: &str,
-) -> Option<Explanation> {
-    explain_and_log_or_why(ctx, config, backend, catalog, ours, limit, unexplained).ok()
-}
-
-/// [`explain_and_log`], or why there is no explanation (the line logged after `unexplained: `).
-pub(super) fn explain_and_log_or_why(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,

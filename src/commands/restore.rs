@@ -259,15 +259,7 @@ fn explain_miss(
             return Some(Err(why));
         }
     };
-    Some(explain::explain_and_log_or_why(
-        ctx,
-        config,
-        backend,
-        catalog.as_ref(),
-        ours,
-        explain::SHOWN,
-        "explain-misses",
-    ))
+    Some(explain::explain_and_log(ctx, config, backend, catalog.as_ref(), ours, explain::SHOWN, "explain-misses"))
 }
 
 /// What later steps are told: a preset's directories, `reuse-env`, and this step in the list
