@@ -51,12 +51,18 @@ const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
 /// What the catalog commands read: they work on a prefix, not on paths or a fingerprint.
 const CATALOG_INPUTS: [&str; 5] = ["prefix", "backend", "protocol", "local-dir", "github-token"];
 
+/// What `list` and `prune` read when given: with the `path` lines and `compression` of the
+/// restore, they know each entry's slot in its key's stack (`grow`).
+const SLOT_INPUTS: [&str; 2] = ["path", "compression"];
+
 /// Whether `command` offers `spec` as a flag: what its scope gives it, less what it never reads.
 fn offers(command: CommandName, spec: &InputSpec) -> bool {
     spec.scope.taken_by(Reader::Cli(command))
         && match command {
-            CommandName::List => CATALOG_INPUTS.contains(&spec.name),
-            CommandName::Prune => CATALOG_INPUTS.contains(&spec.name) || spec.name == "prune-keep",
+            CommandName::List => CATALOG_INPUTS.contains(&spec.name) || SLOT_INPUTS.contains(&spec.name),
+            CommandName::Prune => {
+                CATALOG_INPUTS.contains(&spec.name) || SLOT_INPUTS.contains(&spec.name) || spec.name == "prune-keep"
+            }
             CommandName::Restore => !matches!(spec.name, "prune" | "prune-keep"),
             _ => true,
         }
@@ -217,7 +223,11 @@ mod tests {
         };
         assert!(!flags("restore").contains(&"prune".to_owned()));
         assert!(flags("save").contains(&"prune".to_owned()));
-        assert_eq!(flags("list"), [&CATALOG_INPUTS[..], &["json"]].concat());
+        let mut list = flags("list");
+        list.sort();
+        let mut expected = [&CATALOG_INPUTS[..], &SLOT_INPUTS[..], &["json"]].concat();
+        expected.sort();
+        assert_eq!(list, expected);
         assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));
         assert!(!flags("list").contains(&"python".to_owned()));
         assert!(parse(["exact-cache", "list", "--python", "python3"]).is_err());

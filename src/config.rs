@@ -174,14 +174,21 @@ pub const OUTPUTS: &[OutputSpec] = &[
                       kept (the log and the summary name the first few); `0` otherwise.",
     },
     OutputSpec {
+        output: Output::Layers,
+        entries: RESTORING,
+        description: "With `grow`: how many layers were applied on top of the base (the log and the summary show \
+                      each with its size); `0` otherwise.",
+    },
+    OutputSpec {
         output: Output::Saved,
         entries: &[Entry::Save],
-        description: "`true` when this step created the entry.",
+        description: "`true` when this step created an entry (a base, or with `grow` a layer).",
     },
     OutputSpec {
         output: Output::SaveResult,
         entries: &[Entry::Save],
-        description: "`saved`, `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found`, \
+        description: "`saved`, `layer` (`grow` saved what the job added as a layer of the restored stack), \
+                      `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found`, \
                       `error`, or `unsupported-platform` (the runner has no exact-cache binary: nothing saved).",
     },
     OutputSpec {
@@ -327,6 +334,31 @@ pub const INPUTS: &[InputSpec] = &[
         "off",
         "At save time after a warm restore, report files under `path` that changed since the restore: `off`, `warn` \
          or `fail` (fails the step).",
+    ),
+    input(
+        "grow",
+        Text,
+        Cache,
+        "auto",
+        "Keep what a warm run adds: on a hit, the post step saves the files the job added or changed under `path` \
+         as a layer of the same exact key, and a restore applies the base and its layers in order. Only for \
+         content-addressed caches (every file named by a hash of what made it). `auto` (on with `preset: \
+         torch-inductor`), `true` or `false`.",
+    ),
+    input(
+        "grow-max-layers",
+        Text,
+        Cache,
+        "4",
+        "With `grow`: how many layers a stack may have (1 to 16) before the next save compacts it into one new base.",
+    ),
+    input(
+        "grow-max-share",
+        Text,
+        Cache,
+        "50%",
+        "With `grow`: compact instead of adding a layer when the layers would hold more than this share of the \
+         base's bytes (a percentage, e.g. `50%`).",
     ),
     input(
         "prune",
@@ -625,6 +657,11 @@ pub struct Config {
     pub verify_reuse: VerifyReuse,
     /// `None`: automatic (when listing is possible).
     pub explain_misses: Option<bool>,
+    /// `grow`: restore applies layers, and the post step of a warm run saves one.
+    pub grow: bool,
+    pub grow_max_layers: u32,
+    /// `grow-max-share` as a fraction.
+    pub grow_max_share: f64,
     pub prune: bool,
     pub prune_keep: usize,
     pub github_token: Option<String>,
@@ -643,6 +680,16 @@ crate::choice::named_enum! {
         Off => "off",
         Warn => "warn",
         Fail => "fail",
+    }
+}
+
+crate::choice::named_enum! {
+    /// The `grow` input; [`Config::grow`] holds it resolved.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Grow {
+        Auto => "auto",
+        True => "true",
+        False => "false",
     }
 }
 
@@ -740,6 +787,26 @@ fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), ConfigE
 }
 
 /// `prune-keep`: a whole number of at least 1.
+fn grow_max_layers(raw: &RawInputs) -> Result<u32, ConfigError> {
+    let n = raw.value_or_default("grow-max-layers").unwrap_or_default().trim();
+    n.parse::<u32>().ok().filter(|n| (1..=keys::MAX_LAYERS).contains(n)).ok_or_else(|| ConfigError::Invalid {
+        name: "grow-max-layers",
+        detail: format!("`{n}` is not a whole number from 1 to {}", keys::MAX_LAYERS),
+    })
+}
+
+/// `50%`, `50` or `12.5%` → 0.5, 0.5, 0.125.
+fn grow_max_share(raw: &RawInputs) -> Result<f64, ConfigError> {
+    let text = raw.value_or_default("grow-max-share").unwrap_or_default().trim();
+    let number = text.strip_suffix('%').unwrap_or(text).trim();
+    number.parse::<f64>().ok().filter(|p| p.is_finite() && *p > 0.0).map(|p| p / 100.0).ok_or_else(|| {
+        ConfigError::Invalid {
+            name: "grow-max-share",
+            detail: format!("`{text}` is not a percentage above 0 (such as `50%`)"),
+        }
+    })
+}
+
 fn prune_keep(raw: &RawInputs) -> Result<usize, ConfigError> {
     let n = raw.value_or_default("prune-keep").unwrap_or_default().trim();
     n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| ConfigError::Invalid {
@@ -839,6 +906,13 @@ impl Config {
                 ExplainMisses::True => Some(true),
                 ExplainMisses::False => Some(false),
             },
+            grow: match raw.choice("grow")? {
+                Grow::Auto => preset == Some(Preset::TorchInductor),
+                Grow::True => true,
+                Grow::False => false,
+            },
+            grow_max_layers: grow_max_layers(raw)?,
+            grow_max_share: grow_max_share(raw)?,
             prune: raw.bool("prune")?,
             prune_keep: prune_keep(raw)?,
             github_token: raw.text("github-token").filter(|t| !t.starts_with("${{")),
@@ -924,6 +998,13 @@ mod tests {
             config(&[("path", "out"), ("protocol", "V2"), ("explain-misses", "False"), ("preset", "Torch-Inductor")])
                 .unwrap();
         assert_eq!((c.protocol, c.explain_misses, c.preset), (Protocol::V2, Some(false), Some(Preset::TorchInductor)));
+        assert!(c.grow, "the torch-inductor preset grows by default");
+        let c = config(&[("path", "out"), ("preset", "torch-inductor"), ("grow", "FALSE")]).unwrap();
+        assert!(!c.grow);
+        let c = config(&[("path", "out"), ("grow", "true"), ("grow-max-layers", "16"), ("grow-max-share", "12.5%")])
+            .unwrap();
+        assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (true, 16, 0.125));
+        assert_eq!(config(&[("path", "out"), ("grow-max-share", "200")]).unwrap().grow_max_share, 2.0);
 
         let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
         // Undocumented values are input errors, not silently mapped.
@@ -931,6 +1012,11 @@ mod tests {
             ("verify-reuse", "true", "`true` is not one of `off`, `warn`, `fail`"),
             ("preset", "inductor", "`inductor` is not one of `torch-inductor`"),
             ("preset", "none", "`none` is not one of `torch-inductor`"),
+            ("grow", "yes", "`yes` is not one of `auto`, `true`, `false`"),
+            ("grow-max-layers", "0", "`0` is not a whole number from 1 to 16"),
+            ("grow-max-layers", "17", "`17` is not a whole number from 1 to 16"),
+            ("grow-max-share", "-5%", "`-5%` is not a percentage above 0 (such as `50%`)"),
+            ("grow-max-share", "half", "`half` is not a percentage above 0 (such as `50%`)"),
             ("backend", "S3", "`S3` is not one of `auto`, `github`, `local`"),
             ("explain-misses", "yes", "`yes` is not one of `auto`, `true`, `false`"),
             ("protocol", "v3", "`v3` is not one of `auto`, `v1`, `v2`"),
@@ -946,6 +1032,7 @@ mod tests {
         let c = config(&[("path", "out")]).unwrap();
         assert_eq!((c.backend, c.protocol, c.verify_reuse), (BackendChoice::Auto, Protocol::Auto, VerifyReuse::Off));
         assert_eq!((c.explain_misses, c.prune_keep, c.preset), (None, 1, None));
+        assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (false, 4, 0.5));
         assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
         assert!(!c.strict && !c.prune && !c.lookup_only);
     }

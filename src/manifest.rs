@@ -68,6 +68,21 @@ pub struct Manifest {
     pub key: String,
     pub roots: Vec<RootRecord>,
     pub entries: Vec<ManifestEntry>,
+    /// Where the entry sits in its key's stack (`grow`); absent for a generation-0 base, so
+    /// manifests of entries saved before layers existed read as bases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackSlot>,
+}
+
+/// A slot of a stack: the base of a generation (`layer` 0) or one of its layers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackSlot {
+    pub generation: u32,
+    pub layer: u32,
+    /// A layer's parent: the [`Manifest::digest`] of the slot below it, so a layer applies only
+    /// on top of exactly what it was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// The archive name of an entry: `<root>` or `<root>/<rel>`.
@@ -94,6 +109,17 @@ pub enum Mismatch {
 }
 
 impl Manifest {
+    /// `(generation, layer)` of this entry.
+    pub fn slot(&self) -> (u32, u32) {
+        self.stack.as_ref().map_or((0, 0), |s| (s.generation, s.layer))
+    }
+
+    /// SHA-256 hex of the manifest as serialized: a layer's [`StackSlot::parent`].
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(serde_json::to_vec(self).expect("manifests always serialize")))
+    }
+
     pub fn files(&self) -> impl Iterator<Item = &ManifestEntry> {
         self.entries.iter().filter(|e| e.kind == EntryKind::File)
     }
@@ -172,7 +198,7 @@ mod tests {
     }
 
     fn manifest(entries: Vec<ManifestEntry>) -> Manifest {
-        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries }
+        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries, stack: None }
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! (`commands::publish`) turns it into step outputs, state, exported variables and the step
 //! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
 //! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
-//! declares. This module is plain data: it depends on nothing but the fingerprint record and
-//! [`crate::choice`].
+//! declares. This module is plain data: it depends on nothing but the fingerprint record,
+//! [`crate::choice`] and [`crate::units`].
 
 use crate::fingerprint::FingerprintRecord;
 use std::path::PathBuf;
@@ -24,6 +24,7 @@ crate::choice::named_enum! {
         RestoredFiles => "restored-files",
         RestoredBytes => "restored-bytes",
         ExtraFiles => "extra-files",
+        Layers => "layers",
         Saved => "saved",
         SaveResult => "save-result",
         ChangedFiles => "changed-files",
@@ -95,6 +96,8 @@ crate::choice::named_enum! {
         Saved => "saved",
         Exists => "exists",
         SkippedHit => "skipped-hit",
+        /// `grow`: what the job added was saved as a layer of the restored stack.
+        Layer => "layer",
         ReadOnly => "read-only",
         RateLimited => "rate-limited",
         Incomplete => "incomplete",
@@ -137,7 +140,9 @@ pub struct RestoreOutcome {
 #[derive(Debug)]
 pub enum Attempt {
     Reused {
+        /// Everything put in place: the base and every layer.
         restored: Transfer,
+        stack: StackApplied,
         /// Files that were under `path` before the restore and are not in the entry: kept, in
         /// the order `path` lists them.
         extra_files: Vec<String>,
@@ -192,6 +197,40 @@ pub struct Transfer {
     pub elapsed: Duration,
 }
 
+/// The slots of a key's stack a restore put in place: a base, then its layers in order
+/// (`grow`; without it, the base alone).
+#[derive(Clone, Debug)]
+pub struct StackApplied {
+    pub generation: u32,
+    pub base: Transfer,
+    pub layers: Vec<Transfer>,
+    /// Why the stack stopped before a layer that exists (corrupt, missing, foreign): the next
+    /// growing save compacts.
+    pub stopped: Option<String>,
+}
+
+impl StackApplied {
+    /// `generation 1 base 120 MiB (300 files) + layer 1 2 MiB (4 files) + …`.
+    pub fn parts(&self) -> String {
+        let part = |name: String, t: &Transfer| {
+            format!("{name} {} ({})", crate::units::bytes(t.content_bytes), crate::units::count_of(t.files, "file"))
+        };
+        let mut parts = vec![part(slot_name(self.generation, 0), &self.base)];
+        parts.extend(self.layers.iter().enumerate().map(|(i, t)| part(format!("layer {}", i + 1), t)));
+        parts.join(" + ")
+    }
+
+    /// The base and every layer, summed.
+    pub fn total(&self) -> Transfer {
+        self.layers.iter().fold(self.base, |sum, l| Transfer {
+            files: sum.files + l.files,
+            content_bytes: sum.content_bytes + l.content_bytes,
+            archive_bytes: sum.archive_bytes + l.archive_bytes,
+            elapsed: sum.elapsed + l.elapsed,
+        })
+    }
+}
+
 /// What `clean-on-miss` removed.
 #[derive(Clone, Copy, Debug)]
 pub struct Cleaned {
@@ -218,11 +257,27 @@ pub struct SameKey {
     /// The compression it was saved with, when its version is our `path` lines with another
     /// compression; `None` when its `path` lines differ (or the archive format does).
     pub compression: Option<String>,
+    /// Its slot `(generation, layer)` when it is part of this very stack (`grow`): a layer whose
+    /// base is gone, or a later generation's base that a restore without `grow` does not look for.
+    pub slot: Option<(u32, u32)>,
 }
 
 impl SameKey {
     /// One line for the log, the summary, the `miss-reason` detail and `explain`'s `changes`.
     pub fn sentence(&self) -> String {
+        if let Some((g, n)) = self.slot {
+            return match n {
+                0 => format!(
+                    "this key's stack has a {} (compacted by `grow`); a restore looks for it only with `grow`",
+                    slot_name(g, 0)
+                ),
+                _ => format!(
+                    "only {} of this key's stack exists: its base is gone (evicted or deleted), and a layer is never \
+                     applied without it",
+                    slot_name(g, n)
+                ),
+            };
+        }
         match &self.compression {
             Some(c) => format!(
                 "an entry with this key exists for other `path` lines or compression: it was saved with `compression: {c}`"
@@ -231,6 +286,15 @@ impl SameKey {
                      `path` lines (or by an exact-cache of another archive format)"
                 .to_owned(),
         }
+    }
+}
+
+/// `base`, `layer 2`, `generation 1 base`, `generation 1 layer 2`: a slot of a key's stack.
+pub fn slot_name(generation: u32, layer: u32) -> String {
+    let generation = if generation == 0 { String::new() } else { format!("generation {generation} ") };
+    match layer {
+        0 => format!("{generation}base"),
+        n => format!("{generation}layer {n}"),
     }
 }
 
@@ -249,6 +313,8 @@ pub struct SaveOutcome {
     pub verified: Option<Verified>,
     /// `prune` after the save: a one-line account.
     pub pruned: Option<String>,
+    /// The slot written, `(generation, layer)`, when `grow` wrote a layer or a compacted base.
+    pub slot: Option<(u32, u32)>,
 }
 
 impl SaveOutcome {
@@ -262,6 +328,7 @@ impl SaveOutcome {
             archived: None,
             verified: None,
             pruned: None,
+            slot: None,
         }
     }
 
@@ -275,8 +342,14 @@ impl SaveOutcome {
         Self { detail: None, archived: Some(archived), ..Self::skipped(key, SaveResult::Saved, "") }
     }
 
+    /// Saved as a layer of the stack restored in this job.
+    pub fn layer(key: Option<&str>, archived: Transfer, slot: (u32, u32)) -> Self {
+        Self { slot: Some(slot), ..Self { result: SaveResult::Layer, ..Self::saved(key, archived) } }
+    }
+
+    /// An entry (a base or a layer) was written.
     pub fn is_saved(&self) -> bool {
-        self.result == SaveResult::Saved
+        matches!(self.result, SaveResult::Saved | SaveResult::Layer)
     }
 }
 
@@ -309,6 +382,9 @@ pub struct ListedEntry {
     /// The ref that saved it (`None` for the local backend).
     pub r#ref: Option<String>,
     pub version: String,
+    /// `base`, `layer 2`, `generation 1 base`, …: its place in the key's stack, when its
+    /// version is a slot of this `path` and `compression`; `None` otherwise.
+    pub slot: Option<String>,
 }
 
 /// The outcome of any command, as the publisher takes it.

@@ -6,7 +6,9 @@ use super::safety::{check_link_covered, check_symlink_target};
 use super::secrets::{GateError, SecretScanner};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, entry_path};
+use crate::manifest::{
+    EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot, entry_path,
+};
 use crate::paths::{PathError, PatternSet, walk};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -147,13 +149,14 @@ fn permission_bits(meta: &std::fs::Metadata, kind: EntryKind) -> u32 {
     }
 }
 
-/// Stream `inv` into `out` as an archive; `on_bytes` hears about every chunk of file content.
+/// Stream `inv` into `out` as an archive (`stack`: its slot, for a layer or a later generation's base); `on_bytes` hears about every chunk of file content.
 /// `path` lines, names, link targets and contents pass `secrets` first: a hit ends the archive
 /// unfinished.
 pub fn write_archive<W: Write>(
     inv: &Inventory,
     record: &FingerprintRecord,
     compression: Compression,
+    stack: Option<StackSlot>,
     secrets: &SecretScanner,
     out: W,
     on_bytes: &mut dyn FnMut(u64),
@@ -231,8 +234,13 @@ pub fn write_archive<W: Write>(
         entries.push(manifest_entry);
     }
 
-    let manifest =
-        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: record.key.clone(), roots: inv.roots.clone(), entries };
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: record.key.clone(),
+        roots: inv.roots.clone(),
+        entries,
+        stack,
+    };
     let manifest_json = serde_json::to_vec(&manifest).expect("manifests always serialize");
     append(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, 0, None, manifest_json.len() as u64)
         .map_err(write_err)?;

@@ -4,7 +4,8 @@
 use super::fingerprint::compute;
 use super::{Context, Error, explain, prune as pruning};
 use crate::config::{Config, ConfigError, DEFAULT_PREFIX};
-use crate::outcome::{CatalogOutcome, ListedEntry};
+use crate::keys;
+use crate::outcome::{CatalogOutcome, ListedEntry, slot_name};
 use crate::units;
 
 pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
@@ -40,6 +41,7 @@ pub(super) fn list(ctx: &Context, config: &Config, json: bool) -> Result<Catalog
             key: e.key,
             size: e.size,
             r#ref: e.r#ref,
+            slot: keys::slot_of(&e.version, &config.version()).map(|(g, n)| slot_name(g, n)),
             version: e.version,
         })
         .collect();
@@ -56,9 +58,11 @@ fn iso_time(seconds: i64) -> String {
         .unwrap_or_else(|| seconds.to_string())
 }
 
-/// `list`'s table: a header, then one aligned row per entry (the version cut to 12 digits).
+/// `list`'s table: a header, then one aligned row per entry (the version cut to 12 digits; the
+/// slot `-` when the version is not one of this `path` and `compression`).
 fn table(entries: &[ListedEntry]) -> Vec<String> {
-    let rows: Vec<[String; 5]> = std::iter::once(["key", "size", "created", "ref", "version"].map(str::to_owned))
+    let header = ["key", "size", "created", "ref", "version", "slot"];
+    let rows: Vec<[String; 6]> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
             [
                 e.key.clone(),
@@ -66,10 +70,11 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
                 e.created.clone(),
                 e.r#ref.clone().unwrap_or_else(|| "-".to_owned()),
                 e.version.chars().take(12).collect(),
+                e.slot.clone().unwrap_or_else(|| "-".to_owned()),
             ]
         }))
         .collect();
-    let widths: Vec<usize> = (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     rows.iter()
         .map(|row| {
             let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -85,14 +90,29 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<Cat
     }
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    let report = pruning::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, dry_run, None)?;
+    let report = pruning::prune(
+        catalog.as_ref(),
+        &config.prefix,
+        current_ref,
+        config.prune_keep,
+        dry_run,
+        None,
+        &config.version(),
+    )?;
     let verb = if dry_run { "would delete" } else { "deleted" };
+    let version = config.version();
     for e in &report.deleted {
-        runner.info(&format!("{verb} {}", e.key));
+        runner.info(&format!("{verb} {}", pruning::entry_name(e, &version)));
     }
     for (e, why) in &report.failed {
         runner.warning(&format!("could not delete {}: {why}", e.key));
     }
-    runner.info(&format!("kept {} newest, {verb} {}", report.kept.len(), report.deleted.len()));
-    Ok(CatalogOutcome::Prune { deleted: report.deleted.into_iter().map(|e| e.key).collect() })
+    runner.info(&format!(
+        "kept the newest {} ({}), {verb} {}",
+        units::count_of(report.kept_keys, "key"),
+        units::count_of(report.kept.len(), "entry"),
+        report.deleted.len()
+    ));
+    let deleted = report.deleted.iter().map(|e| pruning::entry_name(e, &version)).collect();
+    Ok(CatalogOutcome::Prune { deleted })
 }

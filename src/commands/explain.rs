@@ -103,8 +103,14 @@ pub(super) fn explain(
         .into_iter()
         .filter(|l| keys::is_key_of(&ours.prefix, &l.key))
         .partition(|l| l.key == ours.key);
-    if let Some(theirs) = same.iter().find(|l| l.version != ours.version) {
-        let same_key = SameKey { compression: keys::compression_of(&theirs.version, path_lines).map(str::to_owned) };
+    // A slot of our own stack says most: prefer it to an entry of other `path` lines.
+    let slot = |l: &Listed| keys::slot_of(&l.version, &ours.version).filter(|s| *s != (0, 0));
+    let theirs = same.iter().find(|l| slot(l).is_some()).or_else(|| same.iter().find(|l| l.version != ours.version));
+    if let Some(theirs) = theirs {
+        let same_key = SameKey {
+            compression: keys::compression_of(&theirs.version, path_lines).map(str::to_owned),
+            slot: slot(theirs),
+        };
         return Ok(Explanation {
             against_key: theirs.key.clone(),
             against_ref: theirs.r#ref.clone(),

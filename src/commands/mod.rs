@@ -8,6 +8,7 @@ mod catalog_commands;
 mod error;
 mod explain;
 mod fingerprint;
+mod grow;
 mod handoff;
 mod prune;
 mod publish;

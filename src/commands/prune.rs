@@ -5,6 +5,11 @@
 //! created is never deleted. Matrix jobs that share a prefix and a ref each save their own
 //! entry: give them `prune-keep` of at least the matrix size, or a prefix each. The default
 //! prefix is never pruned ([`refusal`]).
+//!
+//! With `grow`, a key is a stack of entries (a base and its layers, one version each): prune
+//! counts keys, never deletes a layer of a kept key's live base, and deletes the slots of older
+//! generations once a compacted base holds what they did (when it knows the `path` lines and
+//! compression that tell slots apart).
 
 use crate::config::DEFAULT_PREFIX;
 use crate::github::{Catalog, CatalogError, Listed};
@@ -21,8 +26,19 @@ pub(super) fn refusal(prefix: &str) -> Option<String> {
     })
 }
 
+/// An entry as prune's log names it: its key, and its slot unless it is a generation-0 base.
+pub(super) fn entry_name(entry: &Listed, base_version: &str) -> String {
+    match keys::slot_of(&entry.version, base_version) {
+        Some((0, 0)) | None => entry.key.clone(),
+        Some((generation, layer)) => format!("{} ({})", entry.key, crate::outcome::slot_name(generation, layer)),
+    }
+}
+
 pub(super) struct PruneReport {
+    /// Entries kept: every slot of the newest keys' stacks.
     pub kept: Vec<Listed>,
+    /// How many keys they belong to.
+    pub kept_keys: usize,
     pub deleted: Vec<Listed>,
     pub failed: Vec<(Listed, String)>,
 }
@@ -49,16 +65,41 @@ pub(super) fn prune(
     keep: usize,
     dry_run: bool,
     just_saved: Option<&str>,
+    base_version: &str,
 ) -> Result<PruneReport, CatalogError> {
-    let mut entries = ours(catalog, prefix, current_ref)?;
-    // The entry this step saved is always kept and counts among those kept, whatever the
-    // listing order says (clock ties, a concurrent job's newer entry).
-    let saved = just_saved.and_then(|key| entries.iter().position(|e| e.key == key)).map(|i| entries.remove(i));
-    let room = keep.saturating_sub(saved.is_some() as usize);
-    let older = entries.split_off(room.min(entries.len()));
-    let mut kept: Vec<Listed> = saved.into_iter().collect();
-    kept.extend(entries);
-    let mut report = PruneReport { kept, deleted: Vec::new(), failed: Vec::new() };
+    let entries = ours(catalog, prefix, current_ref)?;
+    // Keys, newest first; the key this step saved is always kept and counts among those kept,
+    // whatever the listing order says (clock ties, a concurrent job's newer entry).
+    let mut keys: Vec<&str> = Vec::new();
+    for entry in &entries {
+        if !keys.contains(&entry.key.as_str()) {
+            keys.push(&entry.key);
+        }
+    }
+    if let Some(i) = just_saved.and_then(|saved| keys.iter().position(|k| *k == saved)) {
+        let saved = keys.remove(i);
+        keys.insert(0, saved);
+    }
+    keys.truncate(keep);
+    let kept_keys: Vec<String> = keys.into_iter().map(str::to_owned).collect();
+    // A kept key's entries stay — its base and every layer — except the slots of generations
+    // older than its newest base: that base holds everything they did.
+    let newest_generation = |key: &str| {
+        entries
+            .iter()
+            .filter(|e| e.key == key)
+            .filter_map(|e| keys::slot_of(&e.version, base_version))
+            .filter(|(_, layer)| *layer == 0)
+            .map(|(generation, _)| generation)
+            .max()
+    };
+    let superseded = |e: &Listed| match (keys::slot_of(&e.version, base_version), newest_generation(&e.key)) {
+        (Some((generation, _)), Some(newest)) => generation < newest,
+        _ => false,
+    };
+    let (kept, older): (Vec<Listed>, Vec<Listed>) =
+        entries.iter().cloned().partition(|e| kept_keys.contains(&e.key) && !superseded(e));
+    let mut report = PruneReport { kept, kept_keys: kept_keys.len(), deleted: Vec::new(), failed: Vec::new() };
     for entry in older {
         if dry_run {
             report.deleted.push(entry);

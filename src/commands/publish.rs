@@ -41,9 +41,11 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     for (name, value) in &outcome.exports {
         runner.export_env(name, value)?;
     }
-    let (files, bytes, extra) = match attempt {
-        Attempt::Reused { restored, extra_files, .. } => (restored.files, restored.content_bytes, extra_files.len()),
-        _ => (0, 0, 0),
+    let (files, bytes, extra, layers) = match attempt {
+        Attempt::Reused { restored, extra_files, stack, .. } => {
+            (restored.files, restored.content_bytes, extra_files.len(), stack.layers.len())
+        }
+        _ => (0, 0, 0, 0),
     };
     runner.set_output(Output::CacheHit, flag(attempt.hit()))?;
     runner.set_output(Output::Reused, flag(attempt.reused()))?;
@@ -53,6 +55,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     runner.set_output(Output::RestoredFiles, &files.to_string())?;
     runner.set_output(Output::RestoredBytes, &bytes.to_string())?;
     runner.set_output(Output::ExtraFiles, &extra.to_string())?;
+    runner.set_output(Output::Layers, &layers.to_string())?;
     runner.append_summary(&report::restore_summary(shown, outcome))
 }
 

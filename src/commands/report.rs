@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::fingerprint::{ComponentName, FingerprintRecord, Value};
-use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
+use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer, slot_name};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
 use crate::text::shorten;
@@ -139,9 +139,15 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.heading(3, "exact-cache restore");
     let mut rows = vec![vec![Inline::ours("key"), md.code(&outcome.record.key)]];
     match &outcome.attempt {
-        Attempt::Reused { restored, extra_files, .. } => {
+        Attempt::Reused { restored, extra_files, stack, .. } => {
             rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
             rows.push(vec![Inline::ours("restored"), transfer(restored)]);
+            if !stack.layers.is_empty() || stack.generation > 0 {
+                rows.push(vec![Inline::ours("stack"), md.prose(&stack.parts())]);
+            }
+            if let Some(why) = &stack.stopped {
+                rows.push(vec![Inline::ours("stack stopped"), md.prose(&format!("⚠️ {why}; the next save compacts"))]);
+            }
             if !extra_files.is_empty() {
                 rows.push(vec![Inline::ours("kept"), md.prose(&super::restore::extra_files_line(extra_files))]);
             }
@@ -209,7 +215,8 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
         rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
-        rows.push(vec![Inline::ours("saved"), transfer(&archived)]);
+        let what = outcome.slot.map_or_else(|| "saved".to_owned(), |(g, n)| format!("saved as {}", slot_name(g, n)));
+        rows.push(vec![Inline::ours(what), transfer(&archived)]);
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {

@@ -2,17 +2,19 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute;
+use super::grow::{self, KeptStack};
 use super::{Context, Error, explain, handoff};
 use crate::archive::{CleanError, PackError, RestorePlan, UnpackError, clean, unpack};
-use crate::backend::{Backend, BackendError, ErrorKind};
+use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest, entry_path};
-use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, Transfer};
+use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::runner::ProgressReader;
 use crate::text::{error_chain, error_line, shorten};
 use crate::units;
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Files not in the entry named in the log and the summary before "and N more".
@@ -56,12 +58,22 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
             // Only the roots this entry put something into.
             let mut roots: Vec<usize> =
                 reuse.manifest.entries.iter().filter_map(|e| e.path.split('/').next()?.parse().ok()).collect();
+            roots.sort_unstable();
             roots.dedup();
             // What was there before and is not in the entry is not "added" by the job later.
-            let kept = super::verify::Kept { manifest: reuse.manifest, preexisting: reuse.extra_files.clone() };
+            let kept = super::verify::Kept {
+                manifest: reuse.manifest,
+                preexisting: reuse.extra_files.clone(),
+                stack: Some(reuse.kept),
+            };
             let manifest_file = handoff::keep_manifest(runner, config, &record.key, &kept);
             handoff::mark_owned(runner, config, &roots);
-            Attempt::Reused { restored: reuse.restored, extra_files: reuse.extra_files, manifest_file }
+            Attempt::Reused {
+                restored: reuse.stack.total(),
+                stack: reuse.stack,
+                extra_files: reuse.extra_files,
+                manifest_file,
+            }
         }
         Err(other) => other.into(),
     };
@@ -114,10 +126,12 @@ fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<String>, Pack
         .collect())
 }
 
-/// An entry put in place whole.
+/// A stack put in place: the base, then each layer, each whole.
 struct Reuse {
-    restored: Transfer,
+    stack: StackApplied,
+    /// Every entry of the base and its layers (a later layer's entry replaces an earlier one's).
     manifest: Manifest,
+    kept: KeptStack,
     extra_files: Vec<String>,
 }
 
@@ -140,49 +154,118 @@ impl From<NotReused> for Attempt {
     }
 }
 
-/// Look the key up, download, verify and place the entry.
+fn miss(reason: MissReason, detail: String) -> NotReused {
+    NotReused::Miss { reason, detail: Some(detail) }
+}
+
+/// Look the key up, download, verify and place the base — and with `grow`, its layers.
 fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, NotReused> {
-    let miss = |reason, detail| NotReused::Miss { reason, detail: Some(detail) };
-    let entry = match backend.lookup(key, &config.version()) {
-        Ok(Some(entry)) => entry,
-        Ok(None) => return Err(NotReused::Miss { reason: MissReason::NotFound, detail: None }),
-        Err(e) => return Err(miss(miss_reason(e.kind), error_chain(&e))),
+    let mut bases = grow::lookup_all(backend, key, &grow::base_versions(config));
+    let newest = bases.iter().enumerate().rev().find_map(|(g, found)| match found {
+        Ok(Some(entry)) if entry.key == key => Some((g as u32, entry.clone())),
+        _ => None,
+    });
+    let (generation, entry) = match newest {
+        Some(found) => found,
+        None => {
+            return Err(match bases.swap_remove(0) {
+                Ok(None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
+                Err(e) => miss(miss_reason(e.kind), error_chain(&e)),
+                Ok(Some(other)) => miss(
+                    MissReason::PrefixOnly,
+                    format!("the service offered `{}`, which is not this key; exact reuse only", other.key),
+                ),
+            });
+        }
     };
-    if entry.key != key {
-        let detail = format!("the service offered `{}`, which is not this key; exact reuse only", entry.key);
-        return Err(miss(MissReason::PrefixOnly, detail));
-    }
     if config.lookup_only {
         return Err(NotReused::Found);
     }
-    let started = Instant::now();
-    let stream = backend.open(&entry).map_err(|e| miss(miss_reason(e.kind), error_chain(&e)))?;
-    let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
-    let plan = RestorePlan { key, paths: &config.paths, required: &config.required, compression: config.compression };
-    let staged = unpack(&mut reader, &plan).map_err(|e| miss(classify(&e), error_chain(&e)))?;
-    reader.progress().finish();
-    let archive_bytes = reader.progress().bytes();
-    let manifest = staged.manifest.clone();
-    let stats = staged.commit().map_err(|e| miss(classify(&e), error_chain(&e)))?;
-    let restored =
-        Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
+    let (base, mut manifest) = place_slot(ctx, config, backend, &entry, &config.required, |m| {
+        grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
+    })?;
+    let mut kept = KeptStack {
+        generation,
+        base_bytes: base.content_bytes,
+        top: manifest.digest(),
+        ..KeptStack::default()
+    };
+    let mut stack = StackApplied { generation, base, layers: Vec::new(), stopped: None };
+    if config.grow {
+        let (layers, gap) = grow::find_layers(backend, config, key, generation);
+        for (i, layer) in layers.iter().enumerate() {
+            let n = i as u32 + 1;
+            let top = kept.top.clone();
+            let placed = place_slot(ctx, config, backend, layer, &[], |m| {
+                grow::check_slot(m, generation, n, Some(&top)).map_err(|why| miss(MissReason::Corrupt, why))
+            });
+            match placed {
+                Ok((transfer, layer_manifest)) => {
+                    kept.top = layer_manifest.digest();
+                    kept.layers = n;
+                    kept.layer_bytes += transfer.content_bytes;
+                    grow::merge(&mut manifest, &layer_manifest);
+                    stack.layers.push(transfer);
+                }
+                Err(NotReused::Miss { reason, detail }) => {
+                    let why = format!("layer {n} not applied ({reason}): {}", detail.unwrap_or_default());
+                    ctx.runner.warning(&format!("{why}; the stack stops at {}", grow::slot_name(generation, n - 1)));
+                    stack.stopped = Some(why);
+                    break;
+                }
+                Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
+            }
+        }
+        if let (None, Some(gap)) = (&stack.stopped, gap) {
+            ctx.runner.warning(&format!("{gap}; the next save compacts the stack"));
+            stack.stopped = Some(gap);
+        }
+    }
+    kept.stopped = stack.stopped.is_some();
     let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
         ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
         Vec::new()
     });
-    Ok(Reuse { restored, manifest, extra_files })
+    Ok(Reuse { stack, manifest, kept, extra_files })
+}
+
+/// Download one slot of the stack, verify it, `check` its manifest, and put it in place whole.
+fn place_slot(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    entry: &CacheEntry,
+    required: &[PathBuf],
+    check: impl FnOnce(&Manifest) -> Result<(), NotReused>,
+) -> Result<(Transfer, Manifest), NotReused> {
+    let started = Instant::now();
+    let stream = backend.open(entry).map_err(|e| miss(miss_reason(e.kind), error_chain(&e)))?;
+    let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
+    let plan = RestorePlan { key: &entry.key, paths: &config.paths, required, compression: config.compression };
+    let staged = unpack(&mut reader, &plan).map_err(|e| miss(classify(&e), error_chain(&e)))?;
+    reader.progress().finish();
+    let archive_bytes = reader.progress().bytes();
+    check(&staged.manifest)?;
+    let manifest = staged.manifest.clone();
+    let stats = staged.commit().map_err(|e| miss(classify(&e), error_chain(&e)))?;
+    let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
+    Ok((placed, manifest))
 }
 
 fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
-        Ok(Reuse { restored, extra_files, .. }) => {
+        Ok(Reuse { stack, extra_files, .. }) => {
+            let restored = stack.total();
             runner.info(&format!(
                 "reused {} ({}) in {}",
                 units::count_of(restored.files, "file"),
                 units::bytes(restored.content_bytes),
                 units::duration(restored.elapsed)
             ));
+            if !stack.layers.is_empty() || stack.generation > 0 {
+                runner.info(&format!("stack: {}", stack.parts()));
+            }
             if !extra_files.is_empty() {
                 runner.info(&format!("kept {}", extra_files_line(extra_files)));
             }

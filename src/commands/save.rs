@@ -4,16 +4,19 @@
 use super::fingerprint::compute;
 use super::handoff::{self, fingerprint_path, read_fingerprint};
 use super::publish::SKIP_SAVE_STALE;
+use super::grow::{self, Growth};
 use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::EntryKind;
+use crate::keys::MAX_GENERATIONS;
+use crate::manifest::{EntryKind, StackSlot, entry_path};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
 use crate::text::{error_chain, error_line};
 use crate::units;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -31,12 +34,18 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             runner.info("the restore step computed no key; nothing to save");
             return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
         };
+        let fingerprint_file = || {
+            runner.state(State::FingerprintFile).map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key))
+        };
         match runner.state(State::SkipSave).as_deref() {
             Some("true") => {
-                runner.info(&format!("entry `{key}` was found by the restore step; not saving"));
-                let mut outcome = SaveOutcome::skipped(Some(&key), SaveResult::SkippedHit, "restored");
-                outcome.verified = verify(ctx, config, runner.state(State::ManifestFile).map(PathBuf::from));
-                return Ok(outcome);
+                let hit = Hit {
+                    key: &key,
+                    manifest_file: runner.state(State::ManifestFile).map(PathBuf::from),
+                    fingerprint_file: fingerprint_file(),
+                    found_by: "was found by the restore step",
+                };
+                return after_hit(ctx, config, hit);
             }
             Some(SKIP_SAVE_STALE) => {
                 let detail = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
@@ -45,13 +54,10 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             }
             _ => {}
         }
-        let path = runner
-            .state(State::FingerprintFile)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| fingerprint_path(config, env, &key));
-        read_fingerprint(&path, &key)?
+        read_fingerprint(&fingerprint_file(), &key)?
     } else if let Some(key) = &config.key {
-        let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
+        let path = fingerprint_path(config, env, key);
+        let record = read_fingerprint(&path, key)?;
         if record.version != config.version() {
             return Err(Error::VersionMismatch { key: key.clone() });
         }
@@ -59,10 +65,9 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         // changed since, and do not save what exists.
         let restored = handoff::manifest_path(config, env, key);
         if restored.exists() {
-            runner.info(&format!("entry `{key}` was reused in this job; not saving"));
-            let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, "restored in this job");
-            outcome.verified = verify(ctx, config, Some(restored));
-            return Ok(outcome);
+            let hit =
+                Hit { key, manifest_file: Some(restored), fingerprint_file: path, found_by: "was reused in this job" };
+            return after_hit(ctx, config, hit);
         }
         record
     } else {
@@ -70,11 +75,133 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         handoff::write_fingerprint(config, env, &record)?;
         record
     };
-    Ok(save(ctx, config, &record))
+    let target = Target { version: record.version.clone(), stack: None, only: None };
+    Ok(save(ctx, config, &record, &target))
 }
 
-/// Archive the `path` roots and upload them under the record's key.
-fn save(ctx: &Context, config: &Config, record: &FingerprintRecord) -> SaveOutcome {
+/// An entry restored earlier in the job.
+struct Hit<'a> {
+    key: &'a str,
+    /// What the restore kept: the manifest of what it put in place, and its stack.
+    manifest_file: Option<PathBuf>,
+    fingerprint_file: PathBuf,
+    /// `was found by the restore step`, …
+    found_by: &'static str,
+}
+
+/// After a hit: `verify-reuse`, then with `grow` a layer (or a compacted base) of what the job
+/// added; otherwise nothing is saved.
+fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Error> {
+    let runner = ctx.runner;
+    let verified = verify(ctx, config, hit.manifest_file.clone());
+    if config.grow
+        && let Some(mut grown) = grow_stack(ctx, config, &hit)?
+    {
+        grown.verified = verified;
+        return Ok(grown);
+    }
+    runner.info(&format!("entry `{}` {}; not saving", hit.key, hit.found_by));
+    let mut outcome = SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, "restored");
+    outcome.verified = verified;
+    Ok(outcome)
+}
+
+/// `grow`: save what the job added since the restore as the next layer, or compact; `None`
+/// when there is nothing to add (or the restore kept nothing to compare with).
+fn grow_stack(ctx: &Context, config: &Config, hit: &Hit) -> Result<Option<SaveOutcome>, Error> {
+    let runner = ctx.runner;
+    let Some(kept) = hit.manifest_file.as_deref().and_then(|path| read_kept(ctx, path, "grow")) else {
+        runner.info("grow: the restore step kept no manifest; nothing to compare with");
+        return Ok(None);
+    };
+    let changes = match verify::compare(&kept, config) {
+        Ok(c) => c,
+        Err(e) => {
+            runner.warning(&format!("grow: {}", error_chain(&e)));
+            return Ok(None);
+        }
+    };
+    if !changes.removed.is_empty() {
+        runner.info(&format!(
+            "grow: {} removed since the restore; layers never delete (a content-addressed cache needs no deletions)",
+            units::count_of(changes.removed.len(), "file")
+        ));
+    }
+    let (target, slot_line) = match grow::plan(config, &kept, &changes) {
+        Growth::Nothing => {
+            runner.info("grow: nothing was added or changed under `path` since the restore");
+            return Ok(None);
+        }
+        Growth::Full => {
+            let detail = format!(
+                "the stack of this key has used all {MAX_GENERATIONS} generations; what this job added is not kept \
+                 until the fingerprint changes"
+            );
+            runner.info(&format!("grow: {detail}"));
+            return Ok(Some(SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, &detail)));
+        }
+        Growth::Layer { slot, paths } => {
+            let line = format!(
+                "grow: saving {} added or changed since the restore ({}) as {}",
+                units::count_of(paths.len(), "file"),
+                units::bytes(changes.layer_bytes),
+                grow::slot_name(slot.generation, slot.layer)
+            );
+            (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: Some(paths) }, line)
+        }
+        Growth::Compact { slot, why } => {
+            let line =
+                format!("grow: compacting the stack into {}: {why}", grow::slot_name(slot.generation, slot.layer));
+            (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: None }, line)
+        }
+    };
+    runner.info(&slot_line);
+    let record = read_fingerprint(&hit.fingerprint_file, hit.key)?;
+    Ok(Some(save(ctx, config, &record, &target)))
+}
+
+/// What the restore step kept; `None` with a warning naming `what` wanted it.
+fn read_kept(ctx: &Context, path: &std::path::Path, what: &str) -> Option<verify::Kept> {
+    match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(kept) => Some(kept),
+        Err(e) => {
+            ctx.runner.warning(&format!("{what}: cannot read `{}`: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// Which slot of the key's stack a save writes, and which entries go into it.
+struct Target {
+    version: String,
+    /// `None`: a generation-0 base.
+    stack: Option<StackSlot>,
+    /// A layer: only these entry paths, and the directories above them.
+    only: Option<HashSet<String>>,
+}
+
+/// Keep only a layer's entries: `paths` and the directories above them.
+fn keep_only(inv: &mut Inventory, paths: &HashSet<String>) {
+    let mut above: HashSet<String> = HashSet::new();
+    for path in paths {
+        let mut end = 0;
+        while let Some(i) = path[end..].find('/') {
+            end += i;
+            above.insert(path[..end].to_owned());
+            end += 1;
+        }
+    }
+    inv.entries.retain(|e| {
+        let path = entry_path(e.root, &e.rel);
+        paths.contains(&path) || (e.kind == EntryKind::Dir && above.contains(&path))
+    });
+}
+
+/// Archive the `path` roots (or a layer's part of them) and upload them as `target`.
+fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Target) -> SaveOutcome {
     let runner = ctx.runner;
     let env = runner.env();
     let key = Some(record.key.as_str());
@@ -85,10 +212,13 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord) -> SaveOutco
         return SaveOutcome::skipped(key, SaveResult::ReadOnly, "cache mode is read-only");
     }
 
-    let inv = match inventory(&config.paths) {
+    let mut inv = match inventory(&config.paths) {
         Ok(inv) => inv,
         Err(e) => return pack_trouble(key, &e),
     };
+    if let Some(paths) = &target.only {
+        keep_only(&mut inv, paths);
+    }
     if !inv.skipped.is_empty() {
         let list: Vec<String> = inv.skipped.iter().take(5).map(|p| format!("`{}`", p.display())).collect();
         runner.warning(&format!(
@@ -97,7 +227,8 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord) -> SaveOutco
             list.join(", ")
         ));
     }
-    if let Some(missing) = config.required.iter().find(|r| !inv.contains(r)) {
+    let required: &[PathBuf] = if target.only.is_some() { &[] } else { &config.required };
+    if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
         let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
         runner.warning(&msg);
         return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
@@ -129,7 +260,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord) -> SaveOutco
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
-    upload(ctx, config, backend.as_ref(), record, &inv, &secrets)
+    upload(ctx, config, backend.as_ref(), record, target, &inv, &secrets)
 }
 
 fn upload(
@@ -137,6 +268,7 @@ fn upload(
     config: &Config,
     backend: &dyn Backend,
     record: &FingerprintRecord,
+    target: &Target,
     inv: &Inventory,
     secrets: &SecretScanner,
 ) -> SaveOutcome {
@@ -152,20 +284,24 @@ fn upload(
         };
         SaveOutcome::trouble(key, result, &error_chain(e))
     };
-    let upload = match backend.reserve(&record.key, &record.version) {
+    let slot = target.stack.as_ref().map(|s| (s.generation, s.layer));
+    let slot_name = slot.map(|(g, n)| grow::slot_name(g, n));
+    let upload = match backend.reserve(&record.key, &target.version) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
-            return SaveOutcome::skipped(
-                key,
-                SaveResult::Exists,
-                "an entry with this key and version exists already (saved earlier, or being saved by another job)",
-            );
+            let detail = match &slot_name {
+                Some(name) => format!("{name} of this key exists already (saved by another job)"),
+                None => "an entry with this key and version exists already (saved earlier, or being saved by another \
+                         job)"
+                    .to_owned(),
+            };
+            return SaveOutcome::skipped(key, SaveResult::Exists, &detail);
         }
         Err(e) => return trouble(&e),
     };
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
     let written =
-        write_archive(inv, record, config.compression, secrets, CountingWriter { inner: upload, count: 0 }, &mut |n| {
+        write_archive(inv, record, config.compression, target.stack.clone(), secrets, CountingWriter { inner: upload, count: 0 }, &mut |n| {
             progress.add(n)
         });
     let (writer, stats) = match written {
@@ -199,14 +335,18 @@ fn upload(
     match writer.inner.commit() {
         Ok(Committed::Saved { .. }) => {
             runner.info(&format!(
-                "saved {} ({}, {} compressed with {}) in {}",
+                "saved {}{} ({}, {} compressed with {}) in {}",
+                slot_name.map(|n| format!("{n}: ")).unwrap_or_default(),
                 units::count_of(archived.files, "file"),
                 units::bytes(archived.content_bytes),
                 units::bytes(archived.archive_bytes),
                 config.compression.name(),
                 units::duration(archived.elapsed)
             ));
-            SaveOutcome::saved(key, archived)
+            match slot {
+                Some((g, n)) if n > 0 => SaveOutcome::layer(key, archived, (g, n)),
+                _ => SaveOutcome { slot, ..SaveOutcome::saved(key, archived) },
+            }
         }
         Ok(Committed::Exists) => SaveOutcome {
             archived: Some(archived),
@@ -268,16 +408,7 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
         runner.info("verify-reuse: the restore step kept no manifest; nothing to compare");
         return None;
     };
-    let kept: verify::Kept = match std::fs::read(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(m) => m,
-        Err(e) => {
-            runner.warning(&format!("verify-reuse: cannot read `{}`: {e}", path.display()));
-            return None;
-        }
-    };
+    let kept = read_kept(ctx, &path, "verify-reuse")?;
     let changes = match verify::compare(&kept, config) {
         Ok(c) => c,
         Err(e) => {
@@ -301,7 +432,10 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
         changes.removed.len()
     );
     if config.preset == Some(Preset::TorchInductor) && !changes.added.is_empty() {
-        verdict.push_str(": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run");
+        verdict.push_str(match config.grow {
+            true => ": torch compiled graphs the restored cache did not hold (`grow` keeps them as a layer)",
+            false => ": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run",
+        });
     }
     let changed_files = changes.paths();
     let shown: Vec<&str> = changed_files.iter().take(10).map(String::as_str).collect();
@@ -333,21 +467,30 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    match super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key)) {
+    let pruned = super::prune::prune(
+        catalog.as_ref(),
+        prefix,
+        current_ref,
+        config.prune_keep,
+        false,
+        Some(saved_key),
+        &config.version(),
+    );
+    match pruned {
         Ok(report) => {
             for (entry, why) in &report.failed {
                 runner.warning(&format!("prune: could not delete `{}`: {why}", entry.key));
             }
             let line = format!(
                 "kept the newest {}, deleted {} of `{}`{}",
-                report.kept.len(),
+                report.kept_keys,
                 units::count_of(report.deleted.len(), "older entry"),
                 prefix,
                 current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
             );
             runner.info(&format!("prune: {line}"));
             for entry in &report.deleted {
-                runner.info(&format!("  deleted {}", entry.key));
+                runner.info(&format!("  deleted {}", super::prune::entry_name(entry, &config.version())));
             }
             line
         }

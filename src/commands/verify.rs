@@ -15,6 +15,9 @@ pub(super) struct Kept {
     pub manifest: Manifest,
     #[serde(default)]
     pub preexisting: Vec<String>,
+    /// The stack applied (`grow`).
+    #[serde(default)]
+    pub stack: Option<super::grow::KeptStack>,
 }
 
 #[derive(Debug, Default)]
@@ -25,6 +28,10 @@ pub(super) struct TreeChanges {
     /// Files that were under `path` before the restore and are not in the entry (kept, and
     /// reported by the restore step as `extra-files`): not changes, but counted.
     pub kept_extras: usize,
+    /// Entry paths (`<root>/<rel>`) of what was added or changed, and their bytes: what a
+    /// layer holds.
+    pub layer_paths: Vec<String>,
+    pub layer_bytes: u64,
 }
 
 impl TreeChanges {
@@ -50,9 +57,14 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
     let mut changes = TreeChanges::default();
     for now in inv.entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let shown = locations.display(&now.abs);
-        match expected.remove(entry_path(now.root, &now.rel).as_str()) {
+        let path = entry_path(now.root, &now.rel);
+        match expected.remove(path.as_str()) {
             None if preexisting.contains(shown.as_str()) => changes.kept_extras += 1,
-            None => changes.added.push(shown),
+            None => {
+                changes.added.push(shown);
+                changes.layer_paths.push(path);
+                changes.layer_bytes += now.size;
+            }
             Some(was) => {
                 let differs = was.kind != now.kind
                     || was.mode != now.mode
@@ -64,6 +76,8 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
                             != was.sha256.clone().unwrap_or_default());
                 if differs {
                     changes.changed.push(shown);
+                    changes.layer_paths.push(path);
+                    changes.layer_bytes += now.size;
                 }
             }
         }

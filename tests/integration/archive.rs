@@ -24,7 +24,7 @@ fn pattern_set(ws: &Path, lines: &[&str]) -> PatternSet {
 
 fn pack(ws: &Path, lines: &[&str], rec: &FingerprintRecord, compression: Compression) -> Vec<u8> {
     let inv = inventory(&pattern_set(ws, lines)).unwrap();
-    write_archive(&inv, rec, compression, &SecretScanner::none(), Vec::new(), &mut |_| {}).unwrap().0
+    write_archive(&inv, rec, compression, None, &SecretScanner::none(), Vec::new(), &mut |_| {}).unwrap().0
 }
 
 fn restore(bytes: &[u8], ws: &Path, lines: &[&str], key: &str, compression: Compression) -> Result<(), UnpackError> {
@@ -172,6 +172,7 @@ fn manifest_member(tar: &mut TarBuilder, key: &str, entries: Vec<ManifestEntry>)
         key: key.into(),
         roots: vec![RootRecord { line: "out".into(), kind: RootKind::Dir }],
         entries,
+        stack: None,
     };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
 }
@@ -414,6 +415,7 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
         key: key.clone(),
         roots: vec![RootRecord { line: "models/**/*.pth".into(), kind: RootKind::Glob }],
         entries: vec![file_entry("0/sub/m.pth", b"w")],
+        stack: None,
     };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
     let ws = tempfile::tempdir().unwrap();
@@ -427,7 +429,7 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
 
 fn manifest_for(tar: &mut TarBuilder, key: &str, lines: &[&str], entries: Vec<ManifestEntry>) {
     let roots = lines.iter().map(|l| RootRecord { line: (*l).into(), kind: RootKind::Dir }).collect();
-    let m = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.into(), roots, entries };
+    let m = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.into(), roots, entries, stack: None };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
 }
 

@@ -58,7 +58,7 @@ fn seed_archive(compression: Compression) -> Vec<u8> {
     write(&ws.join("glob/not-matched.txt"), b"no");
     let set = PatternSet::parse(UNPACK_PATHS, &Locations { workspace: ws.clone(), home: None }).unwrap();
     let inv = inventory(&set).unwrap();
-    write_archive(&inv, &unpack_record(), compression, &SecretScanner::none(), Vec::new(), &mut |_| {}).unwrap().0
+    write_archive(&inv, &unpack_record(), compression, None, &SecretScanner::none(), Vec::new(), &mut |_| {}).unwrap().0
 }
 
 /// Honest restores of the `placement` target, as cases (fuzz/seeds/placement holds their

@@ -77,6 +77,7 @@ fn hostile_entry(prefix: &str) -> (String, Vec<u8>) {
         &Inventory::default(),
         &record,
         Compression::Zstd,
+        None,
         &SecretScanner::none(),
         Vec::new(),
         &mut |_| {},

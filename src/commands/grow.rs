@@ -1,0 +1,218 @@
+//! `grow`: a key's stack. The base and each layer are entries of the same key, each under its
+//! own version ([`keys::slot_version`]), each with the same fingerprint and its own manifest.
+//!
+//! * **Finding** a stack costs two rounds of exact lookups, each round at once: the base of
+//!   every generation (the newest found wins), then layers `1..=grow-max-layers` of that
+//!   generation (the run before the first missing one is applied). No listing, so it works
+//!   with the runtime token alone and under act's server.
+//! * **Growing**: after a warm restore, the post step saves what the job added or changed under
+//!   `path` as the next layer — or, when the stack has `grow-max-layers` layers, when its layers
+//!   outweigh `grow-max-share` of the base, or when a layer could not be applied, a compacted
+//!   base of the next generation holding everything. Layers never delete.
+
+use super::verify::{Kept, TreeChanges};
+use crate::backend::{Backend, BackendError, CacheEntry};
+use crate::config::Config;
+use crate::keys::{self, MAX_GENERATIONS};
+use crate::manifest::{Manifest, StackSlot};
+pub(super) use crate::outcome::slot_name;
+use std::collections::{BTreeMap, HashSet};
+
+/// What the restore step keeps about the stack it applied, for the save step's growth.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct KeptStack {
+    pub generation: u32,
+    /// Layers applied on top of the base.
+    pub layers: u32,
+    /// Bytes of file content of the base, and of the layers together.
+    pub base_bytes: u64,
+    pub layer_bytes: u64,
+    /// [`Manifest::digest`] of the last slot applied: the next layer's parent.
+    pub top: String,
+    /// A layer that exists could not be applied: the next save compacts.
+    pub stopped: bool,
+}
+
+/// Look `versions` up at once (one thread each); results in the same order.
+pub(super) fn lookup_all(
+    backend: &dyn Backend,
+    key: &str,
+    versions: &[String],
+) -> Vec<Result<Option<CacheEntry>, BackendError>> {
+    if let [version] = versions {
+        return vec![backend.lookup(key, version)];
+    }
+    std::thread::scope(|scope| {
+        let lookups: Vec<_> = versions.iter().map(|v| scope.spawn(move || backend.lookup(key, v))).collect();
+        lookups.into_iter().map(|l| l.join().expect("a lookup thread panicked")).collect()
+    })
+}
+
+/// The versions of the bases of every generation a restore looks for: generation 0 alone
+/// without `grow`.
+pub(super) fn base_versions(config: &Config) -> Vec<String> {
+    let generations = if config.grow { MAX_GENERATIONS } else { 1 };
+    (0..generations).map(|g| keys::slot_version(&config.version(), g, 0)).collect()
+}
+
+/// The layers of `generation` to apply, in order: those before the first one that is not
+/// there; and why a later one is not applied, when one exists past a gap.
+pub(super) fn find_layers(
+    backend: &dyn Backend,
+    config: &Config,
+    key: &str,
+    generation: u32,
+) -> (Vec<CacheEntry>, Option<String>) {
+    let versions: Vec<String> =
+        (1..=config.grow_max_layers).map(|n| keys::slot_version(&config.version(), generation, n)).collect();
+    let mut found = Vec::new();
+    let mut results = lookup_all(backend, key, &versions).into_iter().enumerate();
+    for (i, result) in results.by_ref() {
+        match result {
+            Ok(Some(entry)) if entry.key == key => found.push(entry),
+            Ok(_) => break,
+            Err(e) => {
+                let why = format!("layer {} could not be looked up: {}", i + 1, crate::text::error_chain(&e));
+                return (found, Some(why));
+            }
+        }
+    }
+    let past_gap = results.find_map(|(i, r)| matches!(r, Ok(Some(ref e)) if e.key == key).then_some(i + 1));
+    let gap = past_gap.map(|later| format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1));
+    (found, gap)
+}
+
+/// Whether `manifest`, found at slot `(generation, layer)`, belongs there: it says so, and a
+/// layer names as its parent exactly what was applied below it.
+pub(super) fn check_slot(manifest: &Manifest, generation: u32, layer: u32, parent: Option<&str>) -> Result<(), String> {
+    if manifest.slot() != (generation, layer) {
+        let (g, n) = manifest.slot();
+        return Err(format!(
+            "the entry at slot {} says it is slot {}",
+            slot_name(generation, layer),
+            slot_name(g, n)
+        ));
+    }
+    let named = manifest.stack.as_ref().and_then(|s| s.parent.as_deref());
+    if layer > 0 && named != parent {
+        return Err(format!("layer {layer} was made on top of another base or layer than the one restored"));
+    }
+    Ok(())
+}
+
+/// `upper` applied on top of `lower`: its entries replace those of the same path.
+pub(super) fn merge(lower: &mut Manifest, upper: &Manifest) {
+    let mut by_path: BTreeMap<String, usize> =
+        lower.entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
+    for entry in &upper.entries {
+        match by_path.get(&entry.path) {
+            Some(&i) => lower.entries[i] = entry.clone(),
+            None => {
+                by_path.insert(entry.path.clone(), lower.entries.len());
+                lower.entries.push(entry.clone());
+            }
+        }
+    }
+}
+
+/// What the save step writes after a warm restore with `grow`.
+pub(super) enum Growth {
+    /// Nothing was added or changed.
+    Nothing,
+    /// The next layer: these entry paths (and the directories above them).
+    Layer { slot: StackSlot, paths: HashSet<String> },
+    /// A base of the next generation holding everything under `path`; why.
+    Compact { slot: StackSlot, why: String },
+    /// Every generation is used up.
+    Full,
+}
+
+pub(super) fn plan(config: &Config, kept: &Kept, changes: &TreeChanges) -> Growth {
+    if changes.layer_paths.is_empty() {
+        return Growth::Nothing;
+    }
+    let stack = kept.stack.clone().unwrap_or_default();
+    let new_bytes: u64 = changes.layer_bytes;
+    let why = if stack.stopped {
+        Some("a layer of the stack could not be applied".to_owned())
+    } else if stack.layers >= config.grow_max_layers {
+        Some(format!("the stack has {} (`grow-max-layers`)", crate::units::count_of(stack.layers as usize, "layer")))
+    } else if (stack.layer_bytes + new_bytes) as f64 > config.grow_max_share * stack.base_bytes as f64 {
+        Some(format!(
+            "its layers would hold {} against a base of {} (`grow-max-share` {:.0}%)",
+            crate::units::bytes(stack.layer_bytes + new_bytes),
+            crate::units::bytes(stack.base_bytes),
+            config.grow_max_share * 100.0
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(_) if stack.generation + 1 >= MAX_GENERATIONS => Growth::Full,
+        Some(why) => Growth::Compact { slot: StackSlot { generation: stack.generation + 1, layer: 0, parent: None }, why },
+        None => Growth::Layer {
+            slot: StackSlot { generation: stack.generation, layer: stack.layers + 1, parent: Some(stack.top) },
+            paths: changes.layer_paths.iter().cloned().collect(),
+        },
+    }
+}
+
+/// The version of a slot of this configuration's stack.
+pub(super) fn version_of(config: &Config, slot: &StackSlot) -> String {
+    keys::slot_version(&config.version(), slot.generation, slot.layer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{EntryKind, MANIFEST_FORMAT, ManifestEntry};
+
+    fn entry(path: &str, sha: &str) -> ManifestEntry {
+        ManifestEntry {
+            path: path.into(),
+            kind: EntryKind::File,
+            mode: 0o644,
+            size: 1,
+            sha256: Some(sha.into()),
+            target: None,
+        }
+    }
+
+    fn manifest(entries: Vec<ManifestEntry>, stack: Option<StackSlot>) -> Manifest {
+        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries, stack }
+    }
+
+    #[test]
+    fn a_layer_replaces_and_adds_entries_in_order() {
+        let mut base = manifest(vec![entry("0/a", "1"), entry("0/b", "2")], None);
+        merge(&mut base, &manifest(vec![entry("0/b", "3"), entry("0/c", "4")], None));
+        let got: Vec<(&str, &str)> =
+            base.entries.iter().map(|e| (e.path.as_str(), e.sha256.as_deref().unwrap())).collect();
+        assert_eq!(got, [("0/a", "1"), ("0/b", "3"), ("0/c", "4")]);
+    }
+
+    #[test]
+    fn a_slot_must_say_where_it_belongs_and_name_its_parent() {
+        let base = manifest(vec![entry("0/a", "1")], None);
+        assert_eq!(check_slot(&base, 0, 0, None), Ok(()));
+        assert!(check_slot(&base, 1, 0, None).unwrap_err().contains("says it is slot base"));
+        let parent = base.digest();
+        let layer = |p: Option<&str>| {
+            manifest(
+                vec![entry("0/b", "2")],
+                Some(StackSlot { generation: 0, layer: 1, parent: p.map(str::to_owned) }),
+            )
+        };
+        assert_eq!(check_slot(&layer(Some(&parent)), 0, 1, Some(&parent)), Ok(()));
+        assert!(check_slot(&layer(Some("other")), 0, 1, Some(&parent)).unwrap_err().contains("on top of another"));
+        assert!(check_slot(&layer(None), 0, 1, Some(&parent)).is_err());
+        assert!(check_slot(&layer(Some(&parent)), 0, 2, Some(&parent)).unwrap_err().contains("says it is slot layer 1"));
+    }
+
+    #[test]
+    fn slot_names_read_well() {
+        assert_eq!(slot_name(0, 0), "base");
+        assert_eq!(slot_name(0, 3), "layer 3");
+        assert_eq!(slot_name(2, 0), "generation 2 base");
+    }
+}
