@@ -58,6 +58,7 @@ const RESTORE_OUTPUTS = [
   'restored-files',
   'restored-bytes',
   'extra-files',
+  'layers',
 ];
 const UNSUPPORTED_OUTPUTS = {
   main: RESTORE_OUTPUTS,
@@ -75,6 +76,7 @@ const UNSUPPORTED_VALUES = {
   'restored-files': '0',
   'restored-bytes': '0',
   'extra-files': '0',
+  layers: '0',
   saved: 'false',
   'save-result': 'unsupported-platform',
 };

@@ -74,7 +74,8 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
             ]
         }))
         .collect();
-    let widths: Vec<usize> = (0..header.len()).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> =
+        (0..header.len()).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     rows.iter()
         .map(|row| {
             let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();

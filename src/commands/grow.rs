@@ -78,7 +78,8 @@ pub(super) fn find_layers(
         }
     }
     let past_gap = results.find_map(|(i, r)| matches!(r, Ok(Some(ref e)) if e.key == key).then_some(i + 1));
-    let gap = past_gap.map(|later| format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1));
+    let gap = past_gap
+        .map(|later| format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1));
     (found, gap)
 }
 
@@ -87,11 +88,7 @@ pub(super) fn find_layers(
 pub(super) fn check_slot(manifest: &Manifest, generation: u32, layer: u32, parent: Option<&str>) -> Result<(), String> {
     if manifest.slot() != (generation, layer) {
         let (g, n) = manifest.slot();
-        return Err(format!(
-            "the entry at slot {} says it is slot {}",
-            slot_name(generation, layer),
-            slot_name(g, n)
-        ));
+        return Err(format!("the entry at slot {} says it is slot {}", slot_name(generation, layer), slot_name(g, n)));
     }
     let named = manifest.stack.as_ref().and_then(|s| s.parent.as_deref());
     if layer > 0 && named != parent {
@@ -149,7 +146,9 @@ pub(super) fn plan(config: &Config, kept: &Kept, changes: &TreeChanges) -> Growt
     };
     match why {
         Some(_) if stack.generation + 1 >= MAX_GENERATIONS => Growth::Full,
-        Some(why) => Growth::Compact { slot: StackSlot { generation: stack.generation + 1, layer: 0, parent: None }, why },
+        Some(why) => {
+            Growth::Compact { slot: StackSlot { generation: stack.generation + 1, layer: 0, parent: None }, why }
+        }
         None => Growth::Layer {
             slot: StackSlot { generation: stack.generation, layer: stack.layers + 1, parent: Some(stack.top) },
             paths: changes.layer_paths.iter().cloned().collect(),
@@ -198,15 +197,14 @@ mod tests {
         assert!(check_slot(&base, 1, 0, None).unwrap_err().contains("says it is slot base"));
         let parent = base.digest();
         let layer = |p: Option<&str>| {
-            manifest(
-                vec![entry("0/b", "2")],
-                Some(StackSlot { generation: 0, layer: 1, parent: p.map(str::to_owned) }),
-            )
+            manifest(vec![entry("0/b", "2")], Some(StackSlot { generation: 0, layer: 1, parent: p.map(str::to_owned) }))
         };
         assert_eq!(check_slot(&layer(Some(&parent)), 0, 1, Some(&parent)), Ok(()));
         assert!(check_slot(&layer(Some("other")), 0, 1, Some(&parent)).unwrap_err().contains("on top of another"));
         assert!(check_slot(&layer(None), 0, 1, Some(&parent)).is_err());
-        assert!(check_slot(&layer(Some(&parent)), 0, 2, Some(&parent)).unwrap_err().contains("says it is slot layer 1"));
+        assert!(
+            check_slot(&layer(Some(&parent)), 0, 2, Some(&parent)).unwrap_err().contains("says it is slot layer 1")
+        );
     }
 
     #[test]

@@ -184,12 +184,8 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     let (base, mut manifest) = place_slot(ctx, config, backend, &entry, &config.required, |m| {
         grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
     })?;
-    let mut kept = KeptStack {
-        generation,
-        base_bytes: base.content_bytes,
-        top: manifest.digest(),
-        ..KeptStack::default()
-    };
+    let mut kept =
+        KeptStack { generation, base_bytes: base.content_bytes, top: manifest.digest(), ..KeptStack::default() };
     let mut stack = StackApplied { generation, base, layers: Vec::new(), stopped: None };
     if config.grow {
         let (layers, gap) = grow::find_layers(backend, config, key, generation);

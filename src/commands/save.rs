@@ -2,9 +2,9 @@
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
 use super::fingerprint::compute;
+use super::grow::{self, Growth};
 use super::handoff::{self, fingerprint_path, read_fingerprint};
 use super::publish::SKIP_SAVE_STALE;
-use super::grow::{self, Growth};
 use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
@@ -35,7 +35,10 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
         };
         let fingerprint_file = || {
-            runner.state(State::FingerprintFile).map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key))
+            runner
+                .state(State::FingerprintFile)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| fingerprint_path(config, env, &key))
         };
         match runner.state(State::SkipSave).as_deref() {
             Some("true") => {
@@ -300,10 +303,15 @@ fn upload(
         Err(e) => return trouble(&e),
     };
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
-    let written =
-        write_archive(inv, record, config.compression, target.stack.clone(), secrets, CountingWriter { inner: upload, count: 0 }, &mut |n| {
-            progress.add(n)
-        });
+    let written = write_archive(
+        inv,
+        record,
+        config.compression,
+        target.stack.clone(),
+        secrets,
+        CountingWriter { inner: upload, count: 0 },
+        &mut |n| progress.add(n),
+    );
     let (writer, stats) = match written {
         Ok(done) => done,
         Err(PackError::Write(io)) if BackendError::in_io(&io).is_some() => {

@@ -477,7 +477,8 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
     let earlier = FingerprintRecord::new("fixtures-v1", "v1", fp);
     let none = SecretScanner::none();
     let (bytes, _) =
-        write_archive(&Inventory::default(), &earlier, Compression::Zstd, None, &none, Vec::new(), &mut |_| {}).unwrap();
+        write_archive(&Inventory::default(), &earlier, Compression::Zstd, None, &none, Vec::new(), &mut |_| {})
+            .unwrap();
     write(&step.cache.join(format!("entries/{}@v1", earlier.key)), &bytes);
 
     let hashing =

@@ -157,7 +157,7 @@ fn listing_pages_through_many_entries() {
         NO_STATE,
     );
     assert_eq!(r.code, 0, "{}", r.stdout);
-    assert!(r.stdout.contains("kept 5 newest, would delete 225"), "{}", r.stdout);
+    assert!(r.stdout.contains("kept the newest 5 keys (5 entries), would delete 225"), "{}", r.stdout);
     assert!(services.faults.calls(Op::RestList) >= 3, "three pages of 100");
     assert_eq!(services.entries().len(), 230, "a dry run deletes nothing");
 }
@@ -177,9 +177,9 @@ fn local_backend_explain_list_and_prune_from_the_cli() {
     let list = step.run(&["list"], &[("prefix", "loc")], NO_STATE);
     assert!(list.stdout.contains("2 entries of `loc`"), "{}", list.stdout);
     let dry = step.run(&["prune", "--dry-run"], &[("prefix", "loc")], NO_STATE);
-    assert!(dry.stdout.contains("kept 1 newest, would delete 1"), "{}", dry.stdout);
+    assert!(dry.stdout.contains("kept the newest 1 key (1 entry), would delete 1"), "{}", dry.stdout);
     let pruned = step.run(&["prune"], &[("prefix", "loc")], NO_STATE);
-    assert!(pruned.stdout.contains("kept 1 newest, deleted 1"), "{}", pruned.stdout);
+    assert!(pruned.stdout.contains("kept the newest 1 key (1 entry), deleted 1"), "{}", pruned.stdout);
     assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 1);
     // The newest one stays: it restores.
     assert_eq!(step.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");

@@ -21,6 +21,7 @@ mod explain_prune;
 mod fault_matrix;
 mod fingerprint;
 mod fuzz_replay;
+mod grow;
 mod large;
 mod local_backend;
 mod official_client;

@@ -142,6 +142,7 @@ const RESTORE_MISS = {
   'restored-files': '0',
   'restored-bytes': '0',
   'extra-files': '0',
+  layers: '0',
 };
 
 test('a platform without a binary warns, sets every output as a miss and lets the job go on', () => {

@@ -187,6 +187,11 @@ impl Services {
         ]
     }
 
+    /// Drop the entry of `key` and `version`, as eviction would.
+    pub fn forget(&self, key: &str, version: &str) {
+        self.shared.store.lock().unwrap().entries.retain(|e| !(e.key == key && e.version == version));
+    }
+
     /// Entries saved from now on belong to `r`.
     pub fn set_ref(&self, r: &str) {
         *self.shared.current_ref.lock().unwrap() = r.to_owned();

@@ -1,0 +1,436 @@
+//! `grow`: layers of one exact key, through the real binary, against the local store and the
+//! v2 test service (fast blob store). Each "job" starts from an empty `out` (a fresh runner),
+//! restores, changes `out`, and runs the post step with the restore's state.
+
+use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
+use exact_cache::keys::{cache_version, slot_version};
+use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord, StackSlot};
+use std::path::Path;
+
+use crate::support::services::{BlobStore, Services};
+use crate::support::{NO_STATE, Step, StepResult, TarBuilder, file_entry, link_entry, snapshot, write};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Store {
+    Local,
+    V2,
+}
+
+/// A shared store and the jobs that use it.
+struct Scene {
+    services: Option<Services>,
+    /// The local store every job of the scene shares.
+    local: tempfile::TempDir,
+    max_layers: &'static str,
+    max_share: &'static str,
+}
+
+/// One job's restore and post step.
+struct Job {
+    step: Step,
+    restore: StepResult,
+}
+
+const PATH: &str = "out";
+
+impl Scene {
+    fn new(store: Store) -> Self {
+        let services =
+            matches!(store, Store::V2).then(|| Services::start_with(BlobStore::Fast { name: String::new() }));
+        Self { services, local: tempfile::tempdir().unwrap(), max_layers: "4", max_share: "10000%" }
+    }
+
+    fn step(&self) -> Step {
+        let mut step = match &self.services {
+            Some(s) => Step::against(s.v2_env()),
+            None => Step::new(),
+        };
+        step.set_env("EXACT_CACHE_DIR", self.local.path().to_str().unwrap());
+        step
+    }
+
+    fn inputs(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("path", PATH),
+            ("native", "none"),
+            ("compression", "none"),
+            ("prefix", "grow"),
+            ("grow", "true"),
+            ("grow-max-layers", self.max_layers),
+            ("grow-max-share", self.max_share),
+        ]
+    }
+
+    /// A fresh runner: restore into an empty workspace.
+    fn restore(&self) -> Job {
+        let step = self.step();
+        let restore = step.run(&["restore"], &self.inputs(), NO_STATE);
+        assert_eq!(restore.code, 0, "{}", restore.stdout);
+        Job { step, restore }
+    }
+
+    fn key(&self) -> String {
+        let fp = self.step().run(&["fingerprint"], &self.inputs(), NO_STATE);
+        fp.output("key").to_owned()
+    }
+
+    /// Store `bytes` at slot `(generation, layer)` of `key`, as a hostile or broken writer would.
+    fn plant(&self, key: &str, (generation, layer): (u32, u32), bytes: &[u8]) {
+        let version = slot_version(&cache_version(&[PATH], Compression::None), generation, layer);
+        match &self.services {
+            Some(s) => s.plant(key, &version, bytes),
+            None => write(&self.local.path().join("entries").join(format!("{key}@{version}")), bytes),
+        }
+    }
+
+    /// Remove slot `(generation, layer)` of `key`, as eviction would.
+    fn evict(&self, key: &str, (generation, layer): (u32, u32)) {
+        let version = slot_version(&cache_version(&[PATH], Compression::None), generation, layer);
+        match &self.services {
+            Some(s) => s.forget(key, &version),
+            None => std::fs::remove_file(self.local.path().join("entries").join(format!("{key}@{version}"))).unwrap(),
+        }
+    }
+
+    /// A job that restores, writes `files` into `out`, and saves in its post step.
+    fn job(&self, files: &[(&str, &str)]) -> (Job, StepResult) {
+        let job = self.restore();
+        for (name, data) in files {
+            write(&job.step.ws.join(PATH).join(name), data.as_bytes());
+        }
+        let saved = job.post(self);
+        (job, saved)
+    }
+}
+
+impl Job {
+    fn post(&self, scene: &Scene) -> StepResult {
+        let saved = self.step.run(&["save", "--post"], &scene.inputs(), &self.restore.state);
+        assert_eq!(saved.code, 0, "{}", saved.stdout);
+        saved
+    }
+
+    /// The names under `out`.
+    fn names(&self) -> Vec<String> {
+        snapshot(&self.step.ws.join(PATH)).into_keys().filter(|n| !n.is_empty()).collect()
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.step.ws.join(PATH).join(name)).unwrap()
+    }
+}
+
+fn outputs(r: &StepResult, names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| r.output(n).to_owned()).collect()
+}
+
+/// A layer archive made by hand: `record` first, `members` (files and links), a manifest at
+/// `slot` naming `parent`.
+fn layer_archive(record: &[u8], key: &str, members: &[(&str, Option<&str>, &[u8])], slot: StackSlot) -> Vec<u8> {
+    let mut tar = TarBuilder::default();
+    tar.file(FINGERPRINT_NAME, record);
+    let mut entries = Vec::new();
+    for (name, link, data) in members {
+        match link {
+            Some(target) => {
+                tar.entry(name, tar::EntryType::Symlink, 0o777, b"", Some(target));
+                entries.push(link_entry(name, target));
+            }
+            None => {
+                tar.file(name, data);
+                entries.push(file_entry(name, data));
+            }
+        }
+    }
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.to_owned(),
+        roots: vec![RootRecord { line: PATH.into(), kind: RootKind::Dir }],
+        entries,
+        stack: Some(slot),
+    };
+    tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
+    tar.finish()
+}
+
+/// The digest of what the restore of `job` put in place (its base alone): a layer's parent.
+fn restored_digest(job: &Job) -> String {
+    let kept: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(job.restore.state.get("manifest-file").unwrap()).unwrap()).unwrap();
+    let manifest: Manifest = serde_json::from_value(kept["manifest"].clone()).unwrap();
+    manifest.digest()
+}
+
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn local_store() {
+                super::$name(super::Store::Local);
+            }
+            #[test]
+            fn v2_service() {
+                super::$name(super::Store::V2);
+            }
+        }
+    )*};
+}
+
+on_both_stores!(
+    a_warm_run_keeps_what_it_added_and_layers_apply_in_order,
+    a_corrupt_layer_stops_the_stack_and_the_next_save_compacts,
+    a_missing_middle_layer_stops_the_stack_before_the_gap,
+    two_jobs_growing_at_once_save_one_layer,
+    after_max_layers_the_next_save_compacts_into_a_new_generation,
+    a_layer_of_another_fingerprint_or_parent_is_never_applied,
+    a_hostile_layer_never_writes_outside_its_roots,
+);
+
+fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
+    let scene = Scene::new(store);
+    let (cold, saved) = scene.job(&[("a.bin", "graph a")]);
+    assert_eq!(outputs(&cold.restore, &["reused", "layers"]), ["false", "0"]);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+
+    // Warm: A is reused, B is new: the post step keeps B as layer 1.
+    let (warm, saved) = scene.job(&[("b.bin", "graph b")]);
+    assert_eq!(outputs(&warm.restore, &["reused", "layers"]), ["true", "0"]);
+    assert_eq!(outputs(&saved, &["save-result", "saved"]), ["layer", "true"], "{}", saved.stdout);
+    assert!(
+        saved.stdout.contains("saving 1 file added or changed since the restore (7 B) as layer 1"),
+        "{}",
+        saved.stdout
+    );
+    assert!(saved.summary.contains("saved as layer 1"), "{}", saved.summary);
+
+    // The third run gets A and B, and a run that adds nothing saves nothing.
+    let (third, saved) = scene.job(&[]);
+    assert_eq!(outputs(&third.restore, &["reused", "layers", "restored-files"]), ["true", "1", "2"]);
+    assert_eq!((third.read("a.bin"), third.read("b.bin")), ("graph a".into(), "graph b".into()));
+    assert!(
+        third.restore.stdout.contains("stack: base 7 B (1 file) + layer 1 7 B (1 file)"),
+        "{}",
+        third.restore.stdout
+    );
+    assert!(third.restore.summary.contains("| stack |"), "{}", third.restore.summary);
+    assert_eq!(saved.output("save-result"), "skipped-hit");
+    assert!(saved.stdout.contains("nothing was added or changed"), "{}", saved.stdout);
+
+    // Layer 2 changes B and adds C; a layer never deletes, even when the job removed A.
+    let job = scene.restore();
+    write(&job.step.ws.join("out/b.bin"), b"graph b, second version");
+    write(&job.step.ws.join("out/c.bin"), b"graph c");
+    std::fs::remove_file(job.step.ws.join("out/a.bin")).unwrap();
+    let saved = job.post(&scene);
+    assert_eq!(saved.output("save-result"), "layer", "{}", saved.stdout);
+    assert!(saved.stdout.contains("1 file removed since the restore; layers never delete"), "{}", saved.stdout);
+
+    let fourth = scene.restore();
+    assert_eq!(outputs(&fourth.restore, &["layers", "restored-files"]), ["2", "4"]);
+    assert_eq!(fourth.names(), ["a.bin", "b.bin", "c.bin"]);
+    assert_eq!(fourth.read("b.bin"), "graph b, second version", "layer 2 applies after layer 1");
+
+    // Without `grow`, a restore looks for the base alone.
+    let plain = scene.step();
+    let inputs: Vec<(&str, &str)> =
+        scene.inputs().into_iter().map(|(k, v)| if k == "grow" { (k, "false") } else { (k, v) }).collect();
+    let r = plain.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(outputs(&r, &["reused", "layers", "restored-files"]), ["true", "0", "1"]);
+}
+
+fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    let key = scene.key();
+    scene.plant(&key, (0, 1), b"this is not an archive");
+
+    let (job, saved) = scene.job(&[("b.bin", "graph b")]);
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
+    assert!(job.restore.stdout.contains("layer 1 not applied (corrupt)"), "{}", job.restore.stdout);
+    assert!(job.restore.summary.contains("the next save compacts"), "{}", job.restore.summary);
+    assert_eq!(job.names(), ["a.bin", "b.bin"]);
+    // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(
+        saved.stdout.contains("compacting the stack into generation 1 base: a layer of the stack could not be applied")
+    );
+
+    let next = scene.restore();
+    assert_eq!(outputs(&next.restore, &["reused", "layers", "restored-files"]), ["true", "0", "2"]);
+    assert!(next.restore.stdout.contains("stack: generation 1 base"), "{}", next.restore.stdout);
+}
+
+fn a_missing_middle_layer_stops_the_stack_before_the_gap(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    assert_eq!(scene.job(&[("b.bin", "graph b")]).1.output("save-result"), "layer");
+    assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "layer");
+    scene.evict(&scene.key(), (0, 1));
+
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
+    assert!(
+        job.restore.stdout.contains("layer 1 is missing, so layer 2 and later are not applied"),
+        "{}",
+        job.restore.stdout
+    );
+    assert_eq!(job.names(), ["a.bin"], "layer 2 never applies without layer 1");
+}
+
+fn two_jobs_growing_at_once_save_one_layer(store: Store) {
+    let scene = Scene::new(store);
+    // A base larger than both layers, so that neither save compacts.
+    scene.job(&[("a.bin", &"a".repeat(8 << 20))]);
+    let jobs = [scene.restore(), scene.restore()];
+    for (i, job) in jobs.iter().enumerate() {
+        write(&job.step.ws.join(format!("out/job{i}.bin")), &vec![i as u8; 2 << 20]);
+    }
+    let results: Vec<String> = std::thread::scope(|s| {
+        let scene = &scene;
+        let posts: Vec<_> = jobs.into_iter().map(|job| s.spawn(move || job.post(scene))).collect();
+        posts.into_iter().map(|p| p.join().unwrap().output("save-result").to_owned()).collect()
+    });
+    let mut sorted = results.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["exists", "layer"], "{results:?}");
+
+    let next = scene.restore();
+    assert_eq!(outputs(&next.restore, &["reused", "layers"]), ["true", "1"]);
+    let winner = results.iter().position(|r| r == "layer").unwrap();
+    assert_eq!(next.names(), ["a.bin".to_owned(), format!("job{winner}.bin")]);
+}
+
+fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
+    let mut scene = Scene::new(store);
+    scene.max_layers = "2";
+    scene.job(&[("a.bin", "graph a")]);
+    assert_eq!(scene.job(&[("b.bin", "graph b")]).1.output("save-result"), "layer");
+    assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "layer");
+    let (full, saved) = scene.job(&[("d.bin", "graph d")]);
+    assert_eq!(full.restore.output("layers"), "2");
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("compacting the stack into generation 1 base: the stack has 2 layers"));
+
+    let (next, saved) = scene.job(&[("e.bin", "graph e")]);
+    assert_eq!(outputs(&next.restore, &["layers", "restored-files"]), ["0", "4"]);
+    assert!(next.restore.stdout.contains("stack: generation 1 base"), "{}", next.restore.stdout);
+    assert_eq!(saved.output("save-result"), "layer", "generation 1 grows layers of its own");
+    let last = scene.restore();
+    assert_eq!(outputs(&last.restore, &["layers", "restored-files"]), ["1", "5"]);
+
+    // Layers that would outweigh `grow-max-share` of the base compact too.
+    let mut heavy = Scene::new(store);
+    heavy.max_share = "50%";
+    heavy.job(&[("a.bin", "0123456789")]);
+    assert_eq!(heavy.job(&[("b.bin", "01234")]).1.output("save-result"), "layer");
+    let (_, saved) = heavy.job(&[("c.bin", "0")]);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("its layers would hold 6 B against a base of 10 B (`grow-max-share` 50%)"));
+
+    // `list` names each slot; `prune` keeps the live stack (generation 1's base and layer)
+    // and deletes generation 0, which its base holds.
+    if store == Store::Local {
+        let cli = |args: &[&str]| {
+            let out = std::process::Command::new(crate::support::exe())
+                .args(args)
+                .args(["--prefix", "grow", "--path", PATH, "--compression", "none"])
+                .env("EXACT_CACHE_DIR", scene.local.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let listed = cli(&["list", "--json"]);
+        let mut slots: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&listed)
+            .unwrap()
+            .iter()
+            .map(|e| e["slot"].as_str().unwrap().to_owned())
+            .collect();
+        slots.sort();
+        assert_eq!(slots, ["base", "generation 1 base", "generation 1 layer 1", "layer 1", "layer 2"]);
+        let pruned = cli(&["prune", "--prune-keep", "1"]);
+        assert!(pruned.contains("(layer 2)"), "{pruned}");
+        let left: Vec<String> = std::fs::read_dir(scene.local.path().join("entries"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+        let again = scene.restore();
+        assert_eq!(outputs(&again.restore, &["layers", "restored-files"]), ["1", "5"]);
+    }
+}
+
+fn a_layer_of_another_fingerprint_or_parent_is_never_applied(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    let key = scene.key();
+    let probe = scene.restore();
+    let parent = restored_digest(&probe);
+
+    // Another fingerprint (another `variant`): its record names another key.
+    let other = scene.step();
+    let mut inputs = scene.inputs();
+    inputs.push(("variant", "other"));
+    let fp = other.run(&["fingerprint"], &inputs, NO_STATE);
+    let foreign_record = std::fs::read(fp.output("fingerprint-file")).unwrap();
+    let foreign_key = fp.output("key").to_owned();
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some(parent.clone()) };
+    let foreign = layer_archive(&foreign_record, &foreign_key, &[("0/planted.bin", None, b"x")], slot);
+    scene.plant(&key, (0, 1), &foreign);
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
+    assert!(job.restore.stdout.contains("layer 1 not applied"), "{}", job.restore.stdout);
+    assert!(!job.step.ws.join("out/planted.bin").exists());
+    scene.evict(&key, (0, 1));
+
+    // Our fingerprint, made on top of another base.
+    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some("0".repeat(64)) };
+    scene.plant(&key, (0, 1), &layer_archive(&record, &key, &[("0/planted.bin", None, b"x")], slot));
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
+    assert!(job.restore.stdout.contains("made on top of another base or layer"), "{}", job.restore.stdout);
+    assert!(!job.step.ws.join("out/planted.bin").exists());
+    scene.evict(&key, (0, 1));
+
+    // The control: the same layer with the right parent applies.
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some(parent) };
+    scene.plant(&key, (0, 1), &layer_archive(&record, &key, &[("0/planted.bin", None, b"x")], slot));
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "1"], "{}", job.restore.stdout);
+    assert!(job.step.ws.join("out/planted.bin").exists());
+}
+
+fn a_hostile_layer_never_writes_outside_its_roots(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    let key = scene.key();
+    let probe = scene.restore();
+    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+    // A link out of the root, then a file through it.
+    let members: &[(&str, Option<&str>, &[u8])] = &[("0/escape", Some("../.."), b""), ("0/escape/owned", None, b"x")];
+    scene.plant(&key, (0, 1), &layer_archive(&record, &key, members, slot));
+
+    let job = scene.step();
+    let victim = job.dir.path().join("work/repo/owned");
+    let before = snapshot(job.dir.path());
+    let restore = job.run(&["restore"], &scene.inputs(), NO_STATE);
+    assert_eq!(outputs(&restore, &["reused", "layers"]), ["true", "0"], "{}", restore.stdout);
+    assert!(restore.stdout.contains("layer 1 not applied"), "{}", restore.stdout);
+    assert!(!victim.exists());
+    let after = snapshot(job.dir.path());
+    let changed: Vec<&String> = after
+        .keys()
+        .chain(before.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .filter(|k| !in_own_places(k))
+        .collect();
+    assert!(changed.is_empty(), "a hostile layer changed {changed:?}");
+}
+
+/// What a restore writes for itself: the workspace's `out`, its command files, `RUNNER_TEMP`.
+fn in_own_places(path: &str) -> bool {
+    let p = Path::new(path);
+    p.starts_with("work/repo/repo/out") || p.starts_with("runner-temp") || path.starts_with("run-")
+}
