@@ -225,8 +225,10 @@ fn inductor_report(run: &ActRun) -> serde_json::Value {
     serde_json::from_str(line.trim()).unwrap()
 }
 
+/// Issue 14's sequence: model A cold; A and a new model B warm (B is kept as a layer); A and B
+/// again on a fresh machine: nothing compiles, and the stack has one layer.
 #[test]
-fn torch_compile_cold_then_warm_reuses_the_inductor_cache() {
+fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
     let caches = tempfile::tempdir().unwrap();
@@ -237,35 +239,55 @@ fn torch_compile_cold_then_warm_reuses_the_inductor_cache() {
     // cache directory: keep them in this test's scratch space.
     let tmp = caches.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
-    let env = [
-        ("TORCH_VENV", venv.to_str().unwrap()),
-        ("TORCHINDUCTOR_CACHE_DIR", inductor.to_str().unwrap()),
-        ("TRITON_CACHE_DIR", triton.to_str().unwrap()),
-        ("TMPDIR", tmp.to_str().unwrap()),
-    ];
-    let cold = run(repo.path(), "torch-inductor", storage.path(), &env);
-    assert!(cold.success, "{}", cold.log);
+    let env = |models: &'static str, new: &'static str| {
+        [
+            ("TORCH_VENV", venv.to_str().unwrap().to_owned()),
+            ("TORCHINDUCTOR_CACHE_DIR", inductor.to_str().unwrap().to_owned()),
+            ("TRITON_CACHE_DIR", triton.to_str().unwrap().to_owned()),
+            ("TMPDIR", tmp.to_str().unwrap().to_owned()),
+            ("MODELS", models.to_owned()),
+            ("NEW_MODELS", new.to_owned()),
+        ]
+    };
+    let job = |models, new| {
+        // A fresh machine: nothing local survives between jobs.
+        let _ = std::fs::remove_dir_all(&inductor);
+        let _ = std::fs::remove_dir_all(&triton);
+        let env = env(models, new);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let run = run(repo.path(), "torch-inductor", storage.path(), &env);
+        assert!(run.success, "{}", run.log);
+        let report = inductor_report(&run);
+        (run, report)
+    };
+    let count = |report: &serde_json::Value, name: &str| report[name].as_i64().unwrap();
+
+    let (cold, cold_report) = job("a", "0");
     assert_eq!(cold.output("inductor", "cache-hit"), "false");
     assert_eq!(cold.output("inductor", "save-result"), "saved");
-    let cold_report = inductor_report(&cold);
-    assert!(cold_report["fxgraph_cache_miss"].as_i64().unwrap() >= 1, "{cold_report}");
+    assert!(count(&cold_report, "fxgraph_cache_miss") >= 1, "{cold_report}");
 
-    // A fresh machine: nothing local survives between jobs.
-    std::fs::remove_dir_all(&inductor).unwrap();
-    let _ = std::fs::remove_dir_all(&triton);
-    let warm = run(repo.path(), "torch-inductor", storage.path(), &env);
-    assert!(warm.success, "{}", warm.log);
-    assert_eq!(warm.output("inductor", "cache-hit"), "true");
+    // A is reused; B is compiled and kept as layer 1 of the same exact key.
+    let (warm, warm_report) = job("a,b", "1");
     assert_eq!(warm.output("inductor", "reused"), "true");
-    let warm_report = inductor_report(&warm);
-    assert!(warm_report["fxgraph_cache_hit"].as_i64().unwrap() > 0, "{warm_report}");
-    assert_eq!(warm_report["fxgraph_cache_miss"].as_i64().unwrap(), 0, "{warm_report}");
-    assert!(warm.log.contains("warm run: every graph came from the restored cache"), "{}", warm.log);
-    // verify-reuse at the post step: torch added nothing to its cache on the warm run.
-    assert!(warm.log.contains("verify-reuse: nothing under `path` changed since the restore"), "{}", warm.log);
+    assert_eq!(warm.output("inductor", "layers"), "0");
+    assert!(count(&warm_report, "fxgraph_cache_hit") >= 1, "{warm_report}");
+    assert_eq!(count(&warm_report, "fxgraph_cache_miss"), 1, "{warm_report}");
+    assert!(warm.log.contains("`grow` keeps them as a layer"), "verify-reuse saw B's graphs: {}", warm.log);
+    assert_eq!(warm.output("inductor", "save-result"), "layer", "{}", warm.log);
+
+    // Base + layer 1: the third run compiles nothing.
+    let (grown, grown_report) = job("a,b", "0");
+    assert_eq!(grown.output("inductor", "reused"), "true");
+    assert_eq!(grown.output("inductor", "layers"), "1", "{}", grown.log);
+    assert_eq!(count(&grown_report, "fxgraph_cache_miss"), 0, "{grown_report}");
+    assert!(count(&grown_report, "fxgraph_cache_hit") >= 2, "{grown_report}");
+    assert!(grown.log.contains("warm run: every graph came from the restored cache"), "{}", grown.log);
+    assert!(grown.log.contains("verify-reuse: nothing under `path` changed since the restore"), "{}", grown.log);
+    assert_eq!(grown.output("inductor", "save-result"), "skipped-hit");
     eprintln!(
-        "torch.compile under act: cold {} s, warm {} s",
-        cold_report["compile_seconds"], warm_report["compile_seconds"]
+        "torch.compile under act: A cold {} s; A+B warm (B new) {} s; A+B from base + layer {} s",
+        cold_report["compile_seconds"], warm_report["compile_seconds"], grown_report["compile_seconds"]
     );
 }
 

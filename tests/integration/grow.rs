@@ -1,5 +1,6 @@
-//! `grow`: layers of one exact key, through the real binary, against the local store and the
-//! v2 test service (fast blob store). Each "job" starts from an empty `out` (a fresh runner),
+//! `grow`: layers of one exact key, through the real binary, against the local store, the v2
+//! test service (fast blob store) and the v1 test service (act's protocol; act's own server runs
+//! the torch example in `act_examples`). Each "job" starts from an empty `out` (a fresh runner),
 //! restores, changes `out`, and runs the post step with the restore's state.
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
@@ -13,11 +14,15 @@ use crate::support::{NO_STATE, Step, StepResult, TarBuilder, file_entry, link_en
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Store {
     Local,
+    /// The v2 test service with the fast blob store.
     V2,
+    /// The v1 test service (act's protocol).
+    V1,
 }
 
 /// A shared store and the jobs that use it.
 struct Scene {
+    store: Store,
     services: Option<Services>,
     /// The local store every job of the scene shares.
     local: tempfile::TempDir,
@@ -37,13 +42,14 @@ impl Scene {
     fn new(store: Store) -> Self {
         let services =
             matches!(store, Store::V2).then(|| Services::start_with(BlobStore::Fast { name: String::new() }));
-        Self { services, local: tempfile::tempdir().unwrap(), max_layers: "4", max_share: "10000%" }
+        Self { store, services, local: tempfile::tempdir().unwrap(), max_layers: "4", max_share: "10000%" }
     }
 
     fn step(&self) -> Step {
-        let mut step = match &self.services {
-            Some(s) => Step::against(s.v2_env()),
-            None => Step::new(),
+        let mut step = match (&self.services, self.store) {
+            (Some(s), Store::V1) => Step::against(s.v1_env()),
+            (Some(s), _) => Step::against(s.v2_env()),
+            (None, _) => Step::new(),
         };
         step.set_env("EXACT_CACHE_DIR", self.local.path().to_str().unwrap());
         step
@@ -77,9 +83,10 @@ impl Scene {
     /// Store `bytes` at slot `(generation, layer)` of `key`, as a hostile or broken writer would.
     fn plant(&self, key: &str, (generation, layer): (u32, u32), bytes: &[u8]) {
         let version = slot_version(&cache_version(&[PATH], Compression::None), generation, layer);
-        match &self.services {
-            Some(s) => s.plant(key, &version, bytes),
-            None => write(&self.local.path().join("entries").join(format!("{key}@{version}")), bytes),
+        match (&self.services, self.store) {
+            (Some(s), Store::V1) => s.plant_v1(key, &version, bytes),
+            (Some(s), _) => s.plant(key, &version, bytes),
+            (None, _) => write(&self.local.path().join("entries").join(format!("{key}@{version}")), bytes),
         }
     }
 
@@ -171,6 +178,10 @@ macro_rules! on_both_stores {
             #[test]
             fn v2_service() {
                 super::$name(super::Store::V2);
+            }
+            #[test]
+            fn v1_service() {
+                super::$name(super::Store::V1);
             }
         }
     )*};
