@@ -103,9 +103,14 @@ pub(super) fn explain(
         .into_iter()
         .filter(|l| keys::is_key_of(&ours.prefix, &l.key))
         .partition(|l| l.key == ours.key);
-    // A slot of our own stack says most: prefer it to an entry of other `path` lines.
+    // A slot of our own stack says most (a base before a layer): prefer it to an entry of other
+    // `path` lines.
     let slot = |l: &Listed| keys::slot_of(&l.version, &ours.version).filter(|s| *s != (0, 0));
-    let theirs = same.iter().find(|l| slot(l).is_some()).or_else(|| same.iter().find(|l| l.version != ours.version));
+    let theirs = same
+        .iter()
+        .find(|l| slot(l).is_some_and(|(_, layer)| layer == 0))
+        .or_else(|| same.iter().find(|l| slot(l).is_some()))
+        .or_else(|| same.iter().find(|l| l.version != ours.version));
     if let Some(theirs) = theirs {
         let same_key = SameKey {
             compression: keys::compression_of(&theirs.version, path_lines).map(str::to_owned),

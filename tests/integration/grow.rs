@@ -445,3 +445,38 @@ fn in_own_places(path: &str) -> bool {
     let p = Path::new(path);
     p.starts_with("work/repo/repo/out") || p.starts_with("runner-temp") || path.starts_with("run-")
 }
+
+#[test]
+fn explain_names_layers_whose_base_is_gone_and_a_compacted_base_a_plain_restore_misses() {
+    let mut scene = Scene::new(Store::Local);
+    scene.max_layers = "1";
+    scene.job(&[("a.bin", "graph a")]);
+    assert_eq!(scene.job(&[("b.bin", "graph b")]).1.output("save-result"), "layer");
+    let key = scene.key();
+
+    // Without `grow`, only generation 0's base is looked for; a compacted base is explained.
+    assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "saved");
+    scene.evict(&key, (0, 0));
+    let plain: Vec<(&str, &str)> =
+        scene.inputs().into_iter().map(|(k, v)| if k == "grow" { (k, "false") } else { (k, v) }).collect();
+    let r = scene.step().run(&["restore"], &plain, NO_STATE);
+    assert_eq!(outputs(&r, &["reused", "miss-reason"]), ["false", "not-found"]);
+    assert!(
+        r.stdout.contains(
+            "this key's stack has a generation 1 base (compacted by `grow`); a restore looks for it only with `grow`"
+        ),
+        "{}",
+        r.stdout
+    );
+
+    // Only a layer left: its base was evicted, and a layer never applies without it.
+    scene.evict(&key, (1, 0));
+    let r = scene.step().run(&["restore"], &scene.inputs(), NO_STATE);
+    assert_eq!(outputs(&r, &["reused", "miss-reason", "layers"]), ["false", "not-found", "0"]);
+    assert!(
+        r.stdout.contains("only layer 1 of this key's stack exists: its base is gone (evicted or deleted)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.summary.contains("only layer 1 of this key"), "{}", r.summary);
+}
