@@ -507,11 +507,21 @@ def main():
     p.add_argument("--profiles", nargs="+", default=["azurite", "fast"], choices=["azurite", "fast"])
     p.add_argument("--out", default=str(BENCH))
     p.add_argument("--report-only", action="store_true", help="rewrite RESULTS.md and chart.png from results.json")
+    p.add_argument("--stack", action="store_true",
+                   help="only the `grow` cell: restore a base + 5 layers vs the same content as one entry (RESULTS-grow.md)")
     p.add_argument("--azurite-dir", help="Azurite's storage (default: under --work)")
     p.add_argument("--ours-env", nargs="*", default=[], metavar="NAME=VALUE",
                    help="extra environment for exact-cache (tuning experiments, e.g. EXACT_CACHE_UPLOAD_BLOCK_MIB=32)")
     args = p.parse_args()
     out = pathlib.Path(args.out)
+    if args.stack:
+        import stack
+
+        with Hosts():
+            result = stack.run_stack(args)
+        stack.write_report(result, out)
+        log(f"wrote {out / 'RESULTS-grow.md'}")
+        return 0
     if args.report_only:
         results = json.loads((out / "results.json").read_text())
     else:
