@@ -8,7 +8,7 @@ use exact_cache::keys::{cache_version, slot_version};
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord, StackSlot};
 use std::path::Path;
 
-use crate::support::services::{BlobStore, Services};
+use crate::support::services::{BlobStore, REST_TOKEN, Services};
 use crate::support::{NO_STATE, Step, StepResult, TarBuilder, file_entry, link_entry, snapshot, write};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,7 +48,7 @@ impl Scene {
     fn step(&self) -> Step {
         let mut step = match (&self.services, self.store) {
             (Some(s), Store::V1) => Step::against(s.v1_env()),
-            (Some(s), _) => Step::against(s.v2_env()),
+            (Some(s), _) => Step::against([s.v2_env(), s.rest_env()].concat()),
             (None, _) => Step::new(),
         };
         step.set_env("EXACT_CACHE_DIR", self.local.path().to_str().unwrap());
@@ -340,35 +340,26 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
 
     // `list` names each slot; `prune` keeps the live stack (generation 1's base and layer)
     // and deletes generation 0, which its base holds.
-    if store == Store::Local {
-        let cli = |args: &[&str]| {
-            let out = std::process::Command::new(crate::support::exe())
-                .args(args)
-                .args(["--prefix", "grow", "--path", PATH, "--compression", "none"])
-                .env("EXACT_CACHE_DIR", scene.local.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            String::from_utf8(out.stdout).unwrap()
-        };
-        let listed = cli(&["list", "--json"]);
-        let mut slots: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&listed)
-            .unwrap()
-            .iter()
-            .map(|e| e["slot"].as_str().unwrap().to_owned())
-            .collect();
-        slots.sort();
-        assert_eq!(slots, ["base", "generation 1 base", "generation 1 layer 1", "layer 1", "layer 2"]);
-        let pruned = cli(&["prune", "--prune-keep", "1"]);
-        assert!(pruned.contains("(layer 2)"), "{pruned}");
-        let left: Vec<String> = std::fs::read_dir(scene.local.path().join("entries"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        assert_eq!(left.len(), 2, "{left:?}");
-        let again = scene.restore();
-        assert_eq!(outputs(&again.restore, &["layers", "restored-files"]), ["1", "5"]);
+    if store == Store::V1 {
+        return; // the v1 test service has no REST catalog
     }
+    let flags = ["--prefix", "grow", "--path", PATH, "--compression", "none", "--github-token", REST_TOKEN];
+    let listed = scene.step().run(&[&["list"], &flags[..]].concat(), &[], NO_STATE);
+    assert_eq!(listed.code, 0, "{}", listed.stdout);
+    for slot in ["  base", "  layer 1", "  layer 2", "  generation 1 base", "  generation 1 layer 1"] {
+        assert!(listed.stdout.contains(slot), "`list` names `{slot}`: {}", listed.stdout);
+    }
+    let pruned = scene.step().run(&[&["prune", "--prune-keep", "1"], &flags[..]].concat(), &[], NO_STATE);
+    assert_eq!(pruned.code, 0, "{}", pruned.stdout);
+    assert!(pruned.stdout.contains("kept the newest 1 key (2 entries), deleted 3"), "{}", pruned.stdout);
+    assert!(pruned.stdout.contains(&format!("deleted {} (layer 2)", scene.key())), "{}", pruned.stdout);
+    let left = match &scene.services {
+        Some(services) => services.entries().len(),
+        None => std::fs::read_dir(scene.local.path().join("entries")).unwrap().count(),
+    };
+    assert_eq!(left, 2, "generation 1's base and layer are kept");
+    let again = scene.restore();
+    assert_eq!(outputs(&again.restore, &["layers", "restored-files"]), ["1", "5"]);
 }
 
 fn a_layer_of_another_fingerprint_or_parent_is_never_applied(store: Store) {
