@@ -464,6 +464,9 @@ def write_report(results, out: pathlib.Path):
     lines += ["", "Every restore, ours and the peer's, was checked byte-for-byte (paths, modes, content) against the",
               "dataset: " + ("all identical." if all(r["identical"] for r in rows) else "**some differed** (see results.json)."),
               "", "![chart](chart.png)", ""]
+    preset_cost = BENCH / "preset-cost.md"
+    if preset_cost.exists():
+        lines += [preset_cost.read_text().strip(), ""]
     out.joinpath("RESULTS.md").write_text("\n".join(lines))
     chart(rows, out / "chart.png")
 

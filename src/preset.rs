@@ -9,8 +9,9 @@
 //!   `~/.cache/exact-cache/torch-inductor/…` elsewhere (and under nektos/act, whose
 //!   `RUNNER_TEMP` changes every run). Both are exported to later steps.
 //! - **torch**: the `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11
-//!   ABI flag, and each visible GPU with its compute capability (from the `python`
-//!   interpreter, `python3` by default).
+//!   ABI flag, and each visible GPU with its compute capability; read from the installed files
+//!   of the `python` interpreter's torch and triton (`python3` by default) and from
+//!   `nvidia-smi`, without importing either (`fingerprint/torch.rs` says how).
 //! - **native**: `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI
 //!   extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default,
 //!   when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those

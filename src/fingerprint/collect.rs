@@ -149,6 +149,8 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         }
         fp.insert(ComponentName::Commands.name(), component);
     }
+    let nvidia = std::cell::OnceCell::new();
+    let nvidia_gpus = || nvidia.get_or_init(|| native::nvidia_smi(sys, env, cwd)).as_deref();
     let needs_cpu = spec.native.iter().any(|f| matches!(f, Facet::Arch | Facet::Isa | Facet::CpuFlags));
     let cpu = if needs_cpu { sys.cpu() } else { Default::default() };
     for facet in &spec.native {
@@ -159,7 +161,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
             Facet::CpuFlags => native::cpu_flags(&cpu),
             Facet::Libc => native::libc(sys, env),
             Facet::Compiler => native::compiler(sys, env, cwd, &spec.compilers, &spec.named_compilers)?,
-            Facet::Gpu => native::gpu(sys, env, cwd),
+            Facet::Gpu => native::gpu(nvidia_gpus()),
             Facet::Cuda => native::cuda(sys, env, cwd),
         };
         fp.insert(facet.component().name(), component);
@@ -171,7 +173,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     }
     if spec.torch {
         let python = spec.python.as_deref().unwrap_or("python3");
-        fp.insert(ComponentName::Torch.name(), super::torch::collect(sys, env, cwd, python)?);
+        fp.insert(ComponentName::Torch.name(), super::torch::collect(sys, env, cwd, python, nvidia_gpus)?);
     }
     if let Some(variant) = &spec.variant {
         fp.insert(ComponentName::Variant.name(), [("variant".to_owned(), Value::text(variant))].into());

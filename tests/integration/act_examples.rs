@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::support::act::{ActRun, git_repo, run_act};
+use crate::support::torch_venv;
 
 const FILES: &[&str] = &["action.yml", "restore/action.yml", "save/action.yml", "fingerprint/action.yml"];
 
@@ -209,13 +210,6 @@ fn a_composite_action_wrapping_restore_and_save() {
     assert!(warm.success, "{}", warm.log);
     assert!(!generated(&warm));
     assert!(warm.log.contains("reused=true key=composite-fixtures-v1-"), "{}", warm.log);
-}
-
-/// The torch venv scripts/test prepares (PyPI torch; CPU is enough for TorchInductor).
-fn torch_venv() -> std::path::PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-torch");
-    assert!(venv.join("bin/python").exists(), "{} is missing: scripts/test installs torch there", venv.display());
-    venv
 }
 
 /// The `INDUCTOR {...}` report line of compile_model.py.

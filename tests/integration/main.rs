@@ -3,7 +3,8 @@
 //! binary after another. A module per area; `support` holds what several of them use.
 //!
 //! Some need peers or minutes: `act_cache_server` and `act_examples` need nektos/act in `.venv`
-//! (and `.venv-torch` for the TorchInductor example), `large` writes gigabytes; filter by module
+//! (and `.venv-torch` for the TorchInductor example), `torch_facts` needs `.venv-torch` for its
+//! comparison with importing torch, `large` writes gigabytes; filter by module
 //! (`cargo test --test integration -- --skip act_`). tests/dist.rs is a crate of its own (it says
 //! why).
 //!
@@ -31,4 +32,5 @@ mod service_v1;
 mod service_v2;
 mod snapshots;
 mod support;
+mod torch_facts;
 mod workflow_commands;

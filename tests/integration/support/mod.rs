@@ -12,3 +12,10 @@ pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
 pub use tree::{
     Immutable, counting, generate_model, noise, one_disk_heavy_test_at_a_time, random_file, set_exec, snapshot, write,
 };
+
+/// The torch venv scripts/test prepares (PyPI torch; CPU is enough for TorchInductor).
+pub fn torch_venv() -> std::path::PathBuf {
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-torch");
+    assert!(venv.join("bin/python").exists(), "{} is missing: scripts/test installs torch there", venv.display());
+    venv
+}
