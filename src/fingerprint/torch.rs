@@ -57,7 +57,7 @@ try:
         for i in range(torch.cuda.device_count()):
             major, minor = torch.cuda.get_device_capability(i)
             info["device%d" % i] = "%s, sm_%d%d" % (torch.cuda.get_device_name(i), major, minor)
-except Exception as e:
+except BaseException as e:  # a broken torch (even one that exits) is recorded, not fatal
     info["devices-error"] = type(e).__name__
 print(json.dumps(info))
 "#;

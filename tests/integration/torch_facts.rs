@@ -110,7 +110,8 @@ fn torch_and_triton_are_read_from_their_files_without_importing_them() {
     .collect();
     assert_eq!(c, expected);
 
-    // The pre-C++11 ABI (torch ≤ 2.6 wheels); a ROCm build; no triton.
+    // The pre-C++11 ABI (torch ≤ 2.6 wheels); a ROCm build (the one case that asks torch for its
+    // devices: this torch refuses to import, which is recorded); no triton.
     write(&root.join("torch/lib/libc10.so"), &elf_naming(&[OLD_ABI]));
     let rocm =
         VERSION_PY.replace("'13.2'", "None").replace("hip: Optional[str] = None", "hip: Optional[str] = '7.1.25424'");
@@ -121,6 +122,7 @@ fn torch_and_triton_are_read_from_their_files_without_importing_them() {
         assert_eq!(c["cxx11-abi"], text("False"));
     }
     assert_eq!((&c["cuda"], &c["hip"], &c["triton"]), (&Value::Absent, &text("7.1.25424"), &Value::Absent));
+    assert_eq!(c["devices-error"], text("SystemExit"));
 
     // Newer torch hard-codes the flag: where libc10 is not an ELF file that is what counts.
     write(&root.join("torch/lib/libc10.so"), b"not an ELF file");
