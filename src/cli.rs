@@ -52,8 +52,9 @@ const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
 const CATALOG_INPUTS: [&str; 5] = ["prefix", "backend", "protocol", "local-dir", "github-token"];
 
 /// What `list` and `prune` read when given: with the `path` lines and `compression` of the
-/// restore, they know each entry's slot in its key's stack (`grow`).
-const SLOT_INPUTS: [&str; 2] = ["path", "compression"];
+/// restore, they know each entry's slot in its key's stack; with `grow`, `prune` deletes the
+/// slots a newer generation's base holds.
+const SLOT_INPUTS: [&str; 3] = ["path", "compression", "grow"];
 
 /// Whether `command` offers `spec` as a flag: what its scope gives it, less what it never reads.
 fn offers(command: CommandName, spec: &InputSpec) -> bool {

@@ -19,9 +19,12 @@ use crate::archive::{ARCHIVE_FORMAT, Compression};
 use crate::choice::Named;
 use sha2::{Digest, Sha256};
 
-/// Generations a stack may have: a compaction writes generation `g + 1`; a restore looks for
-/// the base of each generation (one exact lookup each, at once) and takes the newest.
-pub const MAX_GENERATIONS: u32 = 8;
+/// Generations a stack may have: a compaction writes the generation above the highest one that
+/// exists; a restore looks for bases [`GENERATION_ROUND`] generations at a time (one exact lookup
+/// each, at once) and takes the newest.
+pub const MAX_GENERATIONS: u32 = 64;
+/// Bases looked up at once; the next round only when the last of a round exists.
+pub const GENERATION_ROUND: u32 = 8;
 /// The most layers a generation may have (`grow-max-layers` is at most this).
 pub const MAX_LAYERS: u32 = 16;
 

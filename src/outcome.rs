@@ -34,7 +34,8 @@ crate::choice::named_enum! {
         Changes => "changes",
         /// `list`: the keys, one per line.
         Keys => "keys",
-        /// `prune`: the keys deleted (or that would be), one per line.
+        /// `prune`: the entries deleted (or that would be), one per line: the key, followed by
+        /// its slot in parentheses unless it is a generation-0 base.
         Deleted => "deleted",
     }
 }
@@ -260,6 +261,8 @@ pub struct SameKey {
     /// Its slot `(generation, layer)` when it is part of this very stack (`grow`): a layer whose
     /// base is gone, or a later generation's base that a restore without `grow` does not look for.
     pub slot: Option<(u32, u32)>,
+    /// This run looked for the slots of stacks (`grow`).
+    pub grow: bool,
 }
 
 impl SameKey {
@@ -267,8 +270,13 @@ impl SameKey {
     pub fn sentence(&self) -> String {
         if let Some((g, n)) = self.slot {
             return match n {
-                0 => format!(
+                0 if !self.grow => format!(
                     "this key's stack has a {} (compacted by `grow`); a restore looks for it only with `grow`",
+                    slot_name(g, 0)
+                ),
+                0 => format!(
+                    "this key's stack has a {} that this run's lookups did not find (saved on a ref this run \
+                     cannot read?)",
                     slot_name(g, 0)
                 ),
                 _ => format!(

@@ -98,7 +98,7 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<Cat
         config.prune_keep,
         dry_run,
         None,
-        &config.version(),
+        (&config.version(), config.grow),
     )?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     let version = config.version();

@@ -74,7 +74,7 @@ pub(super) fn explain_and_log(
     let env = runner.env();
     let shown = Shown::new(runner, config);
     let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
-    match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
+    match explain(&shown, backend, catalog, ours, (&config.path_lines, config.grow), refs) {
         Ok(explanation) => {
             super::report::log_explanation(runner, &explanation, limit);
             Ok(explanation)
@@ -89,13 +89,14 @@ pub(super) fn explain_and_log(
 
 /// Compare `ours` with the newest other entry of its prefix. An entry with exactly our key but
 /// another version comes first: it has our fingerprint, and was saved for other `path` lines or
-/// another compression (`path_lines` are ours, to tell which).
+/// another compression (`path_lines` are ours, to tell which; `grow` says whether this run looked
+/// for the slots of a stack).
 pub(super) fn explain(
     shown: &Shown,
     backend: &dyn Backend,
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
-    path_lines: &[String],
+    (path_lines, grow): (&[String], bool),
     (current_ref, base_ref): (Option<&str>, Option<&str>),
 ) -> Result<Explanation, ExplainError> {
     let (same, mut listed): (Vec<Listed>, Vec<Listed>) = catalog
@@ -115,6 +116,7 @@ pub(super) fn explain(
         let same_key = SameKey {
             compression: keys::compression_of(&theirs.version, path_lines).map(str::to_owned),
             slot: slot(theirs),
+            grow,
         };
         return Ok(Explanation {
             against_key: theirs.key.clone(),

@@ -1,19 +1,22 @@
 //! `grow`: a key's stack. The base and each layer are entries of the same key, each under its
 //! own version ([`keys::slot_version`]), each with the same fingerprint and its own manifest.
 //!
-//! * **Finding** a stack costs two rounds of exact lookups, each round at once: the base of
-//!   every generation (the newest found wins), then layers `1..=grow-max-layers` of that
-//!   generation (the run before the first missing one is applied). No listing, so it works
-//!   with the runtime token alone and under act's server.
-//! * **Growing**: after a warm restore, the post step saves what the job added or changed under
-//!   `path` as the next layer — or, when the stack has `grow-max-layers` layers, when its layers
-//!   outweigh `grow-max-share` of the base, or when a layer could not be applied, a compacted
-//!   base of the next generation holding everything. Layers never delete.
+//! * **Finding** a stack costs rounds of exact lookups, each round at once: the bases of
+//!   generations `0..8` (then `8..16` only if generation 7 exists, …; the newest that can be
+//!   placed wins, a corrupt newer one falls back to the next), then layers
+//!   `1..=grow-max-layers` of that generation (the run before the first missing one is
+//!   applied). No listing, so it works with the runtime token alone and under act's server.
+//! * **Growing**: after a warm restore, the post step saves the files the job added under `path`
+//!   as the next layer — or, when the stack has `grow-max-layers` layers (or more than the
+//!   restore looked for), when its layers outweigh `grow-max-share` of the base, or when a
+//!   layer or a newer base could not be applied, a compacted base holding the stack and the new
+//!   files, one generation above the highest that exists. Layers only add: they never delete,
+//!   never change a file below them, and a restore refuses one that would.
 
 use super::verify::{Kept, TreeChanges};
 use crate::backend::{Backend, BackendError, CacheEntry};
 use crate::config::Config;
-use crate::keys::{self, MAX_GENERATIONS};
+use crate::keys::{self, GENERATION_ROUND, MAX_GENERATIONS};
 use crate::manifest::{Manifest, StackSlot};
 pub(super) use crate::outcome::slot_name;
 use std::collections::{BTreeMap, HashSet};
@@ -22,6 +25,13 @@ use std::collections::{BTreeMap, HashSet};
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct KeptStack {
     pub generation: u32,
+    /// The highest generation whose base exists (above `generation` when a newer one could not
+    /// be placed): a compaction goes one above it.
+    #[serde(default)]
+    pub highest: u32,
+    /// Layers the restore looked for: a layer number above it may exist unseen.
+    #[serde(default)]
+    pub probed: u32,
     /// Layers applied on top of the base.
     pub layers: u32,
     /// Bytes of file content of the base, and of the layers together.
@@ -29,8 +39,64 @@ pub(super) struct KeptStack {
     pub layer_bytes: u64,
     /// [`Manifest::digest`] of the last slot applied: the next layer's parent.
     pub top: String,
-    /// A layer that exists could not be applied: the next save compacts.
+    /// A layer or a newer base that exists could not be applied: the next save compacts.
     pub stopped: bool,
+    /// A layer could not be read for service trouble: this run does not grow the stack.
+    #[serde(default)]
+    pub trouble: bool,
+}
+
+/// The bases a restore found.
+pub(super) struct Bases {
+    /// `(generation, entry)`, newest first.
+    pub found: Vec<(u32, CacheEntry)>,
+    /// A lookup that failed (the first).
+    pub error: Option<BackendError>,
+    /// A key the service offered instead of ours (a prefix match).
+    pub offered: Option<String>,
+}
+
+/// The bases of the stack: generation 0 alone without `grow`; with it, rounds of
+/// [`GENERATION_ROUND`] lookups at once, another round only when a round's last one exists.
+pub(super) fn find_bases(backend: &dyn Backend, config: &Config, key: &str) -> Bases {
+    let mut bases = Bases { found: Vec::new(), error: None, offered: None };
+    let round = if config.grow { GENERATION_ROUND } else { 1 };
+    let mut start = 0;
+    while start < MAX_GENERATIONS {
+        let generations: Vec<u32> = (start..(start + round).min(MAX_GENERATIONS)).collect();
+        let versions: Vec<String> = generations.iter().map(|g| keys::slot_version(&config.version(), *g, 0)).collect();
+        let mut last_found = false;
+        for (g, result) in generations.iter().zip(lookup_all(backend, key, &versions)) {
+            last_found = false;
+            match result {
+                Ok(Some(entry)) if entry.key == key => {
+                    bases.found.push((*g, entry));
+                    last_found = true;
+                }
+                Ok(Some(other)) => {
+                    bases.offered.get_or_insert(other.key);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    bases.error.get_or_insert(e);
+                }
+            }
+        }
+        if !(config.grow && last_found) {
+            break;
+        }
+        start += round;
+    }
+    bases.found.reverse();
+    bases
+}
+
+/// Why layers past the applied ones are not applied.
+pub(super) enum Gap {
+    /// A later layer exists past a missing one.
+    Missing(String),
+    /// A lookup failed.
+    Trouble(String),
 }
 
 /// Look `versions` up at once (one thread each); results in the same order.
@@ -48,13 +114,6 @@ pub(super) fn lookup_all(
     })
 }
 
-/// The versions of the bases of every generation a restore looks for: generation 0 alone
-/// without `grow`.
-pub(super) fn base_versions(config: &Config) -> Vec<String> {
-    let generations = if config.grow { MAX_GENERATIONS } else { 1 };
-    (0..generations).map(|g| keys::slot_version(&config.version(), g, 0)).collect()
-}
-
 /// The layers of `generation` to apply, in order: those before the first one that is not
 /// there; and why a later one is not applied, when one exists past a gap.
 pub(super) fn find_layers(
@@ -62,7 +121,7 @@ pub(super) fn find_layers(
     config: &Config,
     key: &str,
     generation: u32,
-) -> (Vec<CacheEntry>, Option<String>) {
+) -> (Vec<CacheEntry>, Option<Gap>) {
     let versions: Vec<String> =
         (1..=config.grow_max_layers).map(|n| keys::slot_version(&config.version(), generation, n)).collect();
     let mut found = Vec::new();
@@ -73,13 +132,14 @@ pub(super) fn find_layers(
             Ok(_) => break,
             Err(e) => {
                 let why = format!("layer {} could not be looked up: {}", i + 1, crate::text::error_chain(&e));
-                return (found, Some(why));
+                return (found, Some(Gap::Trouble(why)));
             }
         }
     }
     let past_gap = results.find_map(|(i, r)| matches!(r, Ok(Some(ref e)) if e.key == key).then_some(i + 1));
-    let gap = past_gap
-        .map(|later| format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1));
+    let gap = past_gap.map(|later| {
+        Gap::Missing(format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1))
+    });
     (found, gap)
 }
 
@@ -93,6 +153,21 @@ pub(super) fn check_slot(manifest: &Manifest, generation: u32, layer: u32, paren
     let named = manifest.stack.as_ref().and_then(|s| s.parent.as_deref());
     if layer > 0 && named != parent {
         return Err(format!("layer {layer} was made on top of another base or layer than the one restored"));
+    }
+    Ok(())
+}
+
+/// A layer only adds: none of its files or links may differ from what is below it (a
+/// content-addressed cache never changes a file; a layer that would is not ours to trust).
+pub(super) fn check_additions(layer: &Manifest, below: &Manifest) -> Result<(), String> {
+    let below: std::collections::HashMap<&str, &crate::manifest::ManifestEntry> =
+        below.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+    for entry in layer.entries.iter().filter(|e| e.kind != crate::manifest::EntryKind::Dir) {
+        if let Some(was) = below.get(entry.path.as_str())
+            && (was.kind, &was.sha256, &was.target, was.mode) != (entry.kind, &entry.sha256, &entry.target, entry.mode)
+        {
+            return Err(format!("it would change `{}`, which is below it; layers only add files", entry.path));
+        }
     }
     Ok(())
 }
@@ -114,12 +189,15 @@ pub(super) fn merge(lower: &mut Manifest, upper: &Manifest) {
 
 /// What the save step writes after a warm restore with `grow`.
 pub(super) enum Growth {
-    /// Nothing was added or changed.
+    /// Nothing was added.
     Nothing,
+    /// Not this run: why.
+    Skip(String),
     /// The next layer: these entry paths (and the directories above them).
     Layer { slot: StackSlot, paths: HashSet<String> },
-    /// A base of the next generation holding everything under `path`; why.
-    Compact { slot: StackSlot, why: String },
+    /// A base one generation above the highest that exists, holding what the stack held and
+    /// what the job added (nothing that was there before the restore and not in the stack); why.
+    Compact { slot: StackSlot, paths: HashSet<String>, why: String },
     /// Every generation is used up.
     Full,
 }
@@ -129,11 +207,17 @@ pub(super) fn plan(config: &Config, kept: &Kept, changes: &TreeChanges) -> Growt
         return Growth::Nothing;
     }
     let stack = kept.stack.clone().unwrap_or_default();
+    if stack.trouble {
+        return Growth::Skip("a layer could not be read in the restore step (service trouble)".to_owned());
+    }
     let new_bytes: u64 = changes.layer_bytes;
+    let layers = |n: u32| crate::units::count_of(n as usize, "layer");
     let why = if stack.stopped {
-        Some("a layer of the stack could not be applied".to_owned())
+        Some("a layer or a newer base of the stack could not be applied".to_owned())
     } else if stack.layers >= config.grow_max_layers {
-        Some(format!("the stack has {} (`grow-max-layers`)", crate::units::count_of(stack.layers as usize, "layer")))
+        Some(format!("the stack has {} (`grow-max-layers`)", layers(stack.layers)))
+    } else if stack.layers >= stack.probed {
+        Some(format!("the restore looked for {} only, so the next one may exist", layers(stack.probed)))
     } else if (stack.layer_bytes + new_bytes) as f64 > config.grow_max_share * stack.base_bytes as f64 {
         Some(format!(
             "its layers would hold {} against a base of {} (`grow-max-share` {:.0}%)",
@@ -144,10 +228,19 @@ pub(super) fn plan(config: &Config, kept: &Kept, changes: &TreeChanges) -> Growt
     } else {
         None
     };
+    let target = stack.highest.max(stack.generation) + 1;
     match why {
-        Some(_) if stack.generation + 1 >= MAX_GENERATIONS => Growth::Full,
+        Some(_) if target >= MAX_GENERATIONS => Growth::Full,
         Some(why) => {
-            Growth::Compact { slot: StackSlot { generation: stack.generation + 1, layer: 0, parent: None }, why }
+            let mut paths: HashSet<String> = kept
+                .manifest
+                .entries
+                .iter()
+                .filter(|e| e.kind != crate::manifest::EntryKind::Dir)
+                .map(|e| e.path.clone())
+                .collect();
+            paths.extend(changes.layer_paths.iter().cloned());
+            Growth::Compact { slot: StackSlot { generation: target, layer: 0, parent: None }, paths, why }
         }
         None => Growth::Layer {
             slot: StackSlot { generation: stack.generation, layer: stack.layers + 1, parent: Some(stack.top) },

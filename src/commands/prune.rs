@@ -8,8 +8,8 @@
 //!
 //! With `grow`, a key is a stack of entries (a base and its layers, one version each): prune
 //! counts keys, never deletes a layer of a kept key's live base, and deletes the slots of older
-//! generations once a compacted base holds what they did (when it knows the `path` lines and
-//! compression that tell slots apart).
+//! generations once a compacted base holds what they did (with `grow`, when it knows the `path`
+//! lines and compression that tell slots apart).
 
 use crate::config::DEFAULT_PREFIX;
 use crate::github::{Catalog, CatalogError, Listed};
@@ -65,7 +65,7 @@ pub(super) fn prune(
     keep: usize,
     dry_run: bool,
     just_saved: Option<&str>,
-    base_version: &str,
+    (base_version, grow): (&str, bool),
 ) -> Result<PruneReport, CatalogError> {
     let entries = ours(catalog, prefix, current_ref)?;
     // Keys, newest first; the key this step saved is always kept and counts among those kept,
@@ -93,8 +93,9 @@ pub(super) fn prune(
             .map(|(generation, _)| generation)
             .max()
     };
+    // Only where this run restores stacks: a run without `grow` needs generation 0's base.
     let superseded = |e: &Listed| match (keys::slot_of(&e.version, base_version), newest_generation(&e.key)) {
-        (Some((generation, _)), Some(newest)) => generation < newest,
+        (Some((generation, _)), Some(newest)) => grow && generation < newest,
         _ => false,
     };
     let (kept, older): (Vec<Listed>, Vec<Listed>) =

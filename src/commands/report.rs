@@ -146,7 +146,10 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
                 rows.push(vec![Inline::ours("stack"), md.prose(&stack.parts())]);
             }
             if let Some(why) = &stack.stopped {
-                rows.push(vec![Inline::ours("stack stopped"), md.prose(&format!("⚠️ {why}; the next save compacts"))]);
+                rows.push(vec![
+                    Inline::ours("stack stopped"),
+                    md.prose(&format!("⚠️ {why}; a later save that adds files compacts the stack")),
+                ]);
             }
             if !extra_files.is_empty() {
                 rows.push(vec![Inline::ours("kept"), md.prose(&super::restore::extra_files_line(extra_files))]);

@@ -69,7 +69,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
             let manifest_file = handoff::keep_manifest(runner, config, &record.key, &kept);
             handoff::mark_owned(runner, config, &roots);
             Attempt::Reused {
-                restored: reuse.stack.total(),
+                restored: reuse.restored,
                 stack: reuse.stack,
                 extra_files: reuse.extra_files,
                 manifest_file,
@@ -128,6 +128,8 @@ fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<String>, Pack
 
 /// A stack put in place: the base, then each layer, each whole.
 struct Reuse {
+    /// Files and bytes in place (each counted once), archive bytes and time over every slot.
+    restored: Transfer,
     stack: StackApplied,
     /// Every entry of the base and its layers (a later layer's entry replaces an earlier one's).
     manifest: Manifest,
@@ -160,69 +162,145 @@ fn miss(reason: MissReason, detail: String) -> NotReused {
 
 /// Look the key up, download, verify and place the base — and with `grow`, its layers.
 fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, NotReused> {
-    let mut bases = grow::lookup_all(backend, key, &grow::base_versions(config));
-    let newest = bases.iter().enumerate().rev().find_map(|(g, found)| match found {
-        Ok(Some(entry)) if entry.key == key => Some((g as u32, entry.clone())),
-        _ => None,
-    });
-    let (generation, entry) = match newest {
-        Some(found) => found,
-        None => {
-            return Err(match bases.swap_remove(0) {
-                Ok(None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
-                Err(e) => miss(miss_reason(e.kind), error_chain(&e)),
-                Ok(Some(other)) => miss(
-                    MissReason::PrefixOnly,
-                    format!("the service offered `{}`, which is not this key; exact reuse only", other.key),
-                ),
-            });
-        }
-    };
+    let bases = grow::find_bases(backend, config, key);
+    if bases.found.is_empty() {
+        return Err(match (bases.error, bases.offered) {
+            (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
+            (None, Some(other)) => miss(
+                MissReason::PrefixOnly,
+                format!("the service offered `{other}`, which is not this key; exact reuse only"),
+            ),
+            (None, None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
+        });
+    }
+    if let Some(e) = &bases.error {
+        ctx.runner.warning(&format!("a lookup of the stack failed: {}", error_chain(e)));
+    }
     if config.lookup_only {
         return Err(NotReused::Found);
     }
-    let (base, mut manifest) = place_slot(ctx, config, backend, &entry, &config.required, |m| {
-        grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
-    })?;
-    let mut kept =
-        KeptStack { generation, base_bytes: base.content_bytes, top: manifest.digest(), ..KeptStack::default() };
-    let mut stack = StackApplied { generation, base, layers: Vec::new(), stopped: None };
+    let highest = bases.found[0].0;
+    let (generation, base, mut manifest, skipped) = place_base(ctx, config, backend, &bases.found)?;
+    let mut kept = KeptStack {
+        generation,
+        highest,
+        probed: if config.grow { config.grow_max_layers } else { 0 },
+        base_bytes: base.content_bytes,
+        top: manifest.digest(),
+        ..KeptStack::default()
+    };
+    let mut stack = StackApplied { generation, base, layers: Vec::new(), stopped: skipped };
     if config.grow {
-        let (layers, gap) = grow::find_layers(backend, config, key, generation);
-        for (i, layer) in layers.iter().enumerate() {
-            let n = i as u32 + 1;
-            let top = kept.top.clone();
-            let placed = place_slot(ctx, config, backend, layer, &[], |m| {
-                grow::check_slot(m, generation, n, Some(&top)).map_err(|why| miss(MissReason::Corrupt, why))
-            });
-            match placed {
-                Ok((transfer, layer_manifest)) => {
-                    kept.top = layer_manifest.digest();
-                    kept.layers = n;
-                    kept.layer_bytes += transfer.content_bytes;
-                    grow::merge(&mut manifest, &layer_manifest);
-                    stack.layers.push(transfer);
-                }
-                Err(NotReused::Miss { reason, detail }) => {
-                    let why = format!("layer {n} not applied ({reason}): {}", detail.unwrap_or_default());
-                    ctx.runner.warning(&format!("{why}; the stack stops at {}", grow::slot_name(generation, n - 1)));
-                    stack.stopped = Some(why);
-                    break;
-                }
-                Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
-            }
-        }
-        if let (None, Some(gap)) = (&stack.stopped, gap) {
-            ctx.runner.warning(&format!("{gap}; the next save compacts the stack"));
-            stack.stopped = Some(gap);
-        }
+        apply_layers(ctx, config, backend, key, &mut stack, &mut kept, &mut manifest);
     }
-    kept.stopped = stack.stopped.is_some();
+    kept.stopped = stack.stopped.is_some() && !kept.trouble;
     let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
         ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
         Vec::new()
     });
-    Ok(Reuse { stack, manifest, kept, extra_files })
+    // What is in place: a later layer's file replaces nothing (layers only add), so count the
+    // merged manifest; bytes moved and time are the sum over slots.
+    let moved = stack.total();
+    let in_place = manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir);
+    let restored = Transfer {
+        files: in_place.clone().count(),
+        content_bytes: in_place.map(|e| e.size).sum(),
+        archive_bytes: moved.archive_bytes,
+        elapsed: moved.elapsed,
+    };
+    Ok(Reuse { restored, stack, manifest, kept, extra_files })
+}
+
+/// Place the newest base that can be placed (`found` is newest first): a corrupt or foreign
+/// newer one falls back to the next, with a warning. Its generation, what it put in place, its
+/// manifest, and why newer ones were skipped.
+fn place_base(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    found: &[(u32, CacheEntry)],
+) -> Result<(u32, Transfer, Manifest, Option<String>), NotReused> {
+    let mut first_failure: Option<NotReused> = None;
+    let mut skipped: Option<String> = None;
+    for (generation, entry) in found {
+        let generation = *generation;
+        let placed = place_slot(ctx, config, backend, entry, &config.required, |m| {
+            grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
+        });
+        match placed {
+            Ok((base, manifest)) => return Ok((generation, base, manifest, skipped)),
+            Err(NotReused::Miss { reason, detail }) => {
+                let why = format!(
+                    "{} not applied ({reason}): {}",
+                    grow::slot_name(generation, 0),
+                    detail.clone().unwrap_or_default()
+                );
+                if found.len() > 1 {
+                    ctx.runner.warning(&why);
+                }
+                skipped.get_or_insert(why);
+                first_failure.get_or_insert(NotReused::Miss { reason, detail });
+            }
+            Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
+        }
+    }
+    Err(first_failure.expect("at least one base was tried"))
+}
+
+/// Apply the layers of the stack's generation in order, stopping at the first that cannot be:
+/// a corrupt or foreign one makes the next save compact; service trouble only stops this run's
+/// growth.
+fn apply_layers(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    key: &str,
+    stack: &mut StackApplied,
+    kept: &mut KeptStack,
+    manifest: &mut Manifest,
+) {
+    let generation = stack.generation;
+    let (layers, gap) = grow::find_layers(backend, config, key, generation);
+    for (i, layer) in layers.iter().enumerate() {
+        let n = i as u32 + 1;
+        let top = kept.top.clone();
+        let below: &Manifest = manifest;
+        let placed = place_slot(ctx, config, backend, layer, &[], |m| {
+            grow::check_slot(m, generation, n, Some(&top))
+                .and_then(|()| grow::check_additions(m, below))
+                .map_err(|why| miss(MissReason::Corrupt, why))
+        });
+        match placed {
+            Ok((transfer, layer_manifest)) => {
+                kept.top = layer_manifest.digest();
+                kept.layers = n;
+                kept.layer_bytes += transfer.content_bytes;
+                grow::merge(manifest, &layer_manifest);
+                stack.layers.push(transfer);
+            }
+            Err(NotReused::Miss { reason, detail }) => {
+                let why = format!("layer {n} not applied ({reason}): {}", detail.unwrap_or_default());
+                ctx.runner.warning(&format!("{why}; the stack stops at {}", grow::slot_name(generation, n - 1)));
+                kept.trouble =
+                    reason.is_trouble() && !matches!(reason, MissReason::Corrupt | MissReason::ManifestMismatch);
+                stack.stopped = Some(why);
+                return;
+            }
+            Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
+        }
+    }
+    match gap {
+        Some(grow::Gap::Missing(why)) => {
+            ctx.runner.warning(&format!("{why}; a later save that adds files compacts the stack"));
+            stack.stopped = Some(why);
+        }
+        Some(grow::Gap::Trouble(why)) => {
+            ctx.runner.warning(&why);
+            kept.trouble = true;
+            stack.stopped = Some(why);
+        }
+        None => {}
+    }
 }
 
 /// Download one slot of the stack, verify it, `check` its manifest, and put it in place whole.
@@ -251,8 +329,7 @@ fn place_slot(
 fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
-        Ok(Reuse { stack, extra_files, .. }) => {
-            let restored = stack.total();
+        Ok(Reuse { restored, stack, extra_files, .. }) => {
             runner.info(&format!(
                 "reused {} ({}) in {}",
                 units::count_of(restored.files, "file"),

@@ -130,9 +130,20 @@ fn grow_stack(ctx: &Context, config: &Config, hit: &Hit) -> Result<Option<SaveOu
             units::count_of(changes.removed.len(), "file")
         ));
     }
+    if !changes.changed.is_empty() {
+        runner.info(&format!(
+            "grow: {} changed since the restore, not kept: layers only add files (a content-addressed cache never \
+             changes one)",
+            units::count_of(changes.changed.len(), "file")
+        ));
+    }
     let (target, slot_line) = match grow::plan(config, &kept, &changes) {
         Growth::Nothing => {
-            runner.info("grow: nothing was added or changed under `path` since the restore");
+            runner.info("grow: no file was added under `path` since the restore");
+            return Ok(None);
+        }
+        Growth::Skip(why) => {
+            runner.info(&format!("grow: not this run: {why}"));
             return Ok(None);
         }
         Growth::Full => {
@@ -140,22 +151,22 @@ fn grow_stack(ctx: &Context, config: &Config, hit: &Hit) -> Result<Option<SaveOu
                 "the stack of this key has used all {MAX_GENERATIONS} generations; what this job added is not kept \
                  until the fingerprint changes"
             );
-            runner.info(&format!("grow: {detail}"));
+            runner.warning(&format!("grow: {detail}"));
             return Ok(Some(SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, &detail)));
         }
         Growth::Layer { slot, paths } => {
             let line = format!(
-                "grow: saving {} added or changed since the restore ({}) as {}",
+                "grow: saving {} added since the restore ({}) as {}",
                 units::count_of(paths.len(), "file"),
                 units::bytes(changes.layer_bytes),
                 grow::slot_name(slot.generation, slot.layer)
             );
             (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: Some(paths) }, line)
         }
-        Growth::Compact { slot, why } => {
+        Growth::Compact { slot, paths, why } => {
             let line =
                 format!("grow: compacting the stack into {}: {why}", grow::slot_name(slot.generation, slot.layer));
-            (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: None }, line)
+            (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: Some(paths) }, line)
         }
     };
     runner.info(&slot_line);
@@ -184,6 +195,32 @@ struct Target {
     stack: Option<StackSlot>,
     /// A layer: only these entry paths, and the directories above them.
     only: Option<HashSet<String>>,
+}
+
+/// With `grow`, a base saved after a miss goes one generation above the highest base that exists
+/// (the restore missed because it could not place one, which cannot be replaced); `None`: the
+/// target stands.
+fn base_above_existing(
+    ctx: &Context,
+    config: &Config,
+    backend: &dyn Backend,
+    record: &FingerprintRecord,
+    target: &Target,
+) -> Option<Target> {
+    if !config.grow || target.stack.is_some() {
+        return None;
+    }
+    let highest = grow::find_bases(backend, config, &record.key).found.first()?.0;
+    let slot = StackSlot { generation: highest + 1, layer: 0, parent: None };
+    if slot.generation >= MAX_GENERATIONS {
+        return None;
+    }
+    ctx.runner.info(&format!(
+        "grow: {} exists but was not restored; saving {}",
+        grow::slot_name(highest, 0),
+        grow::slot_name(slot.generation, 0)
+    ));
+    Some(Target { version: grow::version_of(config, &slot), stack: Some(slot), only: None })
 }
 
 /// Keep only a layer's entries: `paths` and the directories above them.
@@ -230,7 +267,8 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
             list.join(", ")
         ));
     }
-    let required: &[PathBuf] = if target.only.is_some() { &[] } else { &config.required };
+    let is_layer = target.stack.as_ref().is_some_and(|s| s.layer > 0);
+    let required: &[PathBuf] = if is_layer { &[] } else { &config.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
         let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
         runner.warning(&msg);
@@ -263,7 +301,8 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
-    upload(ctx, config, backend.as_ref(), record, target, &inv, &secrets)
+    let above = base_above_existing(ctx, config, backend.as_ref(), record, target);
+    upload(ctx, config, backend.as_ref(), record, above.as_ref().unwrap_or(target), &inv, &secrets)
 }
 
 fn upload(
@@ -482,7 +521,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
         config.prune_keep,
         false,
         Some(saved_key),
-        &config.version(),
+        (&config.version(), config.grow),
     );
     match pruned {
         Ok(report) => {

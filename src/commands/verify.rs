@@ -28,8 +28,8 @@ pub(super) struct TreeChanges {
     /// Files that were under `path` before the restore and are not in the entry (kept, and
     /// reported by the restore step as `extra-files`): not changes, but counted.
     pub kept_extras: usize,
-    /// Entry paths (`<root>/<rel>`) of what was added or changed, and their bytes: what a
-    /// layer holds.
+    /// Entry paths (`<root>/<rel>`) of the files and links added since the restore, and their
+    /// bytes: what a layer holds (a layer never changes what is below it).
     pub layer_paths: Vec<String>,
     pub layer_bytes: u64,
 }
@@ -76,8 +76,6 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
                             != was.sha256.clone().unwrap_or_default());
                 if differs {
                     changes.changed.push(shown);
-                    changes.layer_paths.push(path);
-                    changes.layer_bytes += now.size;
                 }
             }
         }

@@ -189,6 +189,10 @@ macro_rules! on_both_stores {
 
 on_both_stores!(
     a_warm_run_keeps_what_it_added_and_layers_apply_in_order,
+    a_layer_that_would_change_a_file_below_it_is_refused,
+    a_corrupt_newer_base_falls_back_and_growth_goes_above_it,
+    a_restore_that_looked_for_fewer_layers_compacts_instead_of_sticking,
+    compaction_never_takes_files_that_were_there_before_the_restore,
     a_corrupt_layer_stops_the_stack_and_the_next_save_compacts,
     a_missing_middle_layer_stops_the_stack_before_the_gap,
     two_jobs_growing_at_once_save_one_layer,
@@ -208,7 +212,7 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     assert_eq!(outputs(&warm.restore, &["reused", "layers"]), ["true", "0"]);
     assert_eq!(outputs(&saved, &["save-result", "saved"]), ["layer", "true"], "{}", saved.stdout);
     assert!(
-        saved.stdout.contains("saving 1 file added or changed since the restore (7 B) as layer 1"),
+        saved.stdout.contains("saving 1 file added since the restore (7 B) as layer 1"),
         "{}",
         saved.stdout
     );
@@ -225,21 +229,23 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     );
     assert!(third.restore.summary.contains("| stack |"), "{}", third.restore.summary);
     assert_eq!(saved.output("save-result"), "skipped-hit");
-    assert!(saved.stdout.contains("nothing was added or changed"), "{}", saved.stdout);
+    assert!(saved.stdout.contains("no file was added under `path` since the restore"), "{}", saved.stdout);
 
-    // Layer 2 changes B and adds C; a layer never deletes, even when the job removed A.
+    // Layer 2 adds C (in a new directory, on top of layer 1); layers only add: the job's change
+    // to B and its removal of A are not kept.
     let job = scene.restore();
     write(&job.step.ws.join("out/b.bin"), b"graph b, second version");
-    write(&job.step.ws.join("out/c.bin"), b"graph c");
+    write(&job.step.ws.join("out/new/c.bin"), b"graph c");
     std::fs::remove_file(job.step.ws.join("out/a.bin")).unwrap();
     let saved = job.post(&scene);
     assert_eq!(saved.output("save-result"), "layer", "{}", saved.stdout);
     assert!(saved.stdout.contains("1 file removed since the restore; layers never delete"), "{}", saved.stdout);
+    assert!(saved.stdout.contains("1 file changed since the restore, not kept"), "{}", saved.stdout);
 
     let fourth = scene.restore();
-    assert_eq!(outputs(&fourth.restore, &["layers", "restored-files"]), ["2", "4"]);
-    assert_eq!(fourth.names(), ["a.bin", "b.bin", "c.bin"]);
-    assert_eq!(fourth.read("b.bin"), "graph b, second version", "layer 2 applies after layer 1");
+    assert_eq!(outputs(&fourth.restore, &["layers", "restored-files", "restored-bytes"]), ["2", "3", "21"]);
+    assert_eq!(fourth.names(), ["a.bin", "b.bin", "new", "new/c.bin"]);
+    assert_eq!(fourth.read("b.bin"), "graph b");
 
     // Without `grow`, a restore looks for the base alone.
     let plain = scene.step();
@@ -258,12 +264,12 @@ fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     let (job, saved) = scene.job(&[("b.bin", "graph b")]);
     assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
     assert!(job.restore.stdout.contains("layer 1 not applied (corrupt)"), "{}", job.restore.stdout);
-    assert!(job.restore.summary.contains("the next save compacts"), "{}", job.restore.summary);
+    assert!(job.restore.summary.contains("a later save that adds files compacts the stack"), "{}", job.restore.summary);
     assert_eq!(job.names(), ["a.bin", "b.bin"]);
     // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     assert!(
-        saved.stdout.contains("compacting the stack into generation 1 base: a layer of the stack could not be applied")
+        saved.stdout.contains("compacting the stack into generation 1 base: a layer or a newer base of the stack could not be applied")
     );
 
     let next = scene.restore();
@@ -343,7 +349,8 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
     if store == Store::V1 {
         return; // the v1 test service has no REST catalog
     }
-    let flags = ["--prefix", "grow", "--path", PATH, "--compression", "none", "--github-token", REST_TOKEN];
+    let flags =
+        ["--prefix", "grow", "--path", PATH, "--compression", "none", "--grow", "true", "--github-token", REST_TOKEN];
     let listed = scene.step().run(&[&["list"], &flags[..]].concat(), &[], NO_STATE);
     assert_eq!(listed.code, 0, "{}", listed.stdout);
     for slot in ["  base", "  layer 1", "  layer 2", "  generation 1 base", "  generation 1 layer 1"] {
@@ -470,4 +477,81 @@ fn explain_names_layers_whose_base_is_gone_and_a_compacted_base_a_plain_restore_
         r.stdout
     );
     assert!(r.summary.contains("only layer 1 of this key"), "{}", r.summary);
+}
+
+fn a_layer_that_would_change_a_file_below_it_is_refused(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    let key = scene.key();
+    let probe = scene.restore();
+    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+    let members: &[(&str, Option<&str>, &[u8])] = &[("0/a.bin", None, b"poisoned"), ("0/b.bin", None, b"graph b")];
+    scene.plant(&key, (0, 1), &layer_archive(&record, &key, members, slot));
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
+    assert!(job.restore.stdout.contains("it would change `0/a.bin`, which is below it; layers only add files"));
+    assert_eq!((job.read("a.bin"), job.names()), ("graph a".into(), vec!["a.bin".into()]));
+}
+
+fn a_corrupt_newer_base_falls_back_and_growth_goes_above_it(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    let key = scene.key();
+    scene.plant(&key, (3, 0), b"garbage at generation 3");
+
+    let (job, saved) = scene.job(&[("b.bin", "graph b")]);
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
+    assert!(job.restore.stdout.contains("generation 3 base not applied (corrupt)"), "{}", job.restore.stdout);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("compacting the stack into generation 4 base"), "{}", saved.stdout);
+    let next = scene.restore();
+    assert_eq!(outputs(&next.restore, &["reused", "restored-files"]), ["true", "2"]);
+    assert!(next.restore.stdout.contains("stack: generation 4 base"), "{}", next.restore.stdout);
+
+    // Every base unusable: the restore misses, and the save goes above them, not into `exists`.
+    let lone = Scene::new(store);
+    lone.job(&[("a.bin", "graph a")]);
+    let key = lone.key();
+    lone.evict(&key, (0, 0));
+    lone.plant(&key, (0, 0), b"corrupt generation 0");
+    let (miss, saved) = lone.job(&[("a.bin", "graph a")]);
+    assert_eq!(outputs(&miss.restore, &["reused", "miss-reason"]), ["false", "corrupt"]);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("base exists but was not restored; saving generation 1 base"), "{}", saved.stdout);
+    assert_eq!(lone.restore().restore.output("reused"), "true");
+}
+
+fn a_restore_that_looked_for_fewer_layers_compacts_instead_of_sticking(store: Store) {
+    let mut scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    assert_eq!(scene.job(&[("b.bin", "graph b")]).1.output("save-result"), "layer");
+    assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "layer");
+    // A restore that looks for one layer only, and a save that would allow four.
+    scene.max_layers = "1";
+    let job = scene.restore();
+    assert_eq!(job.restore.output("layers"), "1");
+    write(&job.step.ws.join("out/d.bin"), b"graph d");
+    scene.max_layers = "4";
+    let saved = job.post(&scene);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("the restore looked for 1 layer only"), "{}", saved.stdout);
+    assert_eq!(scene.restore().names(), ["a.bin", "b.bin", "d.bin"], "generation 1 holds what was restored");
+}
+
+fn compaction_never_takes_files_that_were_there_before_the_restore(store: Store) {
+    let mut scene = Scene::new(store);
+    scene.max_share = "1%";
+    scene.job(&[("a.bin", "graph a")]);
+    // A runner with a leftover file (another fingerprint's, say) under `path`.
+    let step = scene.step();
+    write(&step.ws.join("out/leftover.bin"), b"from another job");
+    let restore = step.run(&["restore"], &scene.inputs(), NO_STATE);
+    assert_eq!(outputs(&restore, &["reused", "extra-files"]), ["true", "1"]);
+    let job = Job { step, restore };
+    write(&job.step.ws.join("out/b.bin"), b"graph b");
+    let saved = job.post(&scene);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("compacting the stack into generation 1 base"), "{}", saved.stdout);
+    assert_eq!(scene.restore().names(), ["a.bin", "b.bin"]);
 }
