@@ -49,7 +49,18 @@ const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
 ];
 
 /// What the catalog commands read: they work on a prefix, not on paths or a fingerprint.
-const CATALOG_INPUTS: [&str; 5] = ["prefix", "backend", "protocol", "local-dir", "github-token"];
+const CATALOG_INPUTS: [&str; 10] = [
+    "prefix",
+    "backend",
+    "protocol",
+    "local-dir",
+    "github-token",
+    "s3-bucket",
+    "s3-prefix",
+    "s3-region",
+    "s3-endpoint",
+    "s3-force-path-style",
+];
 
 /// What `list` and `prune` read when given: with the `path` lines and `compression` of the
 /// restore, they know each entry's slot in its key's stack; with `grow`, `prune` deletes the

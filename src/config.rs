@@ -11,7 +11,7 @@
 //! official toolkit's `getBooleanInput` reads it.
 
 use crate::archive::{CleanGuard, Compression};
-use crate::backend::{BackendChoice, Protocol};
+use crate::backend::{BackendChoice, Protocol, S3Inputs};
 use crate::choice::{self, Named};
 use crate::env::{self, Env};
 use crate::fingerprint::{Facet, FingerprintSpec};
@@ -312,7 +312,7 @@ pub const INPUTS: &[InputSpec] = &[
         "false",
         "Turn cache-service trouble (errors, timeouts, rate limits) into step failures.",
     ),
-    input("backend", Text, Cache, "auto", "`auto`, `github` or `local`."),
+    input("backend", Text, Cache, "auto", "`auto`, `github`, `local` or `s3`."),
     input(
         "protocol",
         Text,
@@ -326,6 +326,38 @@ pub const INPUTS: &[InputSpec] = &[
         Cache,
         "",
         "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
+    ),
+    input(
+        "s3-bucket",
+        Text,
+        Cache,
+        "",
+        "With `backend: s3`: the bucket. Credentials come only from the standard AWS environment (keys and session \
+         token, a web-identity role such as GitHub OIDC, instance metadata), never from inputs.",
+    ),
+    input("s3-prefix", Text, Cache, "", "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`)."),
+    input(
+        "s3-region",
+        Text,
+        Cache,
+        "",
+        "With `backend: s3`: the bucket's region (default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).",
+    ),
+    input(
+        "s3-endpoint",
+        Text,
+        Cache,
+        "",
+        "With `backend: s3`: an S3-compatible endpoint such as `https://minio.internal:9000` (default: \
+         `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, else AWS).",
+    ),
+    input(
+        "s3-force-path-style",
+        Text,
+        Cache,
+        "",
+        "With `backend: s3`: `true` to address the bucket as `<endpoint>/<bucket>` instead of \
+         `<bucket>.<endpoint>` (default: `AWS_S3_FORCE_PATH_STYLE`; always for an IP address or `localhost`).",
     ),
     input(
         "verify-reuse",
@@ -642,6 +674,8 @@ pub struct Config {
     pub backend: BackendChoice,
     pub protocol: Protocol,
     pub local_dir: Option<PathBuf>,
+    /// The `s3-*` inputs (resolved against the environment when the backend is built).
+    pub s3: S3Inputs,
     pub clean_on_miss: bool,
     /// What `clean-on-miss` may touch.
     pub clean_guard: CleanGuard,
@@ -787,6 +821,39 @@ fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), ConfigE
 }
 
 /// `prune-keep`: a whole number of at least 1.
+/// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
+fn s3_inputs(raw: &RawInputs) -> Result<S3Inputs, ConfigError> {
+    let text = |name: &str| raw.text(name).filter(|v| !v.is_empty());
+    let bucket = text("s3-bucket");
+    if let Some(b) = &bucket {
+        let valid = (3..=63).contains(&b.len())
+            && b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+            && b.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && b.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !valid {
+            return Err(ConfigError::Invalid {
+                name: "s3-bucket",
+                detail: format!("`{b}` is not a bucket name (3 to 63 lowercase letters, digits, `.` and `-`)"),
+            });
+        }
+    }
+    let endpoint = text("s3-endpoint");
+    if let Some(e) = &endpoint {
+        let parsed = url::Url::parse(e).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+        if parsed.is_none() {
+            return Err(ConfigError::Invalid {
+                name: "s3-endpoint",
+                detail: format!("`{e}` is not an `http://` or `https://` URL"),
+            });
+        }
+    }
+    let force_path_style = match text("s3-force-path-style") {
+        None => None,
+        Some(_) => Some(raw.bool("s3-force-path-style")?),
+    };
+    Ok(S3Inputs { bucket, prefix: text("s3-prefix"), region: text("s3-region"), endpoint, force_path_style })
+}
+
 fn grow_max_layers(raw: &RawInputs) -> Result<u32, ConfigError> {
     let n = raw.value_or_default("grow-max-layers").unwrap_or_default().trim();
     n.parse::<u32>().ok().filter(|n| (1..=keys::MAX_LAYERS).contains(n)).ok_or_else(|| ConfigError::Invalid {
@@ -866,6 +933,10 @@ impl Config {
 
         let backend: BackendChoice = raw.choice("backend")?;
         let protocol: Protocol = raw.choice("protocol")?;
+        let s3 = s3_inputs(raw)?;
+        if backend == BackendChoice::S3 && s3.bucket.is_none() {
+            return Err(ConfigError::Invalid { name: "s3-bucket", detail: "is required with `backend: s3`".into() });
+        }
 
         let key = raw.text("key");
         if let Some(k) = &key {
@@ -890,6 +961,7 @@ impl Config {
             backend,
             protocol,
             local_dir: resolve_opt("local-dir")?,
+            s3,
             clean_on_miss,
             clean_guard,
             reuse_env,

@@ -27,6 +27,9 @@ pub enum CatalogError {
     /// No API for this backend (`backend: github` without a cache service): the reason.
     #[error("{reason}")]
     Unavailable { reason: String },
+    /// Object storage trouble (S3), as one line.
+    #[error("{message}")]
+    Storage { message: String },
     #[error("the GitHub REST API is not reachable under nektos/act")]
     UnderAct,
     #[error("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)")]

@@ -138,12 +138,14 @@ impl Http {
         self.rt.as_ref().expect("the runtime lives as long as Http")
     }
 
-    /// Register the `sig` of a signed URL (and the whole query when there is no `sig`).
+    /// Register the signature of a signed URL (Azure's `sig`, S3's `X-Amz-Signature`, and S3's
+    /// session token), or the whole query when there is none.
     pub fn mask_url(&self, url: &str) {
         if let Ok(parsed) = url::Url::parse(url) {
             let mut found = false;
             for (name, value) in parsed.query_pairs() {
-                if name.eq_ignore_ascii_case("sig") || name.eq_ignore_ascii_case("signature") {
+                let secret = ["sig", "signature", "x-amz-signature", "x-amz-security-token"];
+                if secret.iter().any(|s| name.eq_ignore_ascii_case(s)) {
                     self.secrets.add(&value);
                     self.secrets.add(&urlencode(&value));
                     found = true;

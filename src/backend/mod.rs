@@ -1,4 +1,5 @@
-//! Cache backends behind one trait. Command logic sees only [`Backend`]: exact lookup by key and
+//! Cache backends behind one trait (the local directory, the GitHub cache service v1 and v2,
+//! S3-compatible object storage). Command logic sees only [`Backend`]: exact lookup by key and
 //! version, a streaming download, and reserve → stream → commit for saves.
 //!
 //! Every failure carries an [`ErrorKind`] that decides retries and whether it is a warning or a
@@ -8,6 +9,7 @@
 mod download;
 pub mod http;
 mod local;
+mod s3;
 pub mod select;
 mod upload;
 mod v1;
@@ -15,6 +17,7 @@ mod v2;
 pub mod wire;
 
 pub use local::LocalBackend;
+pub use s3::{S3Backend, S3Inputs, S3Settings, SECRET_VARS as S3_SECRET_VARS};
 pub use select::{BackendChoice, Choice, Protocol, choose};
 pub use v1::V1Backend;
 pub use v2::V2Backend;

@@ -1,7 +1,7 @@
 //! Which backend serves this run: a pure function of the inputs and the environment, following
 //! the official client's rule.
 //!
-//! 1. `backend: local` → the local directory.
+//! 1. `backend: local` → the local directory; `backend: s3` → S3 (`s3-*` inputs).
 //! 2. The protocol: `protocol: v1|v2`, else `ACTIONS_CACHE_API_FORCE_VERSION`, else **v1 on
 //!    GHES** (any `GITHUB_SERVER_URL` host but `github.com`, `*.ghe.com`, `*.localhost`), else
 //!    **v2 when `ACTIONS_CACHE_SERVICE_V2` is non-empty** (even `false`, as the toolkit does),
@@ -22,6 +22,7 @@ crate::choice::named_enum! {
         Auto => "auto",
         Github => "github",
         Local => "local",
+        S3 => "s3",
     }
 }
 
@@ -40,6 +41,8 @@ pub enum Choice {
     Local { dir: PathBuf },
     V1 { cache_url: String, token: Option<String> },
     V2 { results_url: String, token: String },
+    /// `backend: s3` (its settings come from the `s3-*` inputs).
+    S3,
     Unavailable { reason: String },
 }
 
@@ -51,8 +54,10 @@ pub fn is_ghes(env: &Env) -> bool {
 }
 
 pub fn choose(backend: BackendChoice, protocol: Protocol, local_dir: PathBuf, env: &Env) -> Choice {
-    if backend == BackendChoice::Local {
-        return Choice::Local { dir: local_dir };
+    match backend {
+        BackendChoice::Local => return Choice::Local { dir: local_dir },
+        BackendChoice::S3 => return Choice::S3,
+        _ => {}
     }
     let protocol = match protocol {
         Protocol::Auto => {

@@ -70,6 +70,11 @@ impl BlockWriter {
         }
     }
 
+    /// Use blocks of `size` bytes (S3 wants at least 5 MiB but for the last).
+    pub fn set_block_size(&mut self, size: usize) {
+        self.block_size = size;
+    }
+
     fn start(&mut self) {
         let concurrency = self.http.tuning.upload_concurrency;
         let (tx, mut rx) = mpsc::channel::<(usize, u64, Bytes)>(1);

@@ -3,7 +3,8 @@
 
 use crate::backend::http::Http;
 use crate::backend::{
-    Backend, BackendError, CacheEntry, Choice, ErrorKind, LocalBackend, Reservation, V1Backend, V2Backend, choose,
+    Backend, BackendError, CacheEntry, Choice, ErrorKind, LocalBackend, Reservation, S3Backend, S3Settings, V1Backend,
+    V2Backend, choose,
 };
 use crate::config::Config;
 use crate::env::Env;
@@ -29,6 +30,7 @@ pub fn select_backend(config: &Config, env: &Env, secrets: SecretSink) -> Box<dy
         Choice::V2 { results_url, token } => {
             http().and_then(|h| Ok(Box::new(V2Backend::new(h, &results_url, token)?) as _))
         }
+        Choice::S3 => s3(config, env, secrets.clone()).map(|b| Box::new(b) as _),
         Choice::Unavailable { reason } => Err(BackendError::new(ErrorKind::Fatal, reason)),
     };
     built.unwrap_or_else(|e| Box::new(Unavailable { reason: e.message }))
@@ -41,11 +43,21 @@ pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, Ca
     match choose(config.backend, config.protocol, dir, env) {
         Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
         Choice::Unavailable { reason } => Err(CatalogError::Unavailable { reason }),
+        // Listing needs no secret of its own: the same credentials as the backend's.
+        Choice::S3 => s3(config, env, SecretSink::detached())
+            .map(|b| Box::new(b) as _)
+            .map_err(|e| CatalogError::Storage { message: e.message }),
         Choice::V1 { .. } | Choice::V2 { .. } => {
             let token = config.github_token.as_deref().or_else(|| env.non_empty("GITHUB_TOKEN"));
             Ok(Box::new(GithubCatalog::from_env(env, token)?))
         }
     }
+}
+
+/// The S3 backend of the `s3-*` inputs and the AWS environment.
+fn s3(config: &Config, env: &Env, secrets: SecretSink) -> Result<S3Backend, BackendError> {
+    let settings = S3Settings::resolve(&config.s3, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
+    S3Backend::new(Arc::new(Http::new(env, secrets)?), settings, env)
 }
 
 /// No cache service can be reached.

@@ -1,0 +1,540 @@
+//! S3-compatible object storage (`backend: s3`): AWS S3, MinIO, Ceph RGW, R2, GCS's
+//! interoperability endpoint.
+//!
+//! `object_store` (apache arrow-rs) holds the credentials — the standard AWS environment only:
+//! keys and session token, a web-identity role (`AWS_ROLE_ARN` + `AWS_WEB_IDENTITY_TOKEN_FILE`,
+//! GitHub OIDC), container credentials, instance metadata — and signs. Every data request is a
+//! pre-signed URL sent with our own HTTP client ([`Http`]), so S3 gets the same retries,
+//! timeouts, parallel ranged downloads and block uploads as the GitHub service, and a signed URL
+//! never reaches a log (its signature and session token are registered as secrets).
+//!
+//! Layout: `<s3-prefix><key>/<version>`, one object per entry, with the ref that saved it and
+//! its creation time as object metadata (`x-amz-meta-ref`, `x-amz-meta-created`) for `prune`.
+//!
+//! An entry appears atomically and only once: the archive is streamed as a multipart upload to
+//! its final name, and `CompleteMultipartUpload` carries `If-None-Match: *` — until it
+//! completes, the object does not exist for any reader; a second saver's completion is refused
+//! (`412`, or `409` while another completion is in flight) and reported as `exists`. Every path
+//! that does not complete aborts the multipart upload, so no parts are left behind (and a
+//! lifecycle rule for incomplete uploads is the backstop for a killed process).
+
+use super::download;
+use super::http::{Http, one_line, status_error, transport_error};
+use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::env::Env;
+use crate::github::{Catalog, CatalogError, Listed};
+use bytes::Bytes;
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as StorePath;
+use object_store::signer::{SignedUrlOptions, Signer};
+use object_store::{ObjectStore, ObjectStoreExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode};
+use std::io::{self, Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a pre-signed URL lives: one request (a part, a range) at a time uses it.
+const SIGNED_FOR: Duration = Duration::from_secs(3600);
+/// S3's smallest part but the last.
+const MIN_PART: usize = 5 << 20;
+
+/// Where entries live, resolved from the inputs and the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Settings {
+    pub bucket: String,
+    /// Key prefix inside the bucket: empty, or ending in `/`.
+    pub prefix: String,
+    pub region: String,
+    /// `None`: AWS.
+    pub endpoint: Option<String>,
+    pub path_style: bool,
+}
+
+/// The `s3-*` inputs as given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct S3Inputs {
+    pub bucket: Option<String>,
+    pub prefix: Option<String>,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub force_path_style: Option<bool>,
+}
+
+impl S3Settings {
+    /// Inputs first, then the variables the AWS tools read: `AWS_REGION`, `AWS_DEFAULT_REGION`
+    /// (else `us-east-1`); `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`; `AWS_S3_FORCE_PATH_STYLE`.
+    /// An endpoint on an IP address or `localhost` is always addressed path-style (a bucket
+    /// cannot be a subdomain of it).
+    pub fn resolve(inputs: &S3Inputs, env: &Env) -> Result<Self, String> {
+        let bucket = inputs.bucket.clone().ok_or("`backend: s3` needs `s3-bucket`")?;
+        let region = inputs
+            .region
+            .clone()
+            .or_else(|| env.non_empty("AWS_REGION").map(str::to_owned))
+            .or_else(|| env.non_empty("AWS_DEFAULT_REGION").map(str::to_owned))
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let endpoint = inputs
+            .endpoint
+            .clone()
+            .or_else(|| env.non_empty("AWS_ENDPOINT_URL_S3").map(str::to_owned))
+            .or_else(|| env.non_empty("AWS_ENDPOINT_URL").map(str::to_owned))
+            .map(|e| e.trim_end_matches('/').to_owned());
+        let host_needs_paths = endpoint.as_deref().and_then(|e| url::Url::parse(e).ok()).is_some_and(|u| {
+            matches!(u.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)))
+                || u.host_str().is_some_and(|h| h == "localhost" || h.ends_with(".localhost"))
+        });
+        let path_style = inputs.force_path_style.unwrap_or_else(|| env.is_true("AWS_S3_FORCE_PATH_STYLE"))
+            || host_needs_paths;
+        let prefix = inputs.prefix.clone().unwrap_or_default();
+        let prefix = prefix.trim_matches('/');
+        let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+        Ok(Self { bucket, prefix, region, endpoint, path_style })
+    }
+}
+
+/// The AWS variables that say who we are (never where: the inputs and [`S3Settings`] do that).
+const CREDENTIAL_VARS: [&str; 10] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_METADATA_ENDPOINT",
+];
+
+/// The variables whose values are secrets.
+pub const SECRET_VARS: [&str; 2] = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"];
+
+pub struct S3Backend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: Arc<Http>,
+    store: AmazonS3,
+    settings: S3Settings,
+    /// The ref saved with each entry.
+    current_ref: Option<String>,
+}
+
+impl S3Backend {
+    pub fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
+        for name in SECRET_VARS {
+            if let Some(value) = env.non_empty(name) {
+                http.secrets.add(value);
+            }
+        }
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name(&settings.bucket)
+            .with_region(&settings.region)
+            .with_virtual_hosted_style_request(!settings.path_style);
+        for name in CREDENTIAL_VARS {
+            if let (Some(value), Ok(key)) = (env.non_empty(name), name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>())
+            {
+                builder = builder.with_config(key, value);
+            }
+        }
+        if let Some(endpoint) = &settings.endpoint {
+            let url = url::Url::parse(endpoint)
+                .map_err(|_| BackendError::new(ErrorKind::Fatal, format!("`s3-endpoint` `{endpoint}` is not a URL")))?;
+            // Virtual-hosted style wants the endpoint with the bucket in it.
+            let endpoint = if settings.path_style {
+                endpoint.clone()
+            } else {
+                let host = url.host_str().unwrap_or_default();
+                let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+                format!("{}://{}.{host}{port}", url.scheme(), settings.bucket)
+            };
+            builder = builder.with_endpoint(endpoint).with_allow_http(url.scheme() == "http");
+        }
+        let store = builder.build().map_err(|e| {
+            BackendError::new(ErrorKind::Fatal, "cannot configure the S3 client").with_source(Plain(e.to_string()))
+        })?;
+        let current_ref = env.non_empty("GITHUB_REF").map(str::to_owned);
+        Ok(Self { inner: Arc::new(Inner { http, store, settings, current_ref }) })
+    }
+
+    fn path(&self, key: &str, version: &str) -> StorePath {
+        StorePath::from(format!("{}{key}/{version}", self.inner.settings.prefix))
+    }
+}
+
+/// An error text as an error source.
+#[derive(Debug)]
+struct Plain(String);
+
+impl std::fmt::Display for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Plain {}
+
+impl Inner {
+    /// A pre-signed URL for one request (its signature and session token masked from now on).
+    async fn sign(
+        &self,
+        method: Method,
+        path: &StorePath,
+        query: &[(&str, &str)],
+        headers: &[(HeaderName, &str)],
+    ) -> Result<String, BackendError> {
+        let mut options = SignedUrlOptions::new().with_query(query.iter().map(|(k, v)| (*k, *v)));
+        for (name, value) in headers {
+            let value = HeaderValue::from_str(value).map_err(|_| BackendError::new(ErrorKind::Fatal, "bad header"))?;
+            options = options.with_signed_header(name.clone(), value);
+        }
+        let url = self
+            .store
+            .signed_url_opts(method, path, SIGNED_FOR, &options)
+            .await
+            .map_err(|e| store_error("sign a request", e))?
+            .to_string();
+        self.http.mask_url(&url);
+        Ok(url)
+    }
+
+    /// One signed request with its body, retried when transient; the answer's status, headers
+    /// and body (an S3 error answer becomes a [`BackendError`] named `what`).
+    async fn call(
+        &self,
+        what: &str,
+        method: Method,
+        path: &StorePath,
+        query: &[(&str, &str)],
+        headers: &[(HeaderName, &str)],
+        body: Bytes,
+    ) -> Result<(StatusCode, HeaderMap, String), BackendError> {
+        self.http
+            .retry(|| async {
+                let url = self.sign(method.clone(), path, query, headers).await?;
+                let mut request = self.http.client.request(method.clone(), &url).timeout(self.http.tuning.upload_timeout(body.len()));
+                for (name, value) in headers {
+                    request = request.header(name.clone(), *value);
+                }
+                let response = request.body(body.clone()).send().await.map_err(|e| transport_error(what, e))?;
+                let status = response.status();
+                let answer_headers = response.headers().clone();
+                let text = response.text().await.map_err(|e| transport_error(what, e))?;
+                // CompleteMultipartUpload may fail with `200` and an error document.
+                if !status.is_success() || text.contains("<Error>") {
+                    return Err(s3_error(what, status, &answer_headers, &text, &self.settings));
+                }
+                Ok((status, answer_headers, text))
+            })
+            .await
+    }
+
+    /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket
+    /// is an error, not an endless series of misses.
+    async fn check_bucket(&self) -> Result<(), BackendError> {
+        let root = StorePath::from("");
+        let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", self.settings.prefix.as_str())];
+        self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await.map(|_| ())
+    }
+}
+
+/// An S3 error answer: its `<Code>`, and what to do about the common ones.
+fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, settings: &S3Settings) -> BackendError {
+    let code = body.split("<Code>").nth(1).and_then(|rest| rest.split("</Code>").next()).map(one_line);
+    let region = headers
+        .get("x-amz-bucket-region")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| body.split("<Region>").nth(1).and_then(|r| r.split("</Region>").next()).map(one_line));
+    let bucket = &settings.bucket;
+    let fatal = |message: String| BackendError::new(ErrorKind::Fatal, format!("{what}: {message}"));
+    match (status.as_u16(), code.as_deref()) {
+        (301 | 307 | 400, _) if region.as_deref().is_some_and(|r| r != settings.region) => fatal(format!(
+            "bucket `{bucket}` is in region `{}`, not `{}`: set `s3-region: {}`",
+            region.as_deref().unwrap_or_default(),
+            settings.region,
+            region.as_deref().unwrap_or_default()
+        )),
+        (301, _) => fatal(format!(
+            "HTTP 301: the bucket `{bucket}` must be addressed another way (set `s3-region`, or `s3-force-path-style`)"
+        )),
+        (403, code) => fatal(format!(
+            "access denied (HTTP 403{}): check the credentials (`AWS_ACCESS_KEY_ID`, the role) and the bucket policy \
+             for `{bucket}`",
+            code.map(|c| format!(" {c}")).unwrap_or_default()
+        )),
+        (404, Some("NoSuchBucket")) => fatal(format!("bucket `{bucket}` does not exist (HTTP 404 NoSuchBucket)")),
+        (412, _) => BackendError::new(ErrorKind::AlreadyExists, format!("{what}: the object exists already (HTTP 412)")),
+        (409, Some("ConditionalRequestConflict")) => BackendError::new(
+            ErrorKind::AlreadyExists,
+            format!("{what}: another writer is completing the same object (HTTP 409)"),
+        ),
+        (503, Some("SlowDown")) => BackendError::new(ErrorKind::Transient, format!("{what}: HTTP 503 SlowDown")),
+        (200, Some(code)) => {
+            let kind = if code == "InternalError" || code == "SlowDown" { ErrorKind::Transient } else { ErrorKind::Fatal };
+            BackendError::new(kind, format!("{what}: {code}"))
+        }
+        _ => status_error(what, status, headers, body),
+    }
+}
+
+/// An `object_store` failure as a [`BackendError`].
+fn store_error(what: &str, e: object_store::Error) -> BackendError {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. } => {
+            ErrorKind::AlreadyExists
+        }
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => ErrorKind::Fatal,
+        _ => ErrorKind::Transient,
+    };
+    let message = match kind {
+        ErrorKind::Fatal => format!("{what}: access denied: check the credentials and the bucket policy"),
+        _ => format!("{what}: {}", one_line(&e.to_string())),
+    };
+    BackendError::new(kind, message)
+}
+
+impl Backend for S3Backend {
+    fn describe(&self) -> String {
+        let s = &self.inner.settings;
+        let at = s.endpoint.as_deref().map(|e| format!(" at {e}")).unwrap_or_default();
+        format!("S3 bucket `{}`{}{at} ({})", s.bucket, if s.prefix.is_empty() { String::new() } else { format!(", prefix `{}`", s.prefix) }, s.region)
+    }
+
+    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+        let inner = &self.inner;
+        let path = self.path(key, version);
+        let head = inner.http.rt().block_on(inner.call("look up the entry", Method::HEAD, &path, &[], &[], Bytes::new()));
+        match head {
+            Ok((_, headers, _)) => {
+                let size = headers
+                    .get(reqwest::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                Ok(Some(CacheEntry { key: key.to_owned(), version: version.to_owned(), size, location: path.to_string() }))
+            }
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                inner.http.rt().block_on(inner.check_bucket())?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
+        let inner = &self.inner;
+        let path = StorePath::from(entry.location.as_str());
+        let url = inner.http.rt().block_on(inner.sign(Method::GET, &path, &[], &[]))?;
+        Ok(download::open(Arc::clone(&inner.http), url))
+    }
+
+    fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
+        let inner = &self.inner;
+        let path = StorePath::from(entry.location.as_str());
+        let url = inner.http.rt().block_on(inner.sign(Method::GET, &path, &[], &[]))?;
+        download::read_prefix(&inner.http, &url, len)
+    }
+
+    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
+        let inner = &self.inner;
+        let path = self.path(key, version);
+        // An existing entry is `exists` before anything is uploaded.
+        if self.lookup(key, version)?.is_some() {
+            return Ok(Reservation::Exists);
+        }
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs().to_string())
+            .unwrap_or_default();
+        let meta_ref = HeaderName::from_static("x-amz-meta-ref");
+        let meta_created = HeaderName::from_static("x-amz-meta-created");
+        let ref_value = inner.current_ref.clone().unwrap_or_default();
+        let headers = [(meta_ref, ref_value.as_str()), (meta_created, created.as_str())];
+        let (_, _, body) =
+            inner.http.rt().block_on(inner.call("start the upload", Method::POST, &path, &[("uploads", "")], &headers, Bytes::new()))?;
+        let upload_id = body
+            .split("<UploadId>")
+            .nth(1)
+            .and_then(|rest| rest.split("</UploadId>").next())
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "start the upload: no UploadId in the answer"))?
+            .to_owned();
+        let sink = Arc::new(PartSink { inner: Arc::clone(inner), path: path.clone(), upload_id, etags: Mutex::new(Vec::new()) });
+        let mut writer = BlockWriter::new(Arc::clone(&inner.http), sink.clone(), false);
+        writer.set_block_size(inner.http.tuning.upload_block.max(MIN_PART));
+        Ok(Reservation::Reserved(Box::new(S3Upload { sink, writer: Some(writer), done: false })))
+    }
+}
+
+/// The parts of one multipart upload.
+struct PartSink {
+    inner: Arc<Inner>,
+    path: StorePath,
+    upload_id: String,
+    /// `(part number, ETag)` of each part uploaded.
+    etags: Mutex<Vec<(usize, String)>>,
+}
+
+impl BlockSink for PartSink {
+    fn put_block(&self, index: usize, _offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let number = (index + 1).to_string();
+            let query = [("partNumber", number.as_str()), ("uploadId", self.upload_id.as_str())];
+            let (_, headers, _) = self.inner.call("upload a part", Method::PUT, &self.path, &query, &[], data).await?;
+            let etag = headers
+                .get(reqwest::header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "upload a part: no ETag in the answer"))?;
+            self.etags.lock().unwrap().push((index + 1, etag.to_owned()));
+            Ok(())
+        })
+    }
+}
+
+impl PartSink {
+    /// Complete the upload only if no object has the name yet.
+    async fn complete(&self) -> Result<Committed, BackendError> {
+        let mut parts = self.etags.lock().unwrap().clone();
+        parts.sort();
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for (number, etag) in &parts {
+            xml.push_str(&format!("<Part><PartNumber>{number}</PartNumber><ETag>{etag}</ETag></Part>"));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let query = [("uploadId", self.upload_id.as_str())];
+        let headers = [(reqwest::header::IF_NONE_MATCH, "*")];
+        match self.inner.call("complete the upload", Method::POST, &self.path, &query, &headers, Bytes::from(xml)).await {
+            Ok(_) => Ok(Committed::Saved { size: 0 }),
+            Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Abort the upload, so that its parts do not linger (best effort: a lifecycle rule for
+    /// incomplete uploads catches what a killed process leaves).
+    async fn abort(&self) {
+        let query = [("uploadId", self.upload_id.as_str())];
+        let _ = self.inner.call("abort the upload", Method::DELETE, &self.path, &query, &[], Bytes::new()).await;
+    }
+}
+
+struct S3Upload {
+    sink: Arc<PartSink>,
+    writer: Option<BlockWriter>,
+    /// Completed or aborted.
+    done: bool,
+}
+
+impl Write for S3Upload {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.as_mut().expect("open until commit").write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Upload for S3Upload {
+    fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
+        let writer = self.writer.take().expect("committed once");
+        let http = Arc::clone(&self.sink.inner.http);
+        let total = match writer.finish() {
+            Ok(Finished::Blocks { total, .. }) => total,
+            Ok(Finished::Small(_)) => unreachable!("S3 uploads always go in parts"),
+            Err(e) => return Err(e),
+        };
+        let completed = http.rt().block_on(self.sink.complete());
+        if !matches!(completed, Ok(Committed::Saved { .. })) {
+            http.rt().block_on(self.sink.abort());
+        }
+        self.done = true;
+        completed.map(|c| match c {
+            Committed::Saved { .. } => Committed::Saved { size: total },
+            other => other,
+        })
+    }
+}
+
+impl Drop for S3Upload {
+    fn drop(&mut self) {
+        if !self.done {
+            drop(self.writer.take());
+            let http = Arc::clone(&self.sink.inner.http);
+            http.rt().block_on(self.sink.abort());
+        }
+    }
+}
+
+impl Catalog for S3Backend {
+    fn describe(&self) -> String {
+        Backend::describe(self)
+    }
+
+    /// Every entry whose key starts with `key_prefix`, newest first, with the ref and creation
+    /// time it was saved with (one `HEAD` each).
+    fn list(&self, key_prefix: &str, _ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
+        let inner = &self.inner;
+        let catalog_error = |e: BackendError| match e.kind {
+            ErrorKind::Fatal if e.message.contains("HTTP 403") || e.message.contains("access denied") => {
+                CatalogError::Forbidden { what: "list".into(), status: 403, message: e.message, needs: "s3:ListBucket" }
+            }
+            _ => CatalogError::Storage { message: e.message },
+        };
+        let prefix = format!("{}{key_prefix}", inner.settings.prefix);
+        let objects = inner.http.rt().block_on(async {
+            use futures_util::TryStreamExt;
+            // `list` takes a directory-like prefix: list its parent and filter.
+            let parent = prefix.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
+            let parent = if parent.is_empty() { None } else { Some(StorePath::from(parent)) };
+            inner.store.list(parent.as_ref()).try_collect::<Vec<_>>().await
+        });
+        let objects = objects.map_err(|e| catalog_error(store_error("list", e)))?;
+        let mut found = Vec::new();
+        for object in objects {
+            let location = object.location.to_string();
+            let Some(rest) = location.strip_prefix(&prefix).map(|r| format!("{key_prefix}{r}")) else { continue };
+            let Some((key, version)) = rest.split_once('/') else { continue };
+            let head = inner.http.rt().block_on(inner.call("read the entry's metadata", Method::HEAD, &object.location, &[], &[], Bytes::new()));
+            let headers = match head {
+                Ok((_, headers, _)) => headers,
+                Err(e) if e.kind == ErrorKind::NotFound => continue,
+                Err(e) => return Err(catalog_error(e)),
+            };
+            let meta = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned);
+            found.push(Listed {
+                id: location.clone(),
+                key: key.to_owned(),
+                version: version.to_owned(),
+                r#ref: meta("x-amz-meta-ref"),
+                created: meta("x-amz-meta-created").and_then(|c| c.parse().ok()).unwrap_or(object.last_modified.timestamp()),
+                size: object.size,
+            });
+        }
+        found.sort_by_key(|l| std::cmp::Reverse(l.created));
+        Ok(found)
+    }
+
+    fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {
+        let inner = &self.inner;
+        if !entry.id.starts_with(&inner.settings.prefix) {
+            return Err(CatalogError::NotLocalEntry { id: entry.id.clone() });
+        }
+        let path = StorePath::from(entry.id.as_str());
+        match inner.http.rt().block_on(inner.call("delete", Method::DELETE, &path, &[], &[], Bytes::new())) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
+            Err(e) if e.message.contains("access denied") => Err(CatalogError::Forbidden {
+                what: format!("delete `{}`", entry.id),
+                status: 403,
+                message: e.message,
+                needs: "s3:DeleteObject",
+            }),
+            Err(e) => Err(CatalogError::Storage { message: e.message }),
+        }
+    }
+}
