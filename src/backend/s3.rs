@@ -8,8 +8,11 @@
 //! timeouts, parallel ranged downloads and block uploads as the GitHub service, and a signed URL
 //! never reaches a log (its signature and session token are registered as secrets).
 //!
-//! Layout: `<s3-prefix><key>/<version>`, one object per entry, with the ref that saved it and
-//! its creation time as object metadata (`x-amz-meta-ref`, `x-amz-meta-created`) for `prune`.
+//! Layout: `<s3-prefix><key>/<first 16 hex digits of the version>`, one object per entry, with
+//! the full version, the ref that saved it and its creation time as object metadata
+//! (`x-amz-meta-version`, `-ref`, `-created`). A lookup checks the full version, so the short
+//! name only keeps object names short (s3s-fs, for one, stores metadata in files named after
+//! them).
 //!
 //! An entry appears atomically and only once: the archive is streamed as a multipart upload to
 //! its final name, and `CompleteMultipartUpload` carries `If-None-Match: *` — until it
@@ -25,10 +28,10 @@ use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation
 use crate::env::Env;
 use crate::github::{Catalog, CatalogError, Listed};
 use bytes::Bytes;
+use object_store::ObjectStore;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;
 use object_store::signer::{SignedUrlOptions, Signer};
-use object_store::{ObjectStore, ObjectStoreExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
 use std::io::{self, Read, Write};
@@ -37,6 +40,8 @@ use std::time::Duration;
 
 /// How long a pre-signed URL lives: one request (a part, a range) at a time uses it.
 const SIGNED_FOR: Duration = Duration::from_secs(3600);
+/// Digits of the version in an object's name (the whole version is in its metadata).
+const VERSION_CHARS: usize = 16;
 /// S3's smallest part but the last.
 const MIN_PART: usize = 5 << 20;
 
@@ -85,8 +90,8 @@ impl S3Settings {
             matches!(u.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)))
                 || u.host_str().is_some_and(|h| h == "localhost" || h.ends_with(".localhost"))
         });
-        let path_style = inputs.force_path_style.unwrap_or_else(|| env.is_true("AWS_S3_FORCE_PATH_STYLE"))
-            || host_needs_paths;
+        let path_style =
+            inputs.force_path_style.unwrap_or_else(|| env.is_true("AWS_S3_FORCE_PATH_STYLE")) || host_needs_paths;
         let prefix = inputs.prefix.clone().unwrap_or_default();
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
@@ -135,7 +140,8 @@ impl S3Backend {
             .with_region(&settings.region)
             .with_virtual_hosted_style_request(!settings.path_style);
         for name in CREDENTIAL_VARS {
-            if let (Some(value), Ok(key)) = (env.non_empty(name), name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>())
+            if let (Some(value), Ok(key)) =
+                (env.non_empty(name), name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>())
             {
                 builder = builder.with_config(key, value);
             }
@@ -161,7 +167,8 @@ impl S3Backend {
     }
 
     fn path(&self, key: &str, version: &str) -> StorePath {
-        StorePath::from(format!("{}{key}/{version}", self.inner.settings.prefix))
+        let short: String = version.chars().take(VERSION_CHARS).collect();
+        StorePath::from(format!("{}{key}/{short}", self.inner.settings.prefix))
     }
 }
 
@@ -215,7 +222,8 @@ impl Inner {
         self.http
             .retry(|| async {
                 let url = self.sign(method.clone(), path, query, headers).await?;
-                let mut request = self.http.client.request(method.clone(), &url).timeout(self.http.tuning.upload_timeout(body.len()));
+                let mut request =
+                    self.http.client.request(method.clone(), &url).timeout(self.http.tuning.upload_timeout(body.len()));
                 for (name, value) in headers {
                     request = request.header(name.clone(), *value);
                 }
@@ -267,18 +275,26 @@ fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, set
             code.map(|c| format!(" {c}")).unwrap_or_default()
         )),
         (404, Some("NoSuchBucket")) => fatal(format!("bucket `{bucket}` does not exist (HTTP 404 NoSuchBucket)")),
-        (412, _) => BackendError::new(ErrorKind::AlreadyExists, format!("{what}: the object exists already (HTTP 412)")),
+        (412, _) => {
+            BackendError::new(ErrorKind::AlreadyExists, format!("{what}: the object exists already (HTTP 412)"))
+        }
         (409, Some("ConditionalRequestConflict")) => BackendError::new(
             ErrorKind::AlreadyExists,
             format!("{what}: another writer is completing the same object (HTTP 409)"),
         ),
         (503, Some("SlowDown")) => BackendError::new(ErrorKind::Transient, format!("{what}: HTTP 503 SlowDown")),
         (200, Some(code)) => {
-            let kind = if code == "InternalError" || code == "SlowDown" { ErrorKind::Transient } else { ErrorKind::Fatal };
+            let kind =
+                if code == "InternalError" || code == "SlowDown" { ErrorKind::Transient } else { ErrorKind::Fatal };
             BackendError::new(kind, format!("{what}: {code}"))
         }
         _ => status_error(what, status, headers, body),
     }
+}
+
+/// A non-empty metadata value of an answer.
+fn meta(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned)
 }
 
 /// An `object_store` failure as a [`BackendError`].
@@ -302,20 +318,32 @@ impl Backend for S3Backend {
     fn describe(&self) -> String {
         let s = &self.inner.settings;
         let at = s.endpoint.as_deref().map(|e| format!(" at {e}")).unwrap_or_default();
-        format!("S3 bucket `{}`{}{at} ({})", s.bucket, if s.prefix.is_empty() { String::new() } else { format!(", prefix `{}`", s.prefix) }, s.region)
+        format!(
+            "S3 bucket `{}`{}{at} ({})",
+            s.bucket,
+            if s.prefix.is_empty() { String::new() } else { format!(", prefix `{}`", s.prefix) },
+            s.region
+        )
     }
 
     fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
         let inner = &self.inner;
         let path = self.path(key, version);
-        let head = inner.http.rt().block_on(inner.call("look up the entry", Method::HEAD, &path, &[], &[], Bytes::new()));
+        let head =
+            inner.http.rt().block_on(inner.call("look up the entry", Method::HEAD, &path, &[], &[], Bytes::new()));
         match head {
+            Ok((_, headers, _)) if meta(&headers, "x-amz-meta-version").as_deref() != Some(version) => Ok(None),
             Ok((_, headers, _)) => {
                 let size = headers
                     .get(reqwest::header::CONTENT_LENGTH)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse::<u64>().ok());
-                Ok(Some(CacheEntry { key: key.to_owned(), version: version.to_owned(), size, location: path.to_string() }))
+                Ok(Some(CacheEntry {
+                    key: key.to_owned(),
+                    version: version.to_owned(),
+                    size,
+                    location: path.to_string(),
+                }))
             }
             Err(e) if e.kind == ErrorKind::NotFound => {
                 inner.http.rt().block_on(inner.check_bucket())?;
@@ -353,9 +381,16 @@ impl Backend for S3Backend {
         let meta_ref = HeaderName::from_static("x-amz-meta-ref");
         let meta_created = HeaderName::from_static("x-amz-meta-created");
         let ref_value = inner.current_ref.clone().unwrap_or_default();
-        let headers = [(meta_ref, ref_value.as_str()), (meta_created, created.as_str())];
-        let (_, _, body) =
-            inner.http.rt().block_on(inner.call("start the upload", Method::POST, &path, &[("uploads", "")], &headers, Bytes::new()))?;
+        let meta_version = HeaderName::from_static("x-amz-meta-version");
+        let headers = [(meta_ref, ref_value.as_str()), (meta_created, created.as_str()), (meta_version, version)];
+        let (_, _, body) = inner.http.rt().block_on(inner.call(
+            "start the upload",
+            Method::POST,
+            &path,
+            &[("uploads", "")],
+            &headers,
+            Bytes::new(),
+        ))?;
         let upload_id = body
             .split("<UploadId>")
             .nth(1)
@@ -363,7 +398,12 @@ impl Backend for S3Backend {
             .filter(|id| !id.is_empty())
             .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "start the upload: no UploadId in the answer"))?
             .to_owned();
-        let sink = Arc::new(PartSink { inner: Arc::clone(inner), path: path.clone(), upload_id, etags: Mutex::new(Vec::new()) });
+        let sink = Arc::new(PartSink {
+            inner: Arc::clone(inner),
+            path: path.clone(),
+            upload_id,
+            etags: Mutex::new(Vec::new()),
+        });
         let mut writer = BlockWriter::new(Arc::clone(&inner.http), sink.clone(), false);
         writer.set_block_size(inner.http.tuning.upload_block.max(MIN_PART));
         Ok(Reservation::Reserved(Box::new(S3Upload { sink, writer: Some(writer), done: false })))
@@ -407,7 +447,8 @@ impl PartSink {
         xml.push_str("</CompleteMultipartUpload>");
         let query = [("uploadId", self.upload_id.as_str())];
         let headers = [(reqwest::header::IF_NONE_MATCH, "*")];
-        match self.inner.call("complete the upload", Method::POST, &self.path, &query, &headers, Bytes::from(xml)).await {
+        match self.inner.call("complete the upload", Method::POST, &self.path, &query, &headers, Bytes::from(xml)).await
+        {
             Ok(_) => Ok(Committed::Saved { size: 0 }),
             Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(e),
@@ -499,19 +540,27 @@ impl Catalog for S3Backend {
             let location = object.location.to_string();
             let Some(rest) = location.strip_prefix(&prefix).map(|r| format!("{key_prefix}{r}")) else { continue };
             let Some((key, version)) = rest.split_once('/') else { continue };
-            let head = inner.http.rt().block_on(inner.call("read the entry's metadata", Method::HEAD, &object.location, &[], &[], Bytes::new()));
+            let head = inner.http.rt().block_on(inner.call(
+                "read the entry's metadata",
+                Method::HEAD,
+                &object.location,
+                &[],
+                &[],
+                Bytes::new(),
+            ));
             let headers = match head {
                 Ok((_, headers, _)) => headers,
                 Err(e) if e.kind == ErrorKind::NotFound => continue,
                 Err(e) => return Err(catalog_error(e)),
             };
-            let meta = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned);
             found.push(Listed {
                 id: location.clone(),
                 key: key.to_owned(),
-                version: version.to_owned(),
-                r#ref: meta("x-amz-meta-ref"),
-                created: meta("x-amz-meta-created").and_then(|c| c.parse().ok()).unwrap_or(object.last_modified.timestamp()),
+                version: meta(&headers, "x-amz-meta-version").unwrap_or_else(|| version.to_owned()),
+                r#ref: meta(&headers, "x-amz-meta-ref"),
+                created: meta(&headers, "x-amz-meta-created")
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(object.last_modified.timestamp()),
                 size: object.size,
             });
         }

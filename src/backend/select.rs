@@ -38,12 +38,22 @@ crate::choice::named_enum! {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Choice {
-    Local { dir: PathBuf },
-    V1 { cache_url: String, token: Option<String> },
-    V2 { results_url: String, token: String },
+    Local {
+        dir: PathBuf,
+    },
+    V1 {
+        cache_url: String,
+        token: Option<String>,
+    },
+    V2 {
+        results_url: String,
+        token: String,
+    },
     /// `backend: s3` (its settings come from the `s3-*` inputs).
     S3,
-    Unavailable { reason: String },
+    Unavailable {
+        reason: String,
+    },
 }
 
 /// Whether `GITHUB_SERVER_URL` names a GitHub Enterprise Server (which only speaks v1).

@@ -56,7 +56,8 @@ pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, Ca
 
 /// The S3 backend of the `s3-*` inputs and the AWS environment.
 fn s3(config: &Config, env: &Env, secrets: SecretSink) -> Result<S3Backend, BackendError> {
-    let settings = S3Settings::resolve(&config.s3, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
+    let settings =
+        S3Settings::resolve(&config.s3, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
     S3Backend::new(Arc::new(Http::new(env, secrets)?), settings, env)
 }
 

@@ -211,11 +211,7 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     let (warm, saved) = scene.job(&[("b.bin", "graph b")]);
     assert_eq!(outputs(&warm.restore, &["reused", "layers"]), ["true", "0"]);
     assert_eq!(outputs(&saved, &["save-result", "saved"]), ["layer", "true"], "{}", saved.stdout);
-    assert!(
-        saved.stdout.contains("saving 1 file added since the restore (7 B) as layer 1"),
-        "{}",
-        saved.stdout
-    );
+    assert!(saved.stdout.contains("saving 1 file added since the restore (7 B) as layer 1"), "{}", saved.stdout);
     assert!(saved.summary.contains("saved as layer 1"), "{}", saved.summary);
 
     // The third run gets A and B, and a run that adds nothing saves nothing.
@@ -268,9 +264,9 @@ fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     assert_eq!(job.names(), ["a.bin", "b.bin"]);
     // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(
-        saved.stdout.contains("compacting the stack into generation 1 base: a layer or a newer base of the stack could not be applied")
-    );
+    assert!(saved.stdout.contains(
+        "compacting the stack into generation 1 base: a layer or a newer base of the stack could not be applied"
+    ));
 
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "layers", "restored-files"]), ["true", "0", "2"]);

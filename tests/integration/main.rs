@@ -27,6 +27,7 @@ mod large;
 mod local_backend;
 mod official_client;
 mod placement_property;
+mod s3;
 mod safety;
 mod service_v1;
 mod service_v2;

@@ -3,6 +3,7 @@
 
 pub mod act;
 mod archive;
+pub mod s3;
 pub mod services;
 mod step;
 mod tree;

@@ -1,0 +1,320 @@
+//! `backend: s3` against a real S3 server (`s3s-fs`, which checks every SigV4 signature): round
+//! trips, exact-key misses, tampered and hostile objects, racing saves, wrong credentials, a
+//! missing bucket, a server that dies mid-transfer, `prune`/`explain`, `grow`, and secrets.
+
+use std::collections::BTreeMap;
+
+use crate::support::s3::{ACCESS_KEY, BUCKET, S3Server, SECRET_KEY};
+use crate::support::{NO_STATE, Step, StepResult, TarBuilder, link_entry, noise, snapshot, write};
+use exact_cache::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
+use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
+
+/// A step against `server`, with `extra` inputs after the S3 ones.
+fn step(server: &S3Server) -> Step {
+    let mut step = Step::against(server.env());
+    step.set_env("GITHUB_REF", "refs/heads/main");
+    step
+}
+
+/// The inputs of a step against `server`: its S3 inputs, `path: out`, then `extra`.
+fn inputs(server: &S3Server, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut inputs: Vec<(String, String)> = server.inputs().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    inputs.extend([("path".to_owned(), "out".to_owned()), ("native".to_owned(), "none".to_owned())]);
+    for (k, v) in extra {
+        inputs.retain(|(name, _)| name != k);
+        inputs.push(((*k).to_owned(), (*v).to_owned()));
+    }
+    inputs
+}
+
+fn run_with(step: &Step, args: &[&str], inputs: &[(String, String)]) -> StepResult {
+    let inputs: Vec<(&str, &str)> = inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    step.run(args, &inputs, NO_STATE)
+}
+
+fn run(step: &Step, server: &S3Server, args: &[&str], extra: &[(&str, &str)]) -> StepResult {
+    run_with(step, args, &inputs(server, extra))
+}
+
+fn generate(step: &Step) {
+    write(&step.ws.join("out/model.pth"), &noise(3 << 20, 7));
+    write(&step.ws.join("out/sub/expected.txt"), b"expected output\n");
+}
+
+/// The one stored entry object (not s3s-fs's own metadata files).
+fn only_object(server: &S3Server) -> std::path::PathBuf {
+    let objects: Vec<_> = server.objects().into_iter().filter(|o| o.starts_with("ci")).collect();
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    objects.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_round_trip_reuses_exactly_and_another_fingerprint_misses() {
+    let server = S3Server::start();
+    let saver = step(&server);
+    generate(&saver);
+    let saved = run(&saver, &server, &["save"], &[]);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains(&format!("S3 bucket `{BUCKET}`, prefix `ci/`")), "{}", saved.stdout);
+    let object = only_object(&server);
+    assert!(object.starts_with(format!("ci/{}", saved.output("key"))), "{object:?}");
+
+    let fresh = step(&server);
+    let restored = run(&fresh, &server, &["restore"], &[]);
+    assert_eq!(restored.output("reused"), "true", "{}", restored.stdout);
+    assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&saver.ws.join("out")));
+
+    // Another fingerprint: an exact miss, never a fallback, and explained from the bucket.
+    let other = step(&server);
+    let missed = run(&other, &server, &["restore"], &[("variant", "gpu")]);
+    assert_eq!(missed.output("miss-reason"), "not-found", "{}", missed.stdout);
+    assert!(!other.ws.join("out").exists());
+    assert!(missed.stdout.contains("variant"), "explain-misses read the other entry's fingerprint: {}", missed.stdout);
+
+    // A second save of the same key is `exists`, and nothing else was stored.
+    assert_eq!(run(&saver, &server, &["save"], &[]).output("save-result"), "exists");
+    only_object(&server);
+}
+
+#[test]
+fn a_tampered_object_is_refused_and_the_targets_stay_untouched() {
+    let server = S3Server::start();
+    let saver = step(&server);
+    generate(&saver);
+    assert_eq!(run(&saver, &server, &["save"], &[]).output("save-result"), "saved");
+    let file = server.object_file(&only_object(&server));
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+
+    let victim = step(&server);
+    write(&victim.ws.join("out/keep.txt"), b"mine");
+    let before = snapshot(&victim.ws.join("out"));
+    let r = run(&victim, &server, &["restore"], &[]);
+    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"), "{}", r.stdout);
+    assert!(matches!(r.output("miss-reason"), "corrupt" | "manifest-mismatch"), "{}", r.stdout);
+    assert_eq!(snapshot(&victim.ws.join("out")), before, "nothing was placed");
+}
+
+#[test]
+fn a_hostile_archive_at_the_exact_key_never_writes_outside_its_root() {
+    let server = S3Server::start();
+    let saver = step(&server);
+    generate(&saver);
+    let none = [("compression", "none")];
+    let saved = run(&saver, &server, &["save"], &none);
+    let key = saved.output("key").to_owned();
+    // Replace the object's bytes with a hand-made archive for the same key: a link out of the
+    // root and a file through it.
+    let fp = run(&saver, &server, &["fingerprint"], &none);
+    let record = std::fs::read(fp.output("fingerprint-file")).unwrap();
+    let mut tar = TarBuilder::default();
+    tar.file(FINGERPRINT_NAME, &record);
+    tar.entry("0/escape", tar::EntryType::Symlink, 0o777, b"", Some("../.."));
+    tar.file("0/escape/owned", b"x");
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key,
+        roots: vec![RootRecord { line: "out".into(), kind: RootKind::Dir }],
+        entries: vec![link_entry("0/escape", "../.."), crate::support::file_entry("0/escape/owned", b"x")],
+        stack: None,
+    };
+    tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
+    std::fs::write(server.object_file(&only_object(&server)), tar.finish()).unwrap();
+
+    let victim = step(&server);
+    let outside = snapshot(victim.dir.path());
+    let r = run(&victim, &server, &["restore"], &none);
+    assert_eq!(r.output("reused"), "false", "{}", r.stdout);
+    assert!(!victim.dir.path().join("work/repo/owned").exists());
+    let after = snapshot(victim.dir.path());
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|k| outside.get(*k) != after.get(*k))
+        .filter(|k| !k.starts_with("runner-temp") && !k.starts_with("run-"))
+        .collect();
+    assert!(changed.is_empty(), "{changed:?}");
+}
+
+#[test]
+fn eight_concurrent_saves_of_one_key_leave_one_whole_entry() {
+    let server = S3Server::start();
+    let steps: Vec<Step> = (0..8).map(|_| step(&server)).collect();
+    for s in &steps {
+        generate(s);
+    }
+    let save = inputs(&server, &[]);
+    let (results, steps): (Vec<String>, Vec<Step>) = std::thread::scope(|scope| {
+        let save = &save;
+        let saves: Vec<_> = steps
+            .into_iter()
+            .map(|s| scope.spawn(move || (run_with(&s, &["save"], save).output("save-result").to_owned(), s)))
+            .collect();
+        saves.into_iter().map(|h| h.join().unwrap()).unzip()
+    });
+    assert!(results.iter().all(|r| r == "saved" || r == "exists"), "{results:?}");
+    assert!(results.iter().any(|r| r == "saved"), "{results:?}");
+    // s3s-fs checks `If-None-Match` before it writes, without a lock: racing completions can
+    // each pass the check (S3 itself refuses all but one). Whatever the count, one whole
+    // object is stored and restores.
+    eprintln!(
+        "8 racing saves on s3s-fs: {} saved, {} exists",
+        results.iter().filter(|r| *r == "saved").count(),
+        results.iter().filter(|r| *r == "exists").count()
+    );
+    only_object(&server);
+    let fresh = step(&server);
+    assert_eq!(run(&fresh, &server, &["restore"], &[]).output("reused"), "true");
+    assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&steps[0].ws.join("out")));
+    // No multipart upload was left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(server.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".upload_id-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_strict() {
+    let server = S3Server::start();
+    let mut wrong = step(&server);
+    wrong.set_env("AWS_SECRET_ACCESS_KEY", "not-the-secret-key-0123456789");
+    generate(&wrong);
+    let r = run(&wrong, &server, &["restore"], &[]);
+    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
+    assert!(r.stdout.contains("::warning::") && r.stdout.contains("access denied (HTTP 403"), "{}", r.stdout);
+    let s = run(&wrong, &server, &["save"], &[]);
+    assert_eq!((s.code, s.output("save-result")), (0, "error"), "{}", s.stdout);
+    assert!(s.stdout.contains("access denied"), "{}", s.stdout);
+    assert_ne!(run(&wrong, &server, &["restore"], &[("strict", "true")]).code, 0, "strict fails the step");
+
+    let r = run(&step(&server), &server, &["restore"], &[("s3-bucket", "no-such-bucket")]);
+    assert_eq!(r.output("miss-reason"), "service-error", "{}", r.stdout);
+    assert!(r.stdout.contains("bucket `no-such-bucket` does not exist"), "{}", r.stdout);
+}
+
+#[test]
+fn the_secret_key_and_signatures_never_reach_the_log() {
+    let server = S3Server::start();
+    let mut s = step(&server);
+    s.set_env("AWS_SESSION_TOKEN", "session-token-value-0123456789abcdef");
+    generate(&s);
+    let mut everything = String::new();
+    for args in [&["save"][..], &["restore"], &["list"]] {
+        let r = run(&s, &server, args, &[]);
+        everything.push_str(&r.readable());
+    }
+    // Wrong credentials make the service answer with errors: those are logged too.
+    let mut wrong = step(&server);
+    wrong.set_env("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-0123456789abcdef");
+    everything.push_str(&run(&wrong, &server, &["restore"], &[]).readable());
+    for secret in [SECRET_KEY, "session-token-value-0123456789abcdef", "wrong-secret-value-0123456789abcdef"] {
+        assert!(!everything.contains(secret), "`{secret}` leaked");
+    }
+    assert!(!everything.contains("X-Amz-Signature="), "a signed URL leaked: {everything}");
+    assert!(everything.contains(ACCESS_KEY) || !everything.contains("AKIA"), "the access key id is not a secret");
+    // A file holding the secret key is never uploaded.
+    write(&s.ws.join("out/creds.txt"), format!("key={SECRET_KEY}\n").as_bytes());
+    let leak = run(&s, &server, &["save"], &[("variant", "leak")]);
+    assert_eq!(leak.output("save-result"), "secret-found", "{}", leak.stdout);
+}
+
+#[test]
+fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing() {
+    let _disk = crate::support::one_disk_heavy_test_at_a_time();
+    let mut server = S3Server::start();
+    let mut saver = step(&server);
+    saver.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "5");
+    saver.set_env("EXACT_CACHE_ATTEMPTS", "1");
+    write(&saver.ws.join("out/weights.bin"), &noise(120 << 20, 3));
+    let none = inputs(&server, &[("compression", "none")]);
+    let (killed, saver) = std::thread::scope(|scope| {
+        let none = &none;
+        let handle = scope.spawn(move || (run_with(&saver, &["save"], none), saver));
+        while !std::fs::read_dir(server.dir.path())
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".upload_id-"))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        server.kill();
+        handle.join().unwrap()
+    });
+    assert_eq!((killed.code, killed.output("save-result")), (0, "error"), "{}", killed.stdout);
+    server.restart();
+    assert!(server.objects().iter().all(|o| !o.starts_with("ci")), "nothing committed: {:?}", server.objects());
+
+    // Now saved whole; a restore that loses the server midway places nothing.
+    assert_eq!(run(&saver, &server, &["save"], &[("compression", "none")]).output("save-result"), "saved");
+    let mut victim = step(&server);
+    victim.set_env("EXACT_CACHE_ATTEMPTS", "1");
+    victim.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1");
+    victim.set_env("EXACT_CACHE_DOWNLOAD_CONCURRENCY", "1");
+    write(&victim.ws.join("out/keep.txt"), b"mine");
+    let before: BTreeMap<String, String> = snapshot(&victim.ws.join("out"));
+    let (r, victim) = std::thread::scope(|scope| {
+        let none = &none;
+        let handle = scope.spawn(move || (run_with(&victim, &["restore"], none), victim));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        server.kill();
+        handle.join().unwrap()
+    });
+    assert_eq!(r.output("reused"), "false", "{}", r.stdout);
+    assert_eq!(snapshot(&victim.ws.join("out")), before, "targets untouched");
+}
+
+#[test]
+fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
+    let server = S3Server::start();
+    let s = step(&server);
+    write(&s.ws.join("gen.py"), b"v1");
+    generate(&s);
+    let inputs = [("prefix", "s3p"), ("hash-files", "gen.py")];
+    assert_eq!(run(&s, &server, &["save"], &inputs).output("save-result"), "saved");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    write(&s.ws.join("gen.py"), b"v2");
+    let r = run(&s, &server, &["restore"], &inputs);
+    assert!(r.stdout.contains("files: gen.py changed"), "{}", r.stdout);
+    assert_eq!(run(&s, &server, &["save"], &inputs).output("save-result"), "saved");
+    // An entry of another ref is never pruned from this one.
+    let mut other_ref = step(&server);
+    other_ref.set_env("GITHUB_REF", "refs/pull/7/merge");
+    generate(&other_ref);
+    write(&other_ref.ws.join("gen.py"), b"pr");
+    assert_eq!(run(&other_ref, &server, &["save"], &inputs).output("save-result"), "saved");
+
+    let pruned = run(&s, &server, &["prune"], &[("prefix", "s3p"), ("prune-keep", "1")]);
+    assert_eq!(pruned.code, 0, "{}", pruned.stdout);
+    assert!(pruned.stdout.contains("deleted 1"), "{}", pruned.stdout);
+    let left: Vec<_> = server.objects().into_iter().filter(|o| o.starts_with("ci")).collect();
+    assert_eq!(left.len(), 2, "the newest on main and the one of the pull request: {left:?}");
+    assert_eq!(run(&s, &server, &["restore"], &inputs).output("reused"), "true");
+}
+
+#[test]
+fn grow_keeps_layers_in_the_bucket() {
+    let server = S3Server::start();
+    let grow = [("grow", "true"), ("grow-max-share", "1000%")];
+    // A job: restore, write `files`, and the post step with the restore's state.
+    let job = |files: &[(&str, &[u8])]| {
+        let s = step(&server);
+        let restored = run(&s, &server, &["restore"], &grow);
+        for (name, data) in files {
+            write(&s.ws.join("out").join(name), data);
+        }
+        let base = server.inputs();
+        let mut inputs: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        inputs.extend([("path", "out"), ("native", "none")]);
+        inputs.extend(grow);
+        let saved = s.run(&["save", "--post"], &inputs, &restored.state);
+        (restored, saved)
+    };
+    assert_eq!(job(&[("a.bin", b"graph a")]).1.output("save-result"), "saved");
+    let (warm, layer) = job(&[("b.bin", b"graph b")]);
+    assert_eq!(warm.output("layers"), "0");
+    assert_eq!(layer.output("save-result"), "layer", "{}", layer.stdout);
+    let (third, _) = job(&[]);
+    assert_eq!((third.output("layers"), third.output("restored-files")), ("1", "2"), "{}", third.stdout);
+}
