@@ -32,7 +32,7 @@ fn repo() -> tempfile::TempDir {
         files.push(("dist/exact-cache-x86_64-unknown-linux-gnu".into(), bytes));
         files.push(("dist/SHA256SUMS".into(), format!("{sum}  exact-cache-x86_64-unknown-linux-gnu\n").into_bytes()));
     }
-    for example in ["fixtures", "split", "composite", "torch-inductor"] {
+    for example in ["fixtures", "split", "composite", "torch-inductor", "s3"] {
         for entry in walkdir::WalkDir::new(root.join("examples").join(example)) {
             let entry = entry.unwrap();
             if entry.file_type().is_file() {
@@ -210,6 +210,31 @@ fn a_composite_action_wrapping_restore_and_save() {
     assert!(warm.success, "{}", warm.log);
     assert!(!generated(&warm));
     assert!(warm.log.contains("reused=true key=composite-fixtures-v1-"), "{}", warm.log);
+}
+
+/// `backend: s3` under act: the example workflow against s3s-fs, cold then warm, with the
+/// credentials and endpoint in the environment as the AWS tools read them.
+#[test]
+fn s3_backend_cold_then_warm() {
+    let repo = repo();
+    let storage = tempfile::tempdir().unwrap();
+    let server = crate::support::s3::S3Server::start();
+    let mut env: Vec<(String, String)> = server.env();
+    env.push(("AWS_ENDPOINT_URL_S3".into(), server.endpoint()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let cold = run(repo.path(), "s3", storage.path(), &env);
+    assert!(cold.success, "{}", cold.log);
+    assert_eq!(cold.output("cache", "miss-reason"), "not-found");
+    assert!(generated(&cold));
+    assert_eq!(cold.output("cache", "save-result"), "saved", "{}", cold.log);
+    assert!(cold.log.contains("S3 bucket `ci-cache`"), "{}", cold.log);
+    let objects = server.objects();
+    assert!(objects.iter().any(|o| o.to_string_lossy().starts_with("exact-cache/s3-fixtures-v1-")), "{objects:?}");
+    let warm = run(repo.path(), "s3", storage.path(), &env);
+    assert!(warm.success, "{}", warm.log);
+    assert_eq!(warm.output("cache", "reused"), "true", "{}", warm.log);
+    assert!(!generated(&warm));
+    assert!(!warm.log.contains(crate::support::s3::SECRET_KEY));
 }
 
 /// The `INDUCTOR {...}` report line of compile_model.py.
