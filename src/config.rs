@@ -1089,7 +1089,7 @@ mod tests {
             ("grow-max-layers", "17", "`17` is not a whole number from 1 to 16"),
             ("grow-max-share", "-5%", "`-5%` is not a percentage above 0 (such as `50%`)"),
             ("grow-max-share", "half", "`half` is not a percentage above 0 (such as `50%`)"),
-            ("backend", "S3", "`S3` is not one of `auto`, `github`, `local`"),
+            ("backend", "gcs", "`gcs` is not one of `auto`, `github`, `local`, `s3`"),
             ("explain-misses", "yes", "`yes` is not one of `auto`, `true`, `false`"),
             ("protocol", "v3", "`v3` is not one of `auto`, `v1`, `v2`"),
             ("secret-env", "OK 9BAD", "`9BAD` is not a variable name"),
@@ -1097,6 +1097,28 @@ mod tests {
         for (input, value, why) in refused {
             assert_eq!(msg(&[("path", "out"), (input, value)]), format!("input `{input}`: {why}"));
         }
+    }
+
+    #[test]
+    fn s3_inputs_are_checked() {
+        let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
+        assert_eq!(msg(&[("path", "out"), ("backend", "s3")]), "input `s3-bucket`: is required with `backend: s3`");
+        assert!(msg(&[("path", "out"), ("s3-bucket", "Bad_Bucket")]).contains("is not a bucket name"));
+        assert!(msg(&[("path", "out"), ("s3-bucket", "ab")]).contains("is not a bucket name"));
+        assert!(msg(&[("path", "out"), ("s3-endpoint", "minio:9000")]).contains("is not an `http://` or `https://` URL"));
+        assert!(msg(&[("path", "out"), ("s3-force-path-style", "yes")]).contains("is not `true` or `false`"));
+        let c = config(&[
+            ("path", "out"),
+            ("backend", "s3"),
+            ("s3-bucket", "ci-cache.v2"),
+            ("s3-endpoint", "https://minio.internal:9000"),
+            ("s3-force-path-style", "true"),
+        ])
+        .unwrap();
+        assert_eq!(c.backend, BackendChoice::S3);
+        assert_eq!(c.s3.bucket.as_deref(), Some("ci-cache.v2"));
+        assert_eq!(c.s3.force_path_style, Some(true));
+        assert_eq!(config(&[("path", "out")]).unwrap().s3, S3Inputs::default());
     }
 
     #[test]

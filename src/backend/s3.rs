@@ -587,3 +587,89 @@ impl Catalog for S3Backend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(inputs: S3Inputs, env: &[(&str, &str)]) -> S3Settings {
+        S3Settings::resolve(&inputs, &Env::from_pairs(env.iter().copied())).unwrap()
+    }
+
+    fn bucket(name: &str) -> S3Inputs {
+        S3Inputs { bucket: Some(name.into()), ..S3Inputs::default() }
+    }
+
+    #[test]
+    fn inputs_come_before_the_aws_variables() {
+        let env = [
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_DEFAULT_REGION", "us-west-2"),
+            ("AWS_ENDPOINT_URL", "https://generic.example"),
+            ("AWS_ENDPOINT_URL_S3", "https://s3.example/"),
+        ];
+        let s = settings(bucket("b1"), &env);
+        assert_eq!((s.region.as_str(), s.endpoint.as_deref()), ("eu-west-1", Some("https://s3.example")));
+        assert!(!s.path_style, "a named host is addressed virtual-hosted style unless asked");
+        let given = S3Inputs {
+            region: Some("ap-south-1".into()),
+            endpoint: Some("https://minio.internal:9000".into()),
+            prefix: Some("/ci/cache/".into()),
+            force_path_style: Some(true),
+            ..bucket("b1")
+        };
+        let s = settings(given, &env);
+        assert_eq!(s.region, "ap-south-1");
+        assert_eq!(s.endpoint.as_deref(), Some("https://minio.internal:9000"));
+        assert_eq!(s.prefix, "ci/cache/");
+        assert!(s.path_style);
+        assert_eq!(settings(bucket("b1"), &[("AWS_DEFAULT_REGION", "us-west-2")]).region, "us-west-2");
+        assert_eq!(settings(bucket("b1"), &[]).region, "us-east-1");
+        assert!(settings(bucket("b1"), &[("AWS_S3_FORCE_PATH_STYLE", "true")]).path_style);
+        assert!(S3Settings::resolve(&S3Inputs::default(), &Env::default()).is_err());
+    }
+
+    #[test]
+    fn an_endpoint_on_an_address_or_localhost_is_always_path_style() {
+        for endpoint in
+            ["http://127.0.0.1:9000", "http://[::1]:9000", "http://localhost:9000", "http://minio.localhost"]
+        {
+            let s = settings(S3Inputs { endpoint: Some(endpoint.into()), ..bucket("b1") }, &[]);
+            assert!(s.path_style, "{endpoint}");
+        }
+    }
+
+    #[test]
+    fn s3_answers_become_clear_errors() {
+        let s = settings(bucket("ci-cache"), &[]);
+        let mut headers = HeaderMap::new();
+        let e = s3_error("look up", StatusCode::FORBIDDEN, &headers, "", &s);
+        assert_eq!(e.kind, ErrorKind::Fatal, "403 is never a miss");
+        assert!(e.message.contains("access denied (HTTP 403)"), "{}", e.message);
+        let e = s3_error("x", StatusCode::FORBIDDEN, &headers, "<Error><Code>SignatureDoesNotMatch</Code></Error>", &s);
+        assert!(e.message.contains("HTTP 403 SignatureDoesNotMatch"), "{}", e.message);
+        let e = s3_error("x", StatusCode::NOT_FOUND, &headers, "<Error><Code>NoSuchBucket</Code></Error>", &s);
+        assert_eq!(e.message, "x: bucket `ci-cache` does not exist (HTTP 404 NoSuchBucket)");
+        assert_eq!(s3_error("x", StatusCode::NOT_FOUND, &headers, "", &s).kind, ErrorKind::NotFound);
+        headers.insert("x-amz-bucket-region", HeaderValue::from_static("eu-central-1"));
+        let e = s3_error("x", StatusCode::MOVED_PERMANENTLY, &headers, "", &s);
+        assert!(e.message.contains("is in region `eu-central-1`, not `us-east-1`: set `s3-region: eu-central-1`"));
+        let malformed = "<Error><Code>AuthorizationHeaderMalformed</Code><Region>eu-west-2</Region></Error>";
+        let e = s3_error("x", StatusCode::BAD_REQUEST, &HeaderMap::new(), malformed, &s);
+        assert!(e.message.contains("set `s3-region: eu-west-2`"), "{}", e.message);
+        assert_eq!(
+            s3_error("x", StatusCode::PRECONDITION_FAILED, &HeaderMap::new(), "", &s).kind,
+            ErrorKind::AlreadyExists
+        );
+        let conflict = "<Error><Code>ConditionalRequestConflict</Code></Error>";
+        assert_eq!(s3_error("x", StatusCode::CONFLICT, &HeaderMap::new(), conflict, &s).kind, ErrorKind::AlreadyExists);
+        let slow = "<Error><Code>SlowDown</Code></Error>";
+        assert_eq!(
+            s3_error("x", StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new(), slow, &s).kind,
+            ErrorKind::Transient
+        );
+        // CompleteMultipartUpload can fail inside a 200.
+        let inside = "<Error><Code>InternalError</Code></Error>";
+        assert_eq!(s3_error("x", StatusCode::OK, &HeaderMap::new(), inside, &s).kind, ErrorKind::Transient);
+    }
+}
