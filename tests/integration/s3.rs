@@ -318,3 +318,29 @@ fn grow_keeps_layers_in_the_bucket() {
     let (third, _) = job(&[]);
     assert_eq!((third.output("layers"), third.output("restored-files")), ("1", "2"), "{}", third.stdout);
 }
+
+#[test]
+fn thirty_thousand_files_and_a_gigabyte_of_weights_round_trip_in_bounded_memory() {
+    let _disk = crate::support::one_disk_heavy_test_at_a_time();
+    let server = S3Server::start();
+    let mut saver = step(&server);
+    saver.measure = true;
+    crate::support::random_file(&saver.ws.join("out/weights/layer0.pth"), 1 << 30);
+    for i in 0..30_000u32 {
+        let path = saver.ws.join(format!("out/inductor/{:02x}/c{i:05}.py", i % 256));
+        write(&path, format!("# kernel {i}\n{}", "tmp = x * 0.5\n".repeat((i % 30) as usize)).as_bytes());
+    }
+    let saved = run(&saver, &server, &["save"], &[]);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    let mut fresh = step(&server);
+    fresh.measure = true;
+    let restored = run(&fresh, &server, &["restore"], &[]);
+    assert_eq!(restored.output("reused"), "true", "{}", restored.stdout);
+    assert_eq!(restored.output("restored-files"), "30001");
+    assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&saver.ws.join("out")));
+    let (save_rss, restore_rss) = (saved.peak_rss_mib.unwrap(), restored.peak_rss_mib.unwrap());
+    eprintln!(
+        "S3 round trip of 30,001 files / 1 GiB: peak RSS {save_rss:.0} MiB saving, {restore_rss:.0} MiB restoring"
+    );
+    assert!(save_rss < 300.0 && restore_rss < 300.0, "save {save_rss:.0} MiB, restore {restore_rss:.0} MiB");
+}
