@@ -510,6 +510,8 @@ def main():
     p.add_argument("--profiles", nargs="+", default=["azurite", "fast"], choices=["azurite", "fast"])
     p.add_argument("--out", default=str(BENCH))
     p.add_argument("--report-only", action="store_true", help="rewrite RESULTS.md and chart.png from results.json")
+    p.add_argument("--s3", action="store_true",
+                   help="only the S3 cell: save/restore through s3s-fs vs curl PUT/GET of the same archive (RESULTS-s3.md)")
     p.add_argument("--stack", action="store_true",
                    help="only the `grow` cell: restore a base + 5 layers vs the same content as one entry (RESULTS-grow.md)")
     p.add_argument("--azurite-dir", help="Azurite's storage (default: under --work)")
@@ -517,6 +519,13 @@ def main():
                    help="extra environment for exact-cache (tuning experiments, e.g. EXACT_CACHE_UPLOAD_BLOCK_MIB=32)")
     args = p.parse_args()
     out = pathlib.Path(args.out)
+    if args.s3:
+        import s3
+
+        result = s3.run_s3(args)
+        s3.write_report(result, out)
+        log(f"wrote {out / 'RESULTS-s3.md'}")
+        return 0
     if args.stack:
         import stack
 

@@ -1105,7 +1105,9 @@ mod tests {
         assert_eq!(msg(&[("path", "out"), ("backend", "s3")]), "input `s3-bucket`: is required with `backend: s3`");
         assert!(msg(&[("path", "out"), ("s3-bucket", "Bad_Bucket")]).contains("is not a bucket name"));
         assert!(msg(&[("path", "out"), ("s3-bucket", "ab")]).contains("is not a bucket name"));
-        assert!(msg(&[("path", "out"), ("s3-endpoint", "minio:9000")]).contains("is not an `http://` or `https://` URL"));
+        assert!(
+            msg(&[("path", "out"), ("s3-endpoint", "minio:9000")]).contains("is not an `http://` or `https://` URL")
+        );
         assert!(msg(&[("path", "out"), ("s3-force-path-style", "yes")]).contains("is not `true` or `false`"));
         let c = config(&[
             ("path", "out"),
