@@ -464,9 +464,10 @@ def write_report(results, out: pathlib.Path):
     lines += ["", "Every restore, ours and the peer's, was checked byte-for-byte (paths, modes, content) against the",
               "dataset: " + ("all identical." if all(r["identical"] for r in rows) else "**some differed** (see results.json)."),
               "", "![chart](chart.png)", ""]
-    preset_cost = BENCH / "preset-cost.md"
-    if preset_cost.exists():
-        lines += [preset_cost.read_text().strip(), ""]
+    # The cells run on their own (`--preset-cost`, `--stack`, `--s3`) keep their sections here.
+    for section in ("preset-cost.md", "RESULTS-grow.md", "RESULTS-s3.md"):
+        if (BENCH / section).exists():
+            lines += [(BENCH / section).read_text().strip(), ""]
     out.joinpath("RESULTS.md").write_text("\n".join(lines))
     chart(rows, out / "chart.png")
 

@@ -126,6 +126,8 @@ struct Inner {
     settings: S3Settings,
     /// The ref saved with each entry.
     current_ref: Option<String>,
+    /// The bucket was found to exist (checked once, on the first miss).
+    bucket_exists: std::sync::OnceLock<()>,
 }
 
 impl S3Backend {
@@ -163,7 +165,9 @@ impl S3Backend {
             BackendError::new(ErrorKind::Fatal, "cannot configure the S3 client").with_source(Plain(e.to_string()))
         })?;
         let current_ref = env.non_empty("GITHUB_REF").map(str::to_owned);
-        Ok(Self { inner: Arc::new(Inner { http, store, settings, current_ref }) })
+        Ok(Self {
+            inner: Arc::new(Inner { http, store, settings, current_ref, bucket_exists: std::sync::OnceLock::new() }),
+        })
     }
 
     fn path(&self, key: &str, version: &str) -> StorePath {
@@ -227,10 +231,10 @@ impl Inner {
                 for (name, value) in headers {
                     request = request.header(name.clone(), *value);
                 }
-                let response = request.body(body.clone()).send().await.map_err(|e| transport_error(what, e))?;
+                let response = request.body(body.clone()).send().await.map_err(|e| self.transport(what, e))?;
                 let status = response.status();
                 let answer_headers = response.headers().clone();
-                let text = response.text().await.map_err(|e| transport_error(what, e))?;
+                let text = response.text().await.map_err(|e| self.transport(what, e))?;
                 // CompleteMultipartUpload may fail with `200` and an error document.
                 if !status.is_success() || text.contains("<Error>") {
                     return Err(s3_error(what, status, &answer_headers, &text, &self.settings));
@@ -238,6 +242,20 @@ impl Inner {
                 Ok((status, answer_headers, text))
             })
             .await
+    }
+
+    /// A connection failure; with a custom endpoint addressed virtual-hosted style, the hint
+    /// that `<bucket>.<host>` may not be served.
+    fn transport(&self, what: &str, e: reqwest::Error) -> BackendError {
+        let mut error = transport_error(what, e);
+        if let (false, Some(endpoint)) = (self.settings.path_style, &self.settings.endpoint) {
+            error.message.push_str(&format!(
+                " (the bucket is addressed as `{}.` + the host of `{endpoint}`; if the endpoint does not serve \
+                 that name, set `s3-force-path-style: true`)",
+                self.settings.bucket
+            ));
+        }
+        error
     }
 
     /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket
@@ -346,7 +364,10 @@ impl Backend for S3Backend {
                 }))
             }
             Err(e) if e.kind == ErrorKind::NotFound => {
-                inner.http.rt().block_on(inner.check_bucket())?;
+                if inner.bucket_exists.get().is_none() {
+                    inner.http.rt().block_on(inner.check_bucket())?;
+                    let _ = inner.bucket_exists.set(());
+                }
                 Ok(None)
             }
             Err(e) => Err(e),
