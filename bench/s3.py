@@ -133,5 +133,8 @@ def write_report(result: dict, out: pathlib.Path):
         "packing and file creation, which no client can skip.",
         "",
     ]
+    notes = bench.BENCH / "s3-notes.md"
+    if notes.exists():
+        lines += [notes.read_text().strip(), ""]
     (out / "RESULTS-s3.md").write_text("\n".join(lines))
     (out / "results-s3.json").write_text(json.dumps(result, indent=1))
