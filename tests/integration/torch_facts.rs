@@ -9,33 +9,9 @@ use exact_cache::paths::Locations;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// What the preset ran before it stopped importing torch: torch's own answers.
-const IMPORTING: &str = r#"
-import json
-info = {"torch": None, "triton": None, "cuda": None, "hip": None, "cxx11-abi": None}
-try:
-    import torch
-    info["torch"] = torch.__version__
-    info["cuda"] = torch.version.cuda
-    info["hip"] = getattr(torch.version, "hip", None)
-    info["cxx11-abi"] = str(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            major, minor = torch.cuda.get_device_capability(i)
-            info["device%d" % i] = "%s, sm_%d%d" % (torch.cuda.get_device_name(i), major, minor)
-except ImportError:
-    pass
-except Exception as e:
-    info["torch-error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-try:
-    import triton
-    info["triton"] = triton.__version__
-except ImportError:
-    pass
-except Exception as e:
-    info["triton-error"] = type(e).__name__
-print(json.dumps(info))
-"#;
+/// What the preset ran before it stopped importing torch: torch's own answers (the benchmark
+/// times the same file).
+const IMPORTING: &str = include_str!("../../bench/torch_import_reference.py");
 
 const VERSION_PY: &str = "from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n\
                           __version__ = '2.15.0+cu132'\ndebug = False\ncuda: Optional[str] = '13.2'\n\
