@@ -847,11 +847,26 @@ fn s3_inputs(raw: &RawInputs) -> Result<S3Inputs, ConfigError> {
             });
         }
     }
+    let prefix = text("s3-prefix");
+    if let Some(p) = &prefix {
+        let segments: Vec<&str> = p.trim_matches('/').split('/').collect();
+        let valid = p.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
+            && segments.iter().all(|s| !s.is_empty() && *s != "." && *s != "..");
+        if !valid {
+            return Err(ConfigError::Invalid {
+                name: "s3-prefix",
+                detail: format!(
+                    "`{p}` is not a key prefix: use ASCII letters, digits, `-`, `_`, `.` and `/` between non-empty \
+                     segments other than `.` and `..`"
+                ),
+            });
+        }
+    }
     let force_path_style = match text("s3-force-path-style") {
         None => None,
         Some(_) => Some(raw.bool("s3-force-path-style")?),
     };
-    Ok(S3Inputs { bucket, prefix: text("s3-prefix"), region: text("s3-region"), endpoint, force_path_style })
+    Ok(S3Inputs { bucket, prefix, region: text("s3-region"), endpoint, force_path_style })
 }
 
 fn grow_max_layers(raw: &RawInputs) -> Result<u32, ConfigError> {
@@ -1109,6 +1124,10 @@ mod tests {
             msg(&[("path", "out"), ("s3-endpoint", "minio:9000")]).contains("is not an `http://` or `https://` URL")
         );
         assert!(msg(&[("path", "out"), ("s3-force-path-style", "yes")]).contains("is not `true` or `false`"));
+        for prefix in ["ci~x/", "a//b/", "a/../b", "./ci"] {
+            assert!(msg(&[("path", "out"), ("s3-prefix", prefix)]).contains("is not a key prefix"), "{prefix}");
+        }
+        assert!(config(&[("path", "out"), ("s3-prefix", "/ci/cache.v2/")]).is_ok());
         let c = config(&[
             ("path", "out"),
             ("backend", "s3"),

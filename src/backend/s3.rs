@@ -28,7 +28,6 @@ use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation
 use crate::env::Env;
 use crate::github::{Catalog, CatalogError, Listed};
 use bytes::Bytes;
-use object_store::ObjectStore;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;
 use object_store::signer::{SignedUrlOptions, Signer};
@@ -40,6 +39,9 @@ use std::time::Duration;
 
 /// How long a pre-signed URL lives: one request (a part, a range) at a time uses it.
 const SIGNED_FOR: Duration = Duration::from_secs(3600);
+/// The longest wait for credentials (the instance metadata service may never answer, as in a
+/// container on EC2 with an IMDSv2 hop limit of 1).
+const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
 /// Digits of the version in an object's name (the whole version is in its metadata).
 const VERSION_CHARS: usize = 16;
 /// S3's smallest part but the last.
@@ -70,8 +72,8 @@ pub struct S3Inputs {
 impl S3Settings {
     /// Inputs first, then the variables the AWS tools read: `AWS_REGION`, `AWS_DEFAULT_REGION`
     /// (else `us-east-1`); `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`; `AWS_S3_FORCE_PATH_STYLE`.
-    /// An endpoint on an IP address or `localhost` is always addressed path-style (a bucket
-    /// cannot be a subdomain of it).
+    /// An endpoint on an IP address or `localhost`, and a bucket name with a `.`, are always
+    /// addressed path-style (the bucket cannot be a subdomain there).
     pub fn resolve(inputs: &S3Inputs, env: &Env) -> Result<Self, String> {
         let bucket = inputs.bucket.clone().ok_or("`backend: s3` needs `s3-bucket`")?;
         let region = inputs
@@ -90,8 +92,10 @@ impl S3Settings {
             matches!(u.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)))
                 || u.host_str().is_some_and(|h| h == "localhost" || h.ends_with(".localhost"))
         });
-        let path_style =
-            inputs.force_path_style.unwrap_or_else(|| env.is_true("AWS_S3_FORCE_PATH_STYLE")) || host_needs_paths;
+        // A dotted bucket name does not fit the `*.s3.amazonaws.com` certificate as a subdomain.
+        let path_style = inputs.force_path_style.unwrap_or_else(|| env.is_true("AWS_S3_FORCE_PATH_STYLE"))
+            || host_needs_paths
+            || bucket.contains('.');
         let prefix = inputs.prefix.clone().unwrap_or_default();
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
@@ -100,7 +104,7 @@ impl S3Settings {
 }
 
 /// The AWS variables that say who we are (never where: the inputs and [`S3Settings`] do that).
-const CREDENTIAL_VARS: [&str; 10] = [
+const CREDENTIAL_VARS: [&str; 11] = [
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
@@ -110,6 +114,7 @@ const CREDENTIAL_VARS: [&str; 10] = [
     "AWS_ENDPOINT_URL_STS",
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
     "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
     "AWS_METADATA_ENDPOINT",
 ];
 
@@ -162,7 +167,7 @@ impl S3Backend {
             builder = builder.with_endpoint(endpoint).with_allow_http(url.scheme() == "http");
         }
         let store = builder.build().map_err(|e| {
-            BackendError::new(ErrorKind::Fatal, "cannot configure the S3 client").with_source(Plain(e.to_string()))
+            BackendError::new(ErrorKind::Fatal, format!("cannot configure the S3 client: {}", one_line(&e.to_string())))
         })?;
         let current_ref = env.non_empty("GITHUB_REF").map(str::to_owned);
         Ok(Self {
@@ -175,18 +180,6 @@ impl S3Backend {
         StorePath::from(format!("{}{key}/{short}", self.inner.settings.prefix))
     }
 }
-
-/// An error text as an error source.
-#[derive(Debug)]
-struct Plain(String);
-
-impl std::fmt::Display for Plain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Plain {}
 
 impl Inner {
     /// A pre-signed URL for one request (its signature and session token masked from now on).
@@ -202,12 +195,24 @@ impl Inner {
             let value = HeaderValue::from_str(value).map_err(|_| BackendError::new(ErrorKind::Fatal, "bad header"))?;
             options = options.with_signed_header(name.clone(), value);
         }
-        let url = self
-            .store
-            .signed_url_opts(method, path, SIGNED_FOR, &options)
-            .await
-            .map_err(|e| store_error("sign a request", e))?
-            .to_string();
+        // Signing may first fetch credentials (web identity, containers, instance metadata),
+        // which object_store retries itself: bounded here, and never retried again by us.
+        let signed =
+            tokio::time::timeout(CREDENTIALS_WITHIN, self.store.signed_url_opts(method, path, SIGNED_FOR, &options));
+        let url = match signed.await {
+            Ok(Ok(url)) => url.to_string(),
+            Ok(Err(e)) => return Err(credential_error(e)),
+            Err(_) => {
+                return Err(BackendError::new(
+                    ErrorKind::Fatal,
+                    format!(
+                        "no AWS credentials within {} s: set `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, or a role \
+                         (`AWS_ROLE_ARN` + `AWS_WEB_IDENTITY_TOKEN_FILE`); the instance metadata service did not answer",
+                        CREDENTIALS_WITHIN.as_secs()
+                    ),
+                ));
+            }
+        };
         self.http.mask_url(&url);
         Ok(url)
     }
@@ -258,12 +263,51 @@ impl Inner {
         error
     }
 
+    /// Every object whose name starts with `prefix` (ListObjectsV2, page by page): its name,
+    /// size and modification time (seconds since the epoch).
+    async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64, i64)>, BackendError> {
+        let root = StorePath::from("");
+        let mut objects = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = vec![("list-type", "2"), ("prefix", prefix)];
+            if let Some(t) = &token {
+                query.push(("continuation-token", t.as_str()));
+            }
+            let (_, _, body) = self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await?;
+            for contents in body.split("<Contents>").skip(1) {
+                let field = |name: &str| {
+                    contents.split(&format!("<{name}>")).nth(1).and_then(|r| r.split(&format!("</{name}>")).next())
+                };
+                let Some(key) = field("Key").map(xml_unescape) else { continue };
+                let size = field("Size").and_then(|s| s.parse().ok()).unwrap_or(0);
+                let modified = field("LastModified")
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .map_or(0, |t| t.timestamp());
+                objects.push((key, size, modified));
+            }
+            let truncated = body.contains("<IsTruncated>true</IsTruncated>");
+            token = body
+                .split("<NextContinuationToken>")
+                .nth(1)
+                .and_then(|r| r.split("</NextContinuationToken>").next())
+                .map(xml_unescape);
+            if !truncated || token.is_none() {
+                return Ok(objects);
+            }
+        }
+    }
+
     /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket
     /// is an error, not an endless series of misses.
+    /// A policy that does not allow listing leaves the question open: then it is a plain miss.
     async fn check_bucket(&self) -> Result<(), BackendError> {
         let root = StorePath::from("");
         let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", self.settings.prefix.as_str())];
-        self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await.map(|_| ())
+        match self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await {
+            Err(e) if e.message.contains("access denied") => Ok(()),
+            other => other.map(|_| ()),
+        }
     }
 }
 
@@ -310,26 +354,25 @@ fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, set
     }
 }
 
+/// A failure to get credentials or sign: fatal (never retried here), with object_store's words.
+fn credential_error(e: object_store::Error) -> BackendError {
+    BackendError::new(
+        ErrorKind::Fatal,
+        format!(
+            "no usable AWS credentials (keys, a web-identity role, container or instance credentials): {}",
+            one_line(&e.to_string())
+        ),
+    )
+}
+
+/// The text of an XML element, its five predefined entities decoded.
+fn xml_unescape(text: &str) -> String {
+    text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+}
+
 /// A non-empty metadata value of an answer.
 fn meta(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned)
-}
-
-/// An `object_store` failure as a [`BackendError`].
-fn store_error(what: &str, e: object_store::Error) -> BackendError {
-    let kind = match &e {
-        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
-        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. } => {
-            ErrorKind::AlreadyExists
-        }
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => ErrorKind::Fatal,
-        _ => ErrorKind::Transient,
-    };
-    let message = match kind {
-        ErrorKind::Fatal => format!("{what}: access denied: check the credentials and the bucket policy"),
-        _ => format!("{what}: {}", one_line(&e.to_string())),
-    };
-    BackendError::new(kind, message)
 }
 
 impl Backend for S3Backend {
@@ -401,7 +444,9 @@ impl Backend for S3Backend {
             .unwrap_or_default();
         let meta_ref = HeaderName::from_static("x-amz-meta-ref");
         let meta_created = HeaderName::from_static("x-amz-meta-created");
-        let ref_value = inner.current_ref.clone().unwrap_or_default();
+        // Metadata must be ASCII: the ref is percent-encoded (`refs/heads/café`).
+        let ref_value: String =
+            url::form_urlencoded::byte_serialize(inner.current_ref.clone().unwrap_or_default().as_bytes()).collect();
         let meta_version = HeaderName::from_static("x-amz-meta-version");
         let headers = [(meta_ref, ref_value.as_str()), (meta_created, created.as_str()), (meta_version, version)];
         let (_, _, body) = inner.http.rt().block_on(inner.call(
@@ -548,23 +593,16 @@ impl Catalog for S3Backend {
             _ => CatalogError::Storage { message: e.message },
         };
         let prefix = format!("{}{key_prefix}", inner.settings.prefix);
-        let objects = inner.http.rt().block_on(async {
-            use futures_util::TryStreamExt;
-            // `list` takes a directory-like prefix: list its parent and filter.
-            let parent = prefix.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
-            let parent = if parent.is_empty() { None } else { Some(StorePath::from(parent)) };
-            inner.store.list(parent.as_ref()).try_collect::<Vec<_>>().await
-        });
-        let objects = objects.map_err(|e| catalog_error(store_error("list", e)))?;
+        let objects = inner.http.rt().block_on(inner.list_objects(&prefix)).map_err(catalog_error)?;
         let mut found = Vec::new();
-        for object in objects {
-            let location = object.location.to_string();
+        for (location, size, modified) in objects {
             let Some(rest) = location.strip_prefix(&prefix).map(|r| format!("{key_prefix}{r}")) else { continue };
             let Some((key, version)) = rest.split_once('/') else { continue };
+            let path = StorePath::from(location.as_str());
             let head = inner.http.rt().block_on(inner.call(
                 "read the entry's metadata",
                 Method::HEAD,
-                &object.location,
+                &path,
                 &[],
                 &[],
                 Bytes::new(),
@@ -574,15 +612,23 @@ impl Catalog for S3Backend {
                 Err(e) if e.kind == ErrorKind::NotFound => continue,
                 Err(e) => return Err(catalog_error(e)),
             };
+            // An entry saved without a ref (outside Actions) has the empty ref: it belongs to
+            // runs without one, never to every ref.
+            let saved_ref = meta(&headers, "x-amz-meta-ref")
+                .map(|r| {
+                    url::form_urlencoded::parse(format!("r={r}").as_bytes())
+                        .map(|(_, v)| v.into_owned())
+                        .next()
+                        .unwrap_or(r)
+                })
+                .unwrap_or_default();
             found.push(Listed {
                 id: location.clone(),
                 key: key.to_owned(),
                 version: meta(&headers, "x-amz-meta-version").unwrap_or_else(|| version.to_owned()),
-                r#ref: meta(&headers, "x-amz-meta-ref"),
-                created: meta(&headers, "x-amz-meta-created")
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(object.last_modified.timestamp()),
-                size: object.size,
+                r#ref: Some(saved_ref),
+                created: meta(&headers, "x-amz-meta-created").and_then(|c| c.parse().ok()).unwrap_or(modified),
+                size,
             });
         }
         found.sort_by_key(|l| std::cmp::Reverse(l.created));
@@ -647,6 +693,7 @@ mod tests {
         assert_eq!(settings(bucket("b1"), &[("AWS_DEFAULT_REGION", "us-west-2")]).region, "us-west-2");
         assert_eq!(settings(bucket("b1"), &[]).region, "us-east-1");
         assert!(settings(bucket("b1"), &[("AWS_S3_FORCE_PATH_STYLE", "true")]).path_style);
+        assert!(settings(bucket("ci-cache.v2"), &[]).path_style, "a dotted bucket is never a subdomain");
         assert!(S3Settings::resolve(&S3Inputs::default(), &Env::default()).is_err());
     }
 

@@ -54,7 +54,9 @@ pub(super) fn ours(
         .list(&format!("{prefix}-"), current_ref)?
         .into_iter()
         .filter(|l| keys::is_key_of(prefix, &l.key))
-        .filter(|l| l.r#ref.is_none() || l.r#ref.as_deref() == current_ref)
+        // `None`: a catalog without refs. An entry saved without a ref has the empty one, and
+        // belongs to runs without one.
+        .filter(|l| l.r#ref.as_deref().is_none_or(|r| r == current_ref.unwrap_or("")))
         .collect())
 }
 

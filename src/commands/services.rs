@@ -33,7 +33,7 @@ pub fn select_backend(config: &Config, env: &Env, secrets: SecretSink) -> Box<dy
         Choice::S3 => s3(config, env, secrets.clone()).map(|b| Box::new(b) as _),
         Choice::Unavailable { reason } => Err(BackendError::new(ErrorKind::Fatal, reason)),
     };
-    built.unwrap_or_else(|e| Box::new(Unavailable { reason: e.message }))
+    built.unwrap_or_else(|e| Box::new(Unavailable { reason: crate::text::error_chain(&e) }))
 }
 
 /// Where entries are listed and deleted: the local store for the local backend, else the GitHub

@@ -284,12 +284,18 @@ fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
     generate(&other_ref);
     write(&other_ref.ws.join("gen.py"), b"pr");
     assert_eq!(run(&other_ref, &server, &["save"], &inputs).output("save-result"), "saved");
+    // Nor one saved outside Actions, without a ref: it is no ref's.
+    let mut no_ref = step(&server);
+    no_ref.extra_env.retain(|(k, _)| k != "GITHUB_REF");
+    generate(&no_ref);
+    write(&no_ref.ws.join("gen.py"), b"local");
+    assert_eq!(run(&no_ref, &server, &["save"], &inputs).output("save-result"), "saved");
 
     let pruned = run(&s, &server, &["prune"], &[("prefix", "s3p"), ("prune-keep", "1")]);
     assert_eq!(pruned.code, 0, "{}", pruned.stdout);
     assert!(pruned.stdout.contains("deleted 1"), "{}", pruned.stdout);
     let left: Vec<_> = server.objects().into_iter().filter(|o| o.starts_with("ci")).collect();
-    assert_eq!(left.len(), 2, "the newest on main and the one of the pull request: {left:?}");
+    assert_eq!(left.len(), 3, "the newest on main, the pull request's and the one without a ref: {left:?}");
     assert_eq!(run(&s, &server, &["restore"], &inputs).output("reused"), "true");
 }
 
