@@ -93,12 +93,20 @@ struct Hit<'a> {
 }
 
 /// After a hit: `verify-reuse`, then with `grow` a layer (or a compacted base) of what the job
-/// added; otherwise nothing is saved.
+/// added; otherwise nothing is saved. Both read one comparison of the tree with what the
+/// restore kept.
 fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Error> {
     let runner = ctx.runner;
-    let verified = verify(ctx, config, hit.manifest_file.clone());
+    let verifying = config.verify_reuse != VerifyReuse::Off;
+    let compared = if verifying || config.grow {
+        compare_with_restore(ctx, config, hit.manifest_file.as_deref(), if verifying { "verify-reuse" } else { "grow" })
+    } else {
+        None
+    };
+    let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| verify(ctx, config, changes));
     if config.grow
-        && let Some(mut grown) = grow_stack(ctx, config, &hit)?
+        && let Some((kept, changes)) = &compared
+        && let Some(mut grown) = grow_stack(ctx, config, &hit, kept, changes)?
     {
         grown.verified = verified;
         return Ok(grown);
@@ -109,21 +117,39 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
     Ok(outcome)
 }
 
-/// `grow`: save what the job added since the restore as the next layer, or compact; `None`
-/// when there is nothing to add (or the restore kept nothing to compare with).
-fn grow_stack(ctx: &Context, config: &Config, hit: &Hit) -> Result<Option<SaveOutcome>, Error> {
+/// What the restore kept, and how the tree under `path` differs from it now; `None` (said in
+/// the log under `what`) when the restore kept nothing or the tree cannot be read.
+fn compare_with_restore(
+    ctx: &Context,
+    config: &Config,
+    manifest_file: Option<&std::path::Path>,
+    what: &str,
+) -> Option<(verify::Kept, verify::TreeChanges)> {
     let runner = ctx.runner;
-    let Some(kept) = hit.manifest_file.as_deref().and_then(|path| read_kept(ctx, path, "grow")) else {
-        runner.info("grow: the restore step kept no manifest; nothing to compare with");
-        return Ok(None);
+    let Some(path) = manifest_file else {
+        runner.info(&format!("{what}: the restore step kept no manifest; nothing to compare with"));
+        return None;
     };
-    let changes = match verify::compare(&kept, config) {
-        Ok(c) => c,
+    let kept = read_kept(ctx, path, what)?;
+    match verify::compare(&kept, config) {
+        Ok(changes) => Some((kept, changes)),
         Err(e) => {
-            runner.warning(&format!("grow: {}", error_chain(&e)));
-            return Ok(None);
+            runner.warning(&format!("{what}: {}", error_chain(&e)));
+            None
         }
-    };
+    }
+}
+
+/// `grow`: save what the job added since the restore as the next layer, or compact; `None`
+/// when there is nothing to add.
+fn grow_stack(
+    ctx: &Context,
+    config: &Config,
+    hit: &Hit,
+    kept: &verify::Kept,
+    changes: &verify::TreeChanges,
+) -> Result<Option<SaveOutcome>, Error> {
+    let runner = ctx.runner;
     if !changes.removed.is_empty() {
         runner.info(&format!(
             "grow: {} removed since the restore; layers never delete (a content-addressed cache needs no deletions)",
@@ -137,7 +163,7 @@ fn grow_stack(ctx: &Context, config: &Config, hit: &Hit) -> Result<Option<SaveOu
             units::count_of(changes.changed.len(), "file")
         ));
     }
-    let (target, slot_line) = match grow::plan(config, &kept, &changes) {
+    let (target, slot_line) = match grow::plan(config, kept, changes) {
         Growth::Nothing => {
             runner.info("grow: no file was added under `path` since the restore");
             return Ok(None);
@@ -445,24 +471,9 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
     outcome
 }
 
-/// `verify-reuse`: compare the tree with the manifest of the entry restored in this job.
-fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Option<Verified> {
+/// `verify-reuse`: what changed in the tree since the restore, as a verdict.
+fn verify(ctx: &Context, config: &Config, changes: &verify::TreeChanges) -> Verified {
     let runner = ctx.runner;
-    if config.verify_reuse == VerifyReuse::Off {
-        return None;
-    }
-    let Some(path) = manifest_file else {
-        runner.info("verify-reuse: the restore step kept no manifest; nothing to compare");
-        return None;
-    };
-    let kept = read_kept(ctx, &path, "verify-reuse")?;
-    let changes = match verify::compare(&kept, config) {
-        Ok(c) => c,
-        Err(e) => {
-            runner.warning(&format!("verify-reuse: {}", error_chain(&e)));
-            return None;
-        }
-    };
     let extras = match changes.kept_extras {
         0 => String::new(),
         n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
@@ -470,7 +481,7 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
     if changes.is_empty() {
         let verdict = format!("nothing under `path` changed since the restore{extras}");
         runner.info(&format!("verify-reuse: {verdict}"));
-        return Some(Verified { verdict, changed_files: Vec::new(), failed: false });
+        return Verified { verdict, changed_files: Vec::new(), failed: false };
     }
     let mut verdict = format!(
         "{} added, {} changed, {} removed under `path` since the restore{extras}",
@@ -493,7 +504,7 @@ fn verify(ctx: &Context, config: &Config, manifest_file: Option<PathBuf>) -> Opt
     } else {
         runner.warning(&message)
     }
-    Some(Verified { verdict, changed_files, failed })
+    Verified { verdict, changed_files, failed }
 }
 
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
