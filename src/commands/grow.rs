@@ -61,10 +61,11 @@ pub(super) struct Bases {
 pub(super) fn find_bases(backend: &dyn Backend, config: &Config, key: &str) -> Bases {
     let mut bases = Bases { found: Vec::new(), error: None, offered: None };
     let round = if config.grow { GENERATION_ROUND } else { 1 };
+    let base_version = config.version();
     let mut start = 0;
     while start < MAX_GENERATIONS {
         let generations: Vec<u32> = (start..(start + round).min(MAX_GENERATIONS)).collect();
-        let versions: Vec<String> = generations.iter().map(|g| keys::slot_version(&config.version(), *g, 0)).collect();
+        let versions: Vec<String> = generations.iter().map(|g| keys::slot_version(&base_version, *g, 0)).collect();
         let mut last_found = false;
         for (g, result) in generations.iter().zip(lookup_all(backend, key, &versions)) {
             last_found = false;
@@ -122,8 +123,9 @@ pub(super) fn find_layers(
     key: &str,
     generation: u32,
 ) -> (Vec<CacheEntry>, Option<Gap>) {
+    let base_version = config.version();
     let versions: Vec<String> =
-        (1..=config.grow_max_layers).map(|n| keys::slot_version(&config.version(), generation, n)).collect();
+        (1..=config.grow_max_layers).map(|n| keys::slot_version(&base_version, generation, n)).collect();
     let mut found = Vec::new();
     let mut results = lookup_all(backend, key, &versions).into_iter().enumerate();
     for (i, result) in results.by_ref() {

@@ -547,8 +547,9 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
                 current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
             );
             runner.info(&format!("prune: {line}"));
+            let version = config.version();
             for entry in &report.deleted {
-                runner.info(&format!("  deleted {}", super::prune::entry_name(entry, &config.version())));
+                runner.info(&format!("  deleted {}", super::prune::entry_name(entry, &version)));
             }
             line
         }
