@@ -112,16 +112,37 @@ impl Journal {
     }
 }
 
+/// How an entry meets what is already at its places.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placing {
+    /// A base: a file or link at an entry's own place is replaced, and so is a link or file on
+    /// a parent path that its `path` line covers.
+    Replacing,
+    /// A layer of a stack (`grow`): it only adds. Any file, link or empty directory in its way
+    /// fails the placement, and a directory it merges into keeps its mode (else it fails).
+    OnlyAdding,
+}
+
 impl Staged {
     /// Move everything into place. On failure every completed step is undone, so the targets
     /// are exactly as they were, and the error is returned. Should undoing fail too, the
     /// staging directory (holding the previous files) is kept and the error names it.
-    pub fn commit(mut self) -> Result<RestoreStats, UnpackError> {
+    pub fn commit(self) -> Result<RestoreStats, UnpackError> {
+        self.place(Placing::Replacing)
+    }
+
+    /// [`Staged::commit`] for a layer of a stack: nothing already there is replaced, and no
+    /// directory already there changes its mode; anything in the way fails (and undoes) it.
+    pub fn commit_layer(self) -> Result<RestoreStats, UnpackError> {
+        self.place(Placing::OnlyAdding)
+    }
+
+    fn place(mut self, placing: Placing) -> Result<RestoreStats, UnpackError> {
         let mut journal = Journal::default();
         // Until placement has finished or been undone, staging holds what it replaced: a panic
         // half way must not delete that.
         self.keep_staging = true;
-        match self.place_all(&mut journal) {
+        match self.place_all(&mut journal, placing) {
             Ok(()) => {
                 self.keep_staging = false;
                 Ok(self.stats)
@@ -144,10 +165,12 @@ impl Staged {
         }
     }
 
-    fn place_all(&mut self, journal: &mut Journal) -> Result<(), UnpackError> {
+    fn place_all(&mut self, journal: &mut Journal, placing: Placing) -> Result<(), UnpackError> {
         let Staged { sites, stages, entries, .. } = self;
         let mut dests: Vec<Option<Tree>> = sites.iter().map(|_| None).collect();
         let mut dir_modes: Vec<(usize, &str, u32)> = Vec::new();
+        // Directories of the entry that were already there (merged into), by root.
+        let mut merged: HashSet<(usize, &str)> = HashSet::new();
         for (i, site) in sites.iter().enumerate() {
             let Some(stage) = stages[i].as_mut() else { continue };
             // Directories moved into place whole: what lies beneath them is in place already,
@@ -167,18 +190,20 @@ impl Staged {
                     // The root is an existing directory (perhaps through the user's own link):
                     // merge into the handle opened when the restore began.
                     dests[i].get_or_insert_with(|| Tree::new(Arc::clone(&site.anchor)));
+                    merged.insert((i, &e.rel));
                     continue;
                 }
                 let dest_path = if e.rel.is_empty() { site.real.clone() } else { site.real.join(&e.rel) };
                 let (parent, name) = if e.rel.is_empty() {
                     root_parent(site, journal)?
                 } else {
-                    let tree = dest_tree(&mut dests[i], site, stage, journal)?;
+                    let tree = dest_tree(&mut dests[i], site, stage, journal, placing)?;
                     let (parent_rel, name) = beneath::split_last(&e.rel);
                     let stage_dir = Arc::clone(stage.tree.base());
                     let parent = tree
                         .dir_with(parent_rel, &mut |p, rel, found| {
-                            make_dir_room(p, beneath::split_last(rel).1, site, rel, found, &stage_dir, journal)
+                            let name = beneath::split_last(rel).1;
+                            make_dir_room(p, name, site, rel, found, &stage_dir, journal, placing)
                                 .map_err(io::Error::other)
                         })
                         .map_err(|source| UnpackError::Io { path: site.real.join(parent_rel), source })?;
@@ -192,9 +217,19 @@ impl Staged {
                             let dir = beneath::open_child(&parent, &name).map_err(UnpackError::io(&dest_path))?;
                             dests[i] = Some(Tree::new(Arc::new(dir)));
                         }
+                        merged.insert((i, &e.rel));
                         continue; // merge into it
                     }
                     Some(kind) => {
+                        if placing == Placing::OnlyAdding {
+                            return Err(UnpackError::InTheWay {
+                                path: dest_path,
+                                detail: format!(
+                                    "a layer holds a {} here, and a layer never replaces what is already there",
+                                    kind_name(e.kind)
+                                ),
+                            });
+                        }
                         make_way(site, e, kind, &parent, &name, &dest_path)?;
                         if kind == Kind::Dir
                             && let Some(tree) = dests[i].as_mut()
@@ -225,7 +260,7 @@ impl Staged {
             }
         }
 
-        set_dir_modes(sites, stages, &mut dests, &dir_modes, journal)
+        set_dir_modes(sites, stages, &mut dests, &dir_modes, (placing, &merged), journal)
     }
 }
 
@@ -262,12 +297,15 @@ fn make_way(
 
 /// Directory modes last, once everything is in place (a read-only directory would block
 /// placing into it), in reverse archive order: children before their parents. Directories that
-/// were opened for writing and are not part of the entry get their own mode back.
+/// were opened for writing and are not part of the entry get their own mode back. For a layer,
+/// a directory of the entry that was already there (`merged`) must already have the entry's
+/// mode: a layer never changes one.
 fn set_dir_modes(
     sites: &[Site],
     stages: &mut [Option<Stage>],
     dests: &mut [Option<Tree>],
     dir_modes: &[(usize, &str, u32)],
+    (placing, merged): (Placing, &HashSet<(usize, &str)>),
     journal: &mut Journal,
 ) -> Result<(), UnpackError> {
     // By device and inode: one directory may be reached through several handles.
@@ -276,10 +314,23 @@ fn set_dir_modes(
         let site = &sites[i];
         let stage = stages[i].as_mut().expect("a root with entries is staged");
         let path = site.real.join(rel);
-        let tree = dest_tree(&mut dests[i], site, stage, journal)?;
+        let tree = dest_tree(&mut dests[i], site, stage, journal, placing)?;
         let dir = tree.dir(rel).map_err(UnpackError::io(&path))?;
-        entry_dirs.insert(beneath::identity(&dir).map_err(UnpackError::io(&path))?);
+        let id = beneath::identity(&dir).map_err(UnpackError::io(&path))?;
+        entry_dirs.insert(id);
         let old = beneath::dir_mode(&dir).map_err(UnpackError::io(&path))?;
+        if placing == Placing::OnlyAdding && merged.contains(&(i, rel)) {
+            let was = journal.relaxed.iter().find(|r| r.id == id).map_or(old, |r| r.mode);
+            if was != mode {
+                return Err(UnpackError::InTheWay {
+                    path,
+                    detail: format!(
+                        "a layer would change this directory's mode from {was:03o} to {mode:03o}, and a layer never \
+                         changes what is already there"
+                    ),
+                });
+            }
+        }
         if old != mode {
             beneath::set_dir_mode(&dir, mode).map_err(UnpackError::io(&path))?;
             journal.steps.push(Undo::Mode { dir: Arc::clone(&dir), mode: old, path });
@@ -340,6 +391,7 @@ fn dest_tree<'t>(
     site: &Site,
     stage: &Stage,
     journal: &mut Journal,
+    placing: Placing,
 ) -> Result<&'t mut Tree, UnpackError> {
     if tree.is_none() {
         let root = if site.missing.is_empty() {
@@ -348,7 +400,7 @@ fn dest_tree<'t>(
             let (parent, name) = root_parent(site, journal)?;
             let found = beneath::kind_of(&parent, &name).map_err(UnpackError::io(&site.real))?;
             if found != Some(Kind::Dir) {
-                make_dir_room(&parent, &name, site, "", found, stage.tree.base(), journal)?;
+                make_dir_room(&parent, &name, site, "", found, stage.tree.base(), journal, placing)?;
             }
             Arc::new(beneath::open_child(&parent, &name).map_err(UnpackError::io(&site.real))?)
         };
@@ -360,6 +412,7 @@ fn dest_tree<'t>(
 /// Make the directory `rel` (named `name`) of root `site` exist in `parent`: keep what is there
 /// (a link or a file) as a backup, then create it. Only a place the root's `path` line covers
 /// is replaced; anything else in the way fails the restore.
+#[allow(clippy::too_many_arguments)]
 fn make_dir_room(
     parent: &Arc<Dir>,
     name: &str,
@@ -368,10 +421,20 @@ fn make_dir_room(
     found: Option<Kind>,
     stage: &Arc<Dir>,
     journal: &mut Journal,
+    placing: Placing,
 ) -> Result<(), UnpackError> {
     let path = if rel.is_empty() { site.real.clone() } else { site.real.join(rel) };
     journal.relax(parent, path.parent().unwrap_or(&path))?;
     if let Some(kind) = found {
+        if placing == Placing::OnlyAdding {
+            return Err(UnpackError::InTheWay {
+                path,
+                detail: format!(
+                    "a layer needs a directory here, and a layer never replaces the {} that is here",
+                    if kind == Kind::Symlink { "symlink" } else { "file" }
+                ),
+            });
+        }
         if let Some(line) = site.root_location_at(rel) {
             return Err(UnpackError::InTheWay {
                 path,

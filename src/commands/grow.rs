@@ -17,9 +17,9 @@ use super::verify::{Kept, TreeChanges};
 use crate::backend::{Backend, BackendError, CacheEntry};
 use crate::config::Config;
 use crate::keys::{self, GENERATION_ROUND, MAX_GENERATIONS};
-use crate::manifest::{Manifest, StackSlot};
+use crate::manifest::{EntryKind, Manifest, ManifestEntry, StackSlot};
 pub(super) use crate::outcome::slot_name;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What the restore step keeps about the stack it applied, for the save step's growth.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -159,16 +159,40 @@ pub(super) fn check_slot(manifest: &Manifest, generation: u32, layer: u32, paren
     Ok(())
 }
 
-/// A layer only adds: none of its files or links may differ from what is below it (a
-/// content-addressed cache never changes a file; a layer that would is not ours to trust).
+/// A layer only adds: each of its entries lands where the stack below has nothing, or, for a
+/// directory, on a directory of the same mode; none lies beneath a file or link of the stack.
+/// (A content-addressed cache never changes a file; a layer that would is not ours to trust.)
 pub(super) fn check_additions(layer: &Manifest, below: &Manifest) -> Result<(), String> {
-    let below: std::collections::HashMap<&str, &crate::manifest::ManifestEntry> =
-        below.entries.iter().map(|e| (e.path.as_str(), e)).collect();
-    for entry in layer.entries.iter().filter(|e| e.kind != crate::manifest::EntryKind::Dir) {
-        if let Some(was) = below.get(entry.path.as_str())
-            && (was.kind, &was.sha256, &was.target, was.mode) != (entry.kind, &entry.sha256, &entry.target, entry.mode)
-        {
-            return Err(format!("it would change `{}`, which is below it; layers only add files", entry.path));
+    let below: HashMap<&str, &ManifestEntry> = below.entries.iter().map(|e| (e.path.as_str(), e)).collect();
+    for entry in &layer.entries {
+        match below.get(entry.path.as_str()) {
+            None => {}
+            Some(was) if was.kind == EntryKind::Dir && entry.kind == EntryKind::Dir && was.mode == entry.mode => {}
+            Some(was) if was.kind == EntryKind::Dir && entry.kind == EntryKind::Dir => {
+                return Err(format!(
+                    "it would change the mode of `{}` from {:03o} to {:03o}, which is below it; layers only add files",
+                    entry.path, was.mode, entry.mode
+                ));
+            }
+            Some(was) => {
+                return Err(format!(
+                    "it would change `{}` (a {} below it) into a {}; layers only add files",
+                    entry.path,
+                    was.kind.as_str(),
+                    entry.kind.as_str()
+                ));
+            }
+        }
+        let mut above = entry.path.as_str();
+        while let Some((parent, _)) = above.rsplit_once('/') {
+            if let Some(was) = below.get(parent).filter(|was| was.kind != EntryKind::Dir) {
+                return Err(format!(
+                    "it would put `{}` beneath `{parent}`, a {} below it; layers only add files",
+                    entry.path,
+                    was.kind.as_str()
+                ));
+            }
+            above = parent;
         }
     }
     Ok(())
@@ -195,8 +219,9 @@ pub(super) enum Growth {
     Nothing,
     /// Not this run: why.
     Skip(String),
-    /// The next layer: these entry paths (and the directories above them).
-    Layer { slot: StackSlot, paths: HashSet<String> },
+    /// The next layer: these entry paths (and the directories above them, which keep the
+    /// modes `stack_dirs` gives the stack's directories).
+    Layer { slot: StackSlot, paths: HashSet<String>, stack_dirs: HashMap<String, u32> },
     /// A base one generation above the highest that exists, holding what the stack held and
     /// what the job added (nothing that was there before the restore and not in the stack); why.
     Compact { slot: StackSlot, paths: HashSet<String>, why: String },
@@ -234,19 +259,21 @@ pub(super) fn plan(config: &Config, kept: &Kept, changes: &TreeChanges) -> Growt
     match why {
         Some(_) if target >= MAX_GENERATIONS => Growth::Full,
         Some(why) => {
-            let mut paths: HashSet<String> = kept
-                .manifest
-                .entries
-                .iter()
-                .filter(|e| e.kind != crate::manifest::EntryKind::Dir)
-                .map(|e| e.path.clone())
-                .collect();
+            let mut paths: HashSet<String> =
+                kept.manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| e.path.clone()).collect();
             paths.extend(changes.layer_paths.iter().cloned());
             Growth::Compact { slot: StackSlot { generation: target, layer: 0, parent: None }, paths, why }
         }
         None => Growth::Layer {
             slot: StackSlot { generation: stack.generation, layer: stack.layers + 1, parent: Some(stack.top) },
             paths: changes.layer_paths.iter().cloned().collect(),
+            stack_dirs: kept
+                .manifest
+                .entries
+                .iter()
+                .filter(|e| e.kind == EntryKind::Dir)
+                .map(|e| (e.path.clone(), e.mode))
+                .collect(),
         },
     }
 }
@@ -259,7 +286,7 @@ pub(super) fn version_of(config: &Config, slot: &StackSlot) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{EntryKind, MANIFEST_FORMAT, ManifestEntry};
+    use crate::manifest::MANIFEST_FORMAT;
 
     fn entry(path: &str, sha: &str) -> ManifestEntry {
         ManifestEntry {

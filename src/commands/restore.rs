@@ -4,7 +4,7 @@
 use super::fingerprint::compute;
 use super::grow::{self, KeptStack};
 use super::{Context, Error, explain, handoff};
-use crate::archive::{CleanError, PackError, RestorePlan, UnpackError, clean, unpack};
+use crate::archive::{CleanError, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean, unpack};
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
@@ -224,7 +224,7 @@ fn place_base(
     let mut skipped: Option<String> = None;
     for (generation, entry) in found {
         let generation = *generation;
-        let placed = place_slot(ctx, config, backend, entry, &config.required, |m| {
+        let placed = place_slot(ctx, config, backend, entry, &config.required, Staged::commit, |m| {
             grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
         });
         match placed {
@@ -265,7 +265,7 @@ fn apply_layers(
         let n = i as u32 + 1;
         let top = kept.top.clone();
         let below: &Manifest = manifest;
-        let placed = place_slot(ctx, config, backend, layer, &[], |m| {
+        let placed = place_slot(ctx, config, backend, layer, &[], Staged::commit_layer, |m| {
             grow::check_slot(m, generation, n, Some(&top))
                 .and_then(|()| grow::check_additions(m, below))
                 .map_err(|why| miss(MissReason::Corrupt, why))
@@ -303,13 +303,15 @@ fn apply_layers(
     }
 }
 
-/// Download one slot of the stack, verify it, `check` its manifest, and put it in place whole.
+/// Download one slot of the stack, verify it, `check` its manifest, and put it in place whole
+/// with `commit` (a layer's only adds).
 fn place_slot(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,
     entry: &CacheEntry,
     required: &[PathBuf],
+    commit: fn(Staged) -> Result<RestoreStats, UnpackError>,
     check: impl FnOnce(&Manifest) -> Result<(), NotReused>,
 ) -> Result<(Transfer, Manifest), NotReused> {
     let started = Instant::now();
@@ -321,7 +323,7 @@ fn place_slot(
     let archive_bytes = reader.progress().bytes();
     check(&staged.manifest)?;
     let manifest = staged.manifest.clone();
-    let stats = staged.commit().map_err(|e| miss(classify(&e), error_chain(&e)))?;
+    let stats = commit(staged).map_err(|e| miss(classify(&e), error_chain(&e)))?;
     let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
     Ok((placed, manifest))
 }

@@ -16,7 +16,7 @@ use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
 use crate::text::{error_chain, error_line};
 use crate::units;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         handoff::write_fingerprint(config, env, &record)?;
         record
     };
-    let target = Target { version: record.version.clone(), stack: None, only: None };
+    let target = Target { version: record.version.clone(), stack: None, only: None, stack_dirs: HashMap::new() };
     Ok(save(ctx, config, &record, &target))
 }
 
@@ -180,19 +180,21 @@ fn grow_stack(
             runner.warning(&format!("grow: {detail}"));
             return Ok(Some(SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, &detail)));
         }
-        Growth::Layer { slot, paths } => {
+        Growth::Layer { slot, paths, stack_dirs } => {
             let line = format!(
                 "grow: saving {} added since the restore ({}) as {}",
                 units::count_of(paths.len(), "file"),
                 units::bytes(changes.layer_bytes),
                 grow::slot_name(slot.generation, slot.layer)
             );
-            (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: Some(paths) }, line)
+            let version = grow::version_of(config, &slot);
+            (Target { version, stack: Some(slot), only: Some(paths), stack_dirs }, line)
         }
         Growth::Compact { slot, paths, why } => {
             let line =
                 format!("grow: compacting the stack into {}: {why}", grow::slot_name(slot.generation, slot.layer));
-            (Target { version: grow::version_of(config, &slot), stack: Some(slot), only: Some(paths) }, line)
+            let version = grow::version_of(config, &slot);
+            (Target { version, stack: Some(slot), only: Some(paths), stack_dirs: HashMap::new() }, line)
         }
     };
     runner.info(&slot_line);
@@ -221,6 +223,9 @@ struct Target {
     stack: Option<StackSlot>,
     /// A layer: only these entry paths, and the directories above them.
     only: Option<HashSet<String>>,
+    /// A layer: the modes of the stack's directories, which its own directory entries keep (a
+    /// restore refuses a layer that would change one).
+    stack_dirs: HashMap<String, u32>,
 }
 
 /// With `grow`, a base saved after a miss goes one generation above the highest base that exists
@@ -246,11 +251,12 @@ fn base_above_existing(
         grow::slot_name(highest, 0),
         grow::slot_name(slot.generation, 0)
     ));
-    Some(Target { version: grow::version_of(config, &slot), stack: Some(slot), only: None })
+    Some(Target { version: grow::version_of(config, &slot), stack: Some(slot), only: None, stack_dirs: HashMap::new() })
 }
 
-/// Keep only a layer's entries: `paths` and the directories above them.
-fn keep_only(inv: &mut Inventory, paths: &HashSet<String>) {
+/// Keep only a layer's entries: `paths` and the directories above them, those of the stack
+/// with the stack's modes (`stack_dirs`).
+fn keep_only(inv: &mut Inventory, paths: &HashSet<String>, stack_dirs: &HashMap<String, u32>) {
     let mut above: HashSet<String> = HashSet::new();
     for path in paths {
         let mut end = 0;
@@ -260,8 +266,13 @@ fn keep_only(inv: &mut Inventory, paths: &HashSet<String>) {
             end += 1;
         }
     }
-    inv.entries.retain(|e| {
+    inv.entries.retain_mut(|e| {
         let path = entry_path(e.root, &e.rel);
+        if e.kind == EntryKind::Dir
+            && let Some(mode) = stack_dirs.get(&path)
+        {
+            e.mode = *mode;
+        }
         paths.contains(&path) || (e.kind == EntryKind::Dir && above.contains(&path))
     });
 }
@@ -283,7 +294,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
         Err(e) => return pack_trouble(key, &e),
     };
     if let Some(paths) = &target.only {
-        keep_only(&mut inv, paths);
+        keep_only(&mut inv, paths, &target.stack_dirs);
     }
     if !inv.skipped.is_empty() {
         let list: Vec<String> = inv.skipped.iter().take(5).map(|p| format!("`{}`", p.display())).collect();

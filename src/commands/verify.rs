@@ -54,6 +54,18 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
     let inv = inventory(&config.paths)?;
     let mut expected: HashMap<&str, &ManifestEntry> =
         manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| (e.path.as_str(), e)).collect();
+    // A file now beneath what was a file or link of the entry cannot go into a layer (a layer
+    // never puts anything beneath what is below it); it is still reported as added.
+    let not_dirs: std::collections::HashSet<&str> = expected.keys().copied().collect();
+    let beneath_a_file = |path: &str| {
+        let mut above = path;
+        std::iter::from_fn(|| {
+            let (parent, _) = above.rsplit_once('/')?;
+            above = parent;
+            Some(parent)
+        })
+        .any(|p| not_dirs.contains(p))
+    };
     let mut changes = TreeChanges::default();
     for now in inv.entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let shown = locations.display(&now.abs);
@@ -62,8 +74,10 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
             None if preexisting.contains(shown.as_str()) => changes.kept_extras += 1,
             None => {
                 changes.added.push(shown);
-                changes.layer_paths.push(path);
-                changes.layer_bytes += now.size;
+                if !beneath_a_file(&path) {
+                    changes.layer_paths.push(path);
+                    changes.layer_bytes += now.size;
+                }
             }
             Some(was) => {
                 let differs = was.kind != now.kind

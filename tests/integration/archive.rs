@@ -516,3 +516,76 @@ fn children_listed_apart_from_their_directory_still_restore() {
     assert_eq!(std::fs::read(ws.path().join("out/a/y")).unwrap(), b"y");
     assert_eq!(std::fs::read(ws.path().join("out/b")).unwrap(), b"b");
 }
+
+/// Defence in depth for `grow`: placement of a layer never replaces what is already there and
+/// never changes an existing directory's mode, even where the manifest check before it (which
+/// refuses such layers by the stack's manifest) were bypassed; the target is left as it was.
+#[test]
+fn a_layer_placement_replaces_nothing_and_changes_no_directory_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let member = |tar: &mut TarBuilder, e: &ManifestEntry| match e.kind {
+        exact_cache::manifest::EntryKind::Dir => {
+            tar.entry(&format!("{}/", e.path), EntryType::Directory, e.mode, b"", None);
+        }
+        exact_cache::manifest::EntryKind::Symlink => {
+            tar.entry(&e.path, EntryType::Symlink, 0o777, b"", e.target.as_deref());
+        }
+        exact_cache::manifest::EntryKind::File => {
+            tar.file(&e.path, b"x");
+        }
+    };
+    let mode = |path: &str, mode: u32| ManifestEntry { mode, ..dir_entry(path) };
+    let cases: Vec<(&str, Vec<ManifestEntry>, &str)> = vec![
+        ("a file on a file", vec![file_entry("0/a.pth", b"x")], "a layer never replaces what is already there"),
+        ("a directory on a file", vec![dir_entry("0/a.pth")], "a layer never replaces what is already there"),
+        ("a file on a link", vec![file_entry("0/lnk", b"x")], "a layer never replaces what is already there"),
+        ("a file beneath a file", vec![file_entry("0/a.pth/x", b"x")], "a layer never replaces the file"),
+        ("a file beneath a link", vec![file_entry("0/lnk/x", b"x")], "a layer never replaces the symlink"),
+        ("a file on an empty directory", vec![file_entry("0/empty", b"x")], "never replaces what is already there"),
+        ("another mode for a directory", vec![mode("0/sub", 0o777), file_entry("0/sub/new", b"x")], "from 755 to 777"),
+        ("another mode for the root", vec![mode("0", 0o000), file_entry("0/new", b"x")], "from 755 to 000"),
+    ];
+    for (what, entries, message) in cases {
+        let ws = tempfile::tempdir().unwrap();
+        let out = ws.path().join("out");
+        write(&out.join("a.pth"), b"weights");
+        write(&out.join("sub/b.pth"), b"more weights");
+        std::fs::create_dir(out.join("empty")).unwrap();
+        std::os::unix::fs::symlink("a.pth", out.join("lnk")).unwrap();
+        for dir in [&out, &out.join("sub"), &out.join("empty")] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let before = snapshot(ws.path());
+        let mut tar = TarBuilder::default();
+        let key = fingerprint_member(&mut tar);
+        for e in &entries {
+            member(&mut tar, e);
+        }
+        manifest_member(&mut tar, &key, entries);
+        let set = pattern_set(ws.path(), &["out"]);
+        let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+        let err = unpack(&tar.finish()[..], &plan).unwrap().commit_layer().map(|_| ()).unwrap_err();
+        let chain = exact_cache::text::error_chain(&err);
+        assert!(chain.contains(message), "{what}: expected `{message}` in `{chain}`");
+        assert_eq!(snapshot(ws.path()), before, "{what}: the target must be as it was");
+    }
+
+    // The control: a layer that only adds, merging into directories of the same mode, applies.
+    let ws = tempfile::tempdir().unwrap();
+    write(&ws.path().join("out/sub/b.pth"), b"more weights");
+    for dir in ["out", "out/sub"] {
+        std::fs::set_permissions(ws.path().join(dir), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut tar = TarBuilder::default();
+    let key = fingerprint_member(&mut tar);
+    let entries = vec![dir_entry("0"), dir_entry("0/sub"), file_entry("0/sub/new", b"x"), dir_entry("0/fresh")];
+    for e in &entries {
+        member(&mut tar, e);
+    }
+    manifest_member(&mut tar, &key, entries);
+    let set = pattern_set(ws.path(), &["out"]);
+    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+    unpack(&tar.finish()[..], &plan).unwrap().commit_layer().unwrap();
+    assert_eq!(std::fs::read(ws.path().join("out/sub/new")).unwrap(), b"x");
+    assert!(ws.path().join("out/fresh").is_dir());
+}

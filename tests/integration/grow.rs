@@ -5,11 +5,11 @@
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::{cache_version, slot_version};
-use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord, StackSlot};
+use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot};
 use std::path::Path;
 
 use crate::support::services::{BlobStore, REST_TOKEN, Services};
-use crate::support::{NO_STATE, Step, StepResult, TarBuilder, file_entry, link_entry, snapshot, write};
+use crate::support::{NO_STATE, Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Store {
@@ -199,6 +199,8 @@ on_both_stores!(
     after_max_layers_the_next_save_compacts_into_a_new_generation,
     a_layer_of_another_fingerprint_or_parent_is_never_applied,
     a_hostile_layer_never_writes_outside_its_roots,
+    a_layer_never_removes_replaces_or_repermissions_what_is_below_it,
+    a_job_that_changes_a_directory_mode_still_saves_a_layer_that_applies,
 );
 
 fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
@@ -486,8 +488,154 @@ fn a_layer_that_would_change_a_file_below_it_is_refused(store: Store) {
     scene.plant(&key, (0, 1), &layer_archive(&record, &key, members, slot));
     let job = scene.restore();
     assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
-    assert!(job.restore.stdout.contains("it would change `0/a.bin`, which is below it; layers only add files"));
+    assert!(
+        job.restore.stdout.contains("it would change `0/a.bin` (a file below it) into a file; layers only add files"),
+        "{}",
+        job.restore.stdout
+    );
     assert_eq!((job.read("a.bin"), job.names()), ("graph a".into(), vec!["a.bin".into()]));
+}
+
+/// A member of a layer made by hand.
+enum Member {
+    Dir(&'static str, u32),
+    File(&'static str, &'static [u8]),
+    Link(&'static str, &'static str),
+}
+
+/// A layer archive of any members (directories with their modes too), at `slot`.
+fn layer_of(record: &[u8], key: &str, members: &[Member], slot: StackSlot) -> Vec<u8> {
+    let mut tar = TarBuilder::default();
+    tar.file(FINGERPRINT_NAME, record);
+    let mut entries = Vec::new();
+    for member in members {
+        match *member {
+            Member::Dir(name, mode) => {
+                tar.entry(&format!("{name}/"), tar::EntryType::Directory, mode, b"", None);
+                entries.push(ManifestEntry { mode, ..dir_entry(name) });
+            }
+            Member::File(name, data) => {
+                tar.file(name, data);
+                entries.push(file_entry(name, data));
+            }
+            Member::Link(name, target) => {
+                tar.entry(name, tar::EntryType::Symlink, 0o777, b"", Some(target));
+                entries.push(link_entry(name, target));
+            }
+        }
+    }
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.to_owned(),
+        roots: vec![RootRecord { line: PATH.into(), kind: RootKind::Dir }],
+        entries,
+        stack: Some(slot),
+    };
+    tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
+    tar.finish()
+}
+
+/// A base of a file, a directory holding a file, and a link; its directories 755.
+fn base_with_dirs_and_a_link(scene: &Scene) {
+    use std::os::unix::fs::PermissionsExt;
+    let cold = scene.restore();
+    let out = cold.step.ws.join(PATH);
+    write(&out.join("a.pth"), b"weights");
+    write(&out.join("sub/b.pth"), b"more weights");
+    std::os::unix::fs::symlink("a.pth", out.join("lnk")).unwrap();
+    for dir in [out.clone(), out.join("sub")] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    assert_eq!(cold.post(scene).output("save-result"), "saved");
+}
+
+fn a_layer_never_removes_replaces_or_repermissions_what_is_below_it(store: Store) {
+    use Member::{Dir, File, Link};
+    let scene = Scene::new(store);
+    base_with_dirs_and_a_link(&scene);
+    let key = scene.key();
+    let probe = scene.restore();
+    let base = snapshot(&probe.step.ws.join(PATH));
+    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+    let cases: &[(&str, &[Member], &str)] = &[
+        (
+            "a directory where the base has a file",
+            &[Dir("0/a.pth", 0o755)],
+            "change `0/a.pth` (a file below it) into a dir",
+        ),
+        (
+            "a file beneath a base file",
+            &[File("0/a.pth/x", b"x")],
+            "put `0/a.pth/x` beneath `0/a.pth`, a file below it",
+        ),
+        (
+            "a directory and a file beneath a base file",
+            &[Dir("0/a.pth", 0o755), File("0/a.pth/x", b"x")],
+            "change `0/a.pth` (a file below it) into a dir",
+        ),
+        (
+            "a directory where the base has a link",
+            &[Dir("0/lnk", 0o755)],
+            "change `0/lnk` (a symlink below it) into a dir",
+        ),
+        ("a file where the base has a link", &[File("0/lnk", b"x")], "change `0/lnk` (a symlink below it) into a file"),
+        ("a link where the base has a file", &[Link("0/a.pth", "sub/b.pth")], "change `0/a.pth` (a file below it)"),
+        ("a file beneath a base link", &[File("0/lnk/x", b"x")], "beneath `0/lnk`, a symlink below it"),
+        ("the same file again", &[File("0/a.pth", b"weights")], "change `0/a.pth` (a file below it) into a file"),
+        (
+            "another mode for a directory",
+            &[Dir("0/sub", 0o777), File("0/sub/c.pth", b"c")],
+            "change the mode of `0/sub` from 755 to 777",
+        ),
+        ("another mode for the root", &[Dir("0", 0o000), File("0/c.pth", b"c")], "mode of `0` from 755 to 000"),
+    ];
+    for (what, members, why) in cases {
+        scene.plant(&key, (0, 1), &layer_of(&record, &key, members, slot.clone()));
+        let job = scene.restore();
+        let stdout = &job.restore.stdout;
+        assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{what}: {stdout}");
+        assert!(stdout.contains("layer 1 not applied (corrupt)") && stdout.contains(why), "{what}: {stdout}");
+        assert_eq!(snapshot(&job.step.ws.join(PATH)), base, "{what}: nothing of the layer is placed");
+        let leftovers: Vec<_> = std::fs::read_dir(job.step.ws.join(PATH))
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().ok())
+            .filter(|n| n.starts_with(".exact-cache"))
+            .collect();
+        assert!(leftovers.is_empty(), "{what}: {leftovers:?}");
+        scene.evict(&key, (0, 1));
+    }
+
+    // The control: the same directories at their own modes, and a new file, apply.
+    let members = [Dir("0", 0o755), Dir("0/sub", 0o755), File("0/sub/c.pth", b"c")];
+    scene.plant(&key, (0, 1), &layer_of(&record, &key, &members, slot));
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "1"], "{}", job.restore.stdout);
+    assert_eq!(job.read("sub/c.pth"), "c");
+}
+
+/// A job that changes a directory's mode, or replaces a file with a directory, still saves a
+/// layer that the next restore applies: the layer keeps the stack's directory modes and leaves
+/// out what would lie beneath a file of the stack.
+fn a_job_that_changes_a_directory_mode_still_saves_a_layer_that_applies(store: Store) {
+    use std::os::unix::fs::PermissionsExt;
+    let scene = Scene::new(store);
+    base_with_dirs_and_a_link(&scene);
+    let job = scene.restore();
+    let out = job.step.ws.join(PATH);
+    std::fs::set_permissions(out.join("sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    write(&out.join("sub/c.pth"), b"c");
+    std::fs::remove_file(out.join("a.pth")).unwrap();
+    write(&out.join("a.pth/x"), b"x");
+    let saved = job.post(&scene);
+    assert_eq!(saved.output("save-result"), "layer", "{}", saved.stdout);
+
+    let next = scene.restore();
+    assert_eq!(outputs(&next.restore, &["reused", "layers"]), ["true", "1"], "{}", next.restore.stdout);
+    assert_eq!(next.read("sub/c.pth"), "c");
+    assert_eq!(next.read("a.pth"), "weights");
+    let sub = std::fs::metadata(next.step.ws.join("out/sub")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(sub, 0o755);
 }
 
 fn a_corrupt_newer_base_falls_back_and_growth_goes_above_it(store: Store) {
