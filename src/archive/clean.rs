@@ -191,7 +191,10 @@ impl CleanGuard {
         let dir = beneath::open_real(real).map_err(|source| CleanError::Open { path: real.to_owned(), source })?;
         let now = opened_at(&dir, real).map_err(refused)?;
         let selective = picks_particular_names(pattern);
-        if cfg!(unix) && !selective && let Ok(id) = beneath::identity(&dir) {
+        if cfg!(unix)
+            && !selective
+            && let Ok(id) = beneath::identity(&dir)
+        {
             let same = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| meta_identity(&m) == id);
             if let Some(p) = self.protected.iter().find(|p| same(p)) {
                 return Err(refused(format!("`{}` is {}", now.display(), self.describe_protected(p, p))));
@@ -383,8 +386,7 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Res
             }
             CleanTarget::Dir(real) => {
                 let dir = guard.open_judged(pattern, &real)?;
-                let kept =
-                    tracked.below(&real).map_err(|reason| CleanError::Tracked { path: real.clone(), reason })?;
+                let kept = tracked.below(&real).map_err(|reason| CleanError::Tracked { path: real.clone(), reason })?;
                 super::staging::sweep_stale_in(&dir);
                 if let Some(parent) = real.parent()
                     && let Ok(parent) = beneath::open_real(parent)
@@ -663,9 +665,10 @@ mod tests {
         fn below(&self, real: &Path) -> Result<HashSet<String>, String> {
             let Ok(rel) = real.strip_prefix(&self.at) else { return Ok(HashSet::new()) };
             let rel = rel.to_str().unwrap();
-            let files = self.files.iter().filter_map(|f| {
-                if rel.is_empty() { Some(*f) } else { f.strip_prefix(rel)?.strip_prefix('/') }
-            });
+            let files = self
+                .files
+                .iter()
+                .filter_map(|f| if rel.is_empty() { Some(*f) } else { f.strip_prefix(rel)?.strip_prefix('/') });
             Ok(files.map(str::to_owned).collect())
         }
     }
@@ -681,8 +684,10 @@ mod tests {
             write_file(&ws.join(f));
         }
         // A submodule is listed as its directory: everything below it stays.
-        let tracked =
-            FakeTracked { at: ws.clone(), files: &["out/gen.py", "out/config.yaml", "out/sub/model.pbtxt", "out/vendor/lib"] };
+        let tracked = FakeTracked {
+            at: ws.clone(),
+            files: &["out/gen.py", "out/config.yaml", "out/sub/model.pbtxt", "out/vendor/lib"],
+        };
         let set = PatternSet::parse(&["out"], &Locations { workspace: ws.clone(), home: None }).unwrap();
         let stats = clean(&set, &guard(&s), &tracked).unwrap();
         for kept in ["out/gen.py", "out/config.yaml", "out/sub/model.pbtxt", "out/vendor/lib/x.c"] {

@@ -174,7 +174,8 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
         rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(failed)]);
     }
     if let Some(c) = &outcome.cleaned {
-        let mut text = format!("removed {}, {}", units::count_of(c.files, "file"), units::count_of(c.dirs, "directory"));
+        let mut text =
+            format!("removed {}, {}", units::count_of(c.files, "file"), units::count_of(c.dirs, "directory"));
         if c.kept_tracked > 0 {
             text.push_str(&format!("; kept {} the repository tracks", units::count_of(c.kept_tracked, "file")));
         }
@@ -184,7 +185,8 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.table(&["", ""], rows);
     if let Some(c) = outcome.cleaned.as_ref().filter(|c| !c.names.is_empty()) {
         let mut list = md.nested();
-        let lines: Vec<Vec<Inline>> = c.names.iter().take(CLEANED_SHOWN).map(|n| vec![md.code(&shorten(n, 200))]).collect();
+        let lines: Vec<Vec<Inline>> =
+            c.names.iter().take(CLEANED_SHOWN).map(|n| vec![md.code(&shorten(n, 200))]).collect();
         list.table(&["removed by clean-on-miss"], lines);
         if c.names.len() > CLEANED_SHOWN {
             let more = format!("and {} more (the summary's size is limited)", c.names.len() - CLEANED_SHOWN);

@@ -400,8 +400,12 @@ fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<Clean
     match clean(&config.paths, &config.clean_guard, &tracked) {
         Ok(stats) => {
             let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();
-            let cleaned =
-                Cleaned { files: stats.removed_files, dirs: stats.removed_dirs, names, kept_tracked: stats.kept_tracked };
+            let cleaned = Cleaned {
+                files: stats.removed_files,
+                dirs: stats.removed_dirs,
+                names,
+                kept_tracked: stats.kept_tracked,
+            };
             ctx.runner.info(&format!("clean-on-miss: {}", cleaned_line(&cleaned)));
             (Some(cleaned), None)
         }

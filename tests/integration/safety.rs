@@ -693,7 +693,11 @@ fn clean_on_miss_decides_on_what_it_opened_while_a_link_is_swapped_in() {
          swapped link, {refused} refused; {} removed files outside",
         breaches.len()
     );
-    assert!(breaches.is_empty(), "clean-on-miss removed files of a directory it may not touch:\n{}", breaches.join("\n"));
+    assert!(
+        breaches.is_empty(),
+        "clean-on-miss removed files of a directory it may not touch:\n{}",
+        breaches.join("\n")
+    );
 }
 
 /// Wait for the swapper to stop; the number of swaps it printed.
@@ -750,8 +754,8 @@ fn clean_on_miss_keeps_what_the_repository_tracks_and_names_what_it_removes() {
     }
     let step = Step::new();
     let infer = step.ws.join("source/tests/infer");
-    let committed =
-        ["gen_models.py", "test_config.yaml", "model.pbtxt", "sub/input.yaml", "sub/deeper/README"].map(|f| infer.join(f));
+    let committed = ["gen_models.py", "test_config.yaml", "model.pbtxt", "sub/input.yaml", "sub/deeper/README"]
+        .map(|f| infer.join(f));
     for f in &committed {
         write(f, b"committed\n");
     }
@@ -778,10 +782,10 @@ fn clean_on_miss_keeps_what_the_repository_tracks_and_names_what_it_removes() {
     let r = step.run(&["restore"], &clean_inputs("source/tests/infer"), NO_STATE);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.output("miss-reason"), "not-found");
-    let kept = committed.iter().map(|f| (f.clone(), "committed\n")).chain([
-        (infer.join("staged.pbtxt"), "staged\n"),
-        (step.ws.join("src/main.py"), "committed elsewhere\n"),
-    ]);
+    let kept = committed
+        .iter()
+        .map(|f| (f.clone(), "committed\n"))
+        .chain([(infer.join("staged.pbtxt"), "staged\n"), (step.ws.join("src/main.py"), "committed elsewhere\n")]);
     for (f, content) in kept {
         let now = std::fs::read_to_string(&f).ok();
         assert_eq!(now.as_deref(), Some(content), "tracked `{}` must stay:\n{}", f.display(), r.stdout);
