@@ -355,6 +355,17 @@ fn account_home() -> Option<PathBuf> {
 /// allows what was opened — keeping what `tracked` says the repository tracks.
 pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
+    clean_into(set, guard, tracked, &mut stats)?;
+    Ok(stats)
+}
+
+/// [`clean`], counting into `stats`: what went before a failure is named too.
+pub fn clean_into(
+    set: &PatternSet,
+    guard: &CleanGuard,
+    tracked: &dyn Tracked,
+    stats: &mut CleanStats,
+) -> Result<(), CleanError> {
     for pattern in &set.includes {
         let target =
             guard.check(pattern).map_err(|reason| CleanError::Refused { line: pattern.line.clone(), reason })?;
@@ -393,13 +404,13 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Res
                 {
                     super::staging::sweep_stale_in(&parent);
                 }
-                let mut walk = Walk { pattern, set, tracked, stats: &mut stats };
+                let mut walk = Walk { pattern, set, tracked, stats: &mut *stats };
                 let here = Place { real: &real, lexical: &pattern.base, rel: "", kept: &kept };
                 walk.clean_in(&dir, here, pattern.glob.is_none())?;
             }
         }
     }
-    Ok(stats)
+    Ok(())
 }
 
 struct Walk<'a> {

@@ -4,7 +4,7 @@
 use super::fingerprint::compute;
 use super::grow::{self, KeptStack};
 use super::{Context, Error, explain, handoff};
-use crate::archive::{CleanError, PackError, RestorePlan, UnpackError, clean, unpack};
+use crate::archive::{CleanError, CleanStats, PackError, RestorePlan, UnpackError, clean_into, unpack};
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
@@ -31,7 +31,7 @@ pub(super) fn extra_files_line(extra: &[String]) -> String {
 
 /// `removed 2 stale files (`a`, `b`) and 1 directory; kept 3 files the repository tracks`,
 /// naming at most [`EXTRA_SHOWN`] files.
-pub(super) fn cleaned_line(cleaned: &Cleaned) -> String {
+fn cleaned_line(cleaned: &Cleaned) -> String {
     let mut names: Vec<String> =
         cleaned.names.iter().take(EXTRA_SHOWN).map(|f| format!("`{}`", shorten(f, 120))).collect();
     if cleaned.names.len() > EXTRA_SHOWN {
@@ -397,22 +397,27 @@ fn classify(err: &UnpackError) -> MissReason {
 /// the error that fails the step.
 fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<CleanError>) {
     let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system);
-    match clean(&config.paths, &config.clean_guard, &tracked) {
-        Ok(stats) => {
-            let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();
-            let cleaned = Cleaned {
-                files: stats.removed_files,
-                dirs: stats.removed_dirs,
-                names,
-                kept_tracked: stats.kept_tracked,
-            };
+    let mut stats = CleanStats::default();
+    let result = clean_into(&config.paths, &config.clean_guard, &tracked, &mut stats);
+    let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();
+    let cleaned =
+        Cleaned { files: stats.removed_files, dirs: stats.removed_dirs, names, kept_tracked: stats.kept_tracked };
+    match result {
+        Ok(()) => {
             ctx.runner.info(&format!("clean-on-miss: {}", cleaned_line(&cleaned)));
             (Some(cleaned), None)
         }
-        Err(e) if config.strict => (None, Some(e)),
         Err(e) => {
+            // What went before the failure is named all the same.
+            let cleaned = (cleaned.files + cleaned.dirs > 0).then(|| {
+                ctx.runner.info(&format!("clean-on-miss: {} before it stopped", cleaned_line(&cleaned)));
+                cleaned
+            });
+            if config.strict {
+                return (cleaned, Some(e));
+            }
             ctx.runner.warning(&format!("clean-on-miss did not finish: {}", error_chain(&e)));
-            (None, None)
+            (cleaned, None)
         }
     }
 }

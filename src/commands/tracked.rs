@@ -7,7 +7,7 @@ use crate::archive::Tracked;
 use crate::env::Env;
 use crate::fingerprint::System;
 use crate::runner::Runner;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -17,7 +17,7 @@ pub(super) struct GitTracked<'a> {
     system: &'a dyn System,
     env: Env,
     /// Said once per run: git is missing.
-    said_missing: RefCell<bool>,
+    said_missing: Cell<bool>,
     /// What each directory answered (a root may be asked about again).
     asked: RefCell<Vec<(PathBuf, HashSet<String>)>>,
 }
@@ -28,7 +28,7 @@ impl<'a> GitTracked<'a> {
         // Messages as this code reads them; no lock taken on the index of the job's repository.
         env.set("LC_ALL", "C");
         env.set("GIT_OPTIONAL_LOCKS", "0");
-        Self { runner, system, env, said_missing: RefCell::new(false), asked: RefCell::new(Vec::new()) }
+        Self { runner, system, env, said_missing: Cell::new(false), asked: RefCell::new(Vec::new()) }
     }
 }
 
@@ -37,7 +37,8 @@ impl Tracked for GitTracked<'_> {
         if let Some((_, files)) = self.asked.borrow().iter().find(|(p, _)| p == real) {
             return Ok(files.clone());
         }
-        let args = ["-c", "core.fsmonitor=false", "-c", "core.quotePath=false", "ls-files", "-z"];
+        // `ls-files` reads the index only; no hook or fsmonitor of the repository runs.
+        let args = ["-c", "core.fsmonitor=false", "ls-files", "-z"];
         let out = match self.system.run("git", &args, &self.env, real) {
             Ok(Some(out)) => out,
             Ok(None) => {

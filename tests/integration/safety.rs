@@ -678,10 +678,10 @@ fn clean_on_miss_decides_on_what_it_opened_while_a_link_is_swapped_in() {
             breaches.push(format!("run {run}: removed {lost:?}\n{}", r.stdout));
             plant();
         }
-        if r.stdout.contains("clean-on-miss: removed") {
-            cleaned += 1;
-        } else if r.stdout.contains("clean-on-miss did not finish") {
+        if r.stdout.contains("clean-on-miss did not finish") {
             unfinished += 1;
+        } else if r.stdout.contains("clean-on-miss: removed") {
+            cleaned += 1;
         } else {
             refused += 1;
         }
