@@ -59,6 +59,7 @@ const RESTORE_OUTPUTS = [
   'restored-bytes',
   'extra-files',
   'layers',
+  'cleaned-files',
 ];
 const UNSUPPORTED_OUTPUTS = {
   main: RESTORE_OUTPUTS,
@@ -77,6 +78,7 @@ const UNSUPPORTED_VALUES = {
   'restored-bytes': '0',
   'extra-files': '0',
   layers: '0',
+  'cleaned-files': '0',
   saved: 'false',
   'save-result': 'unsupported-platform',
 };

@@ -180,6 +180,12 @@ pub const OUTPUTS: &[OutputSpec] = &[
                       each with its size); `0` otherwise.",
     },
     OutputSpec {
+        output: Output::CleanedFiles,
+        entries: RESTORING,
+        description: "With `clean-on-miss`, on a miss: number of stale files and links removed under `path` (the log \
+                      names the first few, the summary all of them); `0` otherwise.",
+    },
+    OutputSpec {
         output: Output::Saved,
         entries: &[Entry::Save],
         description: "`true` when this step created an entry (a base, or with `grow` a layer).",
@@ -422,10 +428,11 @@ pub const INPUTS: &[InputSpec] = &[
         Bool,
         Restore,
         "false",
-        "On a miss, remove stale files under `path` before generation starts. Only beneath the workspace, \
-         `RUNNER_TEMP` or the home directory, in a preset's cache directory, or in a directory exact-cache restored \
-         into or saved from before (it leaves a `.exact-cache-root` marker); never the workspace, home or their \
-         parents. Anything else is an input error.",
+        "On a miss, remove stale files under `path` before generation starts, naming each. Never a file the \
+         repository tracks (asked of git; without git or outside a work tree, the log says so). Only beneath the \
+         workspace, `RUNNER_TEMP` or the home directory, in a preset's cache directory, or in a directory \
+         exact-cache restored into or saved from before (it leaves a `.exact-cache-root` marker); never the \
+         workspace, home or their parents. Anything else is an input error.",
     ),
     input(
         "reuse-env",

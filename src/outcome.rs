@@ -25,6 +25,7 @@ crate::choice::named_enum! {
         RestoredBytes => "restored-bytes",
         ExtraFiles => "extra-files",
         Layers => "layers",
+        CleanedFiles => "cleaned-files",
         Saved => "saved",
         SaveResult => "save-result",
         ChangedFiles => "changed-files",
@@ -233,10 +234,14 @@ impl StackApplied {
 }
 
 /// What `clean-on-miss` removed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Cleaned {
     pub files: usize,
     pub dirs: usize,
+    /// Each file or link removed, as the log shows paths (workspace-relative, `~/…`).
+    pub names: Vec<String>,
+    /// Files left in place because the repository tracks them.
+    pub kept_tracked: usize,
 }
 
 /// Why a miss is a miss: the entry compared with, and each difference as one line.

@@ -21,6 +21,59 @@ pub(crate) fn open_trusted(path: &Path) -> io::Result<Dir> {
     Dir::open_ambient_dir(path, cap_std::ambient_authority())
 }
 
+/// Open the directory at the real path `real` (absolute, symlinks already resolved) from the
+/// root of the file system, one component at a time, never following a link: where any
+/// component is a link now — swapped in since `real` was resolved — this fails rather than
+/// lands elsewhere. What is opened is what is judged and removed through.
+#[cfg(unix)]
+pub(crate) fn open_real(real: &Path) -> io::Result<Dir> {
+    use std::path::Component;
+    let not_real = || io::Error::new(io::ErrorKind::InvalidInput, format!("`{}` is not a real path", real.display()));
+    let mut components = real.components();
+    if components.next() != Some(Component::RootDir) {
+        return Err(not_real());
+    }
+    let mut dir = open_trusted(Path::new("/"))?;
+    for component in components {
+        let Component::Normal(name) = component else { return Err(not_real()) };
+        dir = dir.open_dir_nofollow(name)?;
+    }
+    Ok(dir)
+}
+
+#[cfg(not(unix))]
+pub(crate) fn open_real(real: &Path) -> io::Result<Dir> {
+    open_trusted(real)
+}
+
+/// Where an open directory is now, as the kernel names it (`/proc/self/fd` on Linux,
+/// `F_GETPATH` on macOS); `None` where the platform cannot tell.
+pub(crate) fn location(dir: &Dir) -> Option<std::path::PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())).ok()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: F_GETPATH writes a NUL-terminated path of at most PATH_MAX bytes into `buf`.
+        let rc = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_GETPATH, buf.as_mut_ptr()) };
+        if rc == -1 {
+            return None;
+        }
+        let len = buf.iter().position(|&b| b == 0)?;
+        Some(std::path::PathBuf::from(OsStr::from_bytes(&buf[..len])))
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
 /// Open the subdirectory `name` of `dir`; a symlink there is an error, never followed.
 pub(crate) fn open_child(dir: &Dir, name: &str) -> io::Result<Dir> {
     check_component(name)?;

@@ -9,14 +9,22 @@
 //! ancestors — except for a glob that picks particular names (`**/*.expected`), which removes
 //! only what it matches. Anything else is refused with the reason.
 //!
+//! The decision is made on what is removed through: each root (or the directory of a file
+//! root) is opened from `/` one component at a time without following links, and that handle —
+//! where the kernel says it is, and which directory it is — is judged again before anything
+//! goes. A link swapped in after the check makes the open fail; it can never redirect it.
+//!
 //! Removal walks through directory handles and never follows a link: a link is removed as a
-//! link. Excluded (`!`) paths are kept, and so are the directories that still hold them;
+//! link. Excluded (`!`) paths are kept, and so are the directories that still hold them; so
+//! are the files the repository tracks ([`Tracked`], answered by the command layer) and
 //! nothing inside a `.git` directory is ever removed; read-only directories are opened for the
-//! removal; leftover staging directories of crashed restores go too.
+//! removal; leftover staging directories of crashed restores go too. What goes is named in
+//! [`CleanStats::removed`].
 
 use super::beneath;
 use crate::paths::{OWNED_MARKER, Pattern, PatternSet, STAGING_PREFIX};
 use cap_std::fs::Dir;
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +32,14 @@ use std::path::{Path, PathBuf};
 pub enum CleanError {
     #[error("refusing to clean `{line}`: {reason}")]
     Refused { line: String, reason: String },
+    #[error("cannot open `{}` without following links (did it change?)", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot tell which files under `{}` the repository tracks: {reason}", path.display())]
+    Tracked { path: PathBuf, reason: String },
     #[error("cannot remove `{}`", path.display())]
     Remove {
         path: PathBuf,
@@ -32,10 +48,33 @@ pub enum CleanError {
     },
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CleanStats {
     pub removed_files: usize,
     pub removed_dirs: usize,
+    /// Each file or link removed, as its `path` line spells it, in the order removed.
+    pub removed: Vec<PathBuf>,
+    /// Files (and submodules) left in place because the repository tracks them.
+    pub kept_tracked: usize,
+}
+
+/// What the repository tracks: files `clean-on-miss` keeps whatever the `path` line covers.
+/// The command layer answers (it asks git); the file-system walk only asks.
+pub trait Tracked {
+    /// The tracked files and links at or below the directory `real` (a real path), relative to
+    /// it, `/`-separated; a directory named (a submodule) keeps everything below it. Empty where
+    /// nothing can be tracked (no git, not a work tree). `Err`: there is a repository but it
+    /// cannot tell, and nothing there may go.
+    fn below(&self, real: &Path) -> Result<HashSet<String>, String>;
+}
+
+/// No repository anywhere: only guarantee 8's rules decide.
+pub struct NothingTracked;
+
+impl Tracked for NothingTracked {
+    fn below(&self, _real: &Path) -> Result<HashSet<String>, String> {
+        Ok(HashSet::new())
+    }
 }
 
 /// The places `clean-on-miss` may and may not touch, as real paths.
@@ -102,18 +141,27 @@ impl CleanGuard {
             return if pattern.glob.is_none() { self.check_entry(base) } else { Ok(CleanTarget::Nothing) };
         }
         let real = std::fs::canonicalize(base).map_err(|e| format!("cannot resolve `{}`: {e}", base.display()))?;
+        self.judge_dir(&real, selective, || is_marked(&real))?;
+        Ok(CleanTarget::Dir(real))
+    }
+
+    /// Whether the directory at `real` may be cleaned (`selective`: only what a glob of
+    /// particular names picks); `marked`: whether it carries the marker.
+    fn judge_dir(&self, real: &Path, selective: bool, marked: impl FnOnce() -> bool) -> Result<(), String> {
         if selective {
             // Only what the glob names goes: the base may be the workspace or home itself.
-            if self.areas.iter().chain(&self.own).any(|a| real.starts_with(a)) || is_marked(&real) {
-                return Ok(CleanTarget::Dir(real));
+            if self.areas.iter().chain(&self.own).any(|a| real.starts_with(a)) || marked() {
+                return Ok(());
             }
-            return Err(self.outside(&real));
+            return Err(self.outside(real));
         }
-        // Protected places were refused above (the same real path, resolved as far as it exists).
-        if self.allowed_without_marker(&real) || is_marked(&real) {
-            return Ok(CleanTarget::Dir(real));
+        if let Some(p) = self.protected.iter().find(|p| p.starts_with(real)) {
+            return Err(format!("`{}` is {}", real.display(), self.describe_protected(real, p)));
         }
-        Err(self.outside(&real))
+        if self.allowed_without_marker(real) || marked() {
+            return Ok(());
+        }
+        Err(self.outside(real))
     }
 
     /// A file or link root: its directory entry is what goes.
@@ -122,12 +170,50 @@ impl CleanGuard {
         let name = base.file_name().ok_or_else(|| format!("`{}` has no name", base.display()))?;
         let location = real_location(parent).join(name);
         let parent_real = location.parent().unwrap_or(&location);
-        if self.areas.iter().chain(&self.own).any(|a| location.starts_with(a) && location != *a)
-            || is_marked(parent_real)
-        {
-            return Ok(CleanTarget::Entry(location));
+        self.judge_entry(&location, || is_marked(parent_real))?;
+        Ok(CleanTarget::Entry(location))
+    }
+
+    /// Whether the directory entry at `location` may be removed; `parent_marked`: whether its
+    /// directory carries the marker.
+    fn judge_entry(&self, location: &Path, parent_marked: impl FnOnce() -> bool) -> Result<(), String> {
+        if self.areas.iter().chain(&self.own).any(|a| location.starts_with(a) && location != *a) || parent_marked() {
+            return Ok(());
         }
-        Err(self.outside(&location))
+        Err(self.outside(location))
+    }
+
+    /// Open the directory `real` that [`CleanGuard::check`] allowed, and judge what was opened:
+    /// where it is now, which directory it is (never a protected one, by device and inode), and
+    /// its marker, read through the handle.
+    fn open_judged(&self, pattern: &Pattern, real: &Path) -> Result<Dir, CleanError> {
+        let refused = |reason| CleanError::Refused { line: pattern.line.clone(), reason };
+        let dir = beneath::open_real(real).map_err(|source| CleanError::Open { path: real.to_owned(), source })?;
+        let now = opened_at(&dir, real).map_err(refused)?;
+        let selective = picks_particular_names(pattern);
+        if cfg!(unix)
+            && !selective
+            && let Ok(id) = beneath::identity(&dir)
+        {
+            let same = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| meta_identity(&m) == id);
+            if let Some(p) = self.protected.iter().find(|p| same(p)) {
+                return Err(refused(format!("`{}` is {}", now.display(), self.describe_protected(p, p))));
+            }
+        }
+        self.judge_dir(&now, selective, || marked_handle(&dir)).map_err(refused)?;
+        Ok(dir)
+    }
+
+    /// Open the directory of the file or link root at `location`, judged as
+    /// [`CleanGuard::open_judged`] judges a directory.
+    fn open_parent_judged(&self, pattern: &Pattern, location: &Path) -> Result<Dir, CleanError> {
+        let refused = |reason| CleanError::Refused { line: pattern.line.clone(), reason };
+        let parent = location.parent().unwrap_or(location);
+        let name = location.file_name().unwrap_or_default();
+        let dir = beneath::open_real(parent).map_err(|source| CleanError::Open { path: parent.to_owned(), source })?;
+        let now = opened_at(&dir, parent).map_err(refused)?;
+        self.judge_entry(&now.join(name), || marked_handle(&dir)).map_err(refused)?;
+        Ok(dir)
     }
 
     fn describe_protected(&self, real: &Path, protected: &Path) -> String {
@@ -165,7 +251,7 @@ impl CleanGuard {
             {
                 continue;
             }
-            let write = beneath::open_trusted(&real).and_then(|dir| dir.write(OWNED_MARKER, b"exact-cache\n"));
+            let write = beneath::open_real(&real).and_then(|dir| dir.write(OWNED_MARKER, b"exact-cache\n"));
             if let Err(e) = write {
                 failures.push((real, e));
             }
@@ -194,6 +280,32 @@ fn picks_particular_names(pattern: &Pattern) -> bool {
 
 fn is_marked(real: &Path) -> bool {
     std::fs::symlink_metadata(real.join(OWNED_MARKER)).is_ok_and(|m| m.is_file())
+}
+
+fn marked_handle(dir: &Dir) -> bool {
+    dir.symlink_metadata(OWNED_MARKER).is_ok_and(|m| m.is_file())
+}
+
+/// Where the directory opened at `real` is now: it must still be there (the kernel's name for
+/// it; where the platform cannot tell, the walk that opened it without links vouches for it).
+fn opened_at(dir: &Dir, real: &Path) -> Result<PathBuf, String> {
+    match beneath::location(dir) {
+        Some(now) if now != real => {
+            Err(format!("`{}` moved while it was opened (it is now `{}`)", real.display(), now.display()))
+        }
+        _ => Ok(real.to_owned()),
+    }
+}
+
+#[cfg(unix)]
+fn meta_identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn meta_identity(_meta: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
 }
 
 /// `path` with symlinks resolved as far as it exists; the rest appended as written.
@@ -239,9 +351,21 @@ fn account_home() -> Option<PathBuf> {
     None
 }
 
-/// Remove what each `path` line covers, after [`CleanGuard::check`] allows it.
-pub fn clean(set: &PatternSet, guard: &CleanGuard) -> Result<CleanStats, CleanError> {
+/// Remove what each `path` line covers, after [`CleanGuard::check`] allows it — and again
+/// allows what was opened — keeping what `tracked` says the repository tracks.
+pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
+    clean_into(set, guard, tracked, &mut stats)?;
+    Ok(stats)
+}
+
+/// [`clean`], counting into `stats`: what went before a failure is named too.
+pub fn clean_into(
+    set: &PatternSet,
+    guard: &CleanGuard,
+    tracked: &dyn Tracked,
+    stats: &mut CleanStats,
+) -> Result<(), CleanError> {
     for pattern in &set.includes {
         let target =
             guard.check(pattern).map_err(|reason| CleanError::Refused { line: pattern.line.clone(), reason })?;
@@ -250,52 +374,75 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard) -> Result<CleanStats, CleanEr
             CleanTarget::Entry(location) => {
                 let parent = location.parent().unwrap_or(&location);
                 let name = location.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                let removed = beneath::open_trusted(parent).and_then(|dir| {
-                    let mut relaxed = None;
-                    let removed = remove_file(&dir, name, &mut relaxed);
-                    if let Some(mode) = relaxed {
-                        let _ = beneath::set_dir_mode(&dir, mode);
-                    }
-                    removed
-                });
+                let dir = guard.open_parent_judged(pattern, &location)?;
+                let kept =
+                    tracked.below(parent).map_err(|reason| CleanError::Tracked { path: parent.to_owned(), reason })?;
+                if kept.contains(name) {
+                    stats.kept_tracked += 1;
+                    continue;
+                }
+                let mut relaxed = None;
+                let removed = remove_file(&dir, name, &mut relaxed);
+                if let Some(mode) = relaxed {
+                    let _ = beneath::set_dir_mode(&dir, mode);
+                }
                 match removed {
-                    Ok(true) => stats.removed_files += 1,
+                    Ok(true) => {
+                        stats.removed_files += 1;
+                        stats.removed.push(pattern.base.clone());
+                    }
                     Ok(false) => {}
                     Err(source) => return Err(CleanError::Remove { path: location, source }),
                 }
             }
             CleanTarget::Dir(real) => {
-                let dir =
-                    beneath::open_trusted(&real).map_err(|source| CleanError::Remove { path: real.clone(), source })?;
+                let dir = guard.open_judged(pattern, &real)?;
+                let kept = tracked.below(&real).map_err(|reason| CleanError::Tracked { path: real.clone(), reason })?;
                 super::staging::sweep_stale_in(&dir);
-                if let Some(parent) = real.parent() {
-                    super::staging::sweep_stale(parent);
+                if let Some(parent) = real.parent()
+                    && let Ok(parent) = beneath::open_real(parent)
+                {
+                    super::staging::sweep_stale_in(&parent);
                 }
-                let walk = Walk { pattern, set, stats: &mut stats };
-                walk.clean_dir(&dir, &real, &pattern.base, pattern.glob.is_none())?;
+                let mut walk = Walk { pattern, set, tracked, stats: &mut *stats };
+                let here = Place { real: &real, lexical: &pattern.base, rel: "", kept: &kept };
+                walk.clean_in(&dir, here, pattern.glob.is_none())?;
             }
         }
     }
-    Ok(stats)
+    Ok(())
 }
 
 struct Walk<'a> {
     pattern: &'a Pattern,
     set: &'a PatternSet,
+    tracked: &'a dyn Tracked,
     stats: &'a mut CleanStats,
 }
 
-impl Walk<'_> {
-    /// Clean the directory `dir` (at `real`; `lexical` is the same place as the `path` line
-    /// spells it, for glob and `!` matching). `covered`: everything in it goes.
-    fn clean_dir(mut self, dir: &Dir, real: &Path, lexical: &Path, covered: bool) -> Result<(), CleanError> {
-        self.clean_in(dir, real, lexical, covered)
-    }
+/// A directory of the walk: its real path; the same place as the `path` line spells it (for
+/// glob and `!` matching, and for naming what goes); its path relative to the directory
+/// `kept` was asked for, and what the repository tracks there.
+#[derive(Clone, Copy)]
+struct Place<'p> {
+    real: &'p Path,
+    lexical: &'p Path,
+    rel: &'p str,
+    kept: &'p HashSet<String>,
+}
 
-    fn clean_in(&mut self, dir: &Dir, real: &Path, lexical: &Path, covered: bool) -> Result<(), CleanError> {
+impl Place<'_> {
+    fn child_rel(&self, name: &str) -> String {
+        if self.rel.is_empty() { name.to_owned() } else { format!("{}/{name}", self.rel) }
+    }
+}
+
+impl Walk<'_> {
+    /// Clean the directory `dir` at `here`. `covered`: everything in it goes (but what is kept).
+    fn clean_in(&mut self, dir: &Dir, here: Place<'_>, covered: bool) -> Result<(), CleanError> {
         // A read-only directory is opened for the removal and gets its mode back after.
         let mut relaxed = None;
-        let result = self.clean_entries(dir, real, lexical, covered, &mut relaxed);
+        let result = self.clean_entries(dir, here, covered, &mut relaxed);
         if let Some(mode) = relaxed {
             let _ = beneath::set_dir_mode(dir, mode);
         }
@@ -305,8 +452,7 @@ impl Walk<'_> {
     fn clean_entries(
         &mut self,
         dir: &Dir,
-        real: &Path,
-        lexical: &Path,
+        here: Place<'_>,
         covered: bool,
         relaxed: &mut Option<u32>,
     ) -> Result<(), CleanError> {
@@ -315,32 +461,51 @@ impl Walk<'_> {
             move |source| CleanError::Remove { path, source }
         };
         let mut names: Vec<(String, bool)> = Vec::new();
-        for entry in dir.entries().map_err(fail(real))? {
-            let entry = entry.map_err(fail(real))?;
+        for entry in dir.entries().map_err(fail(here.real))? {
+            let entry = entry.map_err(fail(here.real))?;
             let Ok(name) = entry.file_name().into_string() else { continue };
-            let is_dir = entry.file_type().map_err(fail(&real.join(&name)))?.is_dir();
+            let is_dir = entry.file_type().map_err(fail(&here.real.join(&name)))?.is_dir();
             names.push((name, is_dir));
         }
         for (name, is_dir) in names {
             if name == ".git" || name == OWNED_MARKER || name.starts_with(STAGING_PREFIX) {
                 continue;
             }
-            let child_lexical = lexical.join(&name);
-            let child_real = real.join(&name);
+            let child_lexical = here.lexical.join(&name);
+            let child_real = here.real.join(&name);
             if self.set.is_excluded(&child_lexical) {
+                continue;
+            }
+            let child_rel = here.child_rel(&name);
+            if here.kept.contains(&child_rel) {
+                self.stats.kept_tracked += 1;
                 continue;
             }
             let child_covered = covered || self.pattern.glob.as_ref().is_some_and(|g| g.is_match(&child_lexical));
             if is_dir {
                 let sub = beneath::open_child(dir, &name).map_err(fail(&child_real))?;
-                self.clean_in(&sub, &child_real, &child_lexical, child_covered)?;
+                // A repository of its own (not a submodule of the one above): ask it too.
+                let nested = match beneath::kind_of(&sub, ".git") {
+                    Ok(Some(_)) => Some(
+                        self.tracked
+                            .below(&child_real)
+                            .map_err(|reason| CleanError::Tracked { path: child_real.clone(), reason })?,
+                    ),
+                    _ => None,
+                };
+                let there = match &nested {
+                    Some(kept) => Place { real: &child_real, lexical: &child_lexical, rel: "", kept },
+                    None => Place { real: &child_real, lexical: &child_lexical, rel: &child_rel, kept: here.kept },
+                };
+                self.clean_in(&sub, there, child_covered)?;
                 drop(sub);
-                // Directories still holding excluded files are not empty and stay.
+                // Directories still holding kept files are not empty and stay.
                 if child_covered && remove_empty_dir(dir, &name, relaxed) {
                     self.stats.removed_dirs += 1;
                 }
             } else if child_covered && remove_file(dir, &name, relaxed).map_err(fail(&child_real))? {
                 self.stats.removed_files += 1;
+                self.stats.removed.push(child_lexical);
             }
         }
         Ok(())
@@ -495,10 +660,113 @@ mod tests {
         fs::set_permissions(s.root.join("ws/out/ro"), fs::Permissions::from_mode(0o555)).unwrap();
         let set =
             PatternSet::parse(&["out/**/*.pyc"], &Locations { workspace: s.root.join("ws"), home: None }).unwrap();
-        let stats = clean(&set, &guard(&s)).unwrap();
+        let stats = clean(&set, &guard(&s), &NothingTracked).unwrap();
         assert_eq!(stats.removed_files, 1);
         assert!(s.root.join("ws/out/ro/keep.py").exists());
         assert_eq!(fs::metadata(s.root.join("ws/out/ro")).unwrap().permissions().mode() & 0o777, 0o555);
+    }
+
+    /// What a fake repository tracks below one directory.
+    struct FakeTracked {
+        at: PathBuf,
+        files: &'static [&'static str],
+    }
+
+    impl Tracked for FakeTracked {
+        fn below(&self, real: &Path) -> Result<HashSet<String>, String> {
+            let Ok(rel) = real.strip_prefix(&self.at) else { return Ok(HashSet::new()) };
+            let rel = rel.to_str().unwrap();
+            let files = self
+                .files
+                .iter()
+                .filter_map(|f| if rel.is_empty() { Some(*f) } else { f.strip_prefix(rel)?.strip_prefix('/') });
+            Ok(files.map(str::to_owned).collect())
+        }
+    }
+
+    #[test]
+    fn clean_keeps_what_the_repository_tracks_and_names_what_it_removes() {
+        let s = scratch();
+        let ws = s.root.join("ws");
+        for f in ["out/gen.py", "out/config.yaml", "out/sub/model.pbtxt", "out/vendor/lib/x.c"] {
+            write_file(&ws.join(f));
+        }
+        for f in ["out/stale.pb", "out/sub/stale.pb", "out/gen/a.bin", "out/gen/deep/b.bin"] {
+            write_file(&ws.join(f));
+        }
+        // A submodule is listed as its directory: everything below it stays.
+        let tracked = FakeTracked {
+            at: ws.clone(),
+            files: &["out/gen.py", "out/config.yaml", "out/sub/model.pbtxt", "out/vendor/lib"],
+        };
+        let set = PatternSet::parse(&["out"], &Locations { workspace: ws.clone(), home: None }).unwrap();
+        let stats = clean(&set, &guard(&s), &tracked).unwrap();
+        for kept in ["out/gen.py", "out/config.yaml", "out/sub/model.pbtxt", "out/vendor/lib/x.c"] {
+            assert!(ws.join(kept).exists(), "{kept} is tracked and must stay");
+        }
+        let mut removed: Vec<String> =
+            stats.removed.iter().map(|p| p.strip_prefix(&ws).unwrap().to_str().unwrap().to_owned()).collect();
+        removed.sort();
+        assert_eq!(removed, ["out/gen/a.bin", "out/gen/deep/b.bin", "out/stale.pb", "out/sub/stale.pb"]);
+        assert_eq!((stats.removed_files, stats.removed_dirs, stats.kept_tracked), (4, 2, 4));
+        assert!(!ws.join("out/gen").exists() && ws.join("out/sub").is_dir());
+
+        // A file root the repository tracks stays too.
+        let set = PatternSet::parse(&["out/gen.py"], &Locations { workspace: ws.clone(), home: None }).unwrap();
+        let stats = clean(&set, &guard(&s), &tracked).unwrap();
+        assert_eq!((stats.removed_files, stats.kept_tracked), (0, 1));
+        assert!(ws.join("out/gen.py").exists());
+    }
+
+    #[test]
+    fn clean_stops_where_the_repository_cannot_tell() {
+        struct Broken;
+        impl Tracked for Broken {
+            fn below(&self, _: &Path) -> Result<HashSet<String>, String> {
+                Err("detected dubious ownership".to_owned())
+            }
+        }
+        let s = scratch();
+        write_file(&s.root.join("ws/out/maybe-committed.txt"));
+        let set = PatternSet::parse(&["out"], &Locations { workspace: s.root.join("ws"), home: None }).unwrap();
+        let err = clean(&set, &guard(&s), &Broken).unwrap_err();
+        assert!(matches!(err, CleanError::Tracked { .. }), "{err}");
+        assert!(s.root.join("ws/out/maybe-committed.txt").exists());
+    }
+
+    /// The root is judged again as opened: a link swapped in after the check (here, by hand
+    /// between the two) makes the open fail, and what it points to is untouched.
+    #[test]
+    fn a_link_swapped_in_after_the_check_is_never_followed() {
+        let s = scratch();
+        write_file(&s.root.join("elsewhere/precious"));
+        write_file(&s.root.join("ws/out/stale"));
+        let g = guard(&s);
+        let p = pattern(&s, "out");
+        let Ok(CleanTarget::Dir(real)) = g.check(&p) else { panic!("out is cleanable") };
+        fs::rename(s.root.join("ws/out"), s.root.join("ws/out.old")).unwrap();
+        std::os::unix::fs::symlink(s.root.join("elsewhere"), s.root.join("ws/out")).unwrap();
+        let err = g.open_judged(&p, &real).map(|_| ()).unwrap_err();
+        assert!(matches!(err, CleanError::Open { .. }), "{err}");
+        // A file root whose directory became a link: the same.
+        let file = pattern(&s, "sub/f");
+        write_file(&s.root.join("ws/sub/f"));
+        let Ok(CleanTarget::Entry(location)) = g.check(&file) else { panic!("sub/f is cleanable") };
+        fs::rename(s.root.join("ws/sub"), s.root.join("ws/sub.old")).unwrap();
+        std::os::unix::fs::symlink(s.root.join("elsewhere"), s.root.join("ws/sub")).unwrap();
+        assert!(g.open_parent_judged(&file, &location).is_err());
+        assert!(s.root.join("elsewhere/precious").exists());
+    }
+
+    /// What was opened is judged again by where it is and which directory it is: a handle on
+    /// the workspace itself is refused, one on a directory beneath it allowed.
+    #[test]
+    fn an_opened_directory_is_judged_again() {
+        let s = scratch();
+        let g = guard(&s);
+        let err = g.open_judged(&pattern(&s, "out"), &s.root.join("ws")).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("the workspace"), "{err}");
+        assert!(g.open_judged(&pattern(&s, "out"), &s.root.join("ws/out")).is_ok());
     }
 
     fn write_file(path: &Path) {
@@ -515,8 +783,8 @@ mod tests {
         fs::create_dir_all(s.root.join("ws/out/sub")).unwrap();
         fs::write(s.root.join("ws/out/sub/stale"), b"x").unwrap();
         let set = PatternSet::parse(&["out"], &Locations { workspace: s.root.join("ws"), home: None }).unwrap();
-        let stats = clean(&set, &guard(&s)).unwrap();
-        assert_eq!(stats, CleanStats { removed_files: 3, removed_dirs: 1 });
+        let stats = clean(&set, &guard(&s), &NothingTracked).unwrap();
+        assert_eq!((stats.removed_files, stats.removed_dirs, stats.removed.len()), (3, 1, 3));
         assert!(s.root.join("elsewhere/precious").exists());
         assert_eq!(fs::read_dir(s.root.join("ws/out")).unwrap().count(), 0);
     }

@@ -29,7 +29,7 @@ mod staging;
 mod unpack;
 mod writers;
 
-pub use clean::{CleanError, CleanGuard, CleanStats, CleanTarget, clean};
+pub use clean::{CleanError, CleanGuard, CleanStats, CleanTarget, NothingTracked, Tracked, clean, clean_into};
 pub use codec::{Compression, Effort, Encoder, decoder, effort_for};
 pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
 pub use safety::{check_entry_name, check_symlink_target};

@@ -17,6 +17,7 @@ mod restore;
 mod save;
 mod services;
 mod setup;
+mod tracked;
 mod verify;
 
 pub use error::Error;

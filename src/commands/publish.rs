@@ -56,6 +56,8 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     runner.set_output(Output::RestoredBytes, &bytes.to_string())?;
     runner.set_output(Output::ExtraFiles, &extra.to_string())?;
     runner.set_output(Output::Layers, &layers.to_string())?;
+    let cleaned = outcome.cleaned.as_ref().map_or(0, |c| c.files);
+    runner.set_output(Output::CleanedFiles, &cleaned.to_string())?;
     runner.append_summary(&report::restore_summary(shown, outcome))
 }
 

@@ -12,6 +12,8 @@ use crate::units;
 /// Values shown per component before "… and N more".
 const LOG_VALUES: usize = 12;
 const SUMMARY_VALUES: usize = 40;
+/// Files `clean-on-miss` removed that the summary names; a step summary holds at most 1 MiB.
+const CLEANED_SHOWN: usize = 2000;
 /// Values per component in the summary's collapsible fingerprint section.
 const FINGERPRINT_VALUES: usize = 500;
 /// What a value of the `files` component is.
@@ -171,18 +173,27 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
         let failed = "❌ did not finish (`strict`): what is there will not be saved under this key";
         rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(failed)]);
     }
-    if let Some(c) = outcome.cleaned {
-        rows.push(vec![
-            Inline::ours("clean-on-miss"),
-            Inline::ours(format!(
-                "removed {}, {}",
-                units::count_of(c.files, "file"),
-                units::count_of(c.dirs, "directory")
-            )),
-        ]);
+    if let Some(c) = &outcome.cleaned {
+        let mut text =
+            format!("removed {}, {}", units::count_of(c.files, "file"), units::count_of(c.dirs, "directory"));
+        if c.kept_tracked > 0 {
+            text.push_str(&format!("; kept {} the repository tracks", units::count_of(c.kept_tracked, "file")));
+        }
+        rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(text)]);
     }
     rows.push(vec![Inline::ours("backend"), md.prose(&outcome.backend)]);
     md.table(&["", ""], rows);
+    if let Some(c) = outcome.cleaned.as_ref().filter(|c| !c.names.is_empty()) {
+        let mut list = md.nested();
+        let lines: Vec<Vec<Inline>> =
+            c.names.iter().take(CLEANED_SHOWN).map(|n| vec![md.code(&shorten(n, 200))]).collect();
+        list.table(&["removed by clean-on-miss"], lines);
+        if c.names.len() > CLEANED_SHOWN {
+            let more = format!("and {} more (the summary's size is limited)", c.names.len() - CLEANED_SHOWN);
+            list.paragraph(&Inline::ours(more));
+        }
+        md.details(&format!("clean-on-miss removed {}", units::count_of(c.names.len(), "file")), &list);
+    }
     if let Some(e) = &outcome.explanation {
         let when = e.against_ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
         let against = md.code(&e.against_key);

@@ -4,7 +4,9 @@
 use super::fingerprint::compute;
 use super::grow::{self, KeptStack};
 use super::{Context, Error, explain, handoff};
-use crate::archive::{CleanError, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean, unpack};
+use crate::archive::{
+    CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
+};
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
@@ -27,6 +29,26 @@ pub(super) fn extra_files_line(extra: &[String]) -> String {
         names.push(format!("and {} more", extra.len() - EXTRA_SHOWN));
     }
     format!("{} under `path` not in the entry: {}", units::count_of(extra.len(), "file"), names.join(", "))
+}
+
+/// `removed 2 stale files (`a`, `b`) and 1 directory; kept 3 files the repository tracks`,
+/// naming at most [`EXTRA_SHOWN`] files.
+fn cleaned_line(cleaned: &Cleaned) -> String {
+    let mut names: Vec<String> =
+        cleaned.names.iter().take(EXTRA_SHOWN).map(|f| format!("`{}`", shorten(f, 120))).collect();
+    if cleaned.names.len() > EXTRA_SHOWN {
+        names.push(format!("and {} more", cleaned.names.len() - EXTRA_SHOWN));
+    }
+    let named = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
+    let mut line = format!(
+        "removed {}{named} and {}",
+        units::count_of(cleaned.files, "stale file"),
+        units::count_of(cleaned.dirs, "directory")
+    );
+    if cleaned.kept_tracked > 0 {
+        line.push_str(&format!("; kept {} the repository tracks", units::count_of(cleaned.kept_tracked, "file")));
+    }
+    line
 }
 
 /// Steps (by `GITHUB_ACTION`) whose post step saves even after a failed job, as `,id1,id2,`;
@@ -378,19 +400,28 @@ fn classify(err: &UnpackError) -> MissReason {
 /// `clean-on-miss`: remove stale files under `path`. Trouble is a warning, or under `strict`
 /// the error that fails the step.
 fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<CleanError>) {
-    match clean(&config.paths, &config.clean_guard) {
-        Ok(stats) => {
-            ctx.runner.info(&format!(
-                "clean-on-miss: removed {} and {}",
-                units::count_of(stats.removed_files, "stale file"),
-                units::count_of(stats.removed_dirs, "directory")
-            ));
-            (Some(Cleaned { files: stats.removed_files, dirs: stats.removed_dirs }), None)
+    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system);
+    let mut stats = CleanStats::default();
+    let result = clean_into(&config.paths, &config.clean_guard, &tracked, &mut stats);
+    let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();
+    let cleaned =
+        Cleaned { files: stats.removed_files, dirs: stats.removed_dirs, names, kept_tracked: stats.kept_tracked };
+    match result {
+        Ok(()) => {
+            ctx.runner.info(&format!("clean-on-miss: {}", cleaned_line(&cleaned)));
+            (Some(cleaned), None)
         }
-        Err(e) if config.strict => (None, Some(e)),
         Err(e) => {
+            // What went before the failure is named all the same.
+            let cleaned = (cleaned.files + cleaned.dirs > 0).then(|| {
+                ctx.runner.info(&format!("clean-on-miss: {} before it stopped", cleaned_line(&cleaned)));
+                cleaned
+            });
+            if config.strict {
+                return (cleaned, Some(e));
+            }
             ctx.runner.warning(&format!("clean-on-miss did not finish: {}", error_chain(&e)));
-            (None, None)
+            (cleaned, None)
         }
     }
 }

@@ -560,3 +560,272 @@ fn clean_on_miss_refuses_the_real_home_even_when_home_points_elsewhere() {
     );
     assert_clean_refused(&r, line, &[&real_home]);
 }
+
+/// Whether this test process may run others as uid 65534 (`setpriv` as root).
+fn can_run_as_nobody() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run a process as uid 65534");
+        return false;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: /usr/bin/setpriv is missing");
+        return false;
+    }
+    true
+}
+
+/// Swaps `out` and `out.swap` (a link to the victim) in its working directory as fast as it
+/// can with `renameat2(RENAME_EXCHANGE)`, until `stop` appears; `ready` once it runs.
+const SWAPPER: &str = r#"
+import ctypes, os, platform, sys
+os.chdir(sys.argv[1])
+os.mkdir("out")
+os.symlink(sys.argv[2], "out.swap")
+libc = ctypes.CDLL(None, use_errno=True)
+if hasattr(libc, "renameat2"):
+    swap = lambda: libc.renameat2(-100, b"out", -100, b"out.swap", 2)
+else:
+    nr = {"x86_64": 316, "aarch64": 276}[platform.machine()]
+    swap = lambda: libc.syscall(nr, -100, b"out", -100, b"out.swap", 2)
+if swap() != 0 or swap() != 0:
+    sys.exit("renameat2: errno %d" % ctypes.get_errno())
+open("ready", "w").close()
+n = 0
+while True:
+    for _ in range(1000):
+        swap()
+    n += 1000
+    if os.path.exists("stop"):
+        break
+print(n)
+"#;
+
+/// Stops the swapper whatever happens to the test.
+struct Swapper(std::process::Child);
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Restores to run against the swapper.
+const SWAP_RESTORES: usize = 300;
+
+/// Issue 19, part 2: a process that can write only in the workspace swaps `out` with a link to
+/// a directory it cannot write, over and over, while restores with `clean-on-miss` run. The
+/// decision is made on the directory opened (from `/`, one component at a time, no link
+/// followed), so not one file of that directory may ever go. Before the fix, `clean` opened
+/// `out` again by name, following the link, in about 1 run in 100.
+#[test]
+fn clean_on_miss_decides_on_what_it_opened_while_a_link_is_swapped_in() {
+    use std::os::unix::fs::PermissionsExt;
+    if !can_run_as_nobody() {
+        return;
+    }
+    let step = Step::new();
+    // nobody reaches and owns the workspace; the victim beside it is root's, read-only to nobody.
+    let mut dir = step.ws.parent().unwrap();
+    while dir.starts_with(step.dir.path()) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir = dir.parent().unwrap();
+    }
+    std::os::unix::fs::chown(&step.ws, Some(65534), Some(65534)).unwrap();
+    let victim = step.dir.path().join("victim");
+    let victim_files = ["a.txt", "deep/b.txt", "deep/er/c.txt"];
+    let plant = || {
+        for f in victim_files {
+            write(&victim.join(f), b"not exact-cache's\n");
+        }
+    };
+    plant();
+
+    let as_nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    let runs = |python: &str| {
+        let probe = std::process::Command::new("/usr/bin/setpriv").args(as_nobody).args([python, "-c", ""]).output();
+        probe.is_ok_and(|o| o.status.success())
+    };
+    // A python3 that nobody may run (a pyenv shim under /root is not one).
+    let Some(python) = ["/usr/bin/python3", "/usr/local/bin/python3", "python3"].into_iter().find(|p| runs(p)) else {
+        eprintln!("skipped: no python3 that uid 65534 can run");
+        return;
+    };
+    let child = std::process::Command::new("/usr/bin/setpriv")
+        .args(as_nobody)
+        .args([python, "-c", SWAPPER])
+        .arg(&step.ws)
+        .arg(&victim)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the swapper");
+    let mut swapper = Swapper(child);
+    let started = std::time::Instant::now();
+    while !step.ws.join("ready").exists() {
+        if let Some(status) = swapper.0.try_wait().unwrap() {
+            panic!("the swapper stopped before it began: {status}");
+        }
+        assert!(started.elapsed().as_secs() < 30, "the swapper does not start");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+
+    let (mut breaches, mut cleaned, mut refused, mut unfinished) = (Vec::new(), 0, 0, 0);
+    for run in 0..SWAP_RESTORES {
+        let r = step.run(&["restore"], &clean_inputs("out"), NO_STATE);
+        let lost: Vec<&str> = victim_files.iter().copied().filter(|f| !victim.join(f).exists()).collect();
+        if !lost.is_empty() {
+            breaches.push(format!("run {run}: removed {lost:?}\n{}", r.stdout));
+            plant();
+        }
+        if r.stdout.contains("clean-on-miss did not finish") {
+            unfinished += 1;
+        } else if r.stdout.contains("clean-on-miss: removed") {
+            cleaned += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    std::fs::write(step.ws.join("stop"), b"").unwrap();
+    let swaps = stopped(&mut swapper.0);
+    eprintln!(
+        "{SWAP_RESTORES} restores against {swaps} swaps: {cleaned} cleaned, {unfinished} stopped at a \
+         swapped link, {refused} refused; {} removed files outside",
+        breaches.len()
+    );
+    assert!(
+        breaches.is_empty(),
+        "clean-on-miss removed files of a directory it may not touch:\n{}",
+        breaches.join("\n")
+    );
+}
+
+/// Wait for the swapper to stop; the number of swaps it printed.
+fn stopped(child: &mut std::process::Child) -> String {
+    use std::io::Read;
+    let _ = child.wait();
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    out.trim().to_owned()
+}
+
+/// A scratch git repository at `dir` with `files` added to its index and committed.
+fn git_repo(step: &Step, files: &[&str]) {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&step.ws)
+            .env("HOME", &step.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    let mut add = vec!["add", "--"];
+    add.extend(files);
+    git(&add);
+    git(&["commit", "-qm", "fixtures"]);
+}
+
+fn has_git() -> bool {
+    let found = std::process::Command::new("git").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: git is not installed");
+    }
+    found
+}
+
+/// Issue 19, part 3: a fixtures directory keeps generated files beside committed ones
+/// (generator scripts, configs, `.pbtxt`/`.yaml` inputs). On a miss, `clean-on-miss` removes the
+/// stale generated files only, never one the repository tracks (committed or only added), and
+/// names what it removed: the first names in the log, every one in the summary, and the count
+/// as `cleaned-files`.
+#[test]
+fn clean_on_miss_keeps_what_the_repository_tracks_and_names_what_it_removes() {
+    if !has_git() {
+        return;
+    }
+    let step = Step::new();
+    let infer = step.ws.join("source/tests/infer");
+    let committed = ["gen_models.py", "test_config.yaml", "model.pbtxt", "sub/input.yaml", "sub/deeper/README"]
+        .map(|f| infer.join(f));
+    for f in &committed {
+        write(f, b"committed\n");
+    }
+    write(&step.ws.join("src/main.py"), b"committed elsewhere\n");
+    let rel = |p: &Path| p.strip_prefix(&step.ws).unwrap().to_str().unwrap().to_owned();
+    let mut tracked: Vec<String> = committed.iter().map(|p| rel(p)).collect();
+    tracked.push("src/main.py".to_owned());
+    git_repo(&step, &tracked.iter().map(String::as_str).collect::<Vec<_>>());
+    // Added to the index, not committed yet: tracked too.
+    write(&infer.join("staged.pbtxt"), b"staged\n");
+    let staged = std::process::Command::new("git")
+        .args(["add", "source/tests/infer/staged.pbtxt"])
+        .current_dir(&step.ws)
+        .env("HOME", &step.home)
+        .status()
+        .unwrap();
+    assert!(staged.success());
+    let stale = ["model.pb", "frozen.pth", "sub/out.pb", "gen/a.bin", "gen/deep/b.bin", "::error::boom.pb"]
+        .map(|f| infer.join(f));
+    for f in &stale {
+        write(f, b"stale\n");
+    }
+
+    let r = step.run(&["restore"], &clean_inputs("source/tests/infer"), NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.output("miss-reason"), "not-found");
+    let kept = committed
+        .iter()
+        .map(|f| (f.clone(), "committed\n"))
+        .chain([(infer.join("staged.pbtxt"), "staged\n"), (step.ws.join("src/main.py"), "committed elsewhere\n")]);
+    for (f, content) in kept {
+        let now = std::fs::read_to_string(&f).ok();
+        assert_eq!(now.as_deref(), Some(content), "tracked `{}` must stay:\n{}", f.display(), r.stdout);
+    }
+    let left: Vec<String> = stale.iter().filter(|f| f.exists()).map(|f| rel(f)).collect();
+    assert!(left.is_empty(), "stale files left: {left:?}\n{}", r.stdout);
+    assert!(!infer.join("gen").exists() && infer.join("sub/deeper").is_dir());
+
+    assert_eq!(r.output("cleaned-files"), stale.len().to_string());
+    let line = r.stdout.lines().find(|l| l.contains("clean-on-miss: removed")).expect("a line says what was removed");
+    assert!(line.contains("removed 6 stale files (`source/tests/infer/"), "{line}");
+    assert!(line.contains("and 1 more") && line.contains("kept 6 files the repository tracks"), "{line}");
+    assert!(!r.stdout.lines().any(|l| l.starts_with("::error::")), "a file name started a command:\n{}", r.stdout);
+    let summary = &r.summary;
+    assert!(summary.contains("<details><summary>clean-on-miss removed 6 files</summary>"), "{summary}");
+    for f in &stale {
+        let name = rel(f);
+        assert!(summary.contains(&format!("| `{name}` |")), "`{name}` is not named:\n{summary}");
+    }
+}
+
+/// Without git, or with the root outside any work tree, `clean-on-miss` says that it cannot
+/// tell tracked files apart and removes what guarantee 8 allows, naming it.
+#[test]
+fn clean_on_miss_says_when_it_cannot_ask_git() {
+    let step = Step::new();
+    write(&step.ws.join("out/stale.o"), b"stale\n");
+    let r = step.run(&["restore"], &clean_inputs("out"), NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    if has_git() {
+        assert!(r.stdout.contains("is not in a git work tree"), "{}", r.stdout);
+    }
+    assert!(r.stdout.contains("removed 1 stale file (`out/stale.o`)"), "{}", r.stdout);
+    assert_eq!(r.output("cleaned-files"), "1");
+
+    let mut step = Step::new();
+    step.set_env("PATH", "/nonexistent");
+    write(&step.ws.join("out/stale.o"), b"stale\n");
+    let r = step.run(&["restore"], &clean_inputs("out"), NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("git is not installed"), "{}", r.stdout);
+    assert!(!step.ws.join("out/stale.o").exists());
+}

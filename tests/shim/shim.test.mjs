@@ -143,6 +143,7 @@ const RESTORE_MISS = {
   'restored-bytes': '0',
   'extra-files': '0',
   layers: '0',
+  'cleaned-files': '0',
 };
 
 test('a platform without a binary warns, sets every output as a miss and lets the job go on', () => {
