@@ -132,8 +132,9 @@ fn explain_misses_against_a_hostile_entry(served: Served) {
     let shown = log_model::text(&r.stdout).join("\n");
     assert!(shown.contains("::error title=pwned::injected removed"), "{shown}");
 
-    // The summary's table of changes keeps one cell per row, and holds no HTML of theirs.
-    assert!(!r.summary.contains("<img"), "{}", r.summary);
+    // The summary's table of changes keeps one cell per row, and holds no HTML of theirs (but
+    // inside code spans, where it is text).
+    assert!(!outside_code(&r.summary).contains("<img"), "{}", r.summary);
     let table: Vec<&str> = r
         .summary
         .lines()
@@ -254,8 +255,7 @@ fn their_values_show_escaped_and_never_as_links_v2_service() {
 
 /// An entry of someone else's under `inj` whose fingerprint holds a bidi override, a URL and a
 /// label with a line break; our own values hold the same kinds of text. `explain-misses`
-/// shows both sides in the log and the summary, `explain` lists the changes as an output, and
-/// `list` lists a planted key holding a line break.
+/// shows both sides in the log and the summary, and `explain` lists the changes as an output.
 fn their_values_show_escaped_and_never_as_links(served: Served) {
     let (mut step, github_token) = served_step(&served);
     let mut env = Component::new();
@@ -298,17 +298,6 @@ fn their_values_show_escaped_and_never_as_links(served: Served) {
     assert!(changes.contains("env: LABEL\\nfake: injected removed"), "{changes}");
     assert_none_raw(&explained);
 
-    let hostile_key = "inj-evil\ninj-fake";
-    match &served {
-        Served::Local => write(&step.cache.join(format!("entries/{hostile_key}@v1")), b"not an archive"),
-        Served::V2(services) => services.plant_listed(hostile_key, "v1"),
-    }
-    let mut list_inputs = vec![("prefix", "inj")];
-    list_inputs.extend(github_token.map(|t| ("github-token", t)));
-    let listed = step.run(&["list"], &list_inputs, NO_STATE);
-    let keys = listed.output("keys");
-    assert!(keys.lines().any(|l| l == "inj-evil\\ninj-fake"), "{keys}\n{}", listed.stdout);
-    assert!(keys.lines().all(|l| l != "inj-fake"), "a fake key: {keys}");
 }
 
 #[test]
