@@ -286,11 +286,11 @@ fn their_values_show_escaped_and_never_as_links(served: Served) {
 
     let r = step.run(&["restore"], &inputs, NO_STATE);
     assert!(r.stdout.contains(&format!("compared with `{}`", record.key)), "explained: {}", r.stdout);
+    assert!(r.summary.contains("https://evil.example/theirs") && r.summary.contains("https://evil.example/ours"));
+    assert!(!outside_code(&r.summary).contains("evil.example"), "a bare URL:\n{}", r.summary);
     assert_none_raw(&r);
     assert!(r.stdout.contains("theirs\\u{202e}gnp.exe\\u{200b}"), "shown escaped: {}", r.stdout);
     assert!(r.summary.contains("theirs\\u{202e}gnp.exe\\u{200b}"), "shown escaped: {}", r.summary);
-    assert!(r.summary.contains("https://evil.example/theirs") && r.summary.contains("https://evil.example/ours"));
-    assert!(!outside_code(&r.summary).contains("evil.example"), "a bare URL:\n{}", r.summary);
 
     let explained = step.run(&["explain"], &inputs, NO_STATE);
     let changes = explained.output("changes");
