@@ -296,7 +296,10 @@ mod tests {
         let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", "v", fp));
         // Raw only inside the code spans of the label and the value, where HTML means nothing.
         assert_eq!(summary.matches("<img").count(), 2, "{summary}");
-        assert!(summary.contains("| ``a\\|b ⏎ \\| x \\| y \\| ⏎ <img src=x onerror=alert(1)>`\\|` ⏎ # heading`` |"), "{summary}");
+        assert!(
+            summary.contains("| ``a\\|b ⏎ \\| x \\| y \\| ⏎ <img src=x onerror=alert(1)>`\\|` ⏎ # heading`` |"),
+            "{summary}"
+        );
         assert!(summary.contains("`` a\\|b⏎\\| x \\| y \\|⏎<img src=x onerror=alert(1)>`\\|` ``"), "{summary}");
         let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
         // The key table (two columns, three rows) and the fingerprint table (three columns).

@@ -115,7 +115,10 @@ mod tests {
     fn invisible_characters_are_shown_escaped() {
         assert_eq!(escape_invisible("plain ⏎ text…\tok"), "plain ⏎ text…\tok");
         assert_eq!(escape_invisible("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
-        assert_eq!(escape_invisible("\u{1b}[31mred\u{200b}\u{feff}\u{2028}"), "\\u{1b}[31mred\\u{200b}\\u{feff}\\u{2028}");
+        assert_eq!(
+            escape_invisible("\u{1b}[31mred\u{200b}\u{feff}\u{2028}"),
+            "\\u{1b}[31mred\\u{200b}\\u{feff}\\u{2028}"
+        );
         assert_eq!(escape_invisible("emoji ⚠️ ✅"), "emoji ⚠️ ✅", "variation selectors are not format characters");
     }
 

@@ -291,7 +291,10 @@ fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_paddi
         for name in ["X-Amz-Security-Token=", "X-Amz-Signature="] {
             for (i, _) in readable.match_indices(name) {
                 let next = readable[i + name.len()..].chars().next().unwrap_or('*');
-                assert!(!next.is_ascii_alphanumeric() && next != '%', "padding {n}: a part of `{name}` shown:\n{readable}");
+                assert!(
+                    !next.is_ascii_alphanumeric() && next != '%',
+                    "padding {n}: a part of `{name}` shown:\n{readable}"
+                );
             }
         }
     }

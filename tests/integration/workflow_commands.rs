@@ -232,8 +232,7 @@ fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(served: Se
     let post = step.run(&["save", "--post"], &inputs, &warm.state);
     let changed = post.output("changed-files");
     assert_eq!(
-        changed,
-        "out/back\\\\slash\\ttab\\u{1b}[31m\nout/bidi\\u{202e}txt.exe\nout/evil\\nout/fake-entry",
+        changed, "out/back\\\\slash\\ttab\\u{1b}[31m\nout/bidi\\u{202e}txt.exe\nout/evil\\nout/fake-entry",
         "one escaped line per file:\n{}",
         post.stdout
     );
@@ -297,7 +296,6 @@ fn their_values_show_escaped_and_never_as_links(served: Served) {
     assert!(changes.lines().all(|l| !l.starts_with("fake")), "one change per line:\n{changes}");
     assert!(changes.contains("env: LABEL\\nfake: injected removed"), "{changes}");
     assert_none_raw(&explained);
-
 }
 
 #[test]

@@ -146,13 +146,8 @@ fn echo(mut stream: std::net::TcpStream) {
     let answer = if method == "HEAD" {
         "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
     } else {
-        let digits: String = target
-            .split("prefix=p")
-            .nth(1)
-            .unwrap_or_default()
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
+        let digits: String =
+            target.split("prefix=p").nth(1).unwrap_or_default().chars().take_while(char::is_ascii_digit).collect();
         let body = format!("{}{target}", "x".repeat(digits.parse().unwrap_or(0)));
         format!(
             "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
