@@ -2,8 +2,10 @@
 //! and errors with their causes.
 
 /// One line of at most `max` characters: line breaks shown as ` ⏎ `, the rest cut off with `…`.
-/// Redact before calling this, so no part of a secret survives the cut.
+/// Every secret registered in the process is redacted first, so no part of one survives the
+/// cut (a caller with its own [`Redactor`](crate::runner::Redactor) redacts before calling).
 pub fn shorten(s: &str, max: usize) -> String {
+    let s = crate::runner::redact_registered(s);
     let one_line: String = crate::runner::runner_lines(s.trim()).collect::<Vec<_>>().join(" ⏎ ");
     if one_line.chars().count() <= max {
         one_line

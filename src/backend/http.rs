@@ -270,8 +270,10 @@ fn error_detail(body: &str) -> String {
 }
 
 /// A server's words as one short line: control characters (line breaks included, which could
-/// start a workflow command in the log) become spaces.
+/// start a workflow command in the log) become spaces. Registered secrets are redacted before
+/// the cut: a server echoing a signed request must not show the part of a token left of it.
 pub fn one_line(text: &str) -> String {
+    let text = crate::runner::redact_registered(text);
     let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect();
     line.trim().to_owned()
 }

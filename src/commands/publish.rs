@@ -62,10 +62,10 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
 }
 
 fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result<(), RunnerError> {
-    let changed = outcome.verified.as_ref().map(|v| v.changed_files.join("\n")).unwrap_or_default();
     runner.set_output(Output::Saved, flag(outcome.is_saved()))?;
     runner.set_output(Output::SaveResult, outcome.result.name())?;
-    runner.set_output(Output::ChangedFiles, &changed)?;
+    let changed = outcome.verified.as_ref().map(|v| v.changed_files.as_slice()).unwrap_or_default();
+    runner.set_list_output(Output::ChangedFiles, changed)?;
     if let Some(key) = &outcome.key {
         runner.set_output(Output::Key, key)?;
     }
@@ -77,7 +77,7 @@ fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), Runn
         CatalogOutcome::Explain { key, explanation } => {
             if let Some(explanation) = explanation {
                 runner.set_output(Output::Against, &explanation.against_key)?;
-                runner.set_output(Output::Changes, &explanation.changes.join("\n"))?;
+                runner.set_list_output(Output::Changes, &explanation.changes)?;
             }
             runner.set_output(Output::Key, key)
         }
@@ -86,9 +86,9 @@ fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), Runn
                 runner.set_document(serde_json::to_string_pretty(entries).expect("entries serialize"));
             }
             let keys: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
-            runner.set_output(Output::Keys, &keys.join("\n"))
+            runner.set_list_output(Output::Keys, &keys)
         }
-        CatalogOutcome::Prune { deleted } => runner.set_output(Output::Deleted, &deleted.join("\n")),
+        CatalogOutcome::Prune { deleted } => runner.set_list_output(Output::Deleted, deleted),
     }
 }
 

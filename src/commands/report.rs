@@ -99,7 +99,7 @@ fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRec
     let mut rows = Vec::new();
     for (name, values) in &record.components.components {
         for (label, value) in values.iter().take(FINGERPRINT_VALUES) {
-            rows.push(vec![md.code(name), md.code(label), md.text(&shown.value(name, label, value, VALUE_CHARS))]);
+            rows.push(vec![md.code(name), md.code(label), md.code(&shown.value(name, label, value, VALUE_CHARS))]);
         }
         if values.len() > FINGERPRINT_VALUES {
             let more = Inline::ours(format!("… {} more", values.len() - FINGERPRINT_VALUES));
@@ -202,7 +202,8 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             None => format!("**Why this is a miss** — compared with the newest entry {against}{when}:"),
         };
         md.paragraph(&Inline::ours(intro));
-        let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.text(c)]).collect();
+        // A change quotes their labels and values: code, which GitHub never links.
+        let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.code(c)]).collect();
         if rows.is_empty() {
             md.paragraph(&Inline::ours("no fingerprint component differs"));
         } else {
@@ -304,8 +305,12 @@ mod tests {
         fp.insert("files", Component::from([(hostile.to_owned(), Value::text("0123 -"))]));
         fp.insert("env", Component::from([("K".to_owned(), Value::text(format!("{hostile}\n# heading")))]));
         let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", "v", fp));
-        // Raw only inside the label's code span, where HTML means nothing.
-        assert_eq!(summary.matches("<img").count(), 1, "{summary}");
+        // Raw only inside the code spans of the label and the value, where HTML means nothing.
+        assert_eq!(summary.matches("<img").count(), 2, "{summary}");
+        assert!(
+            summary.contains("| ``a\\|b ⏎ \\| x \\| y \\| ⏎ <img src=x onerror=alert(1)>`\\|` ⏎ # heading`` |"),
+            "{summary}"
+        );
         assert!(summary.contains("`` a\\|b⏎\\| x \\| y \\|⏎<img src=x onerror=alert(1)>`\\|` ``"), "{summary}");
         let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
         // The key table (two columns, three rows) and the fingerprint table (three columns).

@@ -6,7 +6,15 @@
 //! printed as `name=value` lines on stdout at the end, so scripts can read them.
 //!
 //! Every line written passes through [`Runner::redact`], which removes registered secrets even
-//! where the runner's own masking does not apply (CLI mode, or a value printed before masking).
+//! where the runner's own masking does not apply (CLI mode, or a value printed before masking),
+//! in every form a secret takes in transit (URL-encoded, JSON-escaped, base64). Text is redacted
+//! before it is cut short anywhere: code without a runner at hand (a backend shortening a
+//! server's answer) redacts with [`redact_registered`], which knows every secret the process
+//! registered.
+//!
+//! Invisible characters of outside text (controls, bidi overrides and other format characters)
+//! are shown escaped in the log and the summary, and each item of a list output is escaped to
+//! one line ([`escape_list_item`]).
 //!
 //! Text from outside the binary (file names, fingerprint labels and values read from another
 //! entry, server messages) can never start a workflow command: the log has one writer of plain
@@ -14,13 +22,16 @@
 //! could read as a command between `::stop-commands::<token>` and `::<token>::`. Our own
 //! commands carry their text only as escaped data ([`Log::command`]), never as properties.
 
+mod forms;
 #[doc(hidden)]
 pub mod log_model;
 mod progress;
 pub mod summary;
+mod visible;
 mod workflow_command;
 
 pub use progress::{Progress, ProgressReader};
+pub use visible::{escape_invisible, escape_list_item, unescape_list_item};
 pub use workflow_command::escape_data;
 
 use crate::env::Env;
@@ -150,6 +161,13 @@ impl Runner {
             self.cli_outputs.lock().unwrap().push((name.to_owned(), value.to_owned()));
         }
         Ok(())
+    }
+
+    /// Set a step output that lists `items`, one per line, each escaped by
+    /// [`escape_list_item`] after redaction: a file name holding a line break stays one item.
+    pub fn set_list_output<S: AsRef<str>>(&self, output: Output, items: &[S]) -> Result<(), RunnerError> {
+        let lines: Vec<String> = items.iter().map(|i| escape_list_item(&self.redact(i.as_ref()))).collect();
+        self.set_output(output, &lines.join("\n"))
     }
 
     pub fn save_state(&self, key: State, value: &str) -> Result<(), RunnerError> {
@@ -315,19 +333,25 @@ struct Log {
 impl Log {
     /// One of our own workflow commands, `::name::data` (Actions mode only). Its text travels
     /// only as escaped data, which the runner never parses further.
+    /// Invisible characters in the text are shown escaped ([`escape_invisible`]), except in a
+    /// mask, which must match the value exactly.
     fn command(&self, name: &'static str, data: &str) {
         debug_assert_eq!(self.mode, Mode::Actions);
-        self.write(&[format!("::{name}::{}", escape_data(data))]);
+        let data = if name == "add-mask" { data.into() } else { escape_invisible(data) };
+        self.write(&[format!("::{name}::{}", escape_data(&data))]);
     }
 
     /// Plain text: one log line per line of `text`, split where the runner splits (`\r`, `\n`
     /// and `\r\n`, see [`runner_lines`]). In Actions mode a line the runner could read as a
     /// command ([`could_be_command`]) is written between `::stop-commands::<token>` and
     /// `::<token>::`, with a fresh random token; all lines go out under one lock, so no other
-    /// thread's line lands while commands are stopped.
+    /// thread's line lands while commands are stopped. Invisible characters are shown escaped
+    /// ([`escape_invisible`]).
     fn text(&self, text: &str) {
         let mut lines = Vec::new();
         for line in runner_lines(text) {
+            let escaped = escape_invisible(line);
+            let line = escaped.as_ref();
             if self.mode == Mode::Actions && could_be_command(line) {
                 let mut token = random_token();
                 while line.to_ascii_lowercase().contains(&token) {
@@ -386,6 +410,7 @@ fn could_be_command(line: &str) -> bool {
 }
 
 /// Removes registered secrets from text; cheap to clone, and sees secrets registered later.
+/// Each secret is held in every form [`forms`] gives (URL-encoded, JSON-escaped, base64).
 #[derive(Clone, Default)]
 pub struct Redactor {
     secrets: Arc<Mutex<Vec<String>>>,
@@ -404,6 +429,34 @@ impl Redactor {
         }
         out
     }
+
+    /// Hold `secret` and its other forms; whether it was new.
+    fn insert(&self, secret: &str) -> bool {
+        let mut secrets = self.secrets.lock().unwrap();
+        if secrets.iter().any(|s| s == secret) {
+            return false;
+        }
+        for form in forms::forms(secret) {
+            if !secrets.contains(&form) {
+                secrets.push(form);
+            }
+        }
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        true
+    }
+}
+
+/// Every secret registered in this process, through any runner or sink.
+fn registered() -> &'static Redactor {
+    static REGISTERED: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+    REGISTERED.get_or_init(Redactor::default)
+}
+
+/// `text` with every secret registered in this process (in any of its forms) replaced by
+/// `***`. Code that cuts outside text short calls this first — a cut secret would no longer
+/// match — even where it has no [`Runner`] at hand (a backend shortening a server's answer).
+pub fn redact_registered(text: &str) -> String {
+    registered().redact(text)
 }
 
 /// Registers secrets with the runner from anywhere; cheap to clone.
@@ -441,13 +494,9 @@ impl SecretSink {
         if secret.len() < 4 {
             return;
         }
-        {
-            let mut secrets = self.redactor.secrets.lock().unwrap();
-            if secrets.iter().any(|s| s == secret) {
-                return;
-            }
-            secrets.push(secret.to_owned());
-            secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        registered().insert(secret);
+        if !self.redactor.insert(secret) {
+            return;
         }
         if let Some(log) = &self.log {
             log.command("add-mask", secret);
@@ -585,13 +634,16 @@ mod tests {
             ],
             "{text}"
         );
-        // Nothing is lost: each payload reads as text, split where the runner splits lines.
+        // Nothing is lost: each payload reads as text, split where the runner splits lines,
+        // its invisible characters shown escaped.
         let shown = log_model::text(&text);
         for payload in PAYLOADS {
             for line in runner_lines(payload) {
-                assert!(shown.iter().any(|s| s == line), "`{line}` not shown in\n{text}");
+                let line = escape_invisible(line);
+                assert!(shown.iter().any(|s| *s == line), "`{line}` not shown in\n{text}");
             }
         }
+        assert!(shown.iter().any(|s| s == "\\u{feff}::warning::bom"), "{text}");
     }
 
     #[test]

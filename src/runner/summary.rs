@@ -3,9 +3,11 @@
 //! Text from outside the binary (file names, labels, values, refs, server messages) enters a
 //! summary only as an [`Inline`] made by [`Markdown::text`], [`Markdown::code`] or
 //! [`Markdown::prose`]: registered secrets are redacted first, then the text is escaped, so it
-//! can neither break a table nor add HTML, links or formatting.
+//! can neither break a table nor add HTML, links or formatting: invisible characters are shown
+//! as `\u{202e}`, and a word GitHub would turn into a link or a mention (`https://…`, `www.…`,
+//! `name@host`, `@user`) is set as inline code.
 
-use super::Redactor;
+use super::{Redactor, escape_invisible};
 use std::fmt::Write as _;
 
 /// Inline Markdown that is safe in a table cell or a paragraph.
@@ -44,21 +46,26 @@ impl Markdown {
         Self::new(self.redactor.clone())
     }
 
+    /// Outside text redacted, then its invisible characters escaped.
+    fn outside(&self, s: &str) -> String {
+        escape_invisible(&self.redactor.redact(s)).into_owned()
+    }
+
     /// Outside text as plain inline text.
     pub fn text(&self, s: &str) -> Inline {
-        Inline(escape_text(&self.redactor.redact(s)))
+        Inline(escape_text(&self.outside(s)))
     }
 
     /// Outside text as inline code.
     pub fn code(&self, s: &str) -> Inline {
-        Inline(code_span(&self.redactor.redact(s)))
+        Inline(code_span(&self.outside(s)))
     }
 
     /// One of our messages holding outside text: it quotes names in backticks, so each quoted
     /// piece becomes code and the rest text. A name holding backticks can only misplace the
     /// quoting, never add markup.
     pub fn prose(&self, s: &str) -> Inline {
-        let s = self.redactor.redact(s);
+        let s = self.outside(s);
         let pieces: Vec<&str> = s.split('`').collect();
         let mut out = String::new();
         for (i, piece) in pieces.iter().enumerate() {
@@ -73,7 +80,7 @@ impl Markdown {
     }
 
     pub fn heading(&mut self, level: usize, title: &str) -> &mut Self {
-        let title = escape_text(&self.redactor.redact(title));
+        let title = escape_text(&self.outside(title));
         let _ = writeln!(self.text, "{} {title}\n", "#".repeat(level.clamp(1, 6)));
         self
     }
@@ -97,7 +104,7 @@ impl Markdown {
 
     /// A collapsed `<details>` block around `inner`.
     pub fn details(&mut self, summary: &str, inner: &Markdown) -> &mut Self {
-        let summary = html_escape(&self.redactor.redact(summary));
+        let summary = html_escape(&self.outside(summary));
         let _ = writeln!(self.text, "<details><summary>{summary}</summary>\n\n{}</details>\n", inner.text);
         self
     }
@@ -118,8 +125,32 @@ fn one_line(s: &str) -> String {
 }
 
 /// Plain text: `&`, `<`, `>` as entities; Markdown punctuation backslash-escaped (GFM tables
-/// take `\|` as a pipe inside a cell); line breaks as `<br>`.
+/// take `\|` as a pipe inside a cell); line breaks as `<br>`; a word that would become a link or
+/// a mention ([`links`]) as inline code.
 fn escape_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !c.is_whitespace()).unwrap_or(rest.len());
+        out.push_str(&escape_plain(&rest[..end]));
+        rest = &rest[end..];
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let word = &rest[..end];
+        out.push_str(&if links(word) { code_span(word) } else { escape_plain(word) });
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Whether GitHub could turn `word` (no whitespace) into a link or a mention: an autolinked
+/// URL (`http://`, `https://`, `www.`, or any `scheme://`), an e-mail address, an `@user`.
+fn links(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    lower.contains("://") || lower.contains("www.") || lower.contains('@') || lower.contains("mailto:")
+}
+
+/// [`escape_text`] for text that holds no link.
+fn escape_plain(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {

@@ -497,7 +497,7 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
     }
     assert!(restore.stdout.contains("env: DEPLOY_KEY changed"), "explained: {}", restore.stdout);
     assert!(restore.stdout.contains("DEPLOY_KEY = ***") && restore.stdout.contains("DEPLOY_PIN = ***"));
-    assert!(restore.summary.contains("| `env` | `DEPLOY_KEY` | \\*\\*\\* |"), "{}", restore.summary);
+    assert!(restore.summary.contains("| `env` | `DEPLOY_KEY` | `***` |"), "{}", restore.summary);
     // The real value still decides the key.
     step.extra_env.retain(|(k, _)| k != "DEPLOY_KEY");
     step.set_env("DEPLOY_KEY", rotated.clone());

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::s3::{ACCESS_KEY, BUCKET, S3Server, SECRET_KEY};
+use crate::support::s3::{ACCESS_KEY, BUCKET, EchoingS3, S3Server, SECRET_KEY};
 use crate::support::{NO_STATE, Step, StepResult, TarBuilder, link_entry, noise, snapshot, write};
 use exact_cache::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
@@ -219,6 +219,88 @@ fn the_secret_key_and_signatures_never_reach_the_log() {
     write(&s.ws.join("out/creds.txt"), format!("key={SECRET_KEY}\n").as_bytes());
     let leak = run(&s, &server, &["save"], &[("variant", "leak")]);
     assert_eq!(leak.output("save-result"), "secret-found", "{}", leak.stdout);
+}
+
+/// A session token as AWS issues them: base64, so its URL-encoded form in a signed URL differs.
+const SESSION_TOKEN: &str = "FQoGZXIvYXdzEKr7q+Sn4/Tk9xJ2m=Qw7vL0pZ8rT4+hY6cB1dN3/gE5==";
+
+/// Every run of `text`'s characters of length `len`.
+fn windows(text: &str, len: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.windows(len).map(|w| w.iter().collect()).collect()
+}
+
+#[test]
+fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_padding() {
+    // The server answers the listing with `n` characters, then the signed request: whatever
+    // `n`, the cut of its words (300 characters) falls somewhere else in the token or the
+    // signature, and redaction must come first.
+    let server = EchoingS3::start();
+    let encoded: String = SESSION_TOKEN
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    let fragments: Vec<String> = windows(SESSION_TOKEN, 8).into_iter().chain(windows(&encoded, 8)).collect();
+    let run = |padding: usize| {
+        let mut step = Step::against(vec![
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+            ("AWS_SESSION_TOKEN".into(), SESSION_TOKEN.into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+        ]);
+        step.set_env("GITHUB_REF", "refs/heads/main");
+        let prefix = format!("p{padding}");
+        let inputs = [
+            ("backend", "s3"),
+            ("s3-bucket", BUCKET),
+            ("s3-endpoint", &server.endpoint()),
+            ("s3-prefix", &prefix),
+            ("path", "out"),
+            ("native", "none"),
+        ];
+        let r = step.run(&["restore"], &inputs, NO_STATE);
+        assert_eq!(r.output("miss-reason"), "service-error", "{}", r.stdout);
+        r
+    };
+    let paddings: Vec<usize> = (0..=300).collect();
+    let shown: Vec<(usize, String, String)> = std::thread::scope(|s| {
+        let tasks: Vec<_> = paddings
+            .chunks(paddings.len().div_ceil(6))
+            .map(|chunk| {
+                s.spawn(|| {
+                    chunk
+                        .iter()
+                        .map(|&n| {
+                            let r = run(n);
+                            let warning = r.stdout.lines().find(|l| l.starts_with("::warning::")).unwrap_or_default();
+                            (n, warning.to_owned(), r.readable())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        tasks.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
+    for (n, warning, readable) in &shown {
+        // Workflow commands carry `%` as `%25`: read the log as the runner shows it, too.
+        let readable = &format!("{readable}\n{}", readable.replace("%25", "%"));
+        assert!(warning.contains("HTTP 400: x") || *n == 0, "padding {n}: {warning}");
+        for fragment in &fragments {
+            assert!(!readable.contains(fragment.as_str()), "padding {n}: `{fragment}` of the token shown:\n{readable}");
+        }
+        for name in ["X-Amz-Security-Token=", "X-Amz-Signature="] {
+            for (i, _) in readable.match_indices(name) {
+                let next = readable[i + name.len()..].chars().next().unwrap_or('*');
+                assert!(
+                    !next.is_ascii_alphanumeric() && next != '%',
+                    "padding {n}: a part of `{name}` shown:\n{readable}"
+                );
+            }
+        }
+    }
+    // The echo reaches the user (so the cut is exercised), with the token and signature redacted.
+    let (_, first, _) = &shown[0];
+    assert!(first.contains("HTTP 400: /ci-cache/?") && first.contains("X-Amz-Security-Token=***"), "{first}");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Text from outside the binary — file names from `hash-files`, `hash-env` values, labels and
 //! values read from another entry's fingerprint by `explain-misses` — never starts a workflow
-//! command, read the way the runner reads a step's output (`runner::log_model`).
+//! command, read the way the runner reads a step's output (`runner::log_model`); shows its
+//! invisible characters escaped and its URLs only inside code spans; stays one item per line
+//! of a list output; and has its secrets redacted before any cut.
 
 use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive};
 use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
@@ -130,8 +132,9 @@ fn explain_misses_against_a_hostile_entry(served: Served) {
     let shown = log_model::text(&r.stdout).join("\n");
     assert!(shown.contains("::error title=pwned::injected removed"), "{shown}");
 
-    // The summary's table of changes keeps one cell per row, and holds no HTML of theirs.
-    assert!(!r.summary.contains("<img"), "{}", r.summary);
+    // The summary's table of changes keeps one cell per row, and holds no HTML of theirs (but
+    // inside code spans, where it is text).
+    assert!(!outside_code(&r.summary).contains("<img"), "{}", r.summary);
     let table: Vec<&str> = r
         .summary
         .lines()
@@ -144,5 +147,168 @@ fn explain_misses_against_a_hostile_entry(served: Served) {
         let inner = row.trim().strip_prefix('|').and_then(|r| r.strip_suffix('|')).unwrap();
         let bars = inner.char_indices().filter(|&(i, c)| c == '|' && !inner[..i].ends_with('\\')).count();
         assert_eq!(bars, 0, "one cell: {row}");
+    }
+}
+
+/// A `secret-env` value, longer than a name is cut to in the log and the summary.
+const DEPLOY_KEY: &str = "dk-7Hq2Lx9Vb4Nc8Zr1Tw6Ym3Pf5Gs0Ju";
+
+/// Every run of `text`'s characters of length `len`.
+fn windows(text: &str, len: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.windows(len).map(|w| w.iter().collect()).collect()
+}
+
+#[test]
+fn a_secret_in_a_file_name_is_redacted_before_the_name_is_cut() {
+    // Files kept beside a reused entry are named in the log and the summary, each cut to 120
+    // characters: here the cut falls inside the secret, 8 to 28 characters into it.
+    let mut step = Step::new();
+    step.set_env("DEPLOY_KEY", DEPLOY_KEY);
+    let inputs = [("path", "out"), ("native", "none"), ("secret-env", "DEPLOY_KEY")];
+    write(&step.ws.join("out/a.txt"), b"a\n");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    for padding in [88, 96, 104, 108] {
+        write(&step.ws.join(format!("out/{}{DEPLOY_KEY}.txt", "n".repeat(padding))), b"kept\n");
+    }
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!((r.output("reused"), r.output("extra-files")), ("true", "4"), "{}", r.stdout);
+    assert!(r.stdout.contains("4 files under `path` not in the entry"), "{}", r.stdout);
+    let readable = r.readable();
+    for fragment in windows(DEPLOY_KEY, 8) {
+        assert!(!readable.contains(&fragment), "`{fragment}` of the secret shown:\n{readable}");
+    }
+}
+
+/// Where a step finds its entries: the local store, or the v2 service (and its REST API).
+fn served_step(served: &Served) -> (Step, Option<&'static str>) {
+    let mut step = Step::new();
+    match served {
+        Served::Local => (step, None),
+        Served::V2(services) => {
+            step.extra_env = services.v2_env();
+            step.extra_env.extend(services.rest_env());
+            (step, Some(services::REST_TOKEN))
+        }
+    }
+}
+
+/// No invisible character of theirs is shown raw in the log, on stderr or in the summary.
+fn assert_none_raw(r: &StepResult) {
+    for (what, text) in [("log", &r.stdout), ("stderr", &r.stderr), ("summary", &r.summary)] {
+        let raw = text.chars().find(|c| matches!(c, '\u{202e}' | '\u{200b}' | '\u{feff}' | '\u{1b}'));
+        assert_eq!(raw, None, "the {what} shows an invisible character raw:\n{text}");
+    }
+}
+
+/// The summary outside its code spans (the values here hold no backtick): what GitHub renders
+/// as Markdown, autolinks included.
+fn outside_code(summary: &str) -> String {
+    summary.split('`').step_by(2).collect()
+}
+
+#[test]
+fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files_local_store() {
+    a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(Served::Local);
+}
+
+#[test]
+fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files_v2_service() {
+    let services = Services::start_with(BlobStore::Fast { name: String::new() });
+    a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(Served::V2(services));
+}
+
+fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(served: Served) {
+    let (step, _) = served_step(&served);
+    let inputs = [("path", "out"), ("native", "none"), ("verify-reuse", "warn")];
+    write(&step.ws.join("out/a.bin"), b"a");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(warm.output("reused"), "true", "{}", warm.stdout);
+    let names = ["out/bidi\u{202e}txt.exe", "out/evil\nout/fake-entry", "out/back\\slash\ttab\u{1b}[31m"];
+    for name in names {
+        write(&step.ws.join(name), b"added by the job");
+    }
+    let post = step.run(&["save", "--post"], &inputs, &warm.state);
+    let changed = post.output("changed-files");
+    assert_eq!(
+        changed, "out/back\\\\slash\\ttab\\u{1b}[31m\nout/bidi\\u{202e}txt.exe\nout/evil\\nout/fake-entry",
+        "one escaped line per file:\n{}",
+        post.stdout
+    );
+    assert_none_raw(&post);
+    assert!(post.summary.contains("bidi\\u{202e}txt.exe"), "{}", post.summary);
+}
+
+#[test]
+fn their_values_show_escaped_and_never_as_links_local_store() {
+    their_values_show_escaped_and_never_as_links(Served::Local);
+}
+
+#[test]
+fn their_values_show_escaped_and_never_as_links_v2_service() {
+    their_values_show_escaped_and_never_as_links(Served::V2(Services::start_with(BlobStore::Fast {
+        name: String::new(),
+    })));
+}
+
+/// An entry of someone else's under `inj` whose fingerprint holds a bidi override, a URL and a
+/// label with a line break; our own values hold the same kinds of text. `explain-misses`
+/// shows both sides in the log and the summary, and `explain` lists the changes as an output.
+fn their_values_show_escaped_and_never_as_links(served: Served) {
+    let (mut step, github_token) = served_step(&served);
+    let mut env = Component::new();
+    env.insert("EVIL_URL".into(), Value::text("https://evil.example/theirs"));
+    env.insert("BIDI".into(), Value::text("theirs\u{202e}gnp.exe\u{200b}"));
+    env.insert("LABEL\nfake: injected".into(), Value::text("1"));
+    let mut fp = Fingerprint::default();
+    fp.insert("env", env);
+    let record = FingerprintRecord::new("inj", "v1", fp);
+    let (bytes, _) = write_archive(
+        &Inventory::default(),
+        &record,
+        Compression::Zstd,
+        None,
+        &SecretScanner::none(),
+        Vec::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    match &served {
+        Served::Local => write(&step.cache.join(format!("entries/{}@v1", record.key)), &bytes),
+        Served::V2(services) => services.plant(&record.key, "v1", &bytes),
+    }
+    step.set_env("EVIL_URL", "https://evil.example/ours");
+    step.set_env("BIDI", "ours\u{202e}gnp.exe");
+    let mut inputs = vec![("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", "EVIL_URL,BIDI")];
+    inputs.extend(github_token.map(|t| ("github-token", t)));
+
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(r.stdout.contains(&format!("compared with `{}`", record.key)), "explained: {}", r.stdout);
+    assert!(r.summary.contains("https://evil.example/theirs") && r.summary.contains("https://evil.example/ours"));
+    assert!(!outside_code(&r.summary).contains("evil.example"), "a bare URL:\n{}", r.summary);
+    assert_none_raw(&r);
+    assert!(r.stdout.contains("theirs\\u{202e}gnp.exe\\u{200b}"), "shown escaped: {}", r.stdout);
+    assert!(r.summary.contains("theirs\\u{202e}gnp.exe\\u{200b}"), "shown escaped: {}", r.summary);
+
+    let explained = step.run(&["explain"], &inputs, NO_STATE);
+    let changes = explained.output("changes");
+    assert!(changes.lines().all(|l| !l.starts_with("fake")), "one change per line:\n{changes}");
+    assert!(changes.contains("env: LABEL\\nfake: injected removed"), "{changes}");
+    assert_none_raw(&explained);
+}
+
+#[test]
+fn invisible_characters_in_file_names_show_escaped() {
+    let mut step = Step::new();
+    write(&step.ws.join("gen/evil\u{202e}yp.exe"), b"generator\n");
+    write(&step.ws.join("gen/zero\u{200b}width\u{feff}.py"), b"generator\n");
+    step.set_env("COLOR", "\u{1b}[31mred\u{1b}[0m");
+    let inputs = [("path", "out"), ("native", "none"), ("hash-files", "gen/*"), ("hash-env", "COLOR")];
+    let r = step.run(&["fingerprint"], &inputs, NO_STATE);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_none_raw(&r);
+    for shown in ["gen/evil\\u{202e}yp.exe", "gen/zero\\u{200b}width\\u{feff}.py", "\\u{1b}[31mred\\u{1b}[0m"] {
+        assert!(r.stdout.contains(shown) && r.summary.contains(shown), "`{shown}`:\n{}\n{}", r.stdout, r.summary);
     }
 }

@@ -104,3 +104,55 @@ impl Drop for S3Server {
         self.kill();
     }
 }
+
+/// A hostile S3 endpoint: `HEAD` finds nothing (404), so a lookup goes on to list the bucket;
+/// every other request is answered `400` with `n` characters of padding, then the request's
+/// target, signed query string included (`X-Amz-Security-Token`, `X-Amz-Signature`), where `n`
+/// is the number in the listing's prefix (`s3-prefix: p<n>`).
+pub struct EchoingS3 {
+    pub port: u16,
+}
+
+impl EchoingS3 {
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || echo(stream));
+            }
+        });
+        Self { port }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+fn echo(mut stream: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let mut request = head.lines().next().unwrap_or_default().split(' ');
+    let (method, target) = (request.next().unwrap_or_default(), request.next().unwrap_or_default());
+    let answer = if method == "HEAD" {
+        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+    } else {
+        let digits: String =
+            target.split("prefix=p").nth(1).unwrap_or_default().chars().take_while(char::is_ascii_digit).collect();
+        let body = format!("{}{target}", "x".repeat(digits.parse().unwrap_or(0)));
+        format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let _ = stream.write_all(answer.as_bytes());
+}
