@@ -6,11 +6,21 @@
 //! Answers are read with a size limit ([`MAX_ANSWER_BYTES`]), and a listing has an overall
 //! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit.
 
-use crate::backend::http::{MAX_ANSWER_BYTES, Tuning};
 use crate::env::Env;
 use http_body_util::BodyExt;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The most bytes read of an answer that is not archive data, here and in every backend. The
+/// largest legitimate one, an S3 listing page of 1,000 objects, is well under 1 MiB.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+/// The longest one listing (all its pages) may take: `EXACT_CACHE_LIST_DEADLINE_SECONDS`, else
+/// 5 min.
+pub fn list_deadline(env: &Env) -> Duration {
+    let secs = env.non_empty("EXACT_CACHE_LIST_DEADLINE_SECONDS").and_then(|v| v.trim().parse::<f64>().ok());
+    Duration::try_from_secs_f64(secs.unwrap_or(300.0).clamp(0.0, 1e7)).unwrap_or(Duration::ZERO)
+}
 
 /// One listed entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,7 +160,7 @@ impl GithubCatalog {
                 .build()
                 .map_err(|source| CatalogError::Client { source })?
         };
-        let list_deadline = Tuning::from_env(env).list_deadline;
+        let list_deadline = list_deadline(env);
         Ok(Self { rt, crab, owner: owner.to_owned(), repo: repo.to_owned(), api, list_deadline })
     }
 
@@ -186,7 +196,7 @@ impl GithubCatalog {
             .ok()
             .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
             .unwrap_or_default();
-        let (what, message) = (what.to_owned(), crate::backend::http::one_line(&message));
+        let what = what.to_owned();
         Err(match status {
             401 | 403 => CatalogError::Forbidden { what, status, message, needs },
             404 => CatalogError::NotFound { what, message },

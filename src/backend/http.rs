@@ -26,9 +26,7 @@ use std::time::Duration;
 
 pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
 
-/// The most bytes read of an answer that is not archive data. The largest legitimate one, an
-/// S3 listing page of 1,000 objects, is well under 1 MiB.
-pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+pub use crate::github::MAX_ANSWER_BYTES;
 
 /// Sizes, parallelism and timeouts; each has an `EXACT_CACHE_*` override for tests and tuning.
 #[derive(Clone, Debug)]
@@ -80,7 +78,7 @@ impl Tuning {
             call_timeout: secs("EXACT_CACHE_CALL_TIMEOUT_SECONDS", 300.0),
             min_upload_rate: num("EXACT_CACHE_MIN_UPLOAD_KIB_PER_SECOND").unwrap_or(64.0).max(1.0) * 1024.0,
             download_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
-            list_deadline: secs("EXACT_CACHE_LIST_DEADLINE_SECONDS", 300.0),
+            list_deadline: crate::github::list_deadline(env),
             list_pages: num("EXACT_CACHE_LIST_PAGES").map(|n| n.max(1.0) as usize).unwrap_or(100),
             download_chunk: mib("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", 8.0).max(64 * 1024) as u64,
             download_concurrency: num("EXACT_CACHE_DOWNLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(6),
