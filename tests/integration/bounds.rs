@@ -376,7 +376,7 @@ fn huge_answers_are_cut_at_the_answer_limit_on_every_backend() {
         "HEAD" => Reply::Small(404, String::new()),
         _ => Reply::Huge(200, b' '),
     };
-    let (r, sent, rss) = huge_answer_restore("S3 listing", s3, |_| s3_env(), |url| s3_inputs(url));
+    let (r, sent, rss) = huge_answer_restore("S3 listing", s3, |_| s3_env(), s3_inputs);
     check(
         "S3",
         r.stdout.contains(&too_large) && sent < at_most && rss < 100.0,
