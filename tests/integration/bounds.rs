@@ -491,3 +491,39 @@ fn a_manifest_may_list_no_more_entries_than_the_archive_carries() {
     assert_eq!(r.output("miss-reason"), "corrupt", "{}", r.stdout);
     assert!(r.stdout.contains("lists more entries than the 3 in the archive"), "{}", r.stdout);
 }
+
+#[test]
+fn the_largest_manifest_an_archive_may_carry_is_parsed_in_bounded_memory() {
+    // 20,000 empty files. Their own manifest, and the largest one they justify: as many entries,
+    // each padded to its whole share (~200 bytes: its name as JSON + 192). Streamed into room
+    // reserved for exactly 20,000 entries, the worst costs little more than the honest one.
+    const N: usize = 20_000;
+    let measure = |pad: usize| {
+        let mut step = Step::new();
+        step.measure = true;
+        let size = std::cell::Cell::new(0);
+        plant_local(&step, N, |key| {
+            let json = manifest_of(key, N);
+            let json =
+                String::from_utf8(json).unwrap().replace(r#"","kind""#, &format!(r#"{}","kind""#, "_".repeat(pad)));
+            size.set(json.len());
+            json.into_bytes()
+        });
+        let started = Instant::now();
+        let r = step.run(&["restore"], &[("path", "out"), ("native", "none")], NO_STATE);
+        let rss = r.peak_rss_mib.expect("measured");
+        eprintln!(
+            "{N} files, a {:.1} MB manifest: {} in {:.1} s, peak RSS {rss:.0} MiB",
+            size.get() as f64 / 1e6,
+            r.output("miss-reason"),
+            started.elapsed().as_secs_f64()
+        );
+        (r, rss)
+    };
+    let (honest, honest_rss) = measure(0);
+    assert_eq!(honest.output("reused"), "true", "{}", honest.stdout);
+    let (worst, worst_rss) = measure(80);
+    // Its padded paths are not the archive's: parsed whole, then refused as a mismatch.
+    assert_eq!(worst.output("miss-reason"), "manifest-mismatch", "{}", worst.stdout);
+    assert!(worst_rss < honest_rss + 32.0, "{worst_rss} MiB against {honest_rss} MiB");
+}
