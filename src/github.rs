@@ -2,9 +2,25 @@
 //! API (octocrab; `GITHUB_API_URL`, `GITHUB_REPOSITORY`, the `github-token` input) behind the
 //! [`Catalog`] trait. The local directory backend is a catalog too. The cache service protocols
 //! themselves cannot list or delete; the runtime token does not work with REST.
+//!
+//! Answers are read with a size limit ([`MAX_ANSWER_BYTES`]), and a listing has an overall
+//! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit.
 
 use crate::env::Env;
+use http_body_util::BodyExt;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// The most bytes read of an answer that is not archive data, here and in every backend. The
+/// largest legitimate one, an S3 listing page of 1,000 objects, is well under 1 MiB.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+/// The longest one listing (all its pages) may take: `EXACT_CACHE_LIST_DEADLINE_SECONDS`, else
+/// 5 min.
+pub fn list_deadline(env: &Env) -> Duration {
+    let secs = env.non_empty("EXACT_CACHE_LIST_DEADLINE_SECONDS").and_then(|v| v.trim().parse::<f64>().ok());
+    Duration::try_from_secs_f64(secs.unwrap_or(300.0).clamp(0.0, 1e7)).unwrap_or(Duration::ZERO)
+}
 
 /// One listed entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +84,16 @@ pub enum CatalogError {
         #[source]
         source: octocrab::Error,
     },
+    #[error("{what}: the answer was larger than {} MiB", MAX_ANSWER_BYTES >> 20)]
+    TooLarge { what: String },
+    #[error("{what}: unreadable answer")]
+    Unreadable {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("list caches: the listing did not end within {within} ({pages} pages)")]
+    ListDeadline { within: String, pages: u32 },
     #[error("`{id}` is not a cache id")]
     BadCacheId { id: String },
     /// The local store.
@@ -98,6 +124,8 @@ pub struct GithubCatalog {
     owner: String,
     repo: String,
     api: String,
+    /// The longest one listing may take, all pages.
+    list_deadline: Duration,
 }
 
 const PER_PAGE: u8 = 100;
@@ -132,21 +160,48 @@ impl GithubCatalog {
                 .build()
                 .map_err(|source| CatalogError::Client { source })?
         };
-        Ok(Self { rt, crab, owner: owner.to_owned(), repo: repo.to_owned(), api })
+        let list_deadline = list_deadline(env);
+        Ok(Self { rt, crab, owner: owner.to_owned(), repo: repo.to_owned(), api, list_deadline })
     }
 
-    fn error(&self, what: String, needs: &'static str, e: octocrab::Error) -> CatalogError {
-        match e {
-            octocrab::Error::GitHub { source, .. } => {
-                let (status, message) = (source.status_code.as_u16(), source.message);
-                match status {
-                    401 | 403 => CatalogError::Forbidden { what, status, message, needs },
-                    404 => CatalogError::NotFound { what, message },
-                    _ => CatalogError::Status { what, status, message },
-                }
+    /// `GET` (or `DELETE`) `route`: the body of a success, at most [`MAX_ANSWER_BYTES`] of it;
+    /// an error status becomes the matching [`CatalogError`] (`needs`: the permission).
+    async fn call(
+        &self,
+        what: &str,
+        delete: bool,
+        route: String,
+        needs: &'static str,
+    ) -> Result<Vec<u8>, CatalogError> {
+        let request = |source| CatalogError::Request { what: what.to_owned(), source };
+        let response = if delete { self.crab._delete(route, None::<&()>).await } else { self.crab._get(route).await }
+            .map_err(request)?;
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut bytes = Vec::new();
+        let mut cut = false;
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame.map_err(request)?.into_data() else { continue };
+            if bytes.len() + data.len() > MAX_ANSWER_BYTES {
+                cut = true;
+                break;
             }
-            source => CatalogError::Request { what, source },
+            bytes.extend_from_slice(&data);
         }
+        if (200..300).contains(&status) {
+            return if cut { Err(CatalogError::TooLarge { what: what.to_owned() }) } else { Ok(bytes) };
+        }
+        // GitHub's errors: `{"message": …}`.
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+            .unwrap_or_default();
+        let what = what.to_owned();
+        Err(match status {
+            401 | 403 => CatalogError::Forbidden { what, status, message, needs },
+            404 => CatalogError::NotFound { what, message },
+            _ => CatalogError::Status { what, status, message },
+        })
     }
 }
 
@@ -157,34 +212,46 @@ impl Catalog for GithubCatalog {
 
     fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
         let mut found = Vec::new();
-        let actions = self.crab.actions();
         // Pages shift when entries come and go between requests: keep each id once, and stop
         // after MAX_PAGES whatever `total_count` claims.
         let mut seen = std::collections::HashSet::new();
-        for page in 1u32..=MAX_PAGES {
-            let mut request = actions
-                .list_repo_caches(&self.owner, &self.repo)
-                .key(key_prefix)
-                .sort("created_at")
-                .direction("desc")
-                .per_page(PER_PAGE)
-                .page(page);
-            if let Some(r) = r#ref {
-                request = request.r#ref(r);
+        let mut pages = 0u32;
+        let listing = async {
+            for page in 1u32..=MAX_PAGES {
+                let mut query = url::form_urlencoded::Serializer::new(String::new());
+                query
+                    .append_pair("key", key_prefix)
+                    .append_pair("sort", "created_at")
+                    .append_pair("direction", "desc")
+                    .append_pair("per_page", &PER_PAGE.to_string())
+                    .append_pair("page", &page.to_string());
+                if let Some(r) = r#ref {
+                    query.append_pair("ref", r);
+                }
+                let route = format!("/repos/{}/{}/actions/caches?{}", self.owner, self.repo, query.finish());
+                let body = self.call("list caches", false, route, "actions: read").await?;
+                pages = page;
+                let list: octocrab::models::actions::ActionsCacheList = serde_json::from_slice(&body)
+                    .map_err(|source| CatalogError::Unreadable { what: "list caches".into(), source })?;
+                let count = list.actions_caches.len();
+                found.extend(list.actions_caches.into_iter().filter(|c| seen.insert(c.id)).map(|c| Listed {
+                    id: c.id.to_string(),
+                    key: c.key,
+                    version: c.version,
+                    r#ref: c.r#ref,
+                    created: c.created_at.timestamp(),
+                    size: c.size_in_bytes.max(0) as u64,
+                }));
+                if count < PER_PAGE as usize || found.len() as i64 >= list.total_count {
+                    break;
+                }
             }
-            let list =
-                self.rt.block_on(request.send()).map_err(|e| self.error("list caches".into(), "actions: read", e))?;
-            let count = list.actions_caches.len();
-            found.extend(list.actions_caches.into_iter().filter(|c| seen.insert(c.id)).map(|c| Listed {
-                id: c.id.to_string(),
-                key: c.key,
-                version: c.version,
-                r#ref: c.r#ref,
-                created: c.created_at.timestamp(),
-                size: c.size_in_bytes.max(0) as u64,
-            }));
-            if count < PER_PAGE as usize || found.len() as i64 >= list.total_count {
-                break;
+            Ok(())
+        };
+        match self.rt.block_on(async { tokio::time::timeout(self.list_deadline, listing).await }) {
+            Ok(done) => done?,
+            Err(_) => {
+                return Err(CatalogError::ListDeadline { within: crate::units::duration(self.list_deadline), pages });
             }
         }
         // The API matches prefixes; keep only what really starts with ours.
@@ -195,13 +262,12 @@ impl Catalog for GithubCatalog {
 
     fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {
         let id: i64 = entry.id.parse().map_err(|_| CatalogError::BadCacheId { id: entry.id.clone() })?;
-        match self.rt.block_on(self.crab.actions().delete_repo_cache(&self.owner, &self.repo, id)) {
-            Ok(()) => Ok(()),
-            Err(e) => match self.error(format!("delete cache {id}"), "actions: write", e) {
-                // Already gone (a concurrent prune): what was wanted.
-                CatalogError::NotFound { .. } => Ok(()),
-                other => Err(other),
-            },
+        let route = format!("/repos/{}/{}/actions/caches/{id}", self.owner, self.repo);
+        match self.rt.block_on(self.call(&format!("delete cache {id}"), true, route, "actions: write")) {
+            Ok(_) => Ok(()),
+            // Already gone (a concurrent prune): what was wanted.
+            Err(CatalogError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

@@ -4,9 +4,15 @@
 //! Entry paths are `<root>` or `<root>/<relative path>`, where `<root>` is the index of the
 //! `path` line the entry belongs to. The manifest is the last member of the archive, so it can
 //! be written in the same pass that hashes the files; a truncated archive therefore has none.
+//!
+//! A restore parses the manifest as it streams ([`Manifest::from_reader_bounded`]), with room
+//! for exactly as many entries as the archive carried, so a manifest that lists more than the
+//! archive holds costs no more memory than the archive's own entries.
 
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::fmt;
 
 pub const MANIFEST_FORMAT: u32 = 1;
 
@@ -109,6 +115,16 @@ pub enum Mismatch {
 }
 
 impl Manifest {
+    /// Parse a manifest from `reader` as it streams (never the whole text in memory), refusing
+    /// it as soon as it lists more than `max_entries` entries; room for `max_entries` is
+    /// reserved at once, so a manifest of that many entries never reallocates.
+    pub fn from_reader_bounded(reader: impl std::io::Read, max_entries: usize) -> serde_json::Result<Manifest> {
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let manifest = Bounded { max_entries }.deserialize(&mut de)?;
+        de.end()?;
+        Ok(manifest)
+    }
+
     /// `(generation, layer)` of this entry.
     pub fn slot(&self) -> (u32, u32) {
         self.stack.as_ref().map_or((0, 0), |s| (s.generation, s.layer))
@@ -182,6 +198,91 @@ impl Manifest {
     }
 }
 
+/// A manifest of at most `max_entries` entries (the top level by hand, every part below by its
+/// derived `Deserialize`).
+struct Bounded {
+    max_entries: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded {
+    type Value = Manifest;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Manifest, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded {
+    type Value = Manifest;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a manifest object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Manifest, A::Error> {
+        let (mut format, mut key, mut roots, mut entries, mut stack) = (None, None, None, None, None);
+        fn once<T, E: de::Error>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<(), E> {
+            if slot.replace(value).is_some() {
+                return Err(E::duplicate_field(name));
+            }
+            Ok(())
+        }
+        while let Some(name) = map.next_key::<String>()? {
+            match name.as_str() {
+                "exact_cache_manifest" => once(&mut format, "exact_cache_manifest", map.next_value()?)?,
+                "key" => once(&mut key, "key", map.next_value()?)?,
+                "roots" => once(&mut roots, "roots", map.next_value()?)?,
+                "entries" => once(&mut entries, "entries", map.next_value_seed(Entries(self.max_entries))?)?,
+                "stack" => once(&mut stack, "stack", map.next_value::<Option<StackSlot>>()?)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let missing = de::Error::missing_field;
+        Ok(Manifest {
+            exact_cache_manifest: format.ok_or_else(|| missing("exact_cache_manifest"))?,
+            key: key.ok_or_else(|| missing("key"))?,
+            roots: roots.ok_or_else(|| missing("roots"))?,
+            entries: entries.ok_or_else(|| missing("entries"))?,
+            stack: stack.flatten(),
+        })
+    }
+}
+
+/// The `entries` array, at most `.0` of them.
+struct Entries(usize);
+
+impl<'de> DeserializeSeed<'de> for Entries {
+    type Value = Vec<ManifestEntry>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Entries {
+    type Value = Vec<ManifestEntry>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "at most {} entries", self.0)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut entries = Vec::with_capacity(self.0);
+        while let Some(entry) = seq.next_element::<ManifestEntry>()? {
+            if entries.len() == self.0 {
+                return Err(de::Error::custom(format_args!(
+                    "it lists more entries than the {} in the archive",
+                    self.0
+                )));
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,5 +318,24 @@ mod tests {
         assert!(matches!(m.verify(&[exec, file("0/b", "bb")]), Err(Mismatch::Differs { field: "mode", .. })));
         let dup = manifest(vec![file("0/a", "aa"), file("0/a", "aa")]);
         assert!(matches!(dup.verify(&[]), Err(Mismatch::Duplicate { .. })));
+    }
+
+    #[test]
+    fn a_bounded_parse_reads_what_serde_writes_and_no_more_entries_than_allowed() {
+        let mut m = manifest(vec![file("0/a", "aa"), file("0/b", "bb")]);
+        m.roots = vec![RootRecord { line: "out".into(), kind: RootKind::Dir }];
+        m.stack = Some(StackSlot { generation: 1, layer: 2, parent: Some("p".into()) });
+        let json = serde_json::to_vec(&m).unwrap();
+        assert_eq!(Manifest::from_reader_bounded(&json[..], 2).unwrap(), m);
+        assert_eq!(Manifest::from_reader_bounded(&json[..], 2).unwrap().entries.capacity(), 2);
+        let e = Manifest::from_reader_bounded(&json[..], 1).unwrap_err();
+        assert!(e.to_string().starts_with("it lists more entries than the 1 in the archive"), "{e}");
+        // Unknown fields are skipped, as by the derived form; missing and repeated ones are errors.
+        let extra = br#"{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"later":{"x":[1]}}"#;
+        assert_eq!(Manifest::from_reader_bounded(&extra[..], 0).unwrap(), manifest(vec![]));
+        assert!(Manifest::from_reader_bounded(&br#"{"key":"k","roots":[],"entries":[]}"#[..], 0).is_err());
+        let twice = br#"{"exact_cache_manifest":1,"key":"k","key":"j","roots":[],"entries":[]}"#;
+        assert!(Manifest::from_reader_bounded(&twice[..], 0).is_err());
+        assert!(Manifest::from_reader_bounded(&b"{\"exact_cache_manifest\":1} x"[..], 0).is_err());
     }
 }

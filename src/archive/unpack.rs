@@ -34,6 +34,11 @@ use std::sync::Arc;
 
 const MAX_FINGERPRINT_BYTES: u64 = 16 << 20;
 const MAX_MANIFEST_BYTES: u64 = 512 << 20;
+/// What a manifest may spend on one entry besides its name and link target (escaped as JSON):
+/// the field names, kind, mode, a 20-digit size and a sha256 take 163 bytes.
+const MANIFEST_BYTES_PER_ENTRY: u64 = 192;
+/// What a manifest may spend besides its entries and root lines: the format, key and stack.
+const MANIFEST_BYTES_BASE: u64 = 64 << 10;
 /// Largest piece of a file handed to a writer at once.
 const CHUNK: u64 = 1 << 20;
 
@@ -275,6 +280,8 @@ struct Stager<'p> {
     root_claimed: Vec<bool>,
     have_record: bool,
     manifest: Option<Manifest>,
+    /// The largest manifest the entries so far can justify: what ours would be, with room.
+    manifest_budget: u64,
 }
 
 impl<'p> Stager<'p> {
@@ -319,6 +326,9 @@ impl<'p> Stager<'p> {
             root_claimed: vec![false; plan.paths.includes.len()],
             have_record: false,
             manifest: None,
+            manifest_budget: MANIFEST_BYTES_BASE
+                + plan.paths.includes.iter().map(|p| json_len(&p.line) + 32).sum::<u64>()
+                + json_len(plan.key),
         })
     }
 
@@ -350,13 +360,31 @@ impl<'p> Stager<'p> {
             return Ok(());
         }
         if name == MANIFEST_NAME && entry_type.is_file() {
-            let bytes = read_small(&mut entry, MAX_MANIFEST_BYTES, &name)?;
-            let parsed: Manifest = serde_json::from_slice(&bytes)
-                .map_err(|e| UnpackError::corrupt_detail(format!("bad manifest: {e}")))?;
-            self.manifest = Some(parsed);
+            self.manifest = Some(self.read_manifest(&mut entry, &name)?);
             return Ok(());
         }
         self.stage_entry(name, entry)
+    }
+
+    /// The manifest, parsed as it streams. It lists the entries before it, so it may be no
+    /// larger than they justify (a 4 MB archive cannot carry a 500 MB manifest) and list no more
+    /// of them than there are.
+    fn read_manifest<R: Read>(&self, entry: &mut tar::Entry<'_, R>, name: &str) -> Result<Manifest, UnpackError> {
+        let size = entry.size();
+        let limit = self.manifest_budget.min(MAX_MANIFEST_BYTES);
+        if size > limit {
+            let entries = self.staged.entries.len();
+            return Err(UnpackError::corrupt_detail(format!(
+                "`{name}` is too large: {size} bytes, more than the {limit} its {entries} entries can need"
+            )));
+        }
+        let mut counted = Counted { inner: entry, n: 0 };
+        let parsed = Manifest::from_reader_bounded(BufReader::new(&mut counted), self.staged.entries.len())
+            .map_err(|e| UnpackError::corrupt_detail(format!("bad manifest: {e}")))?;
+        if counted.n != size {
+            return Err(UnpackError::corrupt_detail(format!("`{name}` is truncated")));
+        }
+        Ok(parsed)
     }
 
     /// Check one entry's name, type, mode and place, and write it into its root's staging.
@@ -401,6 +429,7 @@ impl<'p> Stager<'p> {
             _ => None,
         };
 
+        self.manifest_budget += json_len(&name) + target.as_deref().map_or(0, json_len) + MANIFEST_BYTES_PER_ENTRY;
         let index = self.staged.entries.len();
         let duplicate_of = self.claim(root, &rel, kind, &name, index).map_err(|d| refuse(&d))?;
         if let Some(earlier) = duplicate_of {
@@ -697,6 +726,33 @@ fn read_small<R: Read>(entry: &mut tar::Entry<'_, R>, max: u64, name: &str) -> R
         return Err(UnpackError::Corrupt { detail: format!("`{name}` is truncated"), source: None });
     }
     Ok(bytes)
+}
+
+/// The length of `text` as a JSON string (quotes included), escaped as serde_json writes it.
+fn json_len(text: &str) -> u64 {
+    let escaped: usize = text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..0x20 | 0x7f => 6,
+            _ => 1,
+        })
+        .sum();
+    escaped as u64 + 2
+}
+
+/// A reader that counts the bytes read through it.
+struct Counted<'a, R> {
+    inner: &'a mut R,
+    n: u64,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
 }
 
 fn placeholder_record() -> FingerprintRecord {

@@ -5,15 +5,16 @@
 //! The first request asks for the first range; a `206` with `Content-Range: bytes 0-n/TOTAL`
 //! gives the total and the rest follows in parallel, while a `200` (a server without range
 //! support) is streamed as it arrives. Each range is retried, resuming after the bytes already
-//! received; each read waits at most `read_timeout`; each range (retries included) has a
-//! deadline of network time, so a slow unpacker never counts against it. The byte count must
+//! received; each read waits at most `read_timeout`; the whole download (every range and retry)
+//! has one deadline of network time (`SEGMENT_DOWNLOAD_TIMEOUT_MINS`), so a server that drips
+//! each range cannot hold a restore for longer, and a slow unpacker never counts against it. The byte count must
 //! equal the size the server announced: the `Content-Range` total of a ranged answer (each
 //! range must bring exactly its bytes), or the `Content-Length` of a whole one. The services'
 //! lookups announce no size, so a `200` without `Content-Length` is the one answer whose end
 //! cannot be checked here (the archive's own end is checked when it is unpacked). No auth
 //! header is ever sent here: these URLs are signed or secret by themselves.
 
-use super::http::{Http, status_error, transport_error};
+use super::http::{Http, error_text, status_error, transport_error};
 use super::wire::{self, AnswerError, FirstAnswer};
 use super::{BackendError, ErrorKind};
 use bytes::{Bytes, BytesMut};
@@ -56,7 +57,7 @@ pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendE
                 StatusCode::RANGE_NOT_SATISFIABLE => return Ok(Vec::new()),
                 status => {
                     let headers = r.headers().clone();
-                    return Err(status_error("read", status, &headers, &r.text().await.unwrap_or_default()));
+                    return Err(status_error("read", status, &headers, &error_text(r).await));
                 }
             }
             // A server that ignores the range answers 200 with everything: stop at `len`.
@@ -71,28 +72,43 @@ pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendE
         })
         .await
     };
-    http.rt().block_on(within(http, fetch))
+    http.rt().block_on(async { Clock::new(http).net(fetch).await })
 }
 
 fn deadline_error(deadline: Duration) -> BackendError {
     BackendError::new(
         ErrorKind::Timeout,
-        format!("a range of the download did not finish within {}", crate::units::duration(deadline)),
+        format!("the download did not finish within {}", crate::units::duration(deadline)),
     )
 }
 
-/// `future` within the range deadline.
-async fn within<T>(http: &Http, future: impl Future<Output = Result<T, BackendError>>) -> Result<T, BackendError> {
-    let deadline = http.tuning.range_deadline;
-    tokio::time::timeout(deadline, future).await.unwrap_or_else(|_| Err(deadline_error(deadline)))
+/// The deadline of one download: only network time counts (waiting for the reader does not),
+/// summed over every range and retry.
+struct Clock {
+    deadline: Duration,
+    network: Duration,
+}
+
+impl Clock {
+    fn new(http: &Http) -> Self {
+        Self { deadline: http.tuning.download_deadline, network: Duration::ZERO }
+    }
+
+    /// `future` within what is left of the deadline; the time it takes counts.
+    async fn net<T>(&mut self, future: impl Future<Output = Result<T, BackendError>>) -> Result<T, BackendError> {
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.deadline.saturating_sub(self.network), future).await;
+        self.network += started.elapsed();
+        result.unwrap_or_else(|_| Err(deadline_error(self.deadline)))
+    }
 }
 
 async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
+    let mut clock = Clock::new(http);
     let chunk = http.tuning.download_chunk;
     let first_end = chunk - 1;
-    let response = within(
-        http,
-        http.retry(|| async {
+    let response = clock
+        .net(http.retry(|| async {
             let r = http
                 .download_client
                 .get(url)
@@ -104,15 +120,14 @@ async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), Bac
                 StatusCode::OK | StatusCode::PARTIAL_CONTENT => Ok(r),
                 status => {
                     let headers = r.headers().clone();
-                    Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()))
+                    Err(status_error("download", status, &headers, &error_text(r).await))
                 }
             }
-        }),
-    )
-    .await?;
+        }))
+        .await?;
 
     if response.status() == StatusCode::OK {
-        return stream_whole(http, response, tx).await;
+        return stream_whole(&mut clock, response, tx).await;
     }
     // The first answer may be shorter than asked for: the blob is smaller than one range.
     let (FirstAnswer { total, len }, cut_off) =
@@ -130,11 +145,13 @@ async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), Bac
         }
         read_body(response, len).await.map_err(|(_, e)| e)
     };
-    let first = match within(http, body).await {
+    let first = match clock.net(body).await {
         Ok(bytes) => bytes,
         // Broken off: fetch the first range again as any other (resuming is not worth it here).
-        Err(e) if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout) => {
-            within(http, fetch_range(http, url, 0, len - 1, total)).await?
+        Err(e)
+            if e.kind == ErrorKind::Transient || (e.kind == ErrorKind::Timeout && clock.network < clock.deadline) =>
+        {
+            clock.net(fetch_range(http, url, 0, len - 1, total)).await?
         }
         Err(e) => return Err(e),
     };
@@ -142,9 +159,10 @@ async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), Bac
         return Ok(());
     }
     let mut ranges = futures_util::stream::iter(wire::later_ranges(len, total, chunk))
-        .map(|(start, last)| within(http, fetch_range(http, url, start, last, total)))
+        .map(|(start, last)| fetch_range(http, url, start, last, total))
         .buffered(http.tuning.download_concurrency);
-    while let Some(bytes) = ranges.next().await {
+    // The ranges in flight advance only while the next one is awaited: that is network time.
+    while let Some(bytes) = clock.net(async { Ok(ranges.next().await) }).await? {
         if tx.send(Ok(bytes?)).await.is_err() {
             return Ok(()); // the reader went away (the unpacker failed): stop downloading
         }
@@ -179,7 +197,7 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: u64) -
                         format!("download: HTTP {status} to a range request"),
                     ));
                 }
-                return Err(status_error("download", status, &headers, &r.text().await.unwrap_or_default()));
+                return Err(status_error("download", status, &headers, &error_text(r).await));
             }
             wire::range_answer(content_range(&r), r.content_length(), from, end, total).map_err(answer_error)?;
             match read_body(r, want - already).await {
@@ -229,25 +247,17 @@ async fn read_body(mut r: reqwest::Response, len: u64) -> Result<Bytes, (Bytes, 
 /// A `200` answer: pass it on as it arrives, then check its length against `Content-Length`.
 /// Only the time spent waiting for the network counts against the deadline, not the time the
 /// reader takes.
-async fn stream_whole(http: &Http, mut r: reqwest::Response, tx: &mpsc::Sender<Chunk>) -> Result<(), BackendError> {
-    let deadline = http.tuning.range_deadline;
+async fn stream_whole(
+    clock: &mut Clock,
+    mut r: reqwest::Response,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<(), BackendError> {
     let announced = r.content_length();
     let mut n = 0u64;
-    let mut network = Duration::ZERO;
-    loop {
-        let started = Instant::now();
-        let next = tokio::time::timeout(deadline.saturating_sub(network), r.chunk()).await;
-        network += started.elapsed();
-        match next {
-            Err(_) => return Err(deadline_error(deadline)),
-            Ok(Ok(Some(c))) => {
-                n += c.len() as u64;
-                if tx.send(Ok(c)).await.is_err() {
-                    return Ok(());
-                }
-            }
-            Ok(Ok(None)) => break,
-            Ok(Err(e)) => return Err(transport_error("download", e)),
+    while let Some(c) = clock.net(async { r.chunk().await.map_err(|e| transport_error("download", e)) }).await? {
+        n += c.len() as u64;
+        if tx.send(Ok(c)).await.is_err() {
+            return Ok(());
         }
     }
     match announced {
@@ -319,6 +329,11 @@ mod tests {
 
     /// An HTTP/1.1 server on 127.0.0.1 that answers every request with `answer` and closes.
     fn serve(answer: Answer) -> String {
+        serve_dripping(answer, Duration::ZERO)
+    }
+
+    /// [`serve`], each answer sent in five pieces `pause` apart.
+    fn serve_dripping(answer: Answer, pause: Duration) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/blob", listener.local_addr().unwrap());
         std::thread::spawn(move || {
@@ -332,7 +347,17 @@ mod tests {
                     let (first, last) = line.strip_prefix("range: bytes=")?.split_once('-')?;
                     Some((first.parse().ok()?, last.parse().ok()?))
                 });
-                let _ = stream.write_all(&answer(range));
+                let answer = answer(range);
+                if pause.is_zero() {
+                    let _ = stream.write_all(&answer);
+                    continue;
+                }
+                for (i, piece) in answer.chunks(answer.len().div_ceil(5)).enumerate() {
+                    if i > 0 {
+                        std::thread::sleep(pause);
+                    }
+                    let _ = stream.write_all(piece).and_then(|()| stream.flush());
+                }
             }
         });
         url
@@ -363,11 +388,19 @@ mod tests {
     }
 
     fn download(url: String) -> Result<Vec<u8>, BackendError> {
-        let env = Env::from_pairs([
-            ("EXACT_CACHE_ATTEMPTS", "2"),
-            ("EXACT_CACHE_RETRY_BASE_MS", "1"),
-            ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.0625"),
-        ]);
+        download_with(url, &[])
+    }
+
+    fn download_with(url: String, extra: &[(&str, &str)]) -> Result<Vec<u8>, BackendError> {
+        let env = Env::from_pairs(
+            [
+                ("EXACT_CACHE_ATTEMPTS", "2"),
+                ("EXACT_CACHE_RETRY_BASE_MS", "1"),
+                ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.0625"),
+            ]
+            .into_iter()
+            .chain(extra.iter().copied()),
+        );
         let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
         let mut bytes = Vec::new();
         match open(http, url).read_to_end(&mut bytes) {
@@ -417,5 +450,25 @@ mod tests {
             out
         });
         assert_eq!(download(url).unwrap_err().kind, ErrorKind::Transient);
+    }
+
+    #[test]
+    fn the_deadline_covers_the_whole_download_not_each_range() {
+        // Two ranges, each dripped over 0.6 s: either is within the 1 s deadline, both are not.
+        let url = serve_dripping(
+            |range| {
+                let (first, last) = range.unwrap();
+                ranged(first, last, 100_000, 100_000)
+            },
+            Duration::from_millis(150),
+        );
+        let started = Instant::now();
+        let slow = [("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", "1"), ("EXACT_CACHE_DOWNLOAD_CONCURRENCY", "1")];
+        let e = download_with(url.clone(), &slow).expect_err("the whole download takes 1.2 s");
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Timeout, "the download did not finish within 1.0 s"));
+        assert!(started.elapsed() < Duration::from_millis(1900), "{:?}", started.elapsed());
+        // With room for both, the same server is fine.
+        let e = download_with(url, &[("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", "5")]);
+        assert_eq!(e.unwrap(), blob());
     }
 }

@@ -8,6 +8,10 @@
 //! is being sent: an upload budget grows with the body (a minimum rate), so a slow uplink is
 //! not a failure.
 //!
+//! Every answer that is not archive data (Twirp, v1 and S3 answers, listings, error bodies) is
+//! read through [`read_answer`] or [`error_text`], never more than [`MAX_ANSWER_BYTES`]: a
+//! service that sends an endless body costs a few MiB, not all of memory.
+//!
 //! Signed URLs are secrets: errors are stripped of URLs (`reqwest::Error::without_url`) and
 //! `sig` values are registered with the runner's [`SecretSink`] as soon as a URL arrives.
 
@@ -21,6 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
+
+pub use crate::github::MAX_ANSWER_BYTES;
 
 /// Sizes, parallelism and timeouts; each has an `EXACT_CACHE_*` override for tests and tuning.
 #[derive(Clone, Debug)]
@@ -36,9 +42,13 @@ pub struct Tuning {
     pub call_timeout: Duration,
     /// Slowest upload rate accepted, in bytes per second (sets each upload's budget).
     pub min_upload_rate: f64,
-    /// Longest network time of one ranged download, retries included (the toolkit's segment
-    /// timeout). Time spent waiting for the unpacker does not count.
-    pub range_deadline: Duration,
+    /// Longest network time of one whole download, every range and retry included
+    /// (`SEGMENT_DOWNLOAD_TIMEOUT_MINS`). Time spent waiting for the unpacker does not count.
+    pub download_deadline: Duration,
+    /// Longest time one listing (S3 `ListObjectsV2`, the REST cache list) may take, all pages.
+    pub list_deadline: Duration,
+    /// Most pages one listing may take.
+    pub list_pages: usize,
     /// Bytes per ranged GET.
     pub download_chunk: u64,
     /// Ranged GETs in flight.
@@ -57,8 +67,8 @@ impl Tuning {
         // Clamped, so no setting can overflow a Duration.
         let secs = |name: &str, default: f64| duration(num(name).unwrap_or(default));
         let mib = |name: &str, default: f64| (num(name).unwrap_or(default) * 1024.0 * 1024.0) as usize;
-        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS bounds each segment it downloads; honour it
-        // for each range.
+        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS (default 10 min): here it bounds the whole
+        // download of an entry.
         let deadline_default = num("SEGMENT_DOWNLOAD_TIMEOUT_MINS").map(|m| m * 60.0).unwrap_or(10.0 * 60.0);
         Self {
             attempts: num("EXACT_CACHE_ATTEMPTS").map(|n| n.max(1.0) as u32).unwrap_or(4),
@@ -67,7 +77,9 @@ impl Tuning {
             connect_timeout: secs("EXACT_CACHE_CONNECT_TIMEOUT_SECONDS", 30.0),
             call_timeout: secs("EXACT_CACHE_CALL_TIMEOUT_SECONDS", 300.0),
             min_upload_rate: num("EXACT_CACHE_MIN_UPLOAD_KIB_PER_SECOND").unwrap_or(64.0).max(1.0) * 1024.0,
-            range_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
+            download_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
+            list_deadline: crate::github::list_deadline(env),
+            list_pages: num("EXACT_CACHE_LIST_PAGES").map(|n| n.max(1.0) as usize).unwrap_or(100),
             download_chunk: mib("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", 8.0).max(64 * 1024) as u64,
             download_concurrency: num("EXACT_CACHE_DOWNLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(6),
             upload_block: mib("EXACT_CACHE_UPLOAD_BLOCK_MIB", 16.0).max(64 * 1024),
@@ -209,6 +221,42 @@ impl Drop for Http {
 
 pub fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The body of an answer that is not archive data, as text: at most [`MAX_ANSWER_BYTES`], or an
+/// error naming the limit (nothing beyond it is read).
+pub async fn read_answer(what: &str, mut response: reqwest::Response) -> Result<String, BackendError> {
+    let too_large = || {
+        BackendError::new(
+            ErrorKind::Fatal,
+            format!("{what}: the answer was larger than {} MiB", MAX_ANSWER_BYTES >> 20),
+        )
+    };
+    if response.content_length().is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(what, e))? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The body of an error answer, for [`status_error`]: at most [`MAX_ANSWER_BYTES`] of it (the
+/// rest is never read), empty when it cannot be read.
+pub async fn error_text(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = MAX_ANSWER_BYTES - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if chunk.len() >= room {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// A transport failure (no HTTP status): timeouts and connection trouble are worth retrying.

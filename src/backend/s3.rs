@@ -22,7 +22,7 @@
 //! lifecycle rule for incomplete uploads is the backstop for a killed process).
 
 use super::download;
-use super::http::{Http, one_line, status_error, transport_error};
+use super::http::{Http, error_text, one_line, read_answer, status_error, transport_error};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
@@ -239,7 +239,8 @@ impl Inner {
                 let response = request.body(body.clone()).send().await.map_err(|e| self.transport(what, e))?;
                 let status = response.status();
                 let answer_headers = response.headers().clone();
-                let text = response.text().await.map_err(|e| self.transport(what, e))?;
+                let text =
+                    if status.is_success() { read_answer(what, response).await? } else { error_text(response).await };
                 // CompleteMultipartUpload may fail with `200` and an error document.
                 if !status.is_success() || text.contains("<Error>") {
                     return Err(s3_error(what, status, &answer_headers, &text, &self.settings));
@@ -264,17 +265,30 @@ impl Inner {
     }
 
     /// Every object whose name starts with `prefix` (ListObjectsV2, page by page): its name,
-    /// size and modification time (seconds since the epoch).
+    /// size and modification time (seconds since the epoch). A listing that has not ended
+    /// after `list_pages` pages or `list_deadline` (a server that always says `IsTruncated`) is
+    /// an error, never an endless loop.
     async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64, i64)>, BackendError> {
+        let tuning = &self.http.tuning;
+        let started = tokio::time::Instant::now();
+        let unfinished = |detail: String| {
+            BackendError::new(ErrorKind::Fatal, format!("list the bucket: the listing did not end {detail}"))
+        };
         let root = StorePath::from("");
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
-        loop {
+        for page in 0..tuning.list_pages {
             let mut query = vec![("list-type", "2"), ("prefix", prefix)];
             if let Some(t) = &token {
                 query.push(("continuation-token", t.as_str()));
             }
-            let (_, _, body) = self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await?;
+            let left = tuning.list_deadline.saturating_sub(started.elapsed());
+            let call = self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new());
+            let Ok(answer) = tokio::time::timeout(left, call).await else {
+                let within = crate::units::duration(tuning.list_deadline);
+                return Err(unfinished(format!("within {within} ({page} pages)")));
+            };
+            let (_, _, body) = answer?;
             for contents in body.split("<Contents>").skip(1) {
                 let field = |name: &str| {
                     contents.split(&format!("<{name}>")).nth(1).and_then(|r| r.split(&format!("</{name}>")).next())
@@ -296,6 +310,7 @@ impl Inner {
                 return Ok(objects);
             }
         }
+        Err(unfinished(format!("after {} pages ({} objects)", tuning.list_pages, objects.len())))
     }
 
     /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket

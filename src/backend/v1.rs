@@ -12,7 +12,7 @@
 //! entry that exists already, so nothing is packed for nothing.
 
 use super::download;
-use super::http::{Http, status_error, transport_error};
+use super::http::{Http, error_text, read_answer, status_error, transport_error};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::wire::{self, LookupAnswer, ReserveAnswer};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -83,11 +83,10 @@ impl Api {
                 let response = request.send().await.map_err(|e| transport_error(what, e))?;
                 let status = response.status();
                 let headers = response.headers().clone();
-                let text = response.text().await.map_err(|e| transport_error(what, e))?;
                 if status.is_success() {
-                    Ok(Answer { status, text })
+                    Ok(Answer { status, text: read_answer(what, response).await? })
                 } else {
-                    Err(status_error(what, status, &headers, &text))
+                    Err(status_error(what, status, &headers, &error_text(response).await))
                 }
             })
             .await

@@ -9,7 +9,7 @@
 //! `FinalizeCacheEntryUpload` with the exact byte count.
 
 use super::download;
-use super::http::{Http, one_line, status_error, transport_error, urlencode};
+use super::http::{Http, error_text, one_line, read_answer, status_error, transport_error, urlencode};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -64,10 +64,10 @@ impl Twirp {
                     .map_err(|e| transport_error(&what, e))?;
                 let status = response.status();
                 let headers = response.headers().clone();
-                let text = response.text().await.map_err(|e| transport_error(&what, e))?;
                 if !status.is_success() {
-                    return Err(status_error(&what, status, &headers, &text));
+                    return Err(status_error(&what, status, &headers, &error_text(response).await));
                 }
+                let text = read_answer(&what, response).await?;
                 // An unreadable success body is as good as a broken connection: retry.
                 wire::decode(&text).map_err(|e| {
                     BackendError::new(ErrorKind::Transient, format!("{what}: unreadable response")).with_source(e)
@@ -179,7 +179,7 @@ impl BlobSink {
                     return Ok(());
                 }
                 let (status, headers) = (response.status(), response.headers().clone());
-                Err(status_error(what, status, &headers, &response.text().await.unwrap_or_default()))
+                Err(status_error(what, status, &headers, &error_text(response).await))
             })
             .await
     }
