@@ -6,8 +6,9 @@
 //! be written in the same pass that hashes the files; a truncated archive therefore has none.
 //!
 //! A restore parses the manifest as it streams ([`Manifest::from_reader_bounded`]), with room
-//! for exactly as many entries as the archive carried, so a manifest that lists more than the
-//! archive holds costs no more memory than the archive's own entries.
+//! for one more entry than the archive carried (so the usual damage, one entry missing from the
+//! archive, is still named), so a manifest that lists more than the archive holds costs no more
+//! memory than the archive's own entries.
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -273,8 +274,9 @@ impl<'de> Visitor<'de> for Entries {
         while let Some(entry) = seq.next_element::<ManifestEntry>()? {
             if entries.len() == self.0 {
                 return Err(de::Error::custom(format_args!(
-                    "it lists more entries than the {} in the archive",
-                    self.0
+                    "it lists more than {} entries, and the archive holds {}",
+                    self.0,
+                    self.0.saturating_sub(1)
                 )));
             }
             entries.push(entry);
@@ -329,7 +331,7 @@ mod tests {
         assert_eq!(Manifest::from_reader_bounded(&json[..], 2).unwrap(), m);
         assert_eq!(Manifest::from_reader_bounded(&json[..], 2).unwrap().entries.capacity(), 2);
         let e = Manifest::from_reader_bounded(&json[..], 1).unwrap_err();
-        assert!(e.to_string().starts_with("it lists more entries than the 1 in the archive"), "{e}");
+        assert!(e.to_string().starts_with("it lists more than 1 entries, and the archive holds 0"), "{e}");
         // Unknown fields are skipped, as by the derived form; missing and repeated ones are errors.
         let extra = br#"{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"later":{"x":[1]}}"#;
         assert_eq!(Manifest::from_reader_bounded(&extra[..], 0).unwrap(), manifest(vec![]));

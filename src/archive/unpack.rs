@@ -367,8 +367,8 @@ impl<'p> Stager<'p> {
     }
 
     /// The manifest, parsed as it streams. It lists the entries before it, so it may be no
-    /// larger than they justify (a 4 MB archive cannot carry a 500 MB manifest) and list no more
-    /// of them than there are.
+    /// larger than they justify (a 4 MB archive cannot carry a 500 MB manifest) and list at most
+    /// one more of them than there are.
     fn read_manifest<R: Read>(&self, entry: &mut tar::Entry<'_, R>, name: &str) -> Result<Manifest, UnpackError> {
         let size = entry.size();
         let limit = self.manifest_budget.min(MAX_MANIFEST_BYTES);
@@ -379,7 +379,9 @@ impl<'p> Stager<'p> {
             )));
         }
         let mut counted = Counted { inner: entry, n: 0 };
-        let parsed = Manifest::from_reader_bounded(BufReader::new(&mut counted), self.staged.entries.len())
+        // One more than the archive holds, so that the usual damage — an entry missing from the
+        // archive — is still named by verification (`manifest-mismatch`).
+        let parsed = Manifest::from_reader_bounded(BufReader::new(&mut counted), self.staged.entries.len() + 1)
             .map_err(|e| UnpackError::corrupt_detail(format!("bad manifest: {e}")))?;
         if counted.n != size {
             return Err(UnpackError::corrupt_detail(format!("`{name}` is truncated")));

@@ -489,7 +489,7 @@ fn a_manifest_may_list_no_more_entries_than_the_archive_carries() {
     plant_local(&step, 3, |key| manifest_of(key, 300));
     let r = step.run(&["restore"], &[("path", "out"), ("native", "none")], NO_STATE);
     assert_eq!(r.output("miss-reason"), "corrupt", "{}", r.stdout);
-    assert!(r.stdout.contains("lists more entries than the 3 in the archive"), "{}", r.stdout);
+    assert!(r.stdout.contains("it lists more than 4 entries, and the archive holds 3"), "{}", r.stdout);
 }
 
 #[test]
