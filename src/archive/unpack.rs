@@ -614,6 +614,11 @@ fn check_trailer(mut rest: impl Read) -> Result<(), UnpackError> {
 }
 
 impl Staged {
+    /// Where each root lands, as resolved (symlinks followed) when this restore began.
+    pub fn root_locations(&self) -> Vec<PathBuf> {
+        self.sites.iter().map(|site| site.real.clone()).collect()
+    }
+
     /// Every `required` path is in the entry.
     fn check_required(&self, plan: &RestorePlan) -> Result<(), UnpackError> {
         for required in plan.required {

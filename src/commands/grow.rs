@@ -20,6 +20,7 @@ use crate::keys::{self, GENERATION_ROUND, MAX_GENERATIONS};
 use crate::manifest::{EntryKind, Manifest, ManifestEntry, StackSlot};
 pub(super) use crate::outcome::slot_name;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
 
 /// What the restore step keeps about the stack it applied, for the save step's growth.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -193,6 +194,24 @@ pub(super) fn check_additions(layer: &Manifest, below: &Manifest) -> Result<(), 
                 ));
             }
             above = parent;
+        }
+    }
+    Ok(())
+}
+
+/// A layer's roots land where the base's did: a link the stack placed (`out/r -> inner`, with
+/// `path` lines `out` and `out/r`) must not carry a layer's root elsewhere, where the manifest
+/// check by entry path cannot see what lies below it.
+pub(super) fn check_roots(config: &Config, layer: &[PathBuf], base: &[PathBuf]) -> Result<(), String> {
+    for (i, (now, then)) in layer.iter().zip(base).enumerate() {
+        if now != then {
+            let line = config.paths.includes.get(i).map_or("?", |p| p.line.as_str());
+            return Err(format!(
+                "`path` line `{line}` now leads to `{}`, not to `{}` as when the base was placed (a link of the \
+                 stack is on its way); layers only add files",
+                now.display(),
+                then.display()
+            ));
         }
     }
     Ok(())

@@ -202,7 +202,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
         return Err(NotReused::Found);
     }
     let highest = bases.found[0].0;
-    let (generation, base, mut manifest, skipped) = place_base(ctx, config, backend, &bases.found)?;
+    let (generation, base, mut manifest, skipped, roots) = place_base(ctx, config, backend, &bases.found)?;
     let mut kept = KeptStack {
         generation,
         highest,
@@ -213,7 +213,8 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     };
     let mut stack = StackApplied { generation, base, layers: Vec::new(), stopped: skipped };
     if config.grow {
-        apply_layers(ctx, config, backend, key, &mut stack, &mut kept, &mut manifest);
+        let below = Below { manifest: &mut manifest, roots: &roots };
+        apply_layers(ctx, config, backend, key, &mut stack, &mut kept, below);
     }
     kept.stopped = stack.stopped.is_some() && !kept.trouble;
     let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
@@ -233,24 +234,27 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
     Ok(Reuse { restored, stack, manifest, kept, extra_files })
 }
 
+/// The base placed: its generation, what it put in place, its manifest, why newer ones were
+/// skipped, and where each root landed.
+type PlacedBase = (u32, Transfer, Manifest, Option<String>, Vec<PathBuf>);
+
 /// Place the newest base that can be placed (`found` is newest first): a corrupt or foreign
-/// newer one falls back to the next, with a warning. Its generation, what it put in place, its
-/// manifest, and why newer ones were skipped.
+/// newer one falls back to the next, with a warning.
 fn place_base(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,
     found: &[(u32, CacheEntry)],
-) -> Result<(u32, Transfer, Manifest, Option<String>), NotReused> {
+) -> Result<PlacedBase, NotReused> {
     let mut first_failure: Option<NotReused> = None;
     let mut skipped: Option<String> = None;
     for (generation, entry) in found {
         let generation = *generation;
-        let placed = place_slot(ctx, config, backend, entry, &config.required, Staged::commit, |m| {
+        let placed = place_slot(ctx, config, backend, entry, &config.required, Staged::commit, |m, _| {
             grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
         });
         match placed {
-            Ok((base, manifest)) => return Ok((generation, base, manifest, skipped)),
+            Ok((base, manifest, roots)) => return Ok((generation, base, manifest, skipped, roots)),
             Err(NotReused::Miss { reason, detail }) => {
                 let why = format!(
                     "{} not applied ({reason}): {}",
@@ -269,9 +273,16 @@ fn place_base(
     Err(first_failure.expect("at least one base was tried"))
 }
 
+/// What lies below the next layer: the stack's merged manifest, and where each root landed when
+/// the base was placed.
+struct Below<'a> {
+    manifest: &'a mut Manifest,
+    roots: &'a [PathBuf],
+}
+
 /// Apply the layers of the stack's generation in order, stopping at the first that cannot be:
-/// a corrupt or foreign one makes the next save compact; service trouble only stops this run's
-/// growth.
+/// one that is corrupt, foreign or would change what is below it (or on disk) makes the next
+/// save compact; service trouble only stops this run's growth.
 fn apply_layers(
     ctx: &Context,
     config: &Config,
@@ -279,21 +290,23 @@ fn apply_layers(
     key: &str,
     stack: &mut StackApplied,
     kept: &mut KeptStack,
-    manifest: &mut Manifest,
+    below: Below<'_>,
 ) {
+    let Below { manifest, roots: base_roots } = below;
     let generation = stack.generation;
     let (layers, gap) = grow::find_layers(backend, config, key, generation);
     for (i, layer) in layers.iter().enumerate() {
         let n = i as u32 + 1;
         let top = kept.top.clone();
         let below: &Manifest = manifest;
-        let placed = place_slot(ctx, config, backend, layer, &[], Staged::commit_layer, |m| {
+        let placed = place_slot(ctx, config, backend, layer, &[], Staged::commit_layer, |m, roots| {
             grow::check_slot(m, generation, n, Some(&top))
                 .and_then(|()| grow::check_additions(m, below))
+                .and_then(|()| grow::check_roots(config, roots, base_roots))
                 .map_err(|why| miss(MissReason::Corrupt, why))
         });
         match placed {
-            Ok((transfer, layer_manifest)) => {
+            Ok((transfer, layer_manifest, _)) => {
                 kept.top = layer_manifest.digest();
                 kept.layers = n;
                 kept.layer_bytes += transfer.content_bytes;
@@ -303,8 +316,9 @@ fn apply_layers(
             Err(NotReused::Miss { reason, detail }) => {
                 let why = format!("layer {n} not applied ({reason}): {}", detail.unwrap_or_default());
                 ctx.runner.warning(&format!("{why}; the stack stops at {}", grow::slot_name(generation, n - 1)));
-                kept.trouble =
-                    reason.is_trouble() && !matches!(reason, MissReason::Corrupt | MissReason::ManifestMismatch);
+                // Only the service's trouble skips growth; anything else about the layer (what
+                // it holds, or what is in its way here) makes the next save compact.
+                kept.trouble = matches!(reason, MissReason::Timeout | MissReason::ServiceError);
                 stack.stopped = Some(why);
                 return;
             }
@@ -325,8 +339,9 @@ fn apply_layers(
     }
 }
 
-/// Download one slot of the stack, verify it, `check` its manifest, and put it in place whole
-/// with `commit` (a layer's only adds).
+/// Download one slot of the stack, verify it, `check` its manifest and where its roots land, and
+/// put it in place whole with `commit` (a layer's only adds). What it put in place, its
+/// manifest, and where its roots landed.
 fn place_slot(
     ctx: &Context,
     config: &Config,
@@ -334,8 +349,8 @@ fn place_slot(
     entry: &CacheEntry,
     required: &[PathBuf],
     commit: fn(Staged) -> Result<RestoreStats, UnpackError>,
-    check: impl FnOnce(&Manifest) -> Result<(), NotReused>,
-) -> Result<(Transfer, Manifest), NotReused> {
+    check: impl FnOnce(&Manifest, &[PathBuf]) -> Result<(), NotReused>,
+) -> Result<(Transfer, Manifest, Vec<PathBuf>), NotReused> {
     let started = Instant::now();
     let stream = backend.open(entry).map_err(|e| miss(miss_reason(e.kind), error_chain(&e)))?;
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
@@ -343,11 +358,12 @@ fn place_slot(
     let staged = unpack(&mut reader, &plan).map_err(|e| miss(classify(&e), error_chain(&e)))?;
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();
-    check(&staged.manifest)?;
+    let roots = staged.root_locations();
+    check(&staged.manifest, &roots)?;
     let manifest = staged.manifest.clone();
     let stats = commit(staged).map_err(|e| miss(classify(&e), error_chain(&e)))?;
     let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
-    Ok((placed, manifest))
+    Ok((placed, manifest, roots))
 }
 
 fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {

@@ -28,6 +28,8 @@ struct Scene {
     local: tempfile::TempDir,
     max_layers: &'static str,
     max_share: &'static str,
+    /// The `path` lines.
+    lines: &'static [&'static str],
 }
 
 /// One job's restore and post step.
@@ -42,7 +44,8 @@ impl Scene {
     fn new(store: Store) -> Self {
         let services =
             matches!(store, Store::V2).then(|| Services::start_with(BlobStore::Fast { name: String::new() }));
-        Self { store, services, local: tempfile::tempdir().unwrap(), max_layers: "4", max_share: "10000%" }
+        let local = tempfile::tempdir().unwrap();
+        Self { store, services, local, max_layers: "4", max_share: "10000%", lines: &[PATH] }
     }
 
     fn step(&self) -> Step {
@@ -56,8 +59,9 @@ impl Scene {
     }
 
     fn inputs(&self) -> Vec<(&'static str, &'static str)> {
+        let path = if self.lines == [PATH] { PATH } else { Box::leak(self.lines.join("\n").into_boxed_str()) };
         vec![
-            ("path", PATH),
+            ("path", path),
             ("native", "none"),
             ("compression", "none"),
             ("prefix", "grow"),
@@ -82,7 +86,7 @@ impl Scene {
 
     /// Store `bytes` at slot `(generation, layer)` of `key`, as a hostile or broken writer would.
     fn plant(&self, key: &str, (generation, layer): (u32, u32), bytes: &[u8]) {
-        let version = slot_version(&cache_version(&[PATH], Compression::None), generation, layer);
+        let version = slot_version(&cache_version(self.lines, Compression::None), generation, layer);
         match (&self.services, self.store) {
             (Some(s), Store::V1) => s.plant_v1(key, &version, bytes),
             (Some(s), _) => s.plant(key, &version, bytes),
@@ -92,7 +96,7 @@ impl Scene {
 
     /// Remove slot `(generation, layer)` of `key`, as eviction would.
     fn evict(&self, key: &str, (generation, layer): (u32, u32)) {
-        let version = slot_version(&cache_version(&[PATH], Compression::None), generation, layer);
+        let version = slot_version(&cache_version(self.lines, Compression::None), generation, layer);
         match &self.services {
             Some(s) => s.forget(key, &version),
             None => std::fs::remove_file(self.local.path().join("entries").join(format!("{key}@{version}"))).unwrap(),
@@ -201,6 +205,8 @@ on_both_stores!(
     a_hostile_layer_never_writes_outside_its_roots,
     a_layer_never_removes_replaces_or_repermissions_what_is_below_it,
     a_job_that_changes_a_directory_mode_still_saves_a_layer_that_applies,
+    a_layer_never_reaches_beneath_a_link_of_the_stack_through_another_root,
+    a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact,
 );
 
 fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
@@ -505,6 +511,11 @@ enum Member {
 
 /// A layer archive of any members (directories with their modes too), at `slot`.
 fn layer_of(record: &[u8], key: &str, members: &[Member], slot: StackSlot) -> Vec<u8> {
+    slot_of(record, key, members, vec![RootRecord { line: PATH.into(), kind: RootKind::Dir }], Some(slot))
+}
+
+/// Any slot's archive (`stack` `None`: a generation-0 base), for `roots`.
+fn slot_of(record: &[u8], key: &str, members: &[Member], roots: Vec<RootRecord>, stack: Option<StackSlot>) -> Vec<u8> {
     let mut tar = TarBuilder::default();
     tar.file(FINGERPRINT_NAME, record);
     let mut entries = Vec::new();
@@ -524,13 +535,7 @@ fn layer_of(record: &[u8], key: &str, members: &[Member], slot: StackSlot) -> Ve
             }
         }
     }
-    let manifest = Manifest {
-        exact_cache_manifest: MANIFEST_FORMAT,
-        key: key.to_owned(),
-        roots: vec![RootRecord { line: PATH.into(), kind: RootKind::Dir }],
-        entries,
-        stack: Some(slot),
-    };
+    let manifest = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.to_owned(), roots, entries, stack };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
     tar.finish()
 }
@@ -636,6 +641,63 @@ fn a_job_that_changes_a_directory_mode_still_saves_a_layer_that_applies(store: S
     assert_eq!(next.read("a.pth"), "weights");
     let sub = std::fs::metadata(next.step.ws.join("out/sub")).unwrap().permissions().mode() & 0o777;
     assert_eq!(sub, 0o755);
+}
+
+/// With `path` lines `out` and `out/r`, a base that places the link `out/r -> inner` would
+/// carry root `out/r` of a later layer to `out/inner`, beneath the stack's link, where the
+/// check by entry path cannot see: the layer is refused.
+fn a_layer_never_reaches_beneath_a_link_of_the_stack_through_another_root(store: Store) {
+    use Member::{Dir, File, Link};
+    let mut scene = Scene::new(store);
+    scene.lines = &["out", "out/r"];
+    let (_, saved) = scene.job(&[("x.bin", "x")]);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    let key = scene.key();
+    let probe = scene.restore();
+    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
+    let roots = vec![
+        RootRecord { line: "out".into(), kind: RootKind::Dir },
+        RootRecord { line: "out/r".into(), kind: RootKind::Missing },
+    ];
+    let base = [Dir("0", 0o755), File("0/x.bin", b"x"), Dir("0/inner", 0o755), Link("0/r", "inner")];
+    scene.evict(&key, (0, 0));
+    scene.plant(&key, (0, 0), &slot_of(&record, &key, &base, roots.clone(), None));
+    let probe = scene.restore();
+    assert_eq!(probe.restore.output("reused"), "true", "{}", probe.restore.stdout);
+    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+    let layer = [Dir("1", 0o755), File("1/evil.txt", b"evil")];
+    scene.plant(&key, (0, 1), &slot_of(&record, &key, &layer, roots, Some(slot)));
+
+    let job = scene.restore();
+    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
+    assert!(job.restore.stdout.contains("layer 1 not applied (corrupt)"), "{}", job.restore.stdout);
+    assert!(job.restore.stdout.contains("`path` line `out/r` now leads to"), "{}", job.restore.stdout);
+    assert!(!job.step.ws.join("out/inner/evil.txt").exists());
+}
+
+/// A file already on disk where a layer has one (a leftover of another job) is never replaced:
+/// the layer is refused, and since that is no service trouble, the next save compacts.
+fn a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact(store: Store) {
+    let scene = Scene::new(store);
+    scene.job(&[("a.bin", "graph a")]);
+    assert_eq!(scene.job(&[("b.bin", "graph b")]).1.output("save-result"), "layer");
+
+    let step = scene.step();
+    write(&step.ws.join("out/b.bin"), b"STALE");
+    let restore = step.run(&["restore"], &scene.inputs(), NO_STATE);
+    assert_eq!(outputs(&restore, &["reused", "layers"]), ["true", "0"], "{}", restore.stdout);
+    assert!(restore.stdout.contains("a layer never replaces what is already there"), "{}", restore.stdout);
+    let job = Job { step, restore };
+    assert_eq!(job.read("b.bin"), "STALE", "what was there stays");
+    write(&job.step.ws.join("out/c.bin"), b"graph c");
+    let saved = job.post(&scene);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    assert!(saved.stdout.contains("compacting the stack into generation 1 base"), "{}", saved.stdout);
+
+    let next = scene.restore();
+    assert_eq!(outputs(&next.restore, &["reused", "layers"]), ["true", "0"], "{}", next.restore.stdout);
+    assert!(!next.restore.stdout.contains("not applied"), "{}", next.restore.stdout);
+    assert_eq!(next.names(), ["a.bin", "c.bin"]);
 }
 
 fn a_corrupt_newer_base_falls_back_and_growth_goes_above_it(store: Store) {

@@ -234,7 +234,8 @@ impl Services {
     /// Store a finalized entry directly (e.g. one whose key has ours as a prefix, or a hostile
     /// archive made by hand), in Azurite or in the fast blob store's directory.
     pub fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
-        let blob = format!("planted-{key}");
+        // One blob per slot: a test may plant several versions of one key.
+        let blob = format!("planted-{key}-{}", &version[..16.min(version.len())]);
         if let Some((dir, _)) = &self.shared.fast {
             let path = dir.join(&self.shared.container).join(&blob);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
