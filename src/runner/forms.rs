@@ -1,8 +1,14 @@
-//! The forms a secret takes in transit, so that a redaction finds it there too: URL-encoded
-//! (strict `%XX`, in either case of hex digit, and form encoding with `+` for a space), escaped
-//! inside a JSON string, and base64 (standard and URL-safe alphabets) at each of the three
-//! alignments it can have inside a longer encoded text — there only the characters that the
-//! secret's bytes alone decide, so a match does not depend on what surrounds it.
+//! The forms a secret takes in transit, so that a redaction finds it there too.
+//!
+//! URL encoding is not a list of forms: encoders differ in which characters they leave raw
+//! (path-style escaping keeps `+` and `=`, `encodeURIComponent` keeps `!'()*`) and in the case
+//! of their hex digits, and one text may mix them. So [`redact_url_encoded`] reads the text
+//! through a percent-decoding view — a `%XX` escape (either case) stands for its byte, a `+`
+//! may stand for a space (form encoding), any other byte for itself — and redacts the original
+//! span wherever that view reads as the secret. The fixed forms [`forms`] lists are the rest:
+//! escaped inside a JSON string, and base64 (standard and URL-safe alphabets) at each of the
+//! three alignments it can have inside a longer encoded text — there only the characters that
+//! the secret's bytes alone decide, so a match does not depend on what surrounds it.
 
 use base64::Engine as _;
 use base64::engine::GeneralPurpose;
@@ -11,18 +17,15 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 /// Encoded forms shorter than this are not redacted: they would match ordinary text.
 const MIN_FORM_LEN: usize = 8;
 
-/// `secret` itself, then every other form of it worth redacting (no duplicates).
+/// The fixed forms of `secret` other than itself and its URL encodings (no duplicates, none
+/// equal to `secret`): JSON-escaped and base64.
 pub(super) fn forms(secret: &str) -> Vec<String> {
-    let mut forms = vec![secret.to_owned()];
+    let mut forms: Vec<String> = Vec::new();
     let mut add = |form: String| {
-        if form.len() >= MIN_FORM_LEN && !forms.contains(&form) {
+        if form.len() >= MIN_FORM_LEN && form != secret && !forms.contains(&form) {
             forms.push(form);
         }
     };
-    let strict = percent_encode(secret);
-    add(lower_hex(&strict));
-    add(strict);
-    add(url::form_urlencoded::byte_serialize(secret.as_bytes()).collect());
     if let Ok(json) = serde_json::to_string(secret) {
         add(json[1..json.len() - 1].to_owned());
     }
@@ -35,31 +38,80 @@ pub(super) fn forms(secret: &str) -> Vec<String> {
     forms
 }
 
-/// Every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) as `%XX` (upper-case hex).
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+/// `text` with every span that reads as `secret` through percent-decoding replaced by `***`
+/// (leftmost first, each as long as it can be); `None` where there is none. A span that is not
+/// `secret` itself (it holds an escape, or a `+` for a space) is redacted only from
+/// [`MIN_FORM_LEN`] characters on, like every other encoded form.
+///
+/// A match is tried only where the text's next byte or escape is the secret's first byte, and
+/// it reads at most three text bytes per secret byte, so ordinary text costs one pass.
+pub(super) fn redact_url_encoded(text: &str, secret: &str) -> Option<String> {
+    let (t, s) = (text.as_bytes(), secret.as_bytes());
+    let first = *s.first()?;
+    let mut out: Option<String> = None;
+    let (mut copied, mut i) = (0, 0);
+    let (mut at, mut next) = (Vec::new(), Vec::new());
+    while i < t.len() {
+        if stands_for(t, i, first).is_some() {
+            let end = longest_match(t, i, s, &mut at, &mut next)
+                .filter(|&end| text.is_char_boundary(i) && text.is_char_boundary(end));
+            if let Some(end) = end {
+                let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                out.push_str(&text[copied..i]);
+                out.push_str("***");
+                (copied, i) = (end, end);
+                continue;
+            }
         }
+        i += 1;
     }
-    out
+    let mut out = out?;
+    out.push_str(&text[copied..]);
+    Some(out)
 }
 
-/// `%XX` escapes with lower-case hex digits (the rest untouched).
-fn lower_hex(encoded: &str) -> String {
-    let mut out = String::with_capacity(encoded.len());
-    let mut rest = encoded;
-    while let Some(i) = rest.find('%') {
-        out.push_str(&rest[..i]);
-        let end = (i + 3).min(rest.len());
-        out.push_str(&rest[i..end].to_ascii_lowercase());
-        rest = &rest[end..];
+/// The end of the longest span from `start` that decodes to `secret` and may be redacted.
+/// The ways to read a span are tracked together (a `%` of the secret is `%` raw or `%25`), so
+/// no text is read twice for one secret byte.
+fn longest_match(t: &[u8], start: usize, secret: &[u8], at: &mut Vec<usize>, next: &mut Vec<usize>) -> Option<usize> {
+    at.clear();
+    at.push(start);
+    for &b in secret {
+        next.clear();
+        for &p in at.iter() {
+            for step in [raw_for(t, p, b), escape_for(t, p, b)].into_iter().flatten() {
+                if !next.contains(&(p + step)) {
+                    next.push(p + step);
+                }
+            }
+        }
+        if next.is_empty() {
+            return None;
+        }
+        std::mem::swap(at, next);
     }
-    out.push_str(rest);
-    out
+    at.iter().copied().filter(|&end| end - start == secret.len() || end - start >= MIN_FORM_LEN).max()
+}
+
+/// How many text bytes at `p` read as byte `b`: a `%XX` escape of it first, else itself (or a
+/// `+` for a space).
+fn stands_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
+    escape_for(t, p, b).or_else(|| raw_for(t, p, b))
+}
+
+/// 1 where the byte at `p` is `b` itself, or a `+` for a space.
+fn raw_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
+    let c = *t.get(p)?;
+    (c == b || (c == b'+' && b == b' ')).then_some(1)
+}
+
+/// 3 where a `%XX` escape of `b` (hex digits in either case) starts at `p`.
+fn escape_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
+    let (&[b'%', hi, lo], _) = t.get(p..)?.split_first_chunk::<3>()? else {
+        return None;
+    };
+    let hex = |c: u8| (c as char).to_digit(16);
+    (hex(hi)? * 16 + hex(lo)? == u32::from(b)).then_some(3)
 }
 
 /// The characters of `secret`'s base64 that its bytes alone decide when it starts `offset`
@@ -82,18 +134,24 @@ fn aligned_base64(engine: &GeneralPurpose, secret: &[u8], offset: usize) -> Stri
 mod tests {
     use super::*;
 
+    /// `text` redacted of `secret` through the percent-decoding view (unchanged if none).
+    fn url(text: &str, secret: &str) -> String {
+        redact_url_encoded(text, secret).unwrap_or_else(|| text.to_owned())
+    }
+
     #[test]
     fn encoded_forms_are_found_wherever_the_secret_sits() {
         let secret = "FwoGZXIvYXdz+Session/Token== \"x\"~";
         let forms = forms(secret);
-        assert_eq!(forms[0], secret);
-        for form in [
+        assert!(!forms.iter().any(|f| f == secret), "{forms:?}");
+        assert!(forms.contains(&"FwoGZXIvYXdz+Session/Token== \\\"x\\\"~".to_owned()), "{forms:?}");
+        for encoded in [
+            secret,
             "FwoGZXIvYXdz%2BSession%2FToken%3D%3D%20%22x%22~",
             "FwoGZXIvYXdz%2bSession%2fToken%3d%3d%20%22x%22~",
             "FwoGZXIvYXdz%2BSession%2FToken%3D%3D+%22x%22%7E",
-            "FwoGZXIvYXdz+Session/Token== \\\"x\\\"~",
         ] {
-            assert!(forms.contains(&form.to_owned()), "{form} not in {forms:?}");
+            assert_eq!(url(&format!("a {encoded} b"), secret), "a *** b", "{encoded}");
         }
         // Inside any longer base64 text, at any alignment, in either alphabet.
         for before in ["", "a", "ab", "user:", "Basic credentials "] {
@@ -104,6 +162,76 @@ mod tests {
             }
         }
         let short = super::forms("abcd");
-        assert!(short[0] == "abcd" && short[1..].iter().all(|f| f.len() >= MIN_FORM_LEN), "{short:?}");
+        assert!(short.iter().all(|f| f.len() >= MIN_FORM_LEN), "{short:?}");
+    }
+
+    #[test]
+    fn hex_digits_of_both_cases_in_one_text_are_decoded() {
+        let secret = "Tok3n+Sess/ion=Val";
+        assert_eq!(url("Tok3n%2BSess%2fion%3DVal.log", secret), "***.log");
+        assert_eq!(url("x=Tok3n%2bSess%2Fion%3dVal&y", secret), "x=***&y");
+        // An unreserved character escaped all the same is still the secret.
+        assert_eq!(url("%54ok3n%2BSess%2Fion%3DV%61l", secret), "***");
+    }
+
+    #[test]
+    fn partial_encodings_that_leave_reserved_characters_raw_are_found() {
+        // Path-style escaping keeps `+` and `=` but encodes `/`.
+        let secret = "Tok3n+Sess/ion=Val";
+        assert_eq!(url("out/Tok3n+Sess%2Fion=Val.log", secret), "out/***.log");
+        assert_eq!(url("Tok3n%2BSess/ion=Val", secret), "***");
+        // `encodeURIComponent` keeps `!'()*` raw and encodes the rest.
+        let secret = "it's (a) secret*! /x";
+        assert_eq!(url("q=it's%20(a)%20secret*!%20%2Fx&r=1", secret), "q=***&r=1");
+        assert_eq!(url("q=it%27s%20%28a%29%20secret%2A%21%20%2Fx", secret), "q=***");
+    }
+
+    #[test]
+    fn a_plus_stands_for_a_space_as_in_form_encoding() {
+        let secret = "pass phrase with spaces";
+        assert_eq!(url("body=pass+phrase+with+spaces&next", secret), "body=***&next");
+        assert_eq!(url("body=pass+phrase%20with+spaces", secret), "body=***");
+        // A `+` of the secret is read raw or as `%2B`, never as a space.
+        assert_eq!(url("a b", "a+b+cdef"), "a b");
+        assert_eq!(url("a%2Bb+cdef and a+b%2bcdef", "a+b+cdef"), "*** and ***");
+    }
+
+    #[test]
+    fn a_percent_of_the_secret_is_read_raw_or_escaped() {
+        let secret = "50%25off%";
+        assert_eq!(url("50%25off%", secret), "***");
+        assert_eq!(url("50%2525off%25", secret), "***");
+        assert_eq!(url("50%25%32%35off%", secret), "***");
+    }
+
+    #[test]
+    fn ordinary_text_is_untouched() {
+        let secret = "Tok3n+Sess/ion=Val";
+        for text in [
+            "",
+            "Tok3n",
+            "Tok3n+Sess/ion=Va",
+            "Tok3n Sess/ion=Val",
+            "Tok3n%2BSess%2Fion%3DVa1",
+            "Tok3n%2BSess%2Fion%3",
+            "%%%2%2B%G0 100% done, 50%% more",
+            "restored 12 files from exact-cache-0123abcd (4.2 MiB)",
+            "日本語のテキスト Tok3n+Séss/ion=Val",
+        ] {
+            assert_eq!(redact_url_encoded(text, secret), None, "{text}");
+        }
+        // An escaped form shorter than the least encoded length is left, the secret itself not.
+        assert_eq!(url("ab%2Fc and ab/c", "ab/c"), "ab%2Fc and ***");
+        assert_eq!(url("abc%2Fd", "abc/d"), "abc%2Fd");
+        assert_eq!(url("abcd%2Fe", "abcd/e"), "***");
+    }
+
+    #[test]
+    fn a_secret_of_other_scripts_matches_raw_and_escaped() {
+        let secret = "clé-secrète";
+        assert_eq!(url("k=cl%C3%A9-secr%c3%A8te!", secret), "k=***!");
+        assert_eq!(url("k=clé-secrète", secret), "k=***");
+        // A raw lead byte never pairs with an escaped continuation in valid text.
+        assert_eq!(url("clé-secr%C3te", secret), "clé-secr%C3te");
     }
 }

@@ -410,38 +410,71 @@ fn could_be_command(line: &str) -> bool {
 }
 
 /// Removes registered secrets from text; cheap to clone, and sees secrets registered later.
-/// Each secret is held in every form [`forms`] gives (URL-encoded, JSON-escaped, base64).
+/// Each secret is found as it is and URL-encoded in any way (through a percent-decoding view,
+/// [`forms::redact_url_encoded`]), and in every fixed form [`forms::forms`] gives (JSON-escaped,
+/// base64).
 #[derive(Clone, Default)]
 pub struct Redactor {
-    secrets: Arc<Mutex<Vec<String>>>,
+    patterns: Arc<Mutex<Vec<Pattern>>>,
+}
+
+/// What a [`Redactor`] looks for: a secret (read raw or percent-decoded), or a fixed form of one.
+enum Pattern {
+    Secret(String),
+    Form(String),
+}
+
+impl Pattern {
+    fn text(&self) -> &str {
+        match self {
+            Pattern::Secret(s) | Pattern::Form(s) => s,
+        }
+    }
 }
 
 impl Redactor {
     /// `text` with every registered secret replaced by `***`, the longest first (so a secret
     /// that contains another is not left half shown).
     pub fn redact(&self, text: &str) -> String {
-        let secrets = self.secrets.lock().unwrap();
+        let patterns = self.patterns.lock().unwrap();
         let mut out = text.to_owned();
-        for s in secrets.iter() {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "***");
+        for pattern in patterns.iter() {
+            match pattern {
+                Pattern::Secret(secret) => {
+                    if let Some(redacted) = forms::redact_url_encoded(&out, secret) {
+                        out = redacted;
+                    }
+                }
+                Pattern::Form(form) => {
+                    if out.contains(form.as_str()) {
+                        out = out.replace(form.as_str(), "***");
+                    }
+                }
             }
         }
         out
     }
 
+    /// Whether `secret` itself has been registered.
+    fn holds(&self, secret: &str) -> bool {
+        self.patterns.lock().unwrap().iter().any(|p| matches!(p, Pattern::Secret(s) if s == secret))
+    }
+
     /// Hold `secret` and its other forms; whether it was new.
     fn insert(&self, secret: &str) -> bool {
-        let mut secrets = self.secrets.lock().unwrap();
-        if secrets.iter().any(|s| s == secret) {
+        let mut patterns = self.patterns.lock().unwrap();
+        if patterns.iter().any(|p| matches!(p, Pattern::Secret(s) if s == secret)) {
             return false;
         }
+        // A fixed form of another secret that is this one gives way to the secret.
+        patterns.retain(|p| p.text() != secret);
+        patterns.push(Pattern::Secret(secret.to_owned()));
         for form in forms::forms(secret) {
-            if !secrets.contains(&form) {
-                secrets.push(form);
+            if !patterns.iter().any(|p| p.text() == form) {
+                patterns.push(Pattern::Form(form));
             }
         }
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        patterns.sort_by_key(|p| std::cmp::Reverse(p.text().len()));
         true
     }
 }
@@ -474,7 +507,7 @@ impl SecretSink {
 
     /// Whether `secret` has been registered.
     pub fn contains(&self, secret: &str) -> bool {
-        self.redactor.secrets.lock().unwrap().iter().any(|s| s == secret)
+        self.redactor.holds(secret)
     }
 
     /// Register `secret`; a multi-line one is registered whole and line by line too, so that
@@ -696,6 +729,25 @@ mod tests {
         runner.add_secret("abcdefgh-long-secret");
         runner.info("x abcdefgh-long-secret y");
         assert!(log.text().ends_with("x *** y\n"), "{}", log.text());
+    }
+
+    #[test]
+    fn a_secret_is_redacted_however_a_text_url_encodes_it() {
+        let (runner, log) = actions_runner();
+        runner.add_secret("Tok3n+Sess/ion=Val");
+        runner.add_secret("pass phrase (it's)!");
+        for (line, redacted) in [
+            ("mixed Tok3n%2BSess%2fion%3DVal.log", "mixed ***.log"),
+            ("path Tok3n+Sess%2Fion=Val.log", "path ***.log"),
+            ("component q=pass%20phrase%20(it's)!&x", "component q=***&x"),
+            ("form body=pass+phrase+%28it%27s%29%21", "form body=***"),
+            ("json {\"t\":\"Tok3n+Sess/ion=Val\"}", "json {\"t\":\"***\"}"),
+            ("plain Tok3n Sess ion Val, 100% done", "plain Tok3n Sess ion Val, 100% done"),
+        ] {
+            runner.info(line);
+            assert!(log.text().ends_with(&format!("{redacted}\n")), "{line}:\n{}", log.text());
+        }
+        assert_eq!(redact_registered("Tok3n%2bSess%2Fion=Val"), "***");
     }
 
     #[test]

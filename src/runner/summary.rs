@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn secrets_are_redacted_before_escaping() {
         let redactor = Redactor::default();
-        redactor.secrets.lock().unwrap().push("s3cr|t&<v>\nline2".to_owned());
+        redactor.insert("s3cr|t&<v>\nline2");
         let m = Markdown::new(redactor);
         for shown in [m.text("x s3cr|t&<v>\nline2 y"), m.code("x s3cr|t&<v>\nline2 y"), m.prose("`s3cr|t&<v>\nline2`")]
         {

@@ -180,6 +180,31 @@ fn a_secret_in_a_file_name_is_redacted_before_the_name_is_cut() {
     }
 }
 
+#[test]
+fn a_secret_in_a_file_name_is_redacted_in_mixed_case_and_partial_url_encodings() {
+    // `clean-on-miss` names the files it removes. Here the names hold the secret URL-encoded
+    // the way real encoders leave it: path-style (`+` and `=` raw, `/` as `%2F`) and strict
+    // with hex digits of both cases in one name.
+    const SECRET: &str = "Tok3n+Sess/ion=Val";
+    let mut step = Step::new();
+    step.set_env("MYSECRET", SECRET);
+    let names = ["Tok3n+Sess%2Fion=Val", "Tok3n%2BSess%2fion%3DVal"];
+    for name in names {
+        write(&step.ws.join(format!("out/{name}.log")), b"stale\n");
+    }
+    let inputs = [("path", "out"), ("native", "none"), ("secret-env", "MYSECRET"), ("clean-on-miss", "true")];
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(r.output("miss-reason"), "not-found", "{}", r.stdout);
+    for name in names {
+        assert!(!step.ws.join(format!("out/{name}.log")).exists(), "{name} was not cleaned");
+    }
+    let readable = r.readable();
+    for shown in names.into_iter().chain([SECRET, "Sess%2Fion", "Sess%2fion"]) {
+        assert!(!readable.contains(shown), "`{shown}` of the secret shown:\n{readable}");
+    }
+    assert!(readable.contains("***.log"), "the cleaned files are not named:\n{readable}");
+}
+
 /// Where a step finds its entries: the local store, or the v2 service (and its REST API).
 fn served_step(served: &Served) -> (Step, Option<&'static str>) {
     let mut step = Step::new();
