@@ -405,7 +405,8 @@ pub fn clean_into(
                     super::staging::sweep_stale_in(&parent);
                 }
                 let mut walk = Walk { pattern, set, tracked, stats: &mut *stats };
-                let here = Place { real: &real, lexical: &pattern.base, rel: "", kept: &kept };
+                let asked = [Asked { at: String::new(), kept: &kept }];
+                let here = Place { real: &real, lexical: &pattern.base, rel: "", asked: &asked };
                 walk.clean_in(&dir, here, pattern.glob.is_none())?;
             }
         }
@@ -420,20 +421,42 @@ struct Walk<'a> {
     stats: &'a mut CleanStats,
 }
 
+/// What one repository that was asked tracks: the directory it was asked about, relative to the
+/// root of the walk (`""` for the root), and its answer, relative to that directory.
+#[derive(Clone)]
+struct Asked<'p> {
+    at: String,
+    kept: &'p HashSet<String>,
+}
+
 /// A directory of the walk: its real path; the same place as the `path` line spells it (for
-/// glob and `!` matching, and for naming what goes); its path relative to the directory
-/// `kept` was asked for, and what the repository tracks there.
+/// glob and `!` matching, and for naming what goes); its path relative to the root of the
+/// walk; and every repository asked about it or a directory above it in the walk — the root's
+/// and any nested one's. A nested repository only adds files to keep: what the outer one
+/// tracks stays whatever a `.git` below it says.
 #[derive(Clone, Copy)]
 struct Place<'p> {
     real: &'p Path,
     lexical: &'p Path,
     rel: &'p str,
-    kept: &'p HashSet<String>,
+    asked: &'p [Asked<'p>],
 }
 
 impl Place<'_> {
     fn child_rel(&self, name: &str) -> String {
         if self.rel.is_empty() { name.to_owned() } else { format!("{}/{name}", self.rel) }
+    }
+
+    /// Whether any repository asked tracks `child_rel` (relative to the root of the walk).
+    fn keeps(&self, child_rel: &str) -> bool {
+        self.asked.iter().any(|a| {
+            let rel = if a.at.is_empty() {
+                Some(child_rel)
+            } else {
+                child_rel.strip_prefix(a.at.as_str()).and_then(|r| r.strip_prefix('/'))
+            };
+            rel.is_some_and(|r| a.kept.contains(r))
+        })
     }
 }
 
@@ -477,14 +500,15 @@ impl Walk<'_> {
                 continue;
             }
             let child_rel = here.child_rel(&name);
-            if here.kept.contains(&child_rel) {
+            if here.keeps(&child_rel) {
                 self.stats.kept_tracked += 1;
                 continue;
             }
             let child_covered = covered || self.pattern.glob.as_ref().is_some_and(|g| g.is_match(&child_lexical));
             if is_dir {
                 let sub = beneath::open_child(dir, &name).map_err(fail(&child_real))?;
-                // A repository of its own (not a submodule of the one above): ask it too.
+                // A repository of its own (not a submodule of the one above): ask it too. What it
+                // tracks is kept as well; what the repositories above track still stays.
                 let nested = match beneath::kind_of(&sub, ".git") {
                     Ok(Some(_)) => Some(
                         self.tracked
@@ -493,10 +517,15 @@ impl Walk<'_> {
                     ),
                     _ => None,
                 };
-                let there = match &nested {
-                    Some(kept) => Place { real: &child_real, lexical: &child_lexical, rel: "", kept },
-                    None => Place { real: &child_real, lexical: &child_lexical, rel: &child_rel, kept: here.kept },
+                let with_nested;
+                let asked = match &nested {
+                    Some(kept) => {
+                        with_nested = [here.asked, &[Asked { at: child_rel.clone(), kept }]].concat();
+                        &with_nested[..]
+                    }
+                    None => here.asked,
                 };
+                let there = Place { real: &child_real, lexical: &child_lexical, rel: &child_rel, asked };
                 self.clean_in(&sub, there, child_covered)?;
                 drop(sub);
                 // Directories still holding kept files are not empty and stay.
@@ -716,6 +745,41 @@ mod tests {
         let stats = clean(&set, &guard(&s), &tracked).unwrap();
         assert_eq!((stats.removed_files, stats.kept_tracked), (0, 1));
         assert!(ws.join("out/gen.py").exists());
+    }
+
+    /// A `.git` below the root (a nested `git init`, a `.git` file pointing anywhere) makes the
+    /// walk ask that repository too: it only adds files to keep; what the outer one tracks stays.
+    #[test]
+    fn clean_keeps_what_the_outer_repository_tracks_below_a_nested_one() {
+        struct Two {
+            outer: FakeTracked,
+            nested: FakeTracked,
+        }
+        impl Tracked for Two {
+            fn below(&self, real: &Path) -> Result<HashSet<String>, String> {
+                let which = if real.starts_with(&self.nested.at) { &self.nested } else { &self.outer };
+                which.below(real)
+            }
+        }
+        let s = scratch();
+        let ws = s.root.join("ws");
+        for f in ["out/kept.txt", "out/sub/important.c", "out/sub/deep/x.h", "out/sub/own.c"] {
+            write_file(&ws.join(f));
+        }
+        for f in ["out/stale", "out/sub/stale.o", "out/sub/deep/stale.o"] {
+            write_file(&ws.join(f));
+        }
+        fs::write(ws.join("out/sub/.git"), b"gitdir: /nowhere\n").unwrap();
+        let tracked = Two {
+            outer: FakeTracked { at: ws.clone(), files: &["out/kept.txt", "out/sub/important.c", "out/sub/deep/x.h"] },
+            nested: FakeTracked { at: ws.join("out/sub"), files: &["own.c"] },
+        };
+        let set = PatternSet::parse(&["out"], &Locations { workspace: ws.clone(), home: None }).unwrap();
+        let stats = clean(&set, &guard(&s), &tracked).unwrap();
+        for kept in ["out/kept.txt", "out/sub/important.c", "out/sub/deep/x.h", "out/sub/own.c", "out/sub/.git"] {
+            assert!(ws.join(kept).exists(), "{kept} must stay");
+        }
+        assert_eq!((stats.removed_files, stats.kept_tracked), (3, 4));
     }
 
     #[test]

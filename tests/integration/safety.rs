@@ -807,6 +807,85 @@ fn clean_on_miss_keeps_what_the_repository_tracks_and_names_what_it_removes() {
     }
 }
 
+/// A `.git` written into the cleaned tree (a nested `git init`, a one-line `.git` file pointing
+/// anywhere, one at the root itself) or git variables in the job's environment (`GIT_DIR`,
+/// `GIT_INDEX_FILE`, `GIT_CEILING_DIRECTORIES`) never make a file the outer repository tracks
+/// removable: a nested repository can only add files to keep, and git is asked about the
+/// work tree the files are in, not the one the environment names.
+#[test]
+fn clean_on_miss_keeps_what_the_outer_repository_tracks_whatever_git_is_planted_below() {
+    if !has_git() {
+        return;
+    }
+    let git_in = |step: &Step, dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", &step.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let variants: [(&str, &str); 7] = [
+        ("git init out/sub", "out"),
+        ("out/sub/.git file", "out"),
+        ("git init out (the root itself)", "out"),
+        ("out/.git file (the root itself)", "out"),
+        ("GIT_DIR", "out"),
+        ("GIT_INDEX_FILE", "out"),
+        ("GIT_CEILING_DIRECTORIES", "out"),
+    ];
+    let mut failures = Vec::new();
+    for (variant, root) in variants {
+        let mut step = Step::new();
+        let committed = ["out/sub/important.c", "out/tracked.txt"];
+        for f in committed {
+            write(&step.ws.join(f), b"committed\n");
+        }
+        git_repo(&step, &committed);
+        let stale = ["out/stale", "out/sub/stale.o"];
+        for f in stale {
+            write(&step.ws.join(f), b"stale\n");
+        }
+        let elsewhere = step.dir.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("empty.git")).unwrap();
+        match variant {
+            "git init out/sub" => git_in(&step, &step.ws.join("out/sub"), &["init", "-q"]),
+            "git init out (the root itself)" => git_in(&step, &step.ws.join("out"), &["init", "-q"]),
+            "out/sub/.git file" | "out/.git file (the root itself)" => {
+                let at = if variant.starts_with("out/sub") { "out/sub/.git" } else { "out/.git" };
+                write(&step.ws.join(at), format!("gitdir: {}\n", elsewhere.join("empty.git").display()).as_bytes());
+            }
+            "GIT_DIR" => {
+                git_in(&step, &elsewhere, &["init", "-q", "--bare", "bare.git"]);
+                step.set_env("GIT_DIR", elsewhere.join("bare.git").to_str().unwrap());
+            }
+            "GIT_INDEX_FILE" => step.set_env("GIT_INDEX_FILE", elsewhere.join("no-index").to_str().unwrap()),
+            "GIT_CEILING_DIRECTORIES" => {
+                let ws = step.ws.to_str().unwrap().to_owned();
+                step.set_env("GIT_CEILING_DIRECTORIES", ws);
+            }
+            other => unreachable!("{other}"),
+        }
+
+        let r = step.run(&["restore"], &clean_inputs(root), NO_STATE);
+        assert_eq!(r.code, 0, "{variant}: {}", r.stdout);
+        assert_eq!(r.output("miss-reason"), "not-found", "{variant}");
+        // Every variant is tried before failing, so the message names all that remove too much.
+        let gone: Vec<&str> = committed.iter().copied().filter(|f| !step.ws.join(f).exists()).collect();
+        let left: Vec<&str> = stale.iter().copied().filter(|f| step.ws.join(f).exists()).collect();
+        if !gone.is_empty() || !left.is_empty() || r.output("cleaned-files") != "2" {
+            let log = r.stdout.lines().find(|l| l.contains("clean-on-miss:")).unwrap_or_default();
+            failures.push(format!("{variant}: tracked removed {gone:?}, stale left {left:?}: {log}"));
+        }
+        if variant.contains("out/sub") {
+            assert!(step.ws.join("out/sub/.git").exists(), "{variant}: nothing in or named `.git` is removed");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Without git, or with the root outside any work tree, `clean-on-miss` says that it cannot
 /// tell tracked files apart and removes what guarantee 8 allows, naming it.
 #[test]
