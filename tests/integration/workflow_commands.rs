@@ -75,16 +75,7 @@ fn hostile_entry(prefix: &str) -> (String, Vec<u8>) {
     fp.insert("env", env);
     fp.insert("python.dists", dists);
     let record = FingerprintRecord::new(prefix, "v1", fp);
-    let (bytes, _) = write_archive(
-        &Inventory::default(),
-        &record,
-        Compression::Zstd,
-        None,
-        &SecretScanner::none(),
-        Vec::new(),
-        &mut |_| {},
-    )
-    .unwrap();
+    let bytes = archive_of_nothing(&record);
     (record.key, bytes)
 }
 
@@ -289,16 +280,7 @@ fn their_values_show_escaped_and_never_as_links(served: Served) {
     let mut fp = Fingerprint::default();
     fp.insert("env", env);
     let record = FingerprintRecord::new("inj", "v1", fp);
-    let (bytes, _) = write_archive(
-        &Inventory::default(),
-        &record,
-        Compression::Zstd,
-        None,
-        &SecretScanner::none(),
-        Vec::new(),
-        &mut |_| {},
-    )
-    .unwrap();
+    let bytes = archive_of_nothing(&record);
     match &served {
         Served::Local => write(&step.cache.join(format!("entries/{}@v1", record.key)), &bytes),
         Served::V2(services) => services.plant(&record.key, "v1", &bytes),
@@ -336,4 +318,19 @@ fn invisible_characters_in_file_names_show_escaped() {
     for shown in ["gen/evil\\u{202e}yp.exe", "gen/zero\\u{200b}width\\u{feff}.py", "\\u{1b}[31mred\\u{1b}[0m"] {
         assert!(r.stdout.contains(shown) && r.summary.contains(shown), "`{shown}`:\n{}\n{}", r.stdout, r.summary);
     }
+}
+
+/// An entry of `record` that holds no files: all a test of its fingerprint needs.
+fn archive_of_nothing(record: &FingerprintRecord) -> Vec<u8> {
+    let (bytes, _) = write_archive(
+        &Inventory::default(),
+        record,
+        Compression::Zstd,
+        None,
+        &SecretScanner::none(),
+        Vec::new(),
+        &mut |_| {},
+    )
+    .unwrap();
+    bytes
 }
