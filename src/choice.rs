@@ -52,6 +52,36 @@ macro_rules! named_enum {
 }
 pub(crate) use named_enum;
 
+named_enum! {
+    /// A setting that is on, off, or decided by its context (`grow`, `explain-misses`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Switch {
+        Auto => "auto",
+        True => "true",
+        False => "false",
+    }
+}
+
+impl Switch {
+    /// On or off, with `auto` decided by `auto`.
+    pub fn or_auto(self, auto: bool) -> bool {
+        match self {
+            Switch::Auto => auto,
+            Switch::True => true,
+            Switch::False => false,
+        }
+    }
+
+    /// `None` for `auto`.
+    pub fn decided(self) -> Option<bool> {
+        match self {
+            Switch::Auto => None,
+            Switch::True => Some(true),
+            Switch::False => Some(false),
+        }
+    }
+}
+
 /// The value named `s`, if any.
 pub fn parse<T: Named>(s: &str) -> Option<T> {
     let s = s.trim();

@@ -3,7 +3,7 @@
 //! are switches (`--strict`, or `--strict=false`).
 
 pub use crate::config::CommandName;
-use crate::config::{INPUTS, InputKind, InputSpec, RawInputs, Reader};
+use crate::config::{INPUTS, InputKind, RawInputs, defs};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -48,42 +48,10 @@ const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
     ),
 ];
 
-/// What the catalog commands read: they work on a prefix, not on paths or a fingerprint.
-const CATALOG_INPUTS: [&str; 10] = [
-    "prefix",
-    "backend",
-    "protocol",
-    "local-dir",
-    "github-token",
-    "s3-bucket",
-    "s3-prefix",
-    "s3-region",
-    "s3-endpoint",
-    "s3-force-path-style",
-];
-
-/// What `list` and `prune` read when given: with the `path` lines and `compression` of the
-/// restore, they know each entry's slot in its key's stack; with `grow`, `prune` deletes the
-/// slots a newer generation's base holds.
-const SLOT_INPUTS: [&str; 3] = ["path", "compression", "grow"];
-
-/// Whether `command` offers `spec` as a flag: what its scope gives it, less what it never reads.
-fn offers(command: CommandName, spec: &InputSpec) -> bool {
-    spec.scope.taken_by(Reader::Cli(command))
-        && match command {
-            CommandName::List => CATALOG_INPUTS.contains(&spec.name) || SLOT_INPUTS.contains(&spec.name),
-            CommandName::Prune => {
-                CATALOG_INPUTS.contains(&spec.name) || SLOT_INPUTS.contains(&spec.name) || spec.name == "prune-keep"
-            }
-            CommandName::Restore => !matches!(spec.name, "prune" | "prune-keep"),
-            _ => true,
-        }
-}
-
 fn input_args(command: CommandName) -> Vec<Arg> {
     INPUTS
         .iter()
-        .filter(|spec| offers(command, spec))
+        .filter(|spec| spec.offered_by(command))
         .map(|spec| {
             let arg = Arg::new(spec.name).long(spec.name).help(spec.description);
             match spec.kind {
@@ -160,8 +128,8 @@ where
     let quiet = matches.get_flag("quiet");
     let mut flags = flags(sub, command);
     // Listing and pruning work on a prefix; the `path` lines only matter for keys and versions.
-    if matches!(command, CommandName::List | CommandName::Prune) && flags.get("path").is_none() {
-        flags.set("path", ".");
+    if matches!(command, CommandName::List | CommandName::Prune) && !defs::PATH.given(&flags) {
+        flags.set(defs::PATH.name(), ".");
     }
     Ok(Invocation { command, post, workspace, dry_run, json, quiet, flags })
 }
@@ -180,7 +148,7 @@ fn switch_with_separate_value(args: &[OsString]) -> Option<String> {
 
 fn flags(m: &ArgMatches, command: CommandName) -> RawInputs {
     let mut raw = RawInputs::default();
-    for spec in INPUTS.iter().filter(|spec| offers(command, spec)) {
+    for spec in INPUTS.iter().filter(|spec| spec.offered_by(command)) {
         if let Some(values) = m.get_many::<String>(spec.name) {
             let values: Vec<&str> = values.map(String::as_str).collect();
             raw.set(spec.name, values.join("\n"));
@@ -237,7 +205,22 @@ mod tests {
         assert!(flags("save").contains(&"prune".to_owned()));
         let mut list = flags("list");
         list.sort();
-        let mut expected = [&CATALOG_INPUTS[..], &SLOT_INPUTS[..], &["json"]].concat();
+        let mut expected = [
+            "prefix",
+            "backend",
+            "protocol",
+            "local-dir",
+            "github-token",
+            "s3-bucket",
+            "s3-prefix",
+            "s3-region",
+            "s3-endpoint",
+            "s3-force-path-style",
+            "path",
+            "compression",
+            "grow",
+            "json",
+        ];
         expected.sort();
         assert_eq!(list, expected);
         assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));

@@ -18,6 +18,7 @@ pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod github;
+pub mod inputs;
 pub mod keys;
 pub mod manifest;
 pub mod outcome;

@@ -3,7 +3,7 @@
 
 use super::fingerprint::compute;
 use super::{Context, Error, explain, prune as pruning};
-use crate::config::{Config, ConfigError, DEFAULT_PREFIX};
+use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
 use crate::keys;
 use crate::outcome::{CatalogOutcome, ListedEntry, slot_name};
 use crate::units;
@@ -87,7 +87,7 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
 pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     if let Some(detail) = pruning::refusal(&config.prefix).filter(|_| !dry_run) {
-        return Err(ConfigError::Invalid { name: "prefix", detail }.into());
+        return Err(InputError::Invalid { name: defs::PREFIX.name(), detail }.into());
     }
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");

@@ -1,7 +1,7 @@
 //! How a command fails: one error enum for every command, and its rendering with causes.
 
 use crate::archive::{CleanError, PackError};
-use crate::config::ConfigError;
+use crate::config::InputError;
 use crate::fingerprint::FingerprintError;
 use crate::github::CatalogError;
 use crate::outcome::MissReason;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] InputError),
     #[error("cannot compute the fingerprint")]
     Fingerprint(#[from] FingerprintError),
     #[error(transparent)]

@@ -1,0 +1,406 @@
+//! Every input of the action and the command line, one definition each ([`Input`]), and the
+//! registry [`INPUTS`] that `action.yml`, the README's tables and the CLI are made from. A
+//! store's inputs are defined with its store and join the registry through
+//! [`crate::backend::STORES`]. Adding an input: its definition here (and its line in
+//! [`CORE`]), and the code that reads it.
+
+use crate::archive::Compression;
+use crate::backend::{BackendChoice, Protocol};
+use crate::choice::{self, Switch};
+use crate::env;
+use crate::fingerprint::Facet;
+use crate::inputs::Scope::{Cache, Fingerprint, Restore, Root, Save};
+use crate::inputs::{Catalog, Input, InputKind, InputSpec, parse_optional_bool, split_list};
+use crate::keys;
+use crate::preset::Preset;
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+/// The `prefix` of whoever does not set one: shared by every such workflow and job of the
+/// repository, so `prune` refuses it.
+pub const DEFAULT_PREFIX: &str = "exact-cache";
+
+pub static PATH: Input<Vec<String>> = Input::lines(
+    "path",
+    Fingerprint,
+    "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. \
+     Optional with a `preset`. A save finding no file or symlink (nothing, or only empty directories) warns and \
+     saves nothing (`save-result=incomplete`); if an empty result is right, put a marker file in `path`.",
+)
+.catalog(Catalog::Both);
+
+pub static PREFIX: Input<String> = Input::new(
+    "prefix",
+    InputKind::Text,
+    Fingerprint,
+    DEFAULT_PREFIX,
+    "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased); empty is an input error.",
+    |value| keys::normalize_prefix(value.unwrap_or_default()),
+)
+.catalog(Catalog::Both);
+
+pub static HASH_FILES: Input<Vec<String>> = Input::lines(
+    "hash-files",
+    Fingerprint,
+    "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles); a \
+     pattern matching nothing is an error.",
+);
+
+pub static HASH_ENV: Input<Vec<String>> = Input::var_names(
+    "hash-env",
+    Fingerprint,
+    "Names of environment variables whose values enter the fingerprint (unset ≠ empty).",
+);
+
+pub static HASH_COMMANDS: Input<Vec<String>> = Input::lines(
+    "hash-commands",
+    Fingerprint,
+    "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an \
+     error.",
+);
+
+pub static NATIVE: Input<BTreeSet<Facet>> = Input::new(
+    "native",
+    InputKind::List,
+    Fingerprint,
+    "os,arch,isa,libc,compiler",
+    "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`).",
+    parse_native,
+);
+
+pub static COMPILERS: Input<Vec<String>> = Input::lines(
+    "compilers",
+    Fingerprint,
+    "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`).",
+)
+.computed_default("`$CC` or `cc`, `$CXX` or `c++`");
+
+pub static PYTHON: Input<Option<String>> = Input::text(
+    "python",
+    Fingerprint,
+    "Python interpreter whose version and installed distributions enter the fingerprint (empty: none).",
+);
+
+pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
+    "python-exclude",
+    Fingerprint,
+    "Distribution names left out of the Python facet (names normalized per PEP 503; e.g. the editable project \
+     whose source is hashed already).",
+);
+
+pub static VARIANT: Input<Option<String>> =
+    Input::text("variant", Fingerprint, "Free-form build variant (`cuda-debug`, `lsan`, …).");
+
+pub static PRESET: Input<Option<Preset>> = Input::optional_choice(
+    "preset",
+    Fingerprint,
+    "`torch-inductor`: cache TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (exported to later steps) and add what \
+     decides whether compiled kernels are valid to the fingerprint; `path` becomes optional.",
+);
+
+pub static FINGERPRINT_FILE: Input<Option<String>> = Input::text(
+    "fingerprint-file",
+    Fingerprint,
+    "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`).",
+)
+.computed_default("`$RUNNER_TEMP/exact-cache/<key>.json`");
+
+pub static REQUIRED: Input<Vec<String>> = Input::lines(
+    "required",
+    Cache,
+    "Paths that must exist for an entry to be complete, checked on save and on restore.",
+);
+
+pub static COMPRESSION: Input<Compression> = Input::choice(
+    "compression",
+    Cache,
+    "zstd",
+    "Archive compression: `zstd` (multithreaded, no long mode), `gzip` or `none`.",
+)
+.catalog(Catalog::Both);
+
+pub static STRICT: Input<bool> = Input::flag(
+    "strict",
+    Cache,
+    false,
+    "Turn cache-service trouble (errors, timeouts, rate limits, corrupt entries) into step failures.",
+);
+
+pub static BACKEND: Input<BackendChoice> =
+    Input::choice("backend", Cache, "auto", "`auto`, `github`, `local` or `s3`.").catalog(Catalog::Both);
+
+pub static PROTOCOL: Input<Protocol> = Input::choice(
+    "protocol",
+    Cache,
+    "auto",
+    "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
+)
+.catalog(Catalog::Both);
+
+pub static LOCAL_DIR: Input<Option<String>> = Input::text(
+    "local-dir",
+    Cache,
+    "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
+)
+.catalog(Catalog::Both);
+
+pub static S3_BUCKET: Input<Option<String>> = Input::text(
+    "s3-bucket",
+    Cache,
+    "With `backend: s3`: the bucket (required). Credentials come only from the standard AWS environment (keys and \
+     session token, a web-identity role such as GitHub OIDC, instance metadata), never from inputs.",
+)
+.catalog(Catalog::Both);
+
+pub static S3_PREFIX: Input<Option<String>> =
+    Input::text("s3-prefix", Cache, "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).")
+        .catalog(Catalog::Both);
+
+pub static S3_REGION: Input<Option<String>> = Input::text(
+    "s3-region",
+    Cache,
+    "With `backend: s3`: the bucket's region (default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).",
+)
+.catalog(Catalog::Both);
+
+pub static S3_ENDPOINT: Input<Option<String>> = Input::text(
+    "s3-endpoint",
+    Cache,
+    "With `backend: s3`: an S3-compatible endpoint such as `https://minio.internal:9000` (default: \
+     `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, else AWS).",
+)
+.catalog(Catalog::Both);
+
+pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
+    "s3-force-path-style",
+    InputKind::Text,
+    Cache,
+    "",
+    "With `backend: s3`: `true` to address the bucket as `<endpoint>/<bucket>` instead of `<bucket>.<endpoint>` \
+     (default: `AWS_S3_FORCE_PATH_STYLE`; always for an IP address or `localhost`).",
+    parse_optional_bool,
+)
+.catalog(Catalog::Both);
+
+pub static VERIFY_REUSE: Input<VerifyReuse> = Input::choice(
+    "verify-reuse",
+    Cache,
+    "off",
+    "At save time after a warm restore, report files under `path` added, changed or removed since the restore: \
+     `off`, `warn` or `fail` (fails the step).",
+);
+
+pub static GROW: Input<Switch> = Input::choice(
+    "grow",
+    Cache,
+    "auto",
+    "Keep what a warm run adds: on a hit, the post step saves the files the job added or changed under `path` as a \
+     layer of the same exact key, and a restore applies the base and its layers in order. Only for \
+     content-addressed caches (every file named by a hash of what made it). `auto` (on with `preset: \
+     torch-inductor`), `true` or `false`.",
+)
+.catalog(Catalog::Both);
+
+pub static GROW_MAX_LAYERS: Input<u32> = Input::new(
+    "grow-max-layers",
+    InputKind::Text,
+    Cache,
+    "4",
+    "With `grow`: how many layers a stack may have (1 to 16) before the next save compacts it into one new base.",
+    |value| {
+        let n = value.unwrap_or_default().trim();
+        n.parse::<u32>()
+            .ok()
+            .filter(|n| (1..=keys::MAX_LAYERS).contains(n))
+            .ok_or_else(|| format!("`{n}` is not a whole number from 1 to {}", keys::MAX_LAYERS))
+    },
+);
+
+/// `50%`, `50` or `12.5%` → 0.5, 0.5, 0.125.
+pub static GROW_MAX_SHARE: Input<f64> = Input::new(
+    "grow-max-share",
+    InputKind::Text,
+    Cache,
+    "50%",
+    "With `grow`: compact instead of adding a layer when the layers would hold more than this share of the base's \
+     bytes (a percentage, e.g. `50%`).",
+    |value| {
+        let text = value.unwrap_or_default().trim();
+        let number = text.strip_suffix('%').unwrap_or(text).trim();
+        number
+            .parse::<f64>()
+            .ok()
+            .filter(|p| p.is_finite() && *p > 0.0)
+            .map(|p| p / 100.0)
+            .ok_or_else(|| format!("`{text}` is not a percentage above 0 (such as `50%`)"))
+    },
+);
+
+pub static PRUNE: Input<bool> = Input::flag(
+    "prune",
+    Cache,
+    false,
+    "After a save, delete older entries with the same prefix on this ref (needs `actions: write`); skipped with a \
+     warning on the default prefix.",
+)
+.save_only();
+
+pub static PRUNE_KEEP: Input<usize> = Input::new(
+    "prune-keep",
+    InputKind::Text,
+    Cache,
+    "1",
+    "How many of the newest entries `prune` keeps, the new one included.",
+    |value| {
+        let n = value.unwrap_or_default().trim();
+        n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("`{n}` is not a whole number of at least 1"))
+    },
+)
+.catalog(Catalog::Prune)
+.save_only();
+
+pub static GITHUB_TOKEN: Input<Option<String>> = Input::new(
+    "github-token",
+    InputKind::Text,
+    Cache,
+    "${{ github.token }}",
+    "Token for the REST calls of `explain-misses` and `prune`.",
+    // The default is an expression the runner fills in; unfilled (act, the CLI) it is no token.
+    |value| Ok(value.map(str::trim).filter(|t| !t.is_empty() && !t.starts_with("${{")).map(str::to_owned)),
+)
+.catalog(Catalog::Both);
+
+// Fingerprint scope: the fingerprint step prints `hash-env` values too, so it masks them.
+pub static SECRET_ENV: Input<Vec<String>> = Input::var_names(
+    "secret-env",
+    Fingerprint,
+    "Names of environment variables whose values must never be saved or printed: every step masks them, and a save \
+     finding one in a file or in the fingerprint (as it does the runtime token, `GITHUB_TOKEN` and `github-token`) \
+     refuses to save (`save-result=secret-found`), naming the file.",
+);
+
+pub static CLEAN_ON_MISS: Input<bool> = Input::flag(
+    "clean-on-miss",
+    Restore,
+    false,
+    "On a miss, remove stale files under `path` before generation starts, naming each (log, summary, \
+     `cleaned-files`). Never a file the repository tracks (asked of git; without git or outside a work tree, the \
+     log says so). Only beneath the workspace, `RUNNER_TEMP` or the home directory, in a preset's cache directory, \
+     or in a directory exact-cache restored into or saved from before (it leaves a `.exact-cache-root` marker); \
+     never the workspace, home or their parents. Anything else is an input error.",
+);
+
+pub static REUSE_ENV: Input<Option<String>> = Input::new(
+    "reuse-env",
+    InputKind::Text,
+    Restore,
+    "",
+    "Name of an environment variable exported as `1` when reused, `0` otherwise.",
+    |value| match value.map(str::trim) {
+        Some(name) if !env::is_var_name(name) => Err(format!("`{name}` is not a variable name")),
+        name => Ok(name.map(str::to_owned)),
+    },
+);
+
+pub static LOOKUP_ONLY: Input<bool> =
+    Input::flag("lookup-only", Restore, false, "Only check whether the entry exists; download nothing.");
+
+pub static FAIL_ON_CACHE_MISS: Input<bool> =
+    Input::flag("fail-on-cache-miss", Restore, false, "Fail the step when the entry is not reused.");
+
+pub static EXPLAIN_MISSES: Input<Switch> = Input::choice(
+    "explain-misses",
+    Restore,
+    "auto",
+    "On a miss, diff the newest entry with the same prefix against this fingerprint: `auto` (when a token or the \
+     local backend allows listing), `true` or `false`.",
+);
+
+pub static KEY: Input<Option<String>> = Input::new(
+    "key",
+    InputKind::Text,
+    Save,
+    "",
+    "Save under this key (the restore step's `key` output, whose fingerprint file is embedded) instead of \
+     computing it.",
+    |value| match value.map(str::trim) {
+        Some(key) => keys::check_key(key).map(|()| Some(key.to_owned())).map_err(|detail| format!("`{key}` {detail}")),
+        None => Ok(None),
+    },
+);
+
+pub static SAVE_ON_FAILURE: Input<bool> = Input::flag(
+    "save-on-failure",
+    Root,
+    false,
+    "Also save in the post step when the job failed (by default only after a successful job).",
+);
+
+crate::choice::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum VerifyReuse {
+        Off => "off",
+        Warn => "warn",
+        Fail => "fail",
+    }
+}
+
+/// The `native` input: facet names, or `none`.
+fn parse_native(value: Option<&str>) -> Result<BTreeSet<Facet>, String> {
+    let facets = split_list(value.unwrap_or_default());
+    if facets.len() == 1 && facets[0].eq_ignore_ascii_case("none") {
+        return Ok(BTreeSet::new());
+    }
+    let unknown = |n: &String| format!("unknown facet `{n}`; known facets: {}", Facet::ALL.map(Facet::name).join(", "));
+    facets.iter().map(|n| choice::parse(n).ok_or_else(|| unknown(n))).collect()
+}
+
+/// The inputs defined here, in the order documentation lists them; the stores' inputs follow
+/// `backend`.
+const CORE: &[&InputSpec] = &[
+    &PATH.spec,
+    &PREFIX.spec,
+    &HASH_FILES.spec,
+    &HASH_ENV.spec,
+    &HASH_COMMANDS.spec,
+    &NATIVE.spec,
+    &COMPILERS.spec,
+    &PYTHON.spec,
+    &PYTHON_EXCLUDE.spec,
+    &VARIANT.spec,
+    &PRESET.spec,
+    &FINGERPRINT_FILE.spec,
+    &REQUIRED.spec,
+    &COMPRESSION.spec,
+    &STRICT.spec,
+    &BACKEND.spec,
+    &PROTOCOL.spec,
+    &LOCAL_DIR.spec,
+    &S3_BUCKET.spec,
+    &S3_PREFIX.spec,
+    &S3_REGION.spec,
+    &S3_ENDPOINT.spec,
+    &S3_FORCE_PATH_STYLE.spec,
+    &VERIFY_REUSE.spec,
+    &GROW.spec,
+    &GROW_MAX_LAYERS.spec,
+    &GROW_MAX_SHARE.spec,
+    &PRUNE.spec,
+    &PRUNE_KEEP.spec,
+    &GITHUB_TOKEN.spec,
+    &SECRET_ENV.spec,
+    &CLEAN_ON_MISS.spec,
+    &REUSE_ENV.spec,
+    &LOOKUP_ONLY.spec,
+    &FAIL_ON_CACHE_MISS.spec,
+    &EXPLAIN_MISSES.spec,
+    &KEY.spec,
+    &SAVE_ON_FAILURE.spec,
+];
+
+/// Every input.
+pub static INPUTS: LazyLock<Vec<&'static InputSpec>> = LazyLock::new(|| CORE.to_vec());
+
+pub fn input_spec(name: &str) -> Option<&'static InputSpec> {
+    INPUTS.iter().copied().find(|i| i.name == name)
+}

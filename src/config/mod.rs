@@ -1,0 +1,428 @@
+//! Inputs → one validated [`Config`]. Each input is defined once in [`defs`] (its name,
+//! scope, kind, default, documentation and typed parse); [`INPUTS`] is their registry: action
+//! mode reads each as `INPUT_<NAME>`, the CLI offers each as `--<name>`, and `action.yml` and
+//! the README are made from it. [`Config::from_raw`] reads every definition and checks what
+//! spans several inputs; every error names the input and what is wrong with it.
+
+pub mod defs;
+mod names;
+mod outputs;
+
+pub use crate::inputs::{CommandName, Entry, InputError, InputKind, InputSpec, RawInputs, Reader, Scope};
+pub use defs::{DEFAULT_PREFIX, INPUTS, VerifyReuse, input_spec};
+pub use names::check_input_names;
+pub use outputs::{OUTPUTS, OutputSpec};
+
+use crate::archive::CleanGuard;
+use crate::archive::Compression;
+use crate::backend::{BackendChoice, Protocol, S3Inputs};
+use crate::env::Env;
+use crate::fingerprint::FingerprintSpec;
+use crate::inputs::Input;
+use crate::keys;
+use crate::paths::{Locations, PatternSet};
+use crate::preset::{Preset, PresetPlan};
+use std::path::{Path, PathBuf};
+
+/// Everything a command needs, validated.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub fingerprint: FingerprintSpec,
+    pub prefix: String,
+    /// The `path` lines as written (they enter the version).
+    pub path_lines: Vec<String>,
+    pub paths: PatternSet,
+    pub required: Vec<PathBuf>,
+    pub compression: Compression,
+    pub strict: bool,
+    pub backend: BackendChoice,
+    pub protocol: Protocol,
+    pub local_dir: Option<PathBuf>,
+    /// The `s3-*` inputs (resolved against the environment when the backend is built).
+    pub s3: S3Inputs,
+    pub clean_on_miss: bool,
+    /// What `clean-on-miss` may touch.
+    pub clean_guard: CleanGuard,
+    pub reuse_env: Option<String>,
+    pub lookup_only: bool,
+    pub fail_on_cache_miss: bool,
+    pub key: Option<String>,
+    pub save_on_failure: bool,
+    pub fingerprint_file: Option<PathBuf>,
+    pub preset: Option<Preset>,
+    /// Variables exported to later steps on restore (a preset's cache directories).
+    pub exports: Vec<(String, String)>,
+    pub verify_reuse: VerifyReuse,
+    /// `None`: automatic (when listing is possible).
+    pub explain_misses: Option<bool>,
+    /// `grow`: restore applies layers, and the post step of a warm run saves one.
+    pub grow: bool,
+    pub grow_max_layers: u32,
+    /// `grow-max-share` as a fraction.
+    pub grow_max_share: f64,
+    pub prune: bool,
+    pub prune_keep: usize,
+    pub github_token: Option<String>,
+    /// Variables whose values a save refuses to archive (besides the job's tokens).
+    pub secret_env: Vec<String>,
+}
+
+/// What enters the fingerprint: the `hash-*` inputs, the native facets, Python, the variant,
+/// and what a preset adds.
+fn fingerprint_spec(
+    raw: &RawInputs,
+    env: &Env,
+    locations: &Locations,
+    preset: Option<&PresetPlan>,
+) -> Result<FingerprintSpec, InputError> {
+    let mut fingerprint = FingerprintSpec::new(locations.clone());
+    fingerprint.hash_files = defs::HASH_FILES.read(raw)?;
+    fingerprint.hash_env = defs::HASH_ENV.read(raw)?;
+    fingerprint.hash_commands = defs::HASH_COMMANDS.read(raw)?;
+    fingerprint.native = defs::NATIVE.read(raw)?;
+    fingerprint.compilers = defs::COMPILERS.read(raw)?;
+    if defs::COMPILERS.given(raw) {
+        fingerprint.named_compilers = fingerprint.compilers.iter().cloned().collect();
+    } else {
+        fingerprint.compilers =
+            vec![env.non_empty("CC").unwrap_or("cc").to_owned(), env.non_empty("CXX").unwrap_or("c++").to_owned()];
+    }
+    fingerprint.python = defs::PYTHON.read(raw)?;
+    fingerprint.python_exclude = defs::PYTHON_EXCLUDE.read(raw)?;
+    fingerprint.variant = defs::VARIANT.read(raw)?;
+    if let Some(plan) = preset {
+        plan.apply(&mut fingerprint, env);
+    }
+    Ok(fingerprint)
+}
+
+/// The `required` paths, each under some `path` entry (else no entry could contain it).
+fn required_paths(raw: &RawInputs, locations: &Locations, paths: &PatternSet) -> Result<Vec<PathBuf>, InputError> {
+    let name = defs::REQUIRED.name();
+    let mut required = Vec::new();
+    for line in defs::REQUIRED.read(raw)? {
+        let abs = locations.resolve(&line).map_err(|source| InputError::Path { name, source })?;
+        let covered = paths.includes.iter().any(|p| {
+            abs.starts_with(&p.base)
+                && p.glob.as_ref().is_none_or(|g| {
+                    // For a glob root the required path must be a match or lie under one.
+                    abs.ancestors().take_while(|a| a.starts_with(&p.base)).any(|a| g.is_match(a))
+                })
+        });
+        if !covered {
+            return Err(InputError::Invalid {
+                name,
+                detail: format!("`{line}` is not under any `path` entry, so no entry could contain it"),
+            });
+        }
+        required.push(abs);
+    }
+    Ok(required)
+}
+
+/// `clean-on-miss` is an input error for a `path` entry the guard would not clean.
+fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), InputError> {
+    for p in &paths.includes {
+        if let Err(reason) = guard.check(p) {
+            return Err(InputError::Invalid {
+                name: defs::CLEAN_ON_MISS.name(),
+                detail: format!(
+                    "refusing to clean `{}`: {reason}. exact-cache cleans only beneath the workspace, `RUNNER_TEMP` \
+                     or the home directory, a preset's cache directory, or a directory it restored into or saved \
+                     from before; move the path there, or turn `clean-on-miss` off",
+                    p.line
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
+fn s3_inputs(raw: &RawInputs) -> Result<S3Inputs, InputError> {
+    let invalid = |name, detail| InputError::Invalid { name, detail };
+    let bucket = defs::S3_BUCKET.read(raw)?;
+    if let Some(b) = &bucket {
+        let valid = (3..=63).contains(&b.len())
+            && b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+            && b.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && b.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !valid {
+            return Err(invalid(
+                defs::S3_BUCKET.name(),
+                format!("`{b}` is not a bucket name (3 to 63 lowercase letters, digits, `.` and `-`)"),
+            ));
+        }
+    }
+    let endpoint = defs::S3_ENDPOINT.read(raw)?;
+    if let Some(e) = &endpoint {
+        let parsed = url::Url::parse(e).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+        if parsed.is_none() {
+            return Err(invalid(defs::S3_ENDPOINT.name(), format!("`{e}` is not an `http://` or `https://` URL")));
+        }
+    }
+    let prefix = defs::S3_PREFIX.read(raw)?;
+    if let Some(p) = &prefix {
+        let segments: Vec<&str> = p.trim_matches('/').split('/').collect();
+        let valid = p.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
+            && segments.iter().all(|s| !s.is_empty() && *s != "." && *s != "..");
+        if !valid {
+            return Err(invalid(
+                defs::S3_PREFIX.name(),
+                format!(
+                    "`{p}` is not a key prefix: use ASCII letters, digits, `-`, `_`, `.` and `/` between non-empty \
+                     segments other than `.` and `..`"
+                ),
+            ));
+        }
+    }
+    let region = defs::S3_REGION.read(raw)?;
+    let force_path_style = defs::S3_FORCE_PATH_STYLE.read(raw)?;
+    Ok(S3Inputs { bucket, prefix, region, endpoint, force_path_style })
+}
+
+impl Config {
+    /// Validate `raw`. `workspace` is where relative paths point.
+    pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, InputError> {
+        let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
+
+        let preset = defs::PRESET.read(raw)?;
+        let preset_plan = preset.map(|p| p.plan(env, &locations));
+        let mut path_lines = defs::PATH.read(raw)?;
+        if let Some(plan) = &preset_plan {
+            path_lines.extend(plan.path_lines.iter().cloned());
+        }
+        if path_lines.iter().all(|l| l.starts_with('!')) {
+            return Err(InputError::Missing { name: defs::PATH.name() });
+        }
+        let paths = PatternSet::parse(&path_lines, &locations)
+            .map_err(|source| InputError::Path { name: defs::PATH.name(), source })?;
+
+        if defs::PREFIX.given_blank(raw) {
+            return Err(InputError::Invalid {
+                name: defs::PREFIX.name(),
+                detail: format!(
+                    "is empty: name this cache (e.g. `fixtures-v1`), or leave `prefix` out for the default \
+                     `{DEFAULT_PREFIX}`"
+                ),
+            });
+        }
+        let prefix = defs::PREFIX.read(raw)?;
+        let fingerprint = fingerprint_spec(raw, env, &locations, preset_plan.as_ref())?;
+        let required = required_paths(raw, &locations, &paths)?;
+
+        let clean_on_miss = defs::CLEAN_ON_MISS.read(raw)?;
+        let preset_dirs: Vec<PathBuf> = preset_plan
+            .as_ref()
+            .map(|p| p.exports.iter().map(|(_, dir)| PathBuf::from(dir)).collect())
+            .unwrap_or_default();
+        let runner_temp = env.non_empty("RUNNER_TEMP").map(PathBuf::from);
+        let clean_guard = CleanGuard::new(workspace, locations.home.as_deref(), runner_temp.as_deref(), &preset_dirs);
+        if clean_on_miss {
+            check_cleanable(&clean_guard, &paths)?;
+        }
+
+        let backend = defs::BACKEND.read(raw)?;
+        let s3 = s3_inputs(raw)?;
+        if backend == BackendChoice::S3 && s3.bucket.is_none() {
+            return Err(InputError::Invalid {
+                name: defs::S3_BUCKET.name(),
+                detail: "is required with `backend: s3`".into(),
+            });
+        }
+
+        let resolve = |input: &Input<Option<String>>| -> Result<Option<PathBuf>, InputError> {
+            input
+                .read(raw)?
+                .map(|p| locations.resolve(&p).map_err(|source| InputError::Path { name: input.name(), source }))
+                .transpose()
+        };
+
+        Ok(Config {
+            fingerprint,
+            prefix,
+            path_lines: path_lines.clone(),
+            paths,
+            required,
+            compression: defs::COMPRESSION.read(raw)?,
+            strict: defs::STRICT.read(raw)?,
+            backend,
+            protocol: defs::PROTOCOL.read(raw)?,
+            local_dir: resolve(&defs::LOCAL_DIR)?,
+            s3,
+            clean_on_miss,
+            clean_guard,
+            reuse_env: defs::REUSE_ENV.read(raw)?,
+            lookup_only: defs::LOOKUP_ONLY.read(raw)?,
+            fail_on_cache_miss: defs::FAIL_ON_CACHE_MISS.read(raw)?,
+            key: defs::KEY.read(raw)?,
+            save_on_failure: defs::SAVE_ON_FAILURE.read(raw)?,
+            fingerprint_file: resolve(&defs::FINGERPRINT_FILE)?,
+            preset,
+            exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
+            verify_reuse: defs::VERIFY_REUSE.read(raw)?,
+            explain_misses: defs::EXPLAIN_MISSES.read(raw)?.decided(),
+            grow: defs::GROW.read(raw)?.or_auto(preset == Some(Preset::TorchInductor)),
+            grow_max_layers: defs::GROW_MAX_LAYERS.read(raw)?,
+            grow_max_share: defs::GROW_MAX_SHARE.read(raw)?,
+            prune: defs::PRUNE.read(raw)?,
+            prune_keep: defs::PRUNE_KEEP.read(raw)?,
+            github_token: defs::GITHUB_TOKEN.read(raw)?,
+            secret_env: defs::SECRET_ENV.read(raw)?,
+        })
+    }
+
+    /// The cache service version for these paths and this compression.
+    pub fn version(&self) -> String {
+        keys::cache_version(&self.path_lines, self.compression)
+    }
+
+    /// Destination of each `path` root.
+    pub fn root_dirs(&self) -> Vec<PathBuf> {
+        self.paths.includes.iter().map(|p| p.base.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::Facet;
+
+    fn raw(pairs: &[(&str, &str)]) -> RawInputs {
+        let mut r = RawInputs::default();
+        for (k, v) in pairs {
+            r.set(k, *v);
+        }
+        r
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, InputError> {
+        Config::from_raw(&raw(pairs), &Env::from_pairs([("HOME", "/home/u")]), Path::new("/ws/repo"))
+    }
+
+    #[test]
+    fn bad_inputs_name_the_input() {
+        let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
+        assert_eq!(msg(&[]), "input `path` is required");
+        assert_eq!(
+            msg(&[("path", "out"), ("native", "os,gpux")]),
+            "input `native`: unknown facet `gpux`; known facets: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda"
+        );
+        assert_eq!(
+            msg(&[("path", "out"), ("compression", "lz4")]),
+            "input `compression`: `lz4` is not one of `zstd`, `gzip`, `none`"
+        );
+        assert_eq!(msg(&[("path", "out"), ("strict", "yes")]), "input `strict`: `yes` is not `true` or `false`");
+        assert!(msg(&[("path", "out"), ("prefix", "a,b")]).starts_with("input `prefix`: contains `,`"));
+        assert!(msg(&[("path", "out"), ("required", "elsewhere/x")]).contains("not under any `path` entry"));
+        assert!(msg(&[("path", "."), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "~"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "*"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(msg(&[("path", "**"), ("clean-on-miss", "true")]).contains("refusing to clean"));
+        assert!(config(&[("path", "*.expected\nout"), ("clean-on-miss", "true")]).is_ok());
+        assert!(msg(&[("path", "out"), ("reuse-env", "A-B")]).contains("not a variable name"));
+        assert!(msg(&[("path", "out"), ("key", "Bad-KEY")]).starts_with("input `key`"));
+    }
+
+    #[test]
+    fn defaults_and_lists() {
+        let c = config(&[("path", "out\n\n models/*.pth \n"), ("hash-env", "B, A\nC"), ("native", "none")]).unwrap();
+        assert_eq!(c.path_lines, ["out", "models/*.pth"]);
+        assert_eq!(c.prefix, "exact-cache");
+        assert_eq!(c.compression, Compression::Zstd);
+        assert_eq!(c.fingerprint.hash_env, ["B", "A", "C"]);
+        assert!(c.fingerprint.native.is_empty());
+        assert_eq!(c.root_dirs(), [PathBuf::from("/ws/repo/out"), PathBuf::from("/ws/repo/models")]);
+        let d =
+            config(&[("path", "out"), ("required", "out/a.pth\nmodels/x.pth"), ("path", "out\nmodels/*.pth")]).unwrap();
+        assert_eq!(d.required.len(), 2);
+        assert_eq!(d.fingerprint.native.len(), 5);
+    }
+
+    #[test]
+    fn enumerated_inputs_ignore_case_and_name_what_they_accept() {
+        let c = config(&[("path", "out"), ("backend", " GitHub "), ("verify-reuse", "WARN"), ("compression", "Gzip")])
+            .unwrap();
+        assert_eq!(
+            (c.backend, c.verify_reuse, c.compression),
+            (BackendChoice::Github, VerifyReuse::Warn, Compression::Gzip)
+        );
+        let c =
+            config(&[("path", "out"), ("protocol", "V2"), ("explain-misses", "False"), ("preset", "Torch-Inductor")])
+                .unwrap();
+        assert_eq!((c.protocol, c.explain_misses, c.preset), (Protocol::V2, Some(false), Some(Preset::TorchInductor)));
+        assert!(c.grow, "the torch-inductor preset grows by default");
+        let c = config(&[("path", "out"), ("preset", "torch-inductor"), ("grow", "FALSE")]).unwrap();
+        assert!(!c.grow);
+        let c = config(&[("path", "out"), ("grow", "true"), ("grow-max-layers", "16"), ("grow-max-share", "12.5%")])
+            .unwrap();
+        assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (true, 16, 0.125));
+        assert_eq!(config(&[("path", "out"), ("grow-max-share", "200")]).unwrap().grow_max_share, 2.0);
+
+        let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
+        // Undocumented values are input errors, not silently mapped.
+        let refused = [
+            ("verify-reuse", "true", "`true` is not one of `off`, `warn`, `fail`"),
+            ("preset", "inductor", "`inductor` is not one of `torch-inductor`"),
+            ("preset", "none", "`none` is not one of `torch-inductor`"),
+            ("grow", "yes", "`yes` is not one of `auto`, `true`, `false`"),
+            ("grow-max-layers", "0", "`0` is not a whole number from 1 to 16"),
+            ("grow-max-layers", "17", "`17` is not a whole number from 1 to 16"),
+            ("grow-max-share", "-5%", "`-5%` is not a percentage above 0 (such as `50%`)"),
+            ("grow-max-share", "half", "`half` is not a percentage above 0 (such as `50%`)"),
+            ("backend", "gcs", "`gcs` is not one of `auto`, `github`, `local`, `s3`"),
+            ("explain-misses", "yes", "`yes` is not one of `auto`, `true`, `false`"),
+            ("protocol", "v3", "`v3` is not one of `auto`, `v1`, `v2`"),
+            ("secret-env", "OK 9BAD", "`9BAD` is not a variable name"),
+        ];
+        for (input, value, why) in refused {
+            assert_eq!(msg(&[("path", "out"), (input, value)]), format!("input `{input}`: {why}"));
+        }
+    }
+
+    #[test]
+    fn s3_inputs_are_checked() {
+        let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
+        assert_eq!(msg(&[("path", "out"), ("backend", "s3")]), "input `s3-bucket`: is required with `backend: s3`");
+        assert!(msg(&[("path", "out"), ("s3-bucket", "Bad_Bucket")]).contains("is not a bucket name"));
+        assert!(msg(&[("path", "out"), ("s3-bucket", "ab")]).contains("is not a bucket name"));
+        assert!(
+            msg(&[("path", "out"), ("s3-endpoint", "minio:9000")]).contains("is not an `http://` or `https://` URL")
+        );
+        assert!(msg(&[("path", "out"), ("s3-force-path-style", "yes")]).contains("is not `true` or `false`"));
+        for prefix in ["ci~x/", "a//b/", "a/../b", "./ci"] {
+            assert!(msg(&[("path", "out"), ("s3-prefix", prefix)]).contains("is not a key prefix"), "{prefix}");
+        }
+        assert!(config(&[("path", "out"), ("s3-prefix", "/ci/cache.v2/")]).is_ok());
+        let c = config(&[
+            ("path", "out"),
+            ("backend", "s3"),
+            ("s3-bucket", "ci-cache.v2"),
+            ("s3-endpoint", "https://minio.internal:9000"),
+            ("s3-force-path-style", "true"),
+        ])
+        .unwrap();
+        assert_eq!(c.backend, BackendChoice::S3);
+        assert_eq!(c.s3.bucket.as_deref(), Some("ci-cache.v2"));
+        assert_eq!(c.s3.force_path_style, Some(true));
+        assert_eq!(config(&[("path", "out")]).unwrap().s3, S3Inputs::default());
+    }
+
+    #[test]
+    fn defaults_come_from_inputs() {
+        let c = config(&[("path", "out")]).unwrap();
+        assert_eq!((c.backend, c.protocol, c.verify_reuse), (BackendChoice::Auto, Protocol::Auto, VerifyReuse::Off));
+        assert_eq!((c.explain_misses, c.prune_keep, c.preset), (None, 1, None));
+        assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (false, 4, 0.5));
+        assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
+        assert!(!c.strict && !c.prune && !c.lookup_only);
+    }
+
+    #[test]
+    fn an_empty_prefix_is_an_input_error() {
+        for empty in ["", "  "] {
+            let err = config(&[("path", "out"), ("prefix", empty)]).unwrap_err().to_string();
+            assert!(err.starts_with("input `prefix`: is empty: name this cache"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Every step output: its documentation and which entry points set it (`action.yml` and the
+//! README are made from [`OUTPUTS`]; `outcome` names and writes them).
+
+use crate::inputs::Entry;
+use crate::outcome::Output;
+
+#[derive(Clone, Copy, Debug)]
+pub struct OutputSpec {
+    pub output: Output,
+    pub entries: &'static [Entry],
+    pub description: &'static str,
+}
+
+impl OutputSpec {
+    pub const fn name(&self) -> &'static str {
+        self.output.name()
+    }
+}
+
+const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
+
+/// Every step output, and which entry points set it.
+pub const OUTPUTS: &[OutputSpec] = &[
+    OutputSpec {
+        output: Output::CacheHit,
+        entries: RESTORING,
+        description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded).",
+    },
+    OutputSpec {
+        output: Output::Reused,
+        entries: RESTORING,
+        description: "`true` when the entry was restored, its manifest verified, and every file is in place.",
+    },
+    OutputSpec {
+        output: Output::Key,
+        entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint],
+        description: "The full key, `<prefix>-<64 lowercase hex>`.",
+    },
+    OutputSpec {
+        output: Output::FingerprintFile,
+        entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint],
+        description: "Path of a JSON file with every fingerprint component and its value.",
+    },
+    OutputSpec {
+        output: Output::MissReason,
+        entries: RESTORING,
+        description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, \
+             `service-error`, `lookup-only`, `io-error`, or `unsupported-platform` (the runner has no exact-cache \
+             binary: the action warns and goes on).",
+    },
+    OutputSpec {
+        output: Output::RestoredFiles,
+        entries: RESTORING,
+        description: "Number of files and symlinks put in place.",
+    },
+    OutputSpec {
+        output: Output::RestoredBytes,
+        entries: RESTORING,
+        description: "Bytes of file content put in place.",
+    },
+    OutputSpec {
+        output: Output::ExtraFiles,
+        entries: RESTORING,
+        description: "On a reuse: number of files that were already under `path`, are not in the entry, and were \
+                      kept (the log and the summary name the first few); `0` otherwise.",
+    },
+    OutputSpec {
+        output: Output::Layers,
+        entries: RESTORING,
+        description: "With `grow`: how many layers were applied on top of the base (the log and the summary show \
+                      each with its size); `0` otherwise.",
+    },
+    OutputSpec {
+        output: Output::CleanedFiles,
+        entries: RESTORING,
+        description: "With `clean-on-miss`, on a miss: number of stale files and links removed under `path` (the log \
+                      names the first few, the summary all of them); `0` otherwise.",
+    },
+    OutputSpec {
+        output: Output::Saved,
+        entries: &[Entry::Save],
+        description: "`true` when this step created an entry (a base, or with `grow` a layer).",
+    },
+    OutputSpec {
+        output: Output::SaveResult,
+        entries: &[Entry::Save],
+        description: "`saved`, `layer` (`grow` saved what the job added as a layer of the restored stack), \
+                      `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found`, \
+                      `error`, or `unsupported-platform` (the runner has no exact-cache binary: nothing saved).",
+    },
+    OutputSpec {
+        output: Output::ChangedFiles,
+        entries: &[Entry::Save],
+        description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm \
+                      restore, one per line.",
+    },
+];
