@@ -105,6 +105,8 @@ crate::choice::named_enum! {
         Incomplete => "incomplete",
         /// The files held a token or a `secret-env` value.
         SecretFound => "secret-found",
+        /// `save-if` was false: nothing was written.
+        Disabled => "disabled",
         Error => "error",
     }
 }

@@ -78,6 +78,10 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         handoff::write_fingerprint(config, env, &record)?;
         record
     };
+    if !config.save_if {
+        runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
+        return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
+    }
     let target = Target { version: record.version.clone(), stack: None, only: None, stack_dirs: HashMap::new() };
     Ok(save(ctx, config, &record, &target))
 }
@@ -104,7 +108,11 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         None
     };
     let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| verify(ctx, config, changes));
+    if config.grow && !config.save_if {
+        runner.info("`save-if` is false: what the job added is not saved as a layer");
+    }
     if config.grow
+        && config.save_if
         && let Some((kept, changes)) = &compared
         && let Some(mut grown) = grow_stack(ctx, config, &hit, kept, changes)?
     {

@@ -236,6 +236,16 @@ pub static GROW_MAX_SHARE: Input<f64> = Input::new(
     },
 );
 
+pub static SAVE_IF: Input<bool> = Input::flag(
+    "save-if",
+    Cache,
+    true,
+    "Whether this job may write entries: `false` restores only, and the save writes nothing (no entry, no layer, \
+     no prune; `save-result=disabled`), while `verify-reuse` still checks a reuse. Give it an expression such as \
+     `${{ github.ref == 'refs/heads/main' }}` so that only chosen refs write entries.",
+)
+.save_only();
+
 pub static PRUNE: Input<bool> = Input::flag(
     "prune",
     Cache,
@@ -385,6 +395,7 @@ const CORE: &[&InputSpec] = &[
     &GROW.spec,
     &GROW_MAX_LAYERS.spec,
     &GROW_MAX_SHARE.spec,
+    &SAVE_IF.spec,
     &PRUNE.spec,
     &PRUNE_KEEP.spec,
     &GITHUB_TOKEN.spec,

@@ -60,6 +60,8 @@ pub struct Config {
     pub grow_max_layers: u32,
     /// `grow-max-share` as a fraction.
     pub grow_max_share: f64,
+    /// `save-if`: whether this job may write entries.
+    pub save_if: bool,
     pub prune: bool,
     pub prune_keep: usize,
     pub github_token: Option<String>,
@@ -265,6 +267,7 @@ impl Config {
             grow: defs::GROW.read(raw)?.or_auto(preset == Some(Preset::TorchInductor)),
             grow_max_layers: defs::GROW_MAX_LAYERS.read(raw)?,
             grow_max_share: defs::GROW_MAX_SHARE.read(raw)?,
+            save_if: defs::SAVE_IF.read(raw)?,
             prune: defs::PRUNE.read(raw)?,
             prune_keep: defs::PRUNE_KEEP.read(raw)?,
             github_token: defs::GITHUB_TOKEN.read(raw)?,

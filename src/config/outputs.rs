@@ -45,7 +45,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
         output: Output::MissReason,
         entries: RESTORING,
         description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, \
-             `service-error`, `lookup-only`, `io-error`, or `unsupported-platform` (the runner has no exact-cache \
+             `service-error`, `lookup-only`, `io-error` (the entry was fine but could not be written here: disk \
+             full, permissions), or `unsupported-platform` (the runner has no exact-cache \
              binary: the action warns and goes on).",
     },
     OutputSpec {
@@ -85,7 +86,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
         output: Output::SaveResult,
         entries: &[Entry::Save],
         description: "`saved`, `layer` (`grow` saved what the job added as a layer of the restored stack), \
-                      `exists`, `skipped-hit`, `read-only`, `rate-limited`, `incomplete`, `secret-found`, \
+                      `exists`, `skipped-hit`, `disabled` (`save-if` is false), `read-only`, `rate-limited`, `incomplete`, \
+                      `secret-found`, \
                       `error`, or `unsupported-platform` (the runner has no exact-cache binary: nothing saved).",
     },
     OutputSpec {

@@ -704,3 +704,46 @@ fn a_path_without_files_is_never_saved() {
     write(&step.ws.join("fixtures/empty/marker"), b"");
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
 }
+
+#[test]
+fn save_if_false_restores_and_verifies_but_writes_nothing() {
+    let step = Step::new();
+    let entries = || std::fs::read_dir(step.cache.join("entries")).map_or(0, |d| d.count());
+    write(&step.ws.join("out/a.bin"), &[7u8; 4096]);
+    let off = [("path", "out"), ("native", "none"), ("grow", "true"), ("save-if", "False")];
+
+    // A miss's post step: no entry, and the key is still reported.
+    let miss = step.run(&["restore"], &off, NO_STATE);
+    assert_eq!(miss.output("miss-reason"), "not-found");
+    let post = step.run(&["save", "--post"], &off, &miss.state);
+    assert_eq!((post.code, post.output("save-result"), post.output("saved")), (0, "disabled", "false"));
+    assert_eq!(post.output("key"), miss.output("key"));
+    assert!(post.stdout.contains("`save-if` is false: not saving"), "{}", post.stdout);
+    assert_eq!(entries(), 0, "nothing written");
+    let direct = step.run(&["save"], &off, NO_STATE);
+    assert_eq!(direct.output("save-result"), "disabled");
+    assert_eq!(entries(), 0);
+
+    // Another job saves; with `save-if: false` a restore still reuses it, `verify-reuse` still
+    // reports what the job added, and `grow` writes no layer of it.
+    let on: Vec<_> = off.iter().copied().filter(|(name, _)| *name != "save-if").collect();
+    assert_eq!(step.run(&["save"], &on, NO_STATE).output("save-result"), "saved");
+    assert_eq!(entries(), 1);
+    let mut verifying = off.to_vec();
+    verifying.push(("verify-reuse", "warn"));
+    let hit = step.run(&["restore"], &verifying, NO_STATE);
+    assert_eq!(hit.output("reused"), "true");
+    write(&step.ws.join("out/b.bin"), b"added by the job");
+    let post = step.run(&["save", "--post"], &verifying, &hit.state);
+    assert_eq!(post.output("save-result"), "skipped-hit", "{}", post.stdout);
+    assert!(post.output("changed-files").contains("b.bin"), "{}", post.stdout);
+    assert!(post.stdout.contains("not saved as a layer"), "{}", post.stdout);
+    assert_eq!(entries(), 1, "no layer written");
+    // The control: the same job with `save-if` left out saves the layer.
+    let post = step.run(&["save", "--post"], &on, &hit.state);
+    assert_eq!(post.output("save-result"), "layer", "{}", post.stdout);
+
+    let bad = step.run(&["save"], &[("path", "out"), ("save-if", "maybe")], NO_STATE);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stdout.contains("input `save-if`: `maybe` is not `true` or `false`"), "{}", bad.stdout);
+}

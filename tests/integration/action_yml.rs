@@ -188,9 +188,33 @@ fn render_input_table() -> String {
     t
 }
 
+/// Every output with the entry points that set it and its description, as `action.yml` has them.
+fn render_output_table() -> String {
+    let mut t = String::from("| output | set by | meaning |\n|---|---|---|\n");
+    for spec in OUTPUTS {
+        let entries: Vec<&str> = spec
+            .entries
+            .iter()
+            .map(|e| match e {
+                Entry::Root => "root",
+                Entry::Restore => "`restore`",
+                Entry::Save => "`save`",
+                Entry::Fingerprint => "`fingerprint`",
+            })
+            .collect();
+        t.push_str(&format!("| `{}` | {} | {} |\n", spec.name(), entries.join(", "), spec.description));
+    }
+    t
+}
+
 #[test]
 fn the_readme_table_of_entry_points_matches_the_input_table() {
     check_generated_readme_part("entry-inputs", &render_entry_table());
+}
+
+#[test]
+fn the_readme_table_of_outputs_is_the_output_table() {
+    check_generated_readme_part("outputs", &render_output_table());
 }
 
 #[test]
