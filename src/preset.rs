@@ -105,12 +105,22 @@ fn torch_env_patterns() -> EnvPatterns {
     }
 }
 
+/// The native facets TorchInductor's kernels depend on (a name that is not a facet does not compile).
+const TORCH_FACETS: [Facet; 6] = [
+    Facet::named("os"),
+    Facet::named("arch"),
+    Facet::named("isa"),
+    Facet::named("libc"),
+    Facet::named("compiler"),
+    Facet::named("gpu"),
+];
+
 impl PresetPlan {
     /// Add the preset's facts to a fingerprint spec.
     pub fn apply(&self, spec: &mut FingerprintSpec, env: &Env) {
         match self.preset {
             Preset::TorchInductor => {
-                spec.native.extend([Facet::Os, Facet::Arch, Facet::Isa, Facet::Libc, Facet::Compiler, Facet::Gpu]);
+                spec.native.extend(TORCH_FACETS);
                 // Inductor compiles its C++ kernels with `$CXX`, else `g++` on Linux.
                 if env.non_empty("CXX").is_none() && !spec.compilers.iter().any(|c| c == "g++") {
                     spec.compilers.push("g++".to_owned());

@@ -8,7 +8,7 @@ use crate::archive::Compression;
 use crate::backend::{BackendChoice, Protocol};
 use crate::choice::{self, Switch};
 use crate::env;
-use crate::fingerprint::Facet;
+use crate::fingerprint::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION};
 use crate::inputs::Scope::{Cache, Fingerprint, Restore, Root, Save};
 use crate::inputs::{Catalog, Input, InputKind, InputSpec, parse_optional_bool, split_list};
 use crate::keys;
@@ -59,14 +59,8 @@ pub static HASH_COMMANDS: Input<Vec<String>> = Input::lines(
      error.",
 );
 
-pub static NATIVE: Input<BTreeSet<Facet>> = Input::new(
-    "native",
-    InputKind::List,
-    Fingerprint,
-    "os,arch,isa,libc,compiler",
-    "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`).",
-    parse_native,
-);
+pub static NATIVE: Input<BTreeSet<Facet>> =
+    Input::new("native", InputKind::List, Fingerprint, NATIVE_DEFAULT, NATIVE_DESCRIPTION, parse_native);
 
 pub static COMPILERS: Input<Vec<String>> = Input::lines(
     "compilers",

@@ -1,55 +1,11 @@
 //! What to fingerprint ([`FingerprintSpec`], built from the inputs) and the collection itself.
 
+use super::facets::{Facet, Probe};
 use super::system::System;
-use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, native, python};
+use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, python};
 use crate::env::Env;
 use crate::paths::Locations;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A native facet the `native` input can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Facet {
-    Os,
-    Arch,
-    Isa,
-    CpuFlags,
-    Libc,
-    Compiler,
-    Gpu,
-    Cuda,
-}
-
-impl Facet {
-    pub const ALL: [Facet; 8] =
-        [Facet::Os, Facet::Arch, Facet::Isa, Facet::CpuFlags, Facet::Libc, Facet::Compiler, Facet::Gpu, Facet::Cuda];
-    pub const DEFAULT: [Facet; 5] = [Facet::Os, Facet::Arch, Facet::Isa, Facet::Libc, Facet::Compiler];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Facet::Os => "os",
-            Facet::Arch => "arch",
-            Facet::Isa => "isa",
-            Facet::CpuFlags => "cpu-flags",
-            Facet::Libc => "libc",
-            Facet::Compiler => "compiler",
-            Facet::Gpu => "gpu",
-            Facet::Cuda => "cuda",
-        }
-    }
-
-    /// Its component, `native.<facet>`.
-    pub fn component(self) -> ComponentName {
-        ComponentName::Native(self)
-    }
-}
-
-impl crate::choice::Named for Facet {
-    const ALL: &'static [Self] = &Facet::ALL;
-
-    fn name(self) -> &'static str {
-        Facet::name(self)
-    }
-}
 
 /// Everything that decides which facts enter the fingerprint.
 #[derive(Clone, Debug)]
@@ -149,22 +105,9 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         }
         fp.insert(ComponentName::Commands.name(), component);
     }
-    let nvidia = std::cell::OnceCell::new();
-    let nvidia_gpus = || nvidia.get_or_init(|| native::nvidia_smi(sys, env, cwd)).as_deref();
-    let needs_cpu = spec.native.iter().any(|f| matches!(f, Facet::Arch | Facet::Isa | Facet::CpuFlags));
-    let cpu = if needs_cpu { sys.cpu() } else { Default::default() };
+    let probe = Probe::new(sys, env, spec);
     for facet in &spec.native {
-        let component = match facet {
-            Facet::Os => native::os(sys),
-            Facet::Arch => native::arch(&cpu),
-            Facet::Isa => native::isa(&cpu, spec.isa_extensions),
-            Facet::CpuFlags => native::cpu_flags(&cpu),
-            Facet::Libc => native::libc(sys, env),
-            Facet::Compiler => native::compiler(sys, env, cwd, &spec.compilers, &spec.named_compilers)?,
-            Facet::Gpu => native::gpu(nvidia_gpus()),
-            Facet::Cuda => native::cuda(sys, env, cwd),
-        };
-        fp.insert(facet.component().name(), component);
+        fp.insert(facet.component().name(), facet.collect(&probe)?);
     }
     if let Some(python) = &spec.python {
         let (interpreter, dists) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
@@ -173,7 +116,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     }
     if spec.torch {
         let python = spec.python.as_deref().unwrap_or("python3");
-        fp.insert(ComponentName::Torch.name(), super::torch::collect(sys, env, cwd, python, nvidia_gpus)?);
+        fp.insert(ComponentName::Torch.name(), super::torch::collect(sys, env, cwd, python, || probe.nvidia_gpus())?);
     }
     if let Some(variant) = &spec.variant {
         fp.insert(ComponentName::Variant.name(), [("variant".to_owned(), Value::text(variant))].into());

@@ -6,14 +6,7 @@
 //! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` |
 //! | `env` | variable name → value (absent when unset) |
 //! | `commands` | command line → its stdout |
-//! | `native.os` | `family`, `distro`, `version` |
-//! | `native.arch` | `arch` |
-//! | `native.isa` | `level` (x86-64-v1..v4) or `features` (aarch64) |
-//! | `native.cpu-flags` | `flags` (opt-in) |
-//! | `native.libc` | `libc` (`glibc 2.36`, `musl 1.2.4`, or absent) |
-//! | `native.compiler` | compiler command → `--version` output (absent when not installed, unless named in `compilers`) |
-//! | `native.gpu` | `gpu0`, `gpu1`, … → name, compute capability, driver major; `nvidia-smi` absent without one |
-//! | `native.cuda` | `nvcc` → toolkit version, absent without one |
+//! | `native.<facet>` | one component per facet the `native` input names: `src/fingerprint/facets/` has one file per facet, saying what it records |
 //! | `python.interpreter` | `implementation`, `version`, `abi` |
 //! | `python.dists` | normalized distribution name → version |
 //! | `variant` | `variant` |
@@ -40,15 +33,15 @@
 //! implementation; any change to what enters a key ships with a test.
 
 pub mod collect;
+mod facets;
 mod files;
-mod native;
 mod python;
 pub mod system;
 mod torch;
 
-pub use collect::{EnvPatterns, Facet, FingerprintSpec, collect};
+pub use collect::{EnvPatterns, FingerprintSpec, collect};
+pub use facets::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION, aarch64_isa, x86_64_level};
 pub use files::sha256_file;
-pub use native::{aarch64_isa, x86_64_level};
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
 
 use serde::{Deserialize, Serialize};
@@ -126,16 +119,7 @@ impl ComponentName {
             ComponentName::Files => "files",
             ComponentName::Env => "env",
             ComponentName::Commands => "commands",
-            ComponentName::Native(facet) => match facet {
-                Facet::Os => "native.os",
-                Facet::Arch => "native.arch",
-                Facet::Isa => "native.isa",
-                Facet::CpuFlags => "native.cpu-flags",
-                Facet::Libc => "native.libc",
-                Facet::Compiler => "native.compiler",
-                Facet::Gpu => "native.gpu",
-                Facet::Cuda => "native.cuda",
-            },
+            ComponentName::Native(facet) => facet.component_name(),
             ComponentName::PythonInterpreter => "python.interpreter",
             ComponentName::PythonDists => "python.dists",
             ComponentName::Variant => "variant",
@@ -161,10 +145,7 @@ impl ComponentName {
     /// ISA level), which reads without its label.
     pub fn is_single_fact(self, label: &str) -> bool {
         match self {
-            ComponentName::Native(Facet::Isa) => true,
-            ComponentName::Native(Facet::Arch) => label == "arch",
-            ComponentName::Native(Facet::Libc) => label == "libc",
-            ComponentName::Native(Facet::CpuFlags) => label == "flags",
+            ComponentName::Native(facet) => facet.shows_unlabelled(label),
             ComponentName::Variant => label == "variant",
             _ => false,
         }

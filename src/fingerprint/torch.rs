@@ -37,7 +37,7 @@
 //! - `cxx11-abi` is absent on Linux when neither `torch/lib` nor `<prefix>/lib` has `libc10.so`
 //!   and torch does not hard-code the flag.
 
-use super::native::NvidiaGpu;
+use super::facets::gpu::NvidiaGpu;
 use super::system::System;
 use super::{Component, FingerprintError, Value};
 use crate::env::Env;

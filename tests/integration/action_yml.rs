@@ -2,10 +2,11 @@
 //! (`src/config/defs.rs`) and the output table (`src/config/outputs.rs`), so
 //! the binary, the action and the README cannot drift apart. This test renders them and compares
 //! with the committed files (`UPDATE_ACTION_YML=1` rewrites them), checks that they parse as the
-//! runner will read them, and that the README documents every input and output and which entry
-//! point takes which input.
+//! runner will read them, and that the README documents every input and output, which entry
+//! point takes which input, and the native facets as `src/fingerprint/facets/` defines them.
 
 use exact_cache::config::{Entry, INPUTS, InputKind, OUTPUTS};
+use exact_cache::fingerprint::Facet;
 use std::path::Path;
 
 const POST_IF: &str = "success() || contains(env.EXACT_CACHE_SAVE_ON_FAILURE, format(',{0},', github.action))";
@@ -207,6 +208,16 @@ fn render_output_table() -> String {
     t
 }
 
+/// The native facets, as their files in `src/fingerprint/facets/` define them.
+fn render_facets_table() -> String {
+    let mut t = String::from("| facet | default | records |\n|---|:-:|---|\n");
+    for facet in Facet::ALL {
+        let default = if facet.is_default() { " ✓ |" } else { " |" };
+        t.push_str(&format!("| `{}` |{default} {} |\n", facet.name(), facet.records()));
+    }
+    t
+}
+
 #[test]
 fn the_readme_table_of_entry_points_matches_the_input_table() {
     check_generated_readme_part("entry-inputs", &render_entry_table());
@@ -220,4 +231,9 @@ fn the_readme_table_of_outputs_is_the_output_table() {
 #[test]
 fn the_readme_table_of_inputs_is_the_registry() {
     check_generated_readme_part("inputs", &render_input_table());
+}
+
+#[test]
+fn the_readme_table_of_native_facets_is_the_facet_registry() {
+    check_generated_readme_part("facets", &render_facets_table());
 }

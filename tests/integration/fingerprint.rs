@@ -169,7 +169,7 @@ fn missing_tools_are_recorded_absent() {
 
     // The same on the real machine, for a compiler that does not exist.
     let mut real = FingerprintSpec::new(spec.locations.clone());
-    real.native = [Facet::Compiler, Facet::Gpu].into();
+    real.native = [Facet::named("compiler"), Facet::named("gpu")].into();
     real.compilers = vec!["exact-cache-no-such-cc".into()];
     let fp = collect(&real, &HostSystem::default(), &Env::capture()).unwrap();
     assert_eq!(fp.components["native.compiler"]["exact-cache-no-such-cc"], Value::Absent);
@@ -179,7 +179,7 @@ fn missing_tools_are_recorded_absent() {
 fn a_compiler_named_in_compilers_that_is_missing_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = FingerprintSpec::new(Locations { workspace: dir.path().to_owned(), home: None });
-    spec.native = [Facet::Compiler].into();
+    spec.native = [Facet::named("compiler")].into();
     spec.compilers = vec!["cc".into(), "gcc-99".into()];
     spec.named_compilers = ["cc".to_owned(), "gcc-99".to_owned()].into();
     let err = collect(&spec, &FakeSystem::baseline(), &Env::default()).unwrap_err();
