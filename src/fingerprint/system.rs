@@ -67,10 +67,9 @@ pub trait System {
     /// `glibc 2.36`, `musl 1.2.4`, or `None` where there is no such libc.
     fn libc(&self, env: &Env) -> Option<String>;
 
-    /// Whether a file exists (used to look for tools in well-known places).
-    fn is_file(&self, path: &Path) -> bool {
-        path.is_file()
-    }
+    /// Whether a regular file exists at `path`. No default: a fake machine says which files it
+    /// has, rather than reading the real one.
+    fn is_file(&self, path: &Path) -> bool;
 }
 
 /// The real machine.
@@ -153,6 +152,10 @@ impl System for HostSystem {
             let out = self.run("ldd", &["--version"], env, Path::new("/")).ok().flatten()?;
             parse_ldd_version(&format!("{}{}", out.stdout, out.stderr))
         }
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        path.is_file()
     }
 }
 

@@ -230,6 +230,9 @@ mod tests {
         fn libc(&self, _env: &Env) -> Option<String> {
             None
         }
+        fn is_file(&self, _path: &Path) -> bool {
+            false
+        }
     }
 
     const CUDA_TORCH: &str =

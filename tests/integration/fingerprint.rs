@@ -10,7 +10,7 @@ use exact_cache::fingerprint::{
 use exact_cache::paths::Locations;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[test]
 fn frozen_vectors_match() {
@@ -37,6 +37,8 @@ struct FakeSystem {
     libc: Option<String>,
     /// program → `--version`-style output; missing programs are not installed.
     programs: HashMap<String, String>,
+    /// The files that exist.
+    files: BTreeSet<PathBuf>,
 }
 
 impl FakeSystem {
@@ -51,6 +53,7 @@ impl FakeSystem {
                 ("c++".to_owned(), "c++ (Ubuntu 13.2.0) 13.2.0\n".to_owned()),
             ]
             .into(),
+            files: BTreeSet::new(),
         }
     }
 }
@@ -75,6 +78,9 @@ impl System for FakeSystem {
     }
     fn libc(&self, _env: &Env) -> Option<String> {
         self.libc.clone()
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        self.files.contains(path)
     }
 }
 
