@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(msg(&[]), "input `path` is required");
         assert_eq!(
             msg(&[("path", "out"), ("native", "os,gpux")]),
-            "input `native`: unknown facet `gpux`; known facets: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda"
+            "input `native`: unknown facet `gpux`; known facets: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda, container"
         );
         assert_eq!(
             msg(&[("path", "out"), ("compression", "lz4")]),

@@ -162,6 +162,36 @@ fn each_native_facet_changes_only_its_component() {
 }
 
 #[test]
+fn two_job_containers_give_two_keys_and_the_same_one_the_same_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = FingerprintSpec::new(Locations { workspace: dir.path().to_owned(), home: None });
+    spec.native.insert(Facet::named("container"));
+    let in_docker = FakeSystem { files: [PathBuf::from("/.dockerenv")].into(), ..FakeSystem::baseline() };
+    let declared = |image: &str| Env::from_pairs([("EXACT_CACHE_CONTAINER_IMAGE", image)]);
+    let fingerprint = |sys: &FakeSystem, env: &Env| collect(&spec, sys, env).unwrap();
+
+    let gcc13 = fingerprint(&in_docker, &declared("ghcr.io/org/build:gcc13@sha256:1111"));
+    let gcc14 = fingerprint(&in_docker, &declared("ghcr.io/org/build:gcc14@sha256:2222"));
+    assert_ne!(gcc13.digest(), gcc14.digest());
+    assert_eq!(changed_components(&gcc13, &gcc14), BTreeSet::from(["native.container".into()]));
+    assert_eq!(gcc13.components["native.container"]["image"], Value::text("ghcr.io/org/build:gcc13@sha256:1111"));
+    assert_eq!(gcc13.components["native.container"]["marker"], Value::text("/.dockerenv"));
+    assert_eq!(fingerprint(&in_docker, &declared("ghcr.io/org/build:gcc13@sha256:1111")).digest(), gcc13.digest());
+
+    // With nothing declared, the marker still tells a container from the runner's own machine.
+    let on_the_runner = fingerprint(&FakeSystem::baseline(), &Env::default());
+    assert_eq!(on_the_runner.components["native.container"]["marker"], Value::Absent);
+    assert_ne!(fingerprint(&in_docker, &Env::default()).digest(), on_the_runner.digest());
+
+    // The facet is opt-in: by default the key does not depend on the container.
+    let default_spec = FingerprintSpec::new(spec.locations.clone());
+    assert_eq!(
+        collect(&default_spec, &in_docker, &declared("ghcr.io/org/build:gcc13@sha256:1111")).unwrap().digest(),
+        collect(&default_spec, &FakeSystem::baseline(), &Env::default()).unwrap().digest()
+    );
+}
+
+#[test]
 fn missing_tools_are_recorded_absent() {
     let dir = tempfile::tempdir().unwrap();
     let spec = all_facets_spec(dir.path());

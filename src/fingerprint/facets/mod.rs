@@ -11,6 +11,7 @@
 
 mod arch;
 mod compiler;
+mod container;
 mod cpu_flags;
 mod cuda;
 pub(super) mod gpu;
@@ -37,6 +38,7 @@ const REGISTRY: &[&FacetDef] = &[
     &compiler::FACET,
     &gpu::FACET,
     &cuda::FACET,
+    &container::FACET,
 ];
 
 /// One facet, as its file defines it.
@@ -295,12 +297,12 @@ mod tests {
     #[test]
     fn the_registry_derives_names_defaults_and_the_native_input() {
         let names: Vec<&str> = Facet::ALL.iter().map(|f| f.name()).collect();
-        assert_eq!(names, ["os", "arch", "isa", "cpu-flags", "libc", "compiler", "gpu", "cuda"]);
+        assert_eq!(names, ["os", "arch", "isa", "cpu-flags", "libc", "compiler", "gpu", "cuda", "container"]);
         assert_eq!(Facet::DEFAULT.map(Facet::name), ["os", "arch", "isa", "libc", "compiler"]);
         assert_eq!(NATIVE_DEFAULT, "os,arch,isa,libc,compiler");
         assert_eq!(
             NATIVE_DESCRIPTION,
-            "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda (or `none`)."
+            "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda, container (or `none`)."
         );
         assert_eq!(Facet::named("cpu-flags").component_name(), "native.cpu-flags");
     }
@@ -323,8 +325,8 @@ mod tests {
 
     #[test]
     fn facets_are_ordered_as_registered() {
-        let set: BTreeSet<Facet> = ["cuda", "os", "gpu", "isa"].map(Facet::named).into();
+        let set: BTreeSet<Facet> = ["container", "cuda", "os", "isa"].map(Facet::named).into();
         let names: Vec<&str> = set.into_iter().map(Facet::name).collect();
-        assert_eq!(names, ["os", "isa", "gpu", "cuda"]);
+        assert_eq!(names, ["os", "isa", "cuda", "container"]);
     }
 }
