@@ -409,3 +409,26 @@ pub enum Outcome {
     Save(SaveOutcome),
     Catalog(CatalogOutcome),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_json_names_a_slot_as_before_and_null_without_one() {
+        let entry = |slot| ListedEntry {
+            key: "k".into(),
+            size: 1,
+            created: "2026-01-01T00:00:00Z".into(),
+            r#ref: None,
+            version: "v".into(),
+            slot,
+        };
+        let json = |slot| serde_json::to_string(&entry(slot)).unwrap();
+        assert_eq!(
+            json(Some(Slot::new(1, 2))),
+            r#"{"key":"k","size":1,"created":"2026-01-01T00:00:00Z","ref":null,"version":"v","slot":"generation 1 layer 2"}"#
+        );
+        assert!(json(None).ends_with(r#""slot":null}"#));
+    }
+}

@@ -172,9 +172,9 @@ fn grow_stack(
         ));
     }
     let limits = Limits { max_layers: config.grow_max_layers, max_share: config.grow_max_share };
-    let stack = kept.stack.clone().unwrap_or_default();
+    let applied = kept.stack.clone().unwrap_or_default();
     let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
-    let (target, slot_line) = match stack::plan(limits, &stack, &kept.manifest, added) {
+    let (target, slot_line) = match stack::plan(limits, &applied, &kept.manifest, added) {
         Growth::Nothing => {
             runner.info("grow: no file was added under `path` since the restore");
             return Ok(None);
