@@ -7,42 +7,21 @@
 //!   lines are the `path` input as written (trimmed, blank lines dropped, order kept). The
 //!   `exact-cache` salt keeps our entries invisible to `actions/cache`, whose versions hash
 //!   `paths|compression|1.0`.
-//! * **Slots** (`grow`): an entry's stack is the base and its layers, all under the same key.
-//!   Slot `(generation g, layer n)` has the version [`slot_version`]: the base version itself for
-//!   `(0, 0)` (so every entry saved before layers existed is a generation-0 base), else
-//!   SHA-256 hex of `exact-cache-slot|<base version>|generation=<g>|layer=<n>`. Keeping the key and
-//!   varying the version makes every slot an exact lookup, also on act's server, which
-//!   prefix-matches keys (a key `<key>.1` would be found by a lookup of `<key>`) but never
-//!   versions.
+//! * **Slots** (`grow`): an entry's stack is the base and its layers, all under the same key, each
+//!   under a version of its own: [`crate::stack`] owns slots and their versions.
 
 use crate::archive::{ARCHIVE_FORMAT, Compression};
 use crate::choice::Named;
+use crate::stack::Slot;
 use sha2::{Digest, Sha256};
 
-/// Generations a stack may have: a compaction writes the generation above the highest one that
-/// exists; a restore looks for bases [`GENERATION_ROUND`] generations at a time (one exact lookup
-/// each, at once) and takes the newest.
-pub const MAX_GENERATIONS: u32 = 64;
-/// Bases looked up at once; the next round only when the last of a round exists.
-pub const GENERATION_ROUND: u32 = 8;
-/// The most layers a generation may have (`grow-max-layers` is at most this).
-pub const MAX_LAYERS: u32 = 16;
+/// `grow-max-layers` is at most this.
+pub use crate::stack::MAX_LAYERS;
 
 /// The version of slot `(generation, layer)` of the stack whose generation-0 base has
-/// `base_version`.
+/// `base_version` ([`Slot::version`]; outside the crate, the tests plant slots with it).
 pub fn slot_version(base_version: &str, generation: u32, layer: u32) -> String {
-    if generation == 0 && layer == 0 {
-        return base_version.to_owned();
-    }
-    let text = format!("exact-cache-slot|{base_version}|generation={generation}|layer={layer}");
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
-
-/// Which slot of the stack of `base_version` an entry of `version` is, if any.
-pub fn slot_of(version: &str, base_version: &str) -> Option<(u32, u32)> {
-    (0..MAX_GENERATIONS)
-        .flat_map(|g| (0..=MAX_LAYERS).map(move |n| (g, n)))
-        .find(|&(g, n)| slot_version(base_version, g, n) == version)
+    Slot::new(generation, layer).version(base_version)
 }
 
 /// Longest prefix that keeps a key within the service's 512 characters.
@@ -116,21 +95,6 @@ mod tests {
             cache_version(&["out", " ~/.cache/x ", ""], Compression::Zstd),
             "314da7e86131f015ee05801b3f50a8394d4fe75ca1e4bdeb9cf32df2d99c440a"
         );
-    }
-
-    #[test]
-    fn slots_keep_the_base_version_and_are_told_apart() {
-        let base = cache_version(&["out"], Compression::Zstd);
-        assert_eq!(slot_version(&base, 0, 0), base, "entries saved before layers are generation-0 bases");
-        // printf 'exact-cache-slot|%s|generation=0|layer=1' "$base" | sha256sum
-        assert_eq!(
-            slot_version("314da7e86131f015ee05801b3f50a8394d4fe75ca1e4bdeb9cf32df2d99c440a", 0, 1),
-            "f66ca52452885bb538bc1a0334542669478523e275a7b64ced01616879ce3d48"
-        );
-        assert_ne!(slot_version(&base, 1, 0), slot_version(&base, 0, 1));
-        assert_eq!(slot_of(&slot_version(&base, 3, 2), &base), Some((3, 2)));
-        assert_eq!(slot_of(&base, &base), Some((0, 0)));
-        assert_eq!(slot_of(&cache_version(&["other"], Compression::Zstd), &base), None);
     }
 
     #[test]

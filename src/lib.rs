@@ -26,6 +26,7 @@ pub mod paths;
 pub mod preset;
 pub mod process;
 pub mod runner;
+pub mod stack;
 pub mod text;
 pub mod units;
 

@@ -81,7 +81,8 @@ pub struct Manifest {
     pub stack: Option<StackSlot>,
 }
 
-/// A slot of a stack: the base of a generation (`layer` 0) or one of its layers.
+/// The record of a slot of a stack (the base of a generation, `layer` 0, or one of its layers), as
+/// a manifest carries it; [`crate::stack::Slot`] is the slot itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSlot {
     pub generation: u32,
@@ -124,11 +125,6 @@ impl Manifest {
         let manifest = Bounded { max_entries }.deserialize(&mut de)?;
         de.end()?;
         Ok(manifest)
-    }
-
-    /// `(generation, layer)` of this entry.
-    pub fn slot(&self) -> (u32, u32) {
-        self.stack.as_ref().map_or((0, 0), |s| (s.generation, s.layer))
     }
 
     /// SHA-256 hex of the manifest as serialized: a layer's [`StackSlot::parent`].

@@ -5,9 +5,10 @@
 //! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
 //! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
 //! declares. This module is plain data: it depends on nothing but the fingerprint record,
-//! [`crate::choice`] and [`crate::units`].
+//! [`crate::choice`], [`crate::units`] and the stack's [`Slot`].
 
 use crate::fingerprint::FingerprintRecord;
+use crate::stack::Slot;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -219,7 +220,7 @@ impl StackApplied {
         let part = |name: String, t: &Transfer| {
             format!("{name} {} ({})", crate::units::bytes(t.content_bytes), crate::units::count_of(t.files, "file"))
         };
-        let mut parts = vec![part(slot_name(self.generation, 0), &self.base)];
+        let mut parts = vec![part(Slot::base(self.generation).to_string(), &self.base)];
         parts.extend(self.layers.iter().enumerate().map(|(i, t)| part(format!("layer {}", i + 1), t)));
         parts.join(" + ")
     }
@@ -265,9 +266,9 @@ pub struct SameKey {
     /// The compression it was saved with, when its version is our `path` lines with another
     /// compression; `None` when its `path` lines differ (or the archive format does).
     pub compression: Option<String>,
-    /// Its slot `(generation, layer)` when it is part of this very stack (`grow`): a layer whose
-    /// base is gone, or a later generation's base that a restore without `grow` does not look for.
-    pub slot: Option<(u32, u32)>,
+    /// Its slot when it is part of this very stack (`grow`): a layer whose base is gone, or a
+    /// later generation's base that a restore without `grow` does not look for.
+    pub slot: Option<Slot>,
     /// This run looked for the slots of stacks (`grow`).
     pub grow: bool,
 }
@@ -275,21 +276,18 @@ pub struct SameKey {
 impl SameKey {
     /// One line for the log, the summary, the `miss-reason` detail and `explain`'s `changes`.
     pub fn sentence(&self) -> String {
-        if let Some((g, n)) = self.slot {
-            return match n {
-                0 if !self.grow => format!(
-                    "this key's stack has a {} (compacted by `grow`); a restore looks for it only with `grow`",
-                    slot_name(g, 0)
+        if let Some(slot) = self.slot {
+            return match slot.is_base() {
+                true if !self.grow => format!(
+                    "this key's stack has a {slot} (compacted by `grow`); a restore looks for it only with `grow`"
                 ),
-                0 => format!(
-                    "this key's stack has a {} that this run's lookups did not find (saved on a ref this run \
-                     cannot read?)",
-                    slot_name(g, 0)
+                true => format!(
+                    "this key's stack has a {slot} that this run's lookups did not find (saved on a ref this run \
+                     cannot read?)"
                 ),
-                _ => format!(
-                    "only {} of this key's stack exists: its base is gone (evicted or deleted), and a layer is never \
-                     applied without it",
-                    slot_name(g, n)
+                false => format!(
+                    "only {slot} of this key's stack exists: its base is gone (evicted or deleted), and a layer is \
+                     never applied without it"
                 ),
             };
         }
@@ -301,15 +299,6 @@ impl SameKey {
                      `path` lines (or by an exact-cache of another archive format)"
                 .to_owned(),
         }
-    }
-}
-
-/// `base`, `layer 2`, `generation 1 base`, `generation 1 layer 2`: a slot of a key's stack.
-pub fn slot_name(generation: u32, layer: u32) -> String {
-    let generation = if generation == 0 { String::new() } else { format!("generation {generation} ") };
-    match layer {
-        0 => format!("{generation}base"),
-        n => format!("{generation}layer {n}"),
     }
 }
 
@@ -328,8 +317,8 @@ pub struct SaveOutcome {
     pub verified: Option<Verified>,
     /// `prune` after the save: a one-line account.
     pub pruned: Option<String>,
-    /// The slot written, `(generation, layer)`, when `grow` wrote a layer or a compacted base.
-    pub slot: Option<(u32, u32)>,
+    /// The slot written, when `grow` wrote a layer or a base above generation 0.
+    pub slot: Option<Slot>,
 }
 
 impl SaveOutcome {
@@ -358,7 +347,7 @@ impl SaveOutcome {
     }
 
     /// Saved as a layer of the stack restored in this job.
-    pub fn layer(key: Option<&str>, archived: Transfer, slot: (u32, u32)) -> Self {
+    pub fn layer(key: Option<&str>, archived: Transfer, slot: Slot) -> Self {
         Self { slot: Some(slot), ..Self { result: SaveResult::Layer, ..Self::saved(key, archived) } }
     }
 
@@ -397,9 +386,19 @@ pub struct ListedEntry {
     /// The ref that saved it (`None` for the local backend).
     pub r#ref: Option<String>,
     pub version: String,
-    /// `base`, `layer 2`, `generation 1 base`, …: its place in the key's stack, when its
-    /// version is a slot of this `path` and `compression`; `None` otherwise.
-    pub slot: Option<String>,
+    /// Its place in the key's stack, when its version is a slot of this `path` and
+    /// `compression`; `None` otherwise. Its name (`base`, `layer 2`, `generation 1 base`, …) in
+    /// JSON.
+    #[serde(serialize_with = "slot_name")]
+    pub slot: Option<Slot>,
+}
+
+/// A slot in `list`'s JSON: its name.
+fn slot_name<S: serde::Serializer>(slot: &Option<Slot>, serializer: S) -> Result<S::Ok, S::Error> {
+    match slot {
+        Some(slot) => serializer.collect_str(slot),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// The outcome of any command, as the publisher takes it.
@@ -409,4 +408,27 @@ pub enum Outcome {
     Restore(Box<RestoreOutcome>),
     Save(SaveOutcome),
     Catalog(CatalogOutcome),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_json_names_a_slot_as_before_and_null_without_one() {
+        let entry = |slot| ListedEntry {
+            key: "k".into(),
+            size: 1,
+            created: "2026-01-01T00:00:00Z".into(),
+            r#ref: None,
+            version: "v".into(),
+            slot,
+        };
+        let json = |slot| serde_json::to_string(&entry(slot)).unwrap();
+        assert_eq!(
+            json(Some(Slot::new(1, 2))),
+            r#"{"key":"k","size":1,"created":"2026-01-01T00:00:00Z","ref":null,"version":"v","slot":"generation 1 layer 2"}"#
+        );
+        assert!(json(None).ends_with(r#""slot":null}"#));
+    }
 }

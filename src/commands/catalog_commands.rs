@@ -4,8 +4,8 @@
 use super::fingerprint::compute;
 use super::{Context, Error, explain, prune as pruning};
 use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
-use crate::keys;
-use crate::outcome::{CatalogOutcome, ListedEntry, slot_name};
+use crate::outcome::{CatalogOutcome, ListedEntry};
+use crate::stack::SlotMap;
 use crate::units;
 
 pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
@@ -34,6 +34,7 @@ pub(super) fn list(ctx: &Context, config: &Config, json: bool) -> Result<Catalog
     let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
     let listed = units::count_of(entries.len(), "entry");
     runner.info(&format!("{listed} of `{}`{default} in {}", config.prefix, catalog.describe()));
+    let slots = SlotMap::of(&config.version());
     let entries: Vec<ListedEntry> = entries
         .into_iter()
         .map(|e| ListedEntry {
@@ -41,7 +42,7 @@ pub(super) fn list(ctx: &Context, config: &Config, json: bool) -> Result<Catalog
             key: e.key,
             size: e.size,
             r#ref: e.r#ref,
-            slot: keys::slot_of(&e.version, &config.version()).map(|(g, n)| slot_name(g, n)),
+            slot: slots.slot(&e.version),
             version: e.version,
         })
         .collect();
@@ -70,7 +71,7 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
                 e.created.clone(),
                 e.r#ref.clone().unwrap_or_else(|| "-".to_owned()),
                 e.version.chars().take(12).collect(),
-                e.slot.clone().unwrap_or_else(|| "-".to_owned()),
+                e.slot.map_or_else(|| "-".to_owned(), |slot| slot.to_string()),
             ]
         }))
         .collect();
@@ -91,6 +92,7 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<Cat
     }
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
+    let slots = SlotMap::of(&config.version());
     let report = pruning::prune(
         catalog.as_ref(),
         &config.prefix,
@@ -98,12 +100,11 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<Cat
         config.prune_keep,
         dry_run,
         None,
-        (&config.version(), config.grow),
+        (&slots, config.grow),
     )?;
     let verb = if dry_run { "would delete" } else { "deleted" };
-    let version = config.version();
     for e in &report.deleted {
-        runner.info(&format!("{verb} {}", pruning::entry_name(e, &version)));
+        runner.info(&format!("{verb} {}", pruning::entry_name(e, &slots)));
     }
     for (e, why) in &report.failed {
         runner.warning(&format!("could not delete {}: {why}", e.key));
@@ -114,6 +115,6 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<Cat
         units::count_of(report.kept.len(), "entry"),
         report.deleted.len()
     ));
-    let deleted = report.deleted.iter().map(|e| pruning::entry_name(e, &version)).collect();
+    let deleted = report.deleted.iter().map(|e| pruning::entry_name(e, &slots)).collect();
     Ok(CatalogOutcome::Prune { deleted })
 }

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
 use crate::github::{Catalog, CatalogError, Listed};
 use crate::keys;
+use crate::stack::{Slot, SlotMap};
 use crate::units::count_of;
 
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
@@ -106,10 +107,11 @@ pub(super) fn explain(
         .partition(|l| l.key == ours.key);
     // A slot of our own stack says most (a base before a layer): prefer it to an entry of other
     // `path` lines.
-    let slot = |l: &Listed| keys::slot_of(&l.version, &ours.version).filter(|s| *s != (0, 0));
+    let slots = SlotMap::of(&ours.version);
+    let slot = |l: &Listed| slots.slot(&l.version).filter(|s| *s != Slot::FIRST_BASE);
     let theirs = same
         .iter()
-        .find(|l| slot(l).is_some_and(|(_, layer)| layer == 0))
+        .find(|l| slot(l).is_some_and(Slot::is_base))
         .or_else(|| same.iter().find(|l| slot(l).is_some()))
         .or_else(|| same.iter().find(|l| l.version != ours.version));
     if let Some(theirs) = theirs {

@@ -9,11 +9,13 @@
 //! With `grow`, a key is a stack of entries (a base and its layers, one version each): prune
 //! counts keys, never deletes a layer of a kept key's live base, and deletes the slots of older
 //! generations once a compacted base holds what they did (with `grow`, when it knows the `path`
-//! lines and compression that tell slots apart).
+//! lines and compression that tell slots apart: the [`SlotMap`] of their base version).
 
 use crate::config::DEFAULT_PREFIX;
 use crate::github::{Catalog, CatalogError, Listed};
 use crate::keys;
+use crate::stack::{Slot, SlotMap};
+use std::collections::HashMap;
 
 /// Why `prune` refuses `prefix`, if it does: the default prefix is shared by every workflow
 /// and job of the repository that sets none, so pruning it would delete their entries.
@@ -26,11 +28,12 @@ pub(super) fn refusal(prefix: &str) -> Option<String> {
     })
 }
 
-/// An entry as prune's log names it: its key, and its slot unless it is a generation-0 base.
-pub(super) fn entry_name(entry: &Listed, base_version: &str) -> String {
-    match keys::slot_of(&entry.version, base_version) {
-        Some((0, 0)) | None => entry.key.clone(),
-        Some((generation, layer)) => format!("{} ({})", entry.key, crate::outcome::slot_name(generation, layer)),
+/// An entry as prune's log names it: its key, and its slot (in the stacks of `slots`) unless it
+/// is a generation-0 base.
+pub(super) fn entry_name(entry: &Listed, slots: &SlotMap) -> String {
+    match slots.slot(&entry.version) {
+        Some(Slot::FIRST_BASE) | None => entry.key.clone(),
+        Some(slot) => format!("{} ({slot})", entry.key),
     }
 }
 
@@ -67,7 +70,7 @@ pub(super) fn prune(
     keep: usize,
     dry_run: bool,
     just_saved: Option<&str>,
-    (base_version, grow): (&str, bool),
+    (slots, grow): (&SlotMap, bool),
 ) -> Result<PruneReport, CatalogError> {
     let entries = ours(catalog, prefix, current_ref)?;
     // Keys, newest first; the key this step saved is always kept and counts among those kept,
@@ -86,18 +89,16 @@ pub(super) fn prune(
     let kept_keys: Vec<String> = keys.into_iter().map(str::to_owned).collect();
     // A kept key's entries stay — its base and every layer — except the slots of generations
     // older than its newest base: that base holds everything they did.
-    let newest_generation = |key: &str| {
-        entries
-            .iter()
-            .filter(|e| e.key == key)
-            .filter_map(|e| keys::slot_of(&e.version, base_version))
-            .filter(|(_, layer)| *layer == 0)
-            .map(|(generation, _)| generation)
-            .max()
-    };
+    let mut newest_base: HashMap<&str, u32> = HashMap::new();
+    for (entry, slot) in entries.iter().filter_map(|e| Some((e, slots.slot(&e.version)?))) {
+        if slot.is_base() {
+            let newest = newest_base.entry(&entry.key).or_insert(slot.generation);
+            *newest = slot.generation.max(*newest);
+        }
+    }
     // Only where this run restores stacks: a run without `grow` needs generation 0's base.
-    let superseded = |e: &Listed| match (keys::slot_of(&e.version, base_version), newest_generation(&e.key)) {
-        (Some((generation, _)), Some(newest)) => grow && generation < newest,
+    let superseded = |e: &Listed| match (slots.slot(&e.version), newest_base.get(e.key.as_str())) {
+        (Some(slot), Some(newest)) => grow && slot.generation < *newest,
         _ => false,
     };
     let (kept, older): (Vec<Listed>, Vec<Listed>) =

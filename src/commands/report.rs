@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::fingerprint::{ComponentName, FingerprintRecord, Value};
-use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer, slot_name};
+use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
 use crate::text::shorten;
@@ -230,7 +230,7 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
         rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
-        let what = outcome.slot.map_or_else(|| "saved".to_owned(), |(g, n)| format!("saved as {}", slot_name(g, n)));
+        let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
     }
     md.table(&["", ""], rows);

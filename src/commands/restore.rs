@@ -2,7 +2,7 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute;
-use super::grow::{self, KeptStack};
+use super::lookups::KeyLookups;
 use super::{Context, Error, explain, handoff};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
@@ -13,6 +13,7 @@ use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, Manifest, entry_path};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::runner::ProgressReader;
+use crate::stack::{self, Gap, KeptStack, Slot};
 use crate::text::{error_chain, error_line, shorten};
 use crate::units;
 use std::collections::HashSet;
@@ -184,7 +185,7 @@ fn miss(reason: MissReason, detail: String) -> NotReused {
 
 /// Look the key up, download, verify and place the base — and with `grow`, its layers.
 fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, NotReused> {
-    let bases = grow::find_bases(backend, config, key);
+    let bases = stack::find_bases(&KeyLookups { backend, key }, &config.version(), config.grow);
     if bases.found.is_empty() {
         return Err(match (bases.error, bases.offered) {
             (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
@@ -211,19 +212,19 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
         top: manifest.digest(),
         ..KeptStack::default()
     };
-    let mut stack = StackApplied { generation, base, layers: Vec::new(), stopped: skipped };
+    let mut applied = StackApplied { generation, base, layers: Vec::new(), stopped: skipped };
     if config.grow {
         let below = Below { manifest: &mut manifest, roots: &roots };
-        apply_layers(ctx, config, backend, key, &mut stack, &mut kept, below);
+        apply_layers(ctx, config, backend, key, &mut applied, &mut kept, below);
     }
-    kept.stopped = stack.stopped.is_some() && !kept.trouble;
+    kept.stopped = applied.stopped.is_some() && !kept.trouble;
     let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
         ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
         Vec::new()
     });
     // What is in place: a later layer's file replaces nothing (layers only add), so count the
     // merged manifest; bytes moved and time are the sum over slots.
-    let moved = stack.total();
+    let moved = applied.total();
     let in_place = manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir);
     let restored = Transfer {
         files: in_place.clone().count(),
@@ -231,7 +232,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
         archive_bytes: moved.archive_bytes,
         elapsed: moved.elapsed,
     };
-    Ok(Reuse { restored, stack, manifest, kept, extra_files })
+    Ok(Reuse { restored, stack: applied, manifest, kept, extra_files })
 }
 
 /// The base placed: its generation, what it put in place, its manifest, why newer ones were
@@ -251,14 +252,14 @@ fn place_base(
     for (generation, entry) in found {
         let generation = *generation;
         let placed = place_slot(ctx, config, backend, entry, &config.required, Staged::commit, |m, _| {
-            grow::check_slot(m, generation, 0, None).map_err(|why| miss(MissReason::Corrupt, why))
+            stack::check_slot(m, Slot::base(generation), None).map_err(|why| miss(MissReason::Corrupt, why.to_string()))
         });
         match placed {
             Ok((base, manifest, roots)) => return Ok((generation, base, manifest, skipped, roots)),
             Err(NotReused::Miss { reason, detail }) => {
                 let why = format!(
                     "{} not applied ({reason}): {}",
-                    grow::slot_name(generation, 0),
+                    Slot::base(generation),
                     detail.clone().unwrap_or_default()
                 );
                 if found.len() > 1 {
@@ -288,52 +289,54 @@ fn apply_layers(
     config: &Config,
     backend: &dyn Backend,
     key: &str,
-    stack: &mut StackApplied,
+    applied: &mut StackApplied,
     kept: &mut KeptStack,
     below: Below<'_>,
 ) {
     let Below { manifest, roots: base_roots } = below;
-    let generation = stack.generation;
-    let (layers, gap) = grow::find_layers(backend, config, key, generation);
+    let generation = applied.generation;
+    let lookups = KeyLookups { backend, key };
+    let (layers, gap) = stack::find_layers(&lookups, &config.version(), generation, config.grow_max_layers);
+    let lines: Vec<&str> = config.paths.includes.iter().map(|p| p.line.as_str()).collect();
     for (i, layer) in layers.iter().enumerate() {
         let n = i as u32 + 1;
         let top = kept.top.clone();
         let below: &Manifest = manifest;
         let placed = place_slot(ctx, config, backend, layer, &[], Staged::commit_layer, |m, roots| {
-            grow::check_slot(m, generation, n, Some(&top))
-                .and_then(|()| grow::check_additions(m, below))
-                .and_then(|()| grow::check_roots(config, roots, base_roots))
-                .map_err(|why| miss(MissReason::Corrupt, why))
+            stack::check_slot(m, Slot::new(generation, n), Some(&top))
+                .and_then(|()| stack::check_additions(m, below))
+                .and_then(|()| stack::check_roots(&lines, roots, base_roots))
+                .map_err(|why| miss(MissReason::Corrupt, why.to_string()))
         });
         match placed {
             Ok((transfer, layer_manifest, _)) => {
                 kept.top = layer_manifest.digest();
                 kept.layers = n;
                 kept.layer_bytes += transfer.content_bytes;
-                grow::merge(manifest, &layer_manifest);
-                stack.layers.push(transfer);
+                stack::merge(manifest, &layer_manifest);
+                applied.layers.push(transfer);
             }
             Err(NotReused::Miss { reason, detail }) => {
                 let why = format!("layer {n} not applied ({reason}): {}", detail.unwrap_or_default());
-                ctx.runner.warning(&format!("{why}; the stack stops at {}", grow::slot_name(generation, n - 1)));
+                ctx.runner.warning(&format!("{why}; the stack stops at {}", Slot::new(generation, n - 1)));
                 // Only the service's trouble skips growth; anything else about the layer (what
                 // it holds, or what is in its way here) makes the next save compact.
                 kept.trouble = matches!(reason, MissReason::Timeout | MissReason::ServiceError);
-                stack.stopped = Some(why);
+                applied.stopped = Some(why);
                 return;
             }
             Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
         }
     }
     match gap {
-        Some(grow::Gap::Missing(why)) => {
+        Some(Gap::Missing(why)) => {
             ctx.runner.warning(&format!("{why}; a later save that adds files compacts the stack"));
-            stack.stopped = Some(why);
+            applied.stopped = Some(why);
         }
-        Some(grow::Gap::Trouble(why)) => {
+        Some(Gap::Trouble(why)) => {
             ctx.runner.warning(&why);
             kept.trouble = true;
-            stack.stopped = Some(why);
+            applied.stopped = Some(why);
         }
         None => {}
     }

@@ -2,18 +2,18 @@
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
 use super::fingerprint::compute;
-use super::grow::{self, Growth};
 use super::handoff::{self, fingerprint_path, read_fingerprint};
+use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::keys::MAX_GENERATIONS;
-use crate::manifest::{EntryKind, StackSlot, entry_path};
+use crate::manifest::{EntryKind, entry_path};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
+use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot, SlotMap};
 use crate::text::{error_chain, error_line};
 use crate::units;
 use std::collections::{HashMap, HashSet};
@@ -82,7 +82,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
         return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
     }
-    let target = Target { version: record.version.clone(), stack: None, only: None, stack_dirs: HashMap::new() };
+    let target = Target::base(record.version.clone(), Slot::FIRST_BASE);
     Ok(save(ctx, config, &record, &target))
 }
 
@@ -171,7 +171,10 @@ fn grow_stack(
             units::count_of(changes.changed.len(), "file")
         ));
     }
-    let (target, slot_line) = match grow::plan(config, kept, changes) {
+    let limits = Limits { max_layers: config.grow_max_layers, max_share: config.grow_max_share };
+    let applied = kept.stack.clone().unwrap_or_default();
+    let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
+    let (target, slot_line) = match stack::plan(limits, &applied, &kept.manifest, added) {
         Growth::Nothing => {
             runner.info("grow: no file was added under `path` since the restore");
             return Ok(None);
@@ -188,21 +191,18 @@ fn grow_stack(
             runner.warning(&format!("grow: {detail}"));
             return Ok(Some(SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, &detail)));
         }
-        Growth::Layer { slot, paths, stack_dirs } => {
+        Growth::Layer { slot, parent, paths, stack_dirs } => {
             let line = format!(
-                "grow: saving {} added since the restore ({}) as {}",
+                "grow: saving {} added since the restore ({}) as {slot}",
                 units::count_of(paths.len(), "file"),
                 units::bytes(changes.layer_bytes),
-                grow::slot_name(slot.generation, slot.layer)
             );
-            let version = grow::version_of(config, &slot);
-            (Target { version, stack: Some(slot), only: Some(paths), stack_dirs }, line)
+            let version = slot.version(&config.version());
+            (Target { version, slot, parent: Some(parent), only: Some(paths), stack_dirs }, line)
         }
         Growth::Compact { slot, paths, why } => {
-            let line =
-                format!("grow: compacting the stack into {}: {why}", grow::slot_name(slot.generation, slot.layer));
-            let version = grow::version_of(config, &slot);
-            (Target { version, stack: Some(slot), only: Some(paths), stack_dirs: HashMap::new() }, line)
+            let line = format!("grow: compacting the stack into {slot}: {why}");
+            (Target { only: Some(paths), ..Target::base(slot.version(&config.version()), slot) }, line)
         }
     };
     runner.info(&slot_line);
@@ -227,13 +227,27 @@ fn read_kept(ctx: &Context, path: &std::path::Path, what: &str) -> Option<verify
 /// Which slot of the key's stack a save writes, and which entries go into it.
 struct Target {
     version: String,
-    /// `None`: a generation-0 base.
-    stack: Option<StackSlot>,
-    /// A layer: only these entry paths, and the directories above them.
+    slot: Slot,
+    /// A layer's parent: the digest of the manifest of the slot below.
+    parent: Option<String>,
+    /// A layer or a compacted base: only these entry paths, and the directories above them.
     only: Option<HashSet<String>>,
     /// A layer: the modes of the stack's directories, which its own directory entries keep (a
     /// restore refuses a layer that would change one).
     stack_dirs: HashMap<String, u32>,
+}
+
+impl Target {
+    /// Everything under `path` as the base `slot`, whose version is `version`.
+    fn base(version: String, slot: Slot) -> Target {
+        Target { version, slot, parent: None, only: None, stack_dirs: HashMap::new() }
+    }
+
+    /// The slot as the log names it, unless it is the generation-0 base every save without
+    /// `grow` writes.
+    fn named_slot(&self) -> Option<Slot> {
+        (self.slot != Slot::FIRST_BASE).then_some(self.slot)
+    }
 }
 
 /// With `grow`, a base saved after a miss goes one generation above the highest base that exists
@@ -246,20 +260,17 @@ fn base_above_existing(
     record: &FingerprintRecord,
     target: &Target,
 ) -> Option<Target> {
-    if !config.grow || target.stack.is_some() {
+    if !config.grow || target.slot != Slot::FIRST_BASE {
         return None;
     }
-    let highest = grow::find_bases(backend, config, &record.key).found.first()?.0;
-    let slot = StackSlot { generation: highest + 1, layer: 0, parent: None };
+    let lookups = KeyLookups { backend, key: &record.key };
+    let highest = stack::find_bases(&lookups, &config.version(), config.grow).found.first()?.0;
+    let slot = Slot::base(highest + 1);
     if slot.generation >= MAX_GENERATIONS {
         return None;
     }
-    ctx.runner.info(&format!(
-        "grow: {} exists but was not restored; saving {}",
-        grow::slot_name(highest, 0),
-        grow::slot_name(slot.generation, 0)
-    ));
-    Some(Target { version: grow::version_of(config, &slot), stack: Some(slot), only: None, stack_dirs: HashMap::new() })
+    ctx.runner.info(&format!("grow: {} exists but was not restored; saving {slot}", Slot::base(highest)));
+    Some(Target::base(slot.version(&config.version()), slot))
 }
 
 /// Keep only a layer's entries: `paths` and the directories above them, those of the stack
@@ -312,7 +323,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
             list.join(", ")
         ));
     }
-    let is_layer = target.stack.as_ref().is_some_and(|s| s.layer > 0);
+    let is_layer = !target.slot.is_base();
     let required: &[PathBuf] = if is_layer { &[] } else { &config.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
         let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
@@ -371,13 +382,12 @@ fn upload(
         };
         SaveOutcome::trouble(key, result, &error_chain(e))
     };
-    let slot = target.stack.as_ref().map(|s| (s.generation, s.layer));
-    let slot_name = slot.map(|(g, n)| grow::slot_name(g, n));
+    let slot = target.named_slot();
     let upload = match backend.reserve(&record.key, &target.version) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
-            let detail = match &slot_name {
-                Some(name) => format!("{name} of this key exists already (saved by another job)"),
+            let detail = match slot {
+                Some(slot) => format!("{slot} of this key exists already (saved by another job)"),
                 None => "an entry with this key and version exists already (saved earlier, or being saved by another \
                          job)"
                     .to_owned(),
@@ -391,7 +401,7 @@ fn upload(
         inv,
         record,
         config.compression,
-        target.stack.clone(),
+        target.slot.record(target.parent.clone()),
         secrets,
         CountingWriter { inner: upload, count: 0 },
         &mut |n| progress.add(n),
@@ -428,7 +438,7 @@ fn upload(
         Ok(Committed::Saved { .. }) => {
             runner.info(&format!(
                 "saved {}{} ({}, {} compressed with {}) in {}",
-                slot_name.map(|n| format!("{n}: ")).unwrap_or_default(),
+                slot.map(|slot| format!("{slot}: ")).unwrap_or_default(),
                 units::count_of(archived.files, "file"),
                 units::bytes(archived.content_bytes),
                 units::bytes(archived.archive_bytes),
@@ -436,7 +446,7 @@ fn upload(
                 units::duration(archived.elapsed)
             ));
             match slot {
-                Some((g, n)) if n > 0 => SaveOutcome::layer(key, archived, (g, n)),
+                Some(slot) if !slot.is_base() => SaveOutcome::layer(key, archived, slot),
                 _ => SaveOutcome { slot, ..SaveOutcome::saved(key, archived) },
             }
         }
@@ -544,6 +554,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
+    let slots = SlotMap::of(&config.version());
     let pruned = super::prune::prune(
         catalog.as_ref(),
         prefix,
@@ -551,7 +562,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
         config.prune_keep,
         false,
         Some(saved_key),
-        (&config.version(), config.grow),
+        (&slots, config.grow),
     );
     match pruned {
         Ok(report) => {
@@ -566,9 +577,8 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
                 current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
             );
             runner.info(&format!("prune: {line}"));
-            let version = config.version();
             for entry in &report.deleted {
-                runner.info(&format!("  deleted {}", super::prune::entry_name(entry, &version)));
+                runner.info(&format!("  deleted {}", super::prune::entry_name(entry, &slots)));
             }
             line
         }

@@ -17,7 +17,7 @@ pub(super) struct Kept {
     pub preexisting: Vec<String>,
     /// The stack applied (`grow`).
     #[serde(default)]
-    pub stack: Option<super::grow::KeptStack>,
+    pub stack: Option<crate::stack::KeptStack>,
 }
 
 #[derive(Debug, Default)]

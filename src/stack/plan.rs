@@ -1,0 +1,200 @@
+//! Planning what a save after a warm restore adds to the stack: the next layer, or a compaction
+//! into a new base.
+
+use super::slot::{MAX_GENERATIONS, Slot};
+use crate::manifest::{EntryKind, Manifest};
+use crate::units;
+use std::collections::{HashMap, HashSet};
+
+/// What the restore step keeps about the stack it applied, for the save step's growth.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KeptStack {
+    pub generation: u32,
+    /// The highest generation whose base exists (above `generation` when a newer one could not
+    /// be placed): a compaction goes one above it.
+    #[serde(default)]
+    pub highest: u32,
+    /// Layers the restore looked for: a layer number above it may exist unseen.
+    #[serde(default)]
+    pub probed: u32,
+    /// Layers applied on top of the base.
+    pub layers: u32,
+    /// Bytes of file content of the base, and of the layers together.
+    pub base_bytes: u64,
+    pub layer_bytes: u64,
+    /// [`Manifest::digest`] of the last slot applied: the next layer's parent.
+    pub top: String,
+    /// A layer or a newer base that exists could not be applied: the next save compacts.
+    pub stopped: bool,
+    /// A layer could not be read for service trouble: this run does not grow the stack.
+    #[serde(default)]
+    pub trouble: bool,
+}
+
+/// How far a stack grows before it is compacted: `grow-max-layers`, and `grow-max-share` as a
+/// fraction.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_layers: u32,
+    pub max_share: f64,
+}
+
+/// What the job added since the restore: entry paths (`<root>/<rel>`) of files and links, and
+/// their bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Added<'a> {
+    pub paths: &'a [String],
+    pub bytes: u64,
+}
+
+/// What the save step writes after a warm restore with `grow`.
+#[derive(Debug, PartialEq)]
+pub enum Growth {
+    /// Nothing was added.
+    Nothing,
+    /// Not this run: why.
+    Skip(String),
+    /// The next layer, made on top of `parent` (the [`Manifest::digest`] of the slot below): these
+    /// entry paths (and the directories above them, which keep the modes `stack_dirs` gives the
+    /// stack's directories).
+    Layer { slot: Slot, parent: String, paths: HashSet<String>, stack_dirs: HashMap<String, u32> },
+    /// A base one generation above the highest that exists, holding what the stack held and
+    /// what the job added (nothing that was there before the restore and not in the stack); why.
+    Compact { slot: Slot, paths: HashSet<String>, why: String },
+    /// Every generation is used up.
+    Full,
+}
+
+/// What to save of `added` on top of the stack the restore applied (`stack`, its merged
+/// `manifest`).
+pub fn plan(limits: Limits, stack: &KeptStack, manifest: &Manifest, added: Added) -> Growth {
+    if added.paths.is_empty() {
+        return Growth::Nothing;
+    }
+    if stack.trouble {
+        return Growth::Skip("a layer could not be read in the restore step (service trouble)".to_owned());
+    }
+    let target = stack.highest.max(stack.generation) + 1;
+    match compaction(limits, stack, added.bytes) {
+        Some(_) if target >= MAX_GENERATIONS => Growth::Full,
+        Some(why) => {
+            let mut paths: HashSet<String> =
+                manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| e.path.clone()).collect();
+            paths.extend(added.paths.iter().cloned());
+            Growth::Compact { slot: Slot::base(target), paths, why }
+        }
+        None => Growth::Layer {
+            slot: Slot::new(stack.generation, stack.layers + 1),
+            parent: stack.top.clone(),
+            paths: added.paths.iter().cloned().collect(),
+            stack_dirs: manifest
+                .entries
+                .iter()
+                .filter(|e| e.kind == EntryKind::Dir)
+                .map(|e| (e.path.clone(), e.mode))
+                .collect(),
+        },
+    }
+}
+
+/// Why the stack is compacted rather than given another layer of `new_bytes`, if it is.
+fn compaction(limits: Limits, stack: &KeptStack, new_bytes: u64) -> Option<String> {
+    let layers = |n: u32| units::count_of(n as usize, "layer");
+    if stack.stopped {
+        Some("a layer or a newer base of the stack could not be applied".to_owned())
+    } else if stack.layers >= limits.max_layers {
+        Some(format!("the stack has {} (`grow-max-layers`)", layers(stack.layers)))
+    } else if stack.layers >= stack.probed {
+        Some(format!("the restore looked for {} only, so the next one may exist", layers(stack.probed)))
+    } else if (stack.layer_bytes + new_bytes) as f64 > limits.max_share * stack.base_bytes as f64 {
+        Some(format!(
+            "its layers would hold {} against a base of {} (`grow-max-share` {:.0}%)",
+            units::bytes(stack.layer_bytes + new_bytes),
+            units::bytes(stack.base_bytes),
+            limits.max_share * 100.0
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{MANIFEST_FORMAT, ManifestEntry};
+
+    const LIMITS: Limits = Limits { max_layers: 4, max_share: 0.5 };
+
+    fn stack() -> KeptStack {
+        KeptStack {
+            generation: 1,
+            highest: 2,
+            probed: 4,
+            layers: 1,
+            base_bytes: 1000,
+            layer_bytes: 100,
+            top: "t".into(),
+            ..KeptStack::default()
+        }
+    }
+
+    fn manifest() -> Manifest {
+        let dir =
+            ManifestEntry { path: "0".into(), kind: EntryKind::Dir, mode: 0o700, size: 0, sha256: None, target: None };
+        let file = ManifestEntry {
+            path: "0/a".into(),
+            kind: EntryKind::File,
+            mode: 0o644,
+            size: 1,
+            sha256: Some("1".into()),
+            target: None,
+        };
+        Manifest {
+            exact_cache_manifest: MANIFEST_FORMAT,
+            key: "k".into(),
+            roots: vec![],
+            entries: vec![dir, file],
+            stack: None,
+        }
+    }
+
+    fn plan_adding(stack: &KeptStack, bytes: u64) -> Growth {
+        plan(LIMITS, stack, &manifest(), Added { paths: &["0/b".to_owned()], bytes })
+    }
+
+    #[test]
+    fn what_was_added_goes_into_the_next_layer_on_top_of_the_last() {
+        let Growth::Layer { slot, parent, paths, stack_dirs } = plan_adding(&stack(), 10) else { panic!() };
+        assert_eq!((slot, parent.as_str()), (Slot::new(1, 2), "t"));
+        assert_eq!(paths, HashSet::from(["0/b".to_owned()]));
+        assert_eq!(stack_dirs, HashMap::from([("0".to_owned(), 0o700)]));
+        assert_eq!(plan(LIMITS, &stack(), &manifest(), Added { paths: &[], bytes: 0 }), Growth::Nothing);
+        let trouble = KeptStack { trouble: true, ..stack() };
+        assert!(matches!(plan_adding(&trouble, 10), Growth::Skip(why) if why.contains("service trouble")));
+    }
+
+    #[test]
+    fn a_stack_compacts_above_its_highest_base_when_it_is_full_heavy_or_stopped() {
+        let compacted = |stack: KeptStack, bytes: u64| match plan_adding(&stack, bytes) {
+            Growth::Compact { slot, paths, why } => {
+                assert_eq!(slot, Slot::base(3), "one above the highest base that exists");
+                assert_eq!(paths, HashSet::from(["0/a".to_owned(), "0/b".to_owned()]), "the stack and what was added");
+                why
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(compacted(KeptStack { layers: 4, ..stack() }, 10), "the stack has 4 layers (`grow-max-layers`)");
+        assert_eq!(
+            compacted(KeptStack { probed: 1, ..stack() }, 10),
+            "the restore looked for 1 layer only, so the next one may exist"
+        );
+        assert!(compacted(stack(), 401).contains("(`grow-max-share` 50%)"));
+        assert!(compacted(KeptStack { stopped: true, ..stack() }, 10).contains("could not be applied"));
+        let last = KeptStack { highest: MAX_GENERATIONS - 1, stopped: true, ..stack() };
+        assert_eq!(plan_adding(&last, 10), Growth::Full);
+        assert!(matches!(
+            plan_adding(&KeptStack { highest: MAX_GENERATIONS - 1, ..stack() }, 10),
+            Growth::Layer { .. }
+        ));
+    }
+}
