@@ -14,7 +14,7 @@
 //! cannot be checked here (the archive's own end is checked when it is unpacked). No auth
 //! header is ever sent here: these URLs are signed or secret by themselves.
 
-use super::http::{Http, error_text, status_error, transport_error};
+use super::http::{Check, Http, send, transport_error};
 use super::wire::{self, AnswerError, FirstAnswer};
 use super::{BackendError, ErrorKind};
 use bytes::{Bytes, BytesMut};
@@ -45,21 +45,15 @@ pub fn open(http: Arc<Http>, url: String) -> Box<dyn Read + Send> {
 pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendError> {
     let fetch = async {
         http.retry(|| async {
-            let mut r = http
+            let request = http
                 .download_client
                 .get(url)
-                .header(reqwest::header::RANGE, format!("bytes=0-{}", len.saturating_sub(1)))
-                .send()
-                .await
-                .map_err(|e| transport_error("read", e))?;
-            match r.status() {
-                StatusCode::OK | StatusCode::PARTIAL_CONTENT => {}
-                StatusCode::RANGE_NOT_SATISFIABLE => return Ok(Vec::new()),
-                status => {
-                    let headers = r.headers().clone();
-                    return Err(status_error("read", status, &headers, &error_text(r).await));
-                }
+                .header(reqwest::header::RANGE, format!("bytes=0-{}", len.saturating_sub(1)));
+            let r = send("read", request).await?;
+            if r.status() == StatusCode::RANGE_NOT_SATISFIABLE {
+                return Ok(Vec::new());
             }
+            let mut r = ranged(r.check("read").await?, "read", &[StatusCode::OK, StatusCode::PARTIAL_CONTENT])?;
             // A server that ignores the range answers 200 with everything: stop at `len`.
             let mut bytes = Vec::new();
             while (bytes.len() as u64) < len {
@@ -73,6 +67,16 @@ pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendE
         .await
     };
     http.rt().block_on(async { Clock::new(http).net(fetch).await })
+}
+
+/// A successful answer to a range request, if its status is one of `expected`.
+fn ranged(r: reqwest::Response, what: &str, expected: &[StatusCode]) -> Result<reqwest::Response, BackendError> {
+    let status = r.status();
+    if expected.contains(&status) {
+        return Ok(r);
+    }
+    let message = format!("{what}: HTTP {status} to a range request");
+    Err(BackendError::new(ErrorKind::Fatal, message).with_status(status.as_u16()))
 }
 
 fn deadline_error(deadline: Duration) -> BackendError {
@@ -109,20 +113,9 @@ async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), Bac
     let first_end = chunk - 1;
     let response = clock
         .net(http.retry(|| async {
-            let r = http
-                .download_client
-                .get(url)
-                .header(reqwest::header::RANGE, format!("bytes=0-{first_end}"))
-                .send()
-                .await
-                .map_err(|e| transport_error("download", e))?;
-            match r.status() {
-                StatusCode::OK | StatusCode::PARTIAL_CONTENT => Ok(r),
-                status => {
-                    let headers = r.headers().clone();
-                    Err(status_error("download", status, &headers, &error_text(r).await))
-                }
-            }
+            let request = http.download_client.get(url).header(reqwest::header::RANGE, format!("bytes=0-{first_end}"));
+            let r = send("download", request).await?.check("download").await?;
+            ranged(r, "download", &[StatusCode::OK, StatusCode::PARTIAL_CONTENT])
         }))
         .await?;
 
@@ -182,23 +175,9 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: u64) -
                 return Ok(()); // everything arrived before the connection broke
             }
             let from = start + already;
-            let r = http
-                .download_client
-                .get(url)
-                .header(reqwest::header::RANGE, format!("bytes={from}-{end}"))
-                .send()
-                .await
-                .map_err(|e| transport_error("download", e))?;
-            if r.status() != StatusCode::PARTIAL_CONTENT {
-                let (status, headers) = (r.status(), r.headers().clone());
-                if status.is_success() {
-                    return Err(BackendError::new(
-                        ErrorKind::Fatal,
-                        format!("download: HTTP {status} to a range request"),
-                    ));
-                }
-                return Err(status_error("download", status, &headers, &error_text(r).await));
-            }
+            let request = http.download_client.get(url).header(reqwest::header::RANGE, format!("bytes={from}-{end}"));
+            let r = send("download", request).await?.check("download").await?;
+            let r = ranged(r, "download", &[StatusCode::PARTIAL_CONTENT])?;
             wire::range_answer(content_range(&r), r.content_length(), from, end, total).map_err(answer_error)?;
             match read_body(r, want - already).await {
                 Ok(bytes) => {
@@ -284,20 +263,20 @@ struct ChannelReader {
     rx: mpsc::Receiver<Chunk>,
     current: Bytes,
     task: tokio::task::JoinHandle<()>,
-    /// After a failure every read fails the same way (never a clean end of file).
-    failure: Option<(ErrorKind, String)>,
+    /// After a failure every read fails with it, whole (never a clean end of file).
+    failure: Option<BackendError>,
 }
 
 impl Read for ChannelReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.current.is_empty() {
-            if let Some((kind, message)) = &self.failure {
-                return Err(BackendError::new(*kind, message.clone()).into_io());
+            if let Some(failure) = &self.failure {
+                return Err(failure.clone().into_io());
             }
             match self.rx.blocking_recv() {
                 Some(Ok(bytes)) => self.current = bytes,
                 Some(Err(e)) => {
-                    self.failure = Some((e.kind, e.message.clone()));
+                    self.failure = Some(e.clone());
                     return Err(e.into_io());
                 }
                 None => return Ok(0),
@@ -405,10 +384,7 @@ mod tests {
         let mut bytes = Vec::new();
         match open(http, url).read_to_end(&mut bytes) {
             Ok(_) => Ok(bytes),
-            Err(e) => {
-                let inner = BackendError::in_io(&e).expect("a backend error");
-                Err(BackendError::new(inner.kind, inner.message.clone()))
-            }
+            Err(e) => Err(BackendError::from_io(e).expect("a backend error")),
         }
     }
 
