@@ -45,15 +45,12 @@ pub fn open(http: Arc<Http>, url: String) -> Box<dyn Read + Send> {
 pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendError> {
     let fetch = async {
         http.retry(|| async {
-            let request = http
-                .download_client
-                .get(url)
-                .header(reqwest::header::RANGE, format!("bytes=0-{}", len.saturating_sub(1)));
-            let r = send("read", request).await?;
-            if r.status() == StatusCode::RANGE_NOT_SATISFIABLE {
-                return Ok(Vec::new());
-            }
-            let mut r = ranged(r.check("read").await?, "read", &[StatusCode::OK, StatusCode::PARTIAL_CONTENT])?;
+            let range = format!("bytes=0-{}", len.saturating_sub(1));
+            let mut r = match get_range(http, "read", url, range, &[StatusCode::OK, StatusCode::PARTIAL_CONTENT]).await
+            {
+                Err(e) if e.status == Some(StatusCode::RANGE_NOT_SATISFIABLE.as_u16()) => return Ok(Vec::new()),
+                answer => answer?,
+            };
             // A server that ignores the range answers 200 with everything: stop at `len`.
             let mut bytes = Vec::new();
             while (bytes.len() as u64) < len {
@@ -69,8 +66,17 @@ pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendE
     http.rt().block_on(async { Clock::new(http).net(fetch).await })
 }
 
-/// A successful answer to a range request, if its status is one of `expected`.
-fn ranged(r: reqwest::Response, what: &str, expected: &[StatusCode]) -> Result<reqwest::Response, BackendError> {
+/// One ranged GET of `url` (`range`: `bytes=FIRST-LAST`): the answer, if its status is one of
+/// `expected`.
+async fn get_range(
+    http: &Http,
+    what: &str,
+    url: &str,
+    range: String,
+    expected: &[StatusCode],
+) -> Result<reqwest::Response, BackendError> {
+    let request = http.download_client.get(url).header(reqwest::header::RANGE, range);
+    let r = send(what, request).await?.check(what).await?;
     let status = r.status();
     if expected.contains(&status) {
         return Ok(r);
@@ -113,9 +119,8 @@ async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), Bac
     let first_end = chunk - 1;
     let response = clock
         .net(http.retry(|| async {
-            let request = http.download_client.get(url).header(reqwest::header::RANGE, format!("bytes=0-{first_end}"));
-            let r = send("download", request).await?.check("download").await?;
-            ranged(r, "download", &[StatusCode::OK, StatusCode::PARTIAL_CONTENT])
+            let range = format!("bytes=0-{first_end}");
+            get_range(http, "download", url, range, &[StatusCode::OK, StatusCode::PARTIAL_CONTENT]).await
         }))
         .await?;
 
@@ -175,9 +180,8 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: u64) -
                 return Ok(()); // everything arrived before the connection broke
             }
             let from = start + already;
-            let request = http.download_client.get(url).header(reqwest::header::RANGE, format!("bytes={from}-{end}"));
-            let r = send("download", request).await?.check("download").await?;
-            let r = ranged(r, "download", &[StatusCode::PARTIAL_CONTENT])?;
+            let range = format!("bytes={from}-{end}");
+            let r = get_range(http, "download", url, range, &[StatusCode::PARTIAL_CONTENT]).await?;
             wire::range_answer(content_range(&r), r.content_length(), from, end, total).map_err(answer_error)?;
             match read_body(r, want - already).await {
                 Ok(bytes) => {
@@ -426,6 +430,31 @@ mod tests {
             out
         });
         assert_eq!(download(url).unwrap_err().kind, ErrorKind::Transient);
+    }
+
+    #[test]
+    fn a_refusal_comes_out_of_the_reader_with_its_kind_and_status() {
+        let url = serve(|_| {
+            let body = "<?xml version=\"1.0\"?><Error><Code>AuthenticationFailed</Code></Error>";
+            format!("HTTP/1.1 403 Forbidden\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+                .into_bytes()
+        });
+        let e = download(url).unwrap_err();
+        assert_eq!((e.kind, e.status), (ErrorKind::Forbidden, Some(403)));
+        assert_eq!(e.message, "download: HTTP 403: AuthenticationFailed");
+        // A connection that closes without an answer: the transport error's source survives too.
+        let e = download(serve(|_| Vec::new())).unwrap_err();
+        assert_eq!((e.kind, e.status, e.message.as_str()), (ErrorKind::Transient, None, "download: connection failed"));
+        let source = std::error::Error::source(&e).expect("the source survives the reader");
+        assert!(source.downcast_ref::<reqwest::Error>().is_some(), "{source:?}");
+    }
+
+    #[test]
+    fn a_prefix_of_an_empty_entry_is_empty() {
+        let url =
+            serve(|_| b"HTTP/1.1 416 Range Not Satisfiable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec());
+        let http = Http::new(&Env::default(), SecretSink::detached()).unwrap();
+        assert_eq!(read_prefix(&http, &url, 100).unwrap(), Vec::<u8>::new());
     }
 
     #[test]

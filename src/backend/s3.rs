@@ -22,7 +22,7 @@
 //! lifecycle rule for incomplete uploads is the backstop for a killed process).
 
 use super::download;
-use super::http::{Check, Http, one_line, read_answer, status_error, transport_error};
+use super::http::{Check, Http, one_line, read_answer, send, status_error};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -238,7 +238,7 @@ impl Inner {
                 for (name, value) in headers {
                     request = request.header(name.clone(), *value);
                 }
-                let response = request.body(body.clone()).send().await.map_err(|e| self.transport(what, e))?;
+                let response = send(what, request.body(body.clone())).await.map_err(|e| self.transport(e))?;
                 let response = response.check_with(refused).await?;
                 let answer_headers = response.headers().clone();
                 let text = read_answer(what, response).await?;
@@ -251,10 +251,9 @@ impl Inner {
             .await
     }
 
-    /// A connection failure; with a custom endpoint addressed virtual-hosted style, the hint
-    /// that `<bucket>.<host>` may not be served.
-    fn transport(&self, what: &str, e: reqwest::Error) -> BackendError {
-        let mut error = transport_error(what, e);
+    /// A connection failure ([`send`]'s only error); with a custom endpoint addressed
+    /// virtual-hosted style, the hint that `<bucket>.<host>` may not be served.
+    fn transport(&self, mut error: BackendError) -> BackendError {
         if let (false, Some(endpoint)) = (self.settings.path_style, &self.settings.endpoint) {
             error.message.push_str(&format!(
                 " (the bucket is addressed as `{}.` + the host of `{endpoint}`; if the endpoint does not serve \
