@@ -64,7 +64,7 @@ pub fn fingerprint(data: &[u8]) {
     }
 }
 
-/// Service answers: Twirp and v1 bodies, error bodies, `Content-Range` and `Content-Length`.
+/// Service answers: Twirp, v1 and S3 bodies, error bodies, `Content-Range` and `Content-Length`.
 /// The first byte picks the decoder; the rest is the input.
 pub fn wire(data: &[u8]) {
     let Some((&selector, rest)) = data.split_first() else { return };
@@ -76,6 +76,9 @@ pub fn wire(data: &[u8]) {
             let _ = wire::decode::<wire::FinalizeResponse>(&text);
             let _ = wire::decode::<wire::LookupAnswer>(&text);
             let _ = wire::decode::<wire::ReserveAnswer>(&text);
+            let _ = wire::decode_xml::<wire::ListBucketResult>(&text);
+            let _ = wire::decode_xml::<wire::InitiateMultipartUploadResult>(&text);
+            let _ = wire::error_document(&text);
         }
         1 => {
             let status = reqwest::StatusCode::from_u16(400 + u16::from(selector) % 200).expect("4xx/5xx");

@@ -43,9 +43,10 @@ pub enum CatalogError {
     /// No API for this backend (`backend: github` without a cache service): the reason.
     #[error("{reason}")]
     Unavailable { reason: String },
-    /// Object storage trouble (S3), as one line.
-    #[error("{message}")]
-    Storage { message: String },
+    /// Object storage trouble (S3): the backend's own error (a `backend::BackendError`, which
+    /// this layer cannot name), its kind, status and source kept.
+    #[error(transparent)]
+    Storage { source: Box<dyn std::error::Error + Send + Sync> },
     #[error("the GitHub REST API is not reachable under nektos/act")]
     UnderAct,
     #[error("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)")]
@@ -246,7 +247,7 @@ impl Catalog for GithubCatalog {
                     break;
                 }
             }
-            Ok(())
+            Ok::<(), CatalogError>(())
         };
         match self.rt.block_on(async { tokio::time::timeout(self.list_deadline, listing).await }) {
             Ok(done) => done?,

@@ -14,7 +14,7 @@
 //! cannot be checked here (the archive's own end is checked when it is unpacked). No auth
 //! header is ever sent here: these URLs are signed or secret by themselves.
 
-use super::http::{Http, error_text, status_error, transport_error};
+use super::http::{Check, Http, send, transport_error};
 use super::wire::{self, AnswerError, FirstAnswer};
 use super::{BackendError, ErrorKind};
 use bytes::{Bytes, BytesMut};
@@ -45,21 +45,12 @@ pub fn open(http: Arc<Http>, url: String) -> Box<dyn Read + Send> {
 pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendError> {
     let fetch = async {
         http.retry(|| async {
-            let mut r = http
-                .download_client
-                .get(url)
-                .header(reqwest::header::RANGE, format!("bytes=0-{}", len.saturating_sub(1)))
-                .send()
-                .await
-                .map_err(|e| transport_error("read", e))?;
-            match r.status() {
-                StatusCode::OK | StatusCode::PARTIAL_CONTENT => {}
-                StatusCode::RANGE_NOT_SATISFIABLE => return Ok(Vec::new()),
-                status => {
-                    let headers = r.headers().clone();
-                    return Err(status_error("read", status, &headers, &error_text(r).await));
-                }
-            }
+            let range = format!("bytes=0-{}", len.saturating_sub(1));
+            let mut r = match get_range(http, "read", url, range, &[StatusCode::OK, StatusCode::PARTIAL_CONTENT]).await
+            {
+                Err(e) if e.status == Some(StatusCode::RANGE_NOT_SATISFIABLE.as_u16()) => return Ok(Vec::new()),
+                answer => answer?,
+            };
             // A server that ignores the range answers 200 with everything: stop at `len`.
             let mut bytes = Vec::new();
             while (bytes.len() as u64) < len {
@@ -73,6 +64,25 @@ pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendE
         .await
     };
     http.rt().block_on(async { Clock::new(http).net(fetch).await })
+}
+
+/// One ranged GET of `url` (`range`: `bytes=FIRST-LAST`): the answer, if its status is one of
+/// `expected`.
+async fn get_range(
+    http: &Http,
+    what: &str,
+    url: &str,
+    range: String,
+    expected: &[StatusCode],
+) -> Result<reqwest::Response, BackendError> {
+    let request = http.download_client.get(url).header(reqwest::header::RANGE, range);
+    let r = send(what, request).await?.check(what).await?;
+    let status = r.status();
+    if expected.contains(&status) {
+        return Ok(r);
+    }
+    let message = format!("{what}: HTTP {status} to a range request");
+    Err(BackendError::new(ErrorKind::Fatal, message).with_status(status.as_u16()))
 }
 
 fn deadline_error(deadline: Duration) -> BackendError {
@@ -109,20 +119,8 @@ async fn run(http: &Http, url: &str, tx: &mpsc::Sender<Chunk>) -> Result<(), Bac
     let first_end = chunk - 1;
     let response = clock
         .net(http.retry(|| async {
-            let r = http
-                .download_client
-                .get(url)
-                .header(reqwest::header::RANGE, format!("bytes=0-{first_end}"))
-                .send()
-                .await
-                .map_err(|e| transport_error("download", e))?;
-            match r.status() {
-                StatusCode::OK | StatusCode::PARTIAL_CONTENT => Ok(r),
-                status => {
-                    let headers = r.headers().clone();
-                    Err(status_error("download", status, &headers, &error_text(r).await))
-                }
-            }
+            let range = format!("bytes=0-{first_end}");
+            get_range(http, "download", url, range, &[StatusCode::OK, StatusCode::PARTIAL_CONTENT]).await
         }))
         .await?;
 
@@ -182,23 +180,8 @@ async fn fetch_range(http: &Http, url: &str, start: u64, end: u64, total: u64) -
                 return Ok(()); // everything arrived before the connection broke
             }
             let from = start + already;
-            let r = http
-                .download_client
-                .get(url)
-                .header(reqwest::header::RANGE, format!("bytes={from}-{end}"))
-                .send()
-                .await
-                .map_err(|e| transport_error("download", e))?;
-            if r.status() != StatusCode::PARTIAL_CONTENT {
-                let (status, headers) = (r.status(), r.headers().clone());
-                if status.is_success() {
-                    return Err(BackendError::new(
-                        ErrorKind::Fatal,
-                        format!("download: HTTP {status} to a range request"),
-                    ));
-                }
-                return Err(status_error("download", status, &headers, &error_text(r).await));
-            }
+            let range = format!("bytes={from}-{end}");
+            let r = get_range(http, "download", url, range, &[StatusCode::PARTIAL_CONTENT]).await?;
             wire::range_answer(content_range(&r), r.content_length(), from, end, total).map_err(answer_error)?;
             match read_body(r, want - already).await {
                 Ok(bytes) => {
@@ -284,20 +267,20 @@ struct ChannelReader {
     rx: mpsc::Receiver<Chunk>,
     current: Bytes,
     task: tokio::task::JoinHandle<()>,
-    /// After a failure every read fails the same way (never a clean end of file).
-    failure: Option<(ErrorKind, String)>,
+    /// After a failure every read fails with it, whole (never a clean end of file).
+    failure: Option<BackendError>,
 }
 
 impl Read for ChannelReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.current.is_empty() {
-            if let Some((kind, message)) = &self.failure {
-                return Err(BackendError::new(*kind, message.clone()).into_io());
+            if let Some(failure) = &self.failure {
+                return Err(failure.clone().into_io());
             }
             match self.rx.blocking_recv() {
                 Some(Ok(bytes)) => self.current = bytes,
                 Some(Err(e)) => {
-                    self.failure = Some((e.kind, e.message.clone()));
+                    self.failure = Some(e.clone());
                     return Err(e.into_io());
                 }
                 None => return Ok(0),
@@ -405,10 +388,7 @@ mod tests {
         let mut bytes = Vec::new();
         match open(http, url).read_to_end(&mut bytes) {
             Ok(_) => Ok(bytes),
-            Err(e) => {
-                let inner = BackendError::in_io(&e).expect("a backend error");
-                Err(BackendError::new(inner.kind, inner.message.clone()))
-            }
+            Err(e) => Err(BackendError::from_io(e).expect("a backend error")),
         }
     }
 
@@ -450,6 +430,31 @@ mod tests {
             out
         });
         assert_eq!(download(url).unwrap_err().kind, ErrorKind::Transient);
+    }
+
+    #[test]
+    fn a_refusal_comes_out_of_the_reader_with_its_kind_and_status() {
+        let url = serve(|_| {
+            let body = "<?xml version=\"1.0\"?><Error><Code>AuthenticationFailed</Code></Error>";
+            format!("HTTP/1.1 403 Forbidden\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
+                .into_bytes()
+        });
+        let e = download(url).unwrap_err();
+        assert_eq!((e.kind, e.status), (ErrorKind::Forbidden, Some(403)));
+        assert_eq!(e.message, "download: HTTP 403: AuthenticationFailed");
+        // A connection that closes without an answer: the transport error's source survives too.
+        let e = download(serve(|_| Vec::new())).unwrap_err();
+        assert_eq!((e.kind, e.status, e.message.as_str()), (ErrorKind::Transient, None, "download: connection failed"));
+        let source = std::error::Error::source(&e).expect("the source survives the reader");
+        assert!(source.downcast_ref::<reqwest::Error>().is_some(), "{source:?}");
+    }
+
+    #[test]
+    fn a_prefix_of_an_empty_entry_is_empty() {
+        let url =
+            serve(|_| b"HTTP/1.1 416 Range Not Satisfiable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec());
+        let http = Http::new(&Env::default(), SecretSink::detached()).unwrap();
+        assert_eq!(read_prefix(&http, &url, 100).unwrap(), Vec::<u8>::new());
     }
 
     #[test]

@@ -1,25 +1,29 @@
-//! What both service protocols share: HTTP clients on a small Tokio runtime, tuning knobs, the
-//! classification of every failure into an [`ErrorKind`], bounded retries with backoff for
-//! transient failures, and the 429 circuit breaker (after one rate-limit answer, no further
-//! calls are made in this run).
+//! What the remote backends (the cache service protocols and S3) share: HTTP clients on a
+//! small Tokio runtime, tuning knobs, the one place an answer's status becomes an error
+//! ([`Check`]), the classification of every failure into an [`ErrorKind`], bounded retries with
+//! backoff for transient failures, and the 429 circuit breaker (after one rate-limit answer, no
+//! further calls are made in this run).
 //!
 //! Timeouts: downloads use a per-read idle timeout (`read_timeout`); calls and uploads get a
 //! whole-request budget instead, because reqwest's read timeout also runs while a request body
 //! is being sent: an upload budget grows with the body (a minimum rate), so a slow uplink is
 //! not a failure.
 //!
-//! Every answer that is not archive data (Twirp, v1 and S3 answers, listings, error bodies) is
-//! read through [`read_answer`] or [`error_text`], never more than [`MAX_ANSWER_BYTES`]: a
-//! service that sends an endless body costs a few MiB, not all of memory.
+//! Every request goes out through [`send`] (a transport failure becomes a [`BackendError`]) and
+//! its answer through [`Check::check`]: a status that is not a success becomes a
+//! [`BackendError`] with its kind (from the status, or from S3's own reading), the status, and a
+//! short, redacted excerpt of the body. Every answer that is not archive data (Twirp, v1 and S3
+//! answers, listings, error bodies) is read through one bounded reader, never more than
+//! [`MAX_ANSWER_BYTES`]: a service that sends an endless body costs a few MiB, not all of memory.
 //!
 //! Signed URLs are secrets: errors are stripped of URLs (`reqwest::Error::without_url`) and
 //! `sig` values are registered with the runner's [`SecretSink`] as soon as a URL arrives.
 
-use super::{BackendError, ErrorKind};
+use super::{BackendError, ErrorKind, wire};
 use crate::env::Env;
 use crate::runner::SecretSink;
-use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
+use reqwest::{Response, StatusCode};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -190,13 +194,12 @@ impl Http {
                     self.rate_limited.store(true, Ordering::Relaxed);
                     return Err(e);
                 }
-                // A conflict after a retried request may be our own first attempt: that is not
-                // "another job saved it", and nothing was saved by us.
-                Err(e) if e.kind == ErrorKind::AlreadyExists && attempt > 1 => {
-                    return Err(BackendError::new(
-                        ErrorKind::Fatal,
-                        format!("{} (after a retried request; its first attempt may hold the entry)", e.message),
-                    ));
+                // A conflict (or a refused condition) after a retried request may be our own
+                // first attempt: that is not "another job saved it", and nothing was saved by us.
+                Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::Precondition) && attempt > 1 => {
+                    let message =
+                        format!("{} (after a retried request; its first attempt may hold the entry)", e.message);
+                    return Err(BackendError { kind: ErrorKind::Fatal, message, ..e });
                 }
                 Err(e)
                     if matches!(e.kind, ErrorKind::Transient | ErrorKind::Timeout)
@@ -223,9 +226,73 @@ pub fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
+/// Send `request`: its answer, whatever its status (check it with [`Check`]), or the transport
+/// failure as a [`BackendError`] named `what`.
+pub async fn send(what: &str, request: reqwest::RequestBuilder) -> Result<Response, BackendError> {
+    request.send().await.map_err(|e| transport_error(what, e))
+}
+
+/// The one check of an answer's status.
+pub trait Check: Sized {
+    /// The answer when its status is a success; otherwise the error it stands for, as
+    /// [`status_error`] reads it.
+    fn check(self, what: &str) -> impl Future<Output = Result<Self, BackendError>> + Send;
+
+    /// [`Check::check`] with another reading of a failed answer (its status, headers and at
+    /// most [`MAX_ANSWER_BYTES`] of its body). The error keeps the status either way.
+    fn check_with<F>(self, refused: F) -> impl Future<Output = Result<Self, BackendError>> + Send
+    where
+        F: FnOnce(StatusCode, &HeaderMap, &str) -> BackendError + Send;
+}
+
+impl Check for Response {
+    fn check(self, what: &str) -> impl Future<Output = Result<Self, BackendError>> + Send {
+        self.check_with(move |status, headers, body| status_error(what, status, headers, body))
+    }
+
+    async fn check_with<F>(self, refused: F) -> Result<Self, BackendError>
+    where
+        F: FnOnce(StatusCode, &HeaderMap, &str) -> BackendError + Send,
+    {
+        let status = self.status();
+        if status.is_success() {
+            return Ok(self);
+        }
+        let headers = self.headers().clone();
+        let (body, _) = read_bounded(self).await;
+        Err(refused(status, &headers, &String::from_utf8_lossy(&body)).with_status(status.as_u16()))
+    }
+}
+
+/// How reading a bounded body ended.
+enum Ended {
+    Whole,
+    /// More than [`MAX_ANSWER_BYTES`]: the rest was never read.
+    Cut,
+    Broken(reqwest::Error),
+}
+
+/// At most [`MAX_ANSWER_BYTES`] of a body, and how reading it ended.
+async fn read_bounded(mut response: Response) -> (Vec<u8>, Ended) {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_ANSWER_BYTES - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if chunk.len() > room {
+                    return (body, Ended::Cut);
+                }
+            }
+            Ok(None) => return (body, Ended::Whole),
+            Err(e) => return (body, Ended::Broken(e)),
+        }
+    }
+}
+
 /// The body of an answer that is not archive data, as text: at most [`MAX_ANSWER_BYTES`], or an
 /// error naming the limit (nothing beyond it is read).
-pub async fn read_answer(what: &str, mut response: reqwest::Response) -> Result<String, BackendError> {
+pub async fn read_answer(what: &str, response: Response) -> Result<String, BackendError> {
     let too_large = || {
         BackendError::new(
             ErrorKind::Fatal,
@@ -235,28 +302,11 @@ pub async fn read_answer(what: &str, mut response: reqwest::Response) -> Result<
     if response.content_length().is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
         return Err(too_large());
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(what, e))? {
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
+    match read_bounded(response).await {
+        (body, Ended::Whole) => Ok(String::from_utf8_lossy(&body).into_owned()),
+        (_, Ended::Cut) => Err(too_large()),
+        (_, Ended::Broken(e)) => Err(transport_error(what, e)),
     }
-    Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
-/// The body of an error answer, for [`status_error`]: at most [`MAX_ANSWER_BYTES`] of it (the
-/// rest is never read), empty when it cannot be read.
-pub async fn error_text(mut response: reqwest::Response) -> String {
-    let mut body = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        let room = MAX_ANSWER_BYTES - body.len();
-        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if chunk.len() >= room {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// A transport failure (no HTTP status): timeouts and connection trouble are worth retrying.
@@ -267,8 +317,10 @@ pub fn transport_error(what: &str, e: reqwest::Error) -> BackendError {
     BackendError::new(kind, format!("{what}: {detail}")).with_source(e)
 }
 
-/// The kind and message for an HTTP error status. `body` may be a Twirp error
-/// (`{"code","msg"}`) or an Azure DevOps error (`{"message","typeKey"}`).
+/// The error an HTTP error status stands for: its kind, the status, and a message. `body` may
+/// be a Twirp error (`{"code","msg"}`), an Azure DevOps error (`{"message","typeKey"}`) or an
+/// XML `<Error>` document (Azure Blob, S3). A service's own words decide only where its status
+/// cannot (quota, an entry that exists).
 pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str) -> BackendError {
     let detail = error_detail(body);
     let lower = detail.to_ascii_lowercase();
@@ -281,6 +333,8 @@ pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &
             429 => ErrorKind::RateLimited { retry_after: retry_after(headers) },
             408 | 500 | 502 | 503 | 504 => ErrorKind::Transient,
             _ if lower.contains("already exists") => ErrorKind::AlreadyExists,
+            403 => ErrorKind::Forbidden,
+            412 => ErrorKind::Precondition,
             _ => ErrorKind::Fatal,
         }
     };
@@ -291,7 +345,7 @@ pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &
     if !detail.is_empty() {
         message.push_str(&format!(": {detail}"));
     }
-    BackendError::new(kind, message)
+    BackendError::new(kind, message).with_status(status.as_u16())
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
@@ -310,9 +364,8 @@ fn error_detail(body: &str) -> String {
     };
     let text = text.trim();
     if text.starts_with('<') {
-        // Azure's XML errors: keep the code.
-        let code = body.split("<Code>").nth(1).and_then(|rest| rest.split("</Code>").next()).unwrap_or_default();
-        return one_line(code);
+        // XML errors (Azure, S3): keep the code.
+        return wire::error_document(body).map(|doc| one_line(&doc.code)).unwrap_or_default();
     }
     one_line(text)
 }
@@ -339,7 +392,7 @@ mod tests {
             &headers,
             r#"{"code":"already_exists","msg":"cache entry exists"}"#,
         );
-        assert_eq!(e.kind, ErrorKind::AlreadyExists);
+        assert_eq!((e.kind, e.status), (ErrorKind::AlreadyExists, Some(409)));
         assert_eq!(e.message, "create: HTTP 409: cache entry exists");
         headers.insert(reqwest::header::RETRY_AFTER, "60".parse().unwrap());
         let e = status_error("create", StatusCode::TOO_MANY_REQUESTS, &headers, "");
@@ -360,12 +413,61 @@ mod tests {
             &HeaderMap::new(),
             "<?xml version=\"1.0\"?><Error><Code>AuthenticationFailed</Code><Message>x</Message></Error>",
         );
-        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Fatal, "put: HTTP 403: AuthenticationFailed"));
+        assert_eq!((e.kind, e.message.as_str()), (ErrorKind::Forbidden, "put: HTTP 403: AuthenticationFailed"));
         // Found by the `wire` fuzz target: a line break inside <Code> reached the message.
-        let e = status_error("put", StatusCode::FORBIDDEN, &HeaderMap::new(), "<?xml><Code>Auth\n::error::x</Code>");
+        let broken = "<?xml version=\"1.0\"?><Error><Code>Auth\n::error::x</Code></Error>";
+        let e = status_error("put", StatusCode::FORBIDDEN, &HeaderMap::new(), broken);
         assert_eq!(e.message, "put: HTTP 403: Auth ::error::x");
+        // XML that is no `<Error>` document shows no detail.
+        let e = status_error("put", StatusCode::FORBIDDEN, &HeaderMap::new(), "<?xml><Code>Auth</Code>");
+        assert_eq!(e.message, "put: HTTP 403");
         let e = status_error("x", StatusCode::BAD_REQUEST, &HeaderMap::new(), r#"{"msg":"a\r\nb"}"#);
         assert_eq!(e.message, "x: HTTP 400: a  b");
+    }
+
+    #[test]
+    fn the_status_decides_the_kind_and_is_kept() {
+        let cases = [
+            (403, ErrorKind::Forbidden),
+            (412, ErrorKind::Precondition),
+            (409, ErrorKind::AlreadyExists),
+            (404, ErrorKind::NotFound),
+            (401, ErrorKind::Fatal),
+            (400, ErrorKind::Fatal),
+            (503, ErrorKind::Transient),
+            (429, ErrorKind::RateLimited { retry_after: None }),
+        ];
+        for (status, kind) in cases {
+            let e = status_error("x", StatusCode::from_u16(status).unwrap(), &HeaderMap::new(), "");
+            assert_eq!((e.kind, e.status), (kind, Some(status)), "HTTP {status}");
+        }
+        // A service's words decide only where the status cannot.
+        let exists = r#"{"msg":"cache entry already exists"}"#;
+        assert_eq!(status_error("x", StatusCode::FORBIDDEN, &HeaderMap::new(), exists).kind, ErrorKind::AlreadyExists);
+        let quota = r#"{"msg":"quota exceeded"}"#;
+        assert_eq!(status_error("x", StatusCode::FORBIDDEN, &HeaderMap::new(), quota).kind, ErrorKind::QuotaExceeded);
+        // Our own words never do.
+        let words = "access denied (HTTP 403)";
+        assert_eq!(status_error("x", StatusCode::BAD_REQUEST, &HeaderMap::new(), words).kind, ErrorKind::Fatal);
+    }
+
+    #[test]
+    fn a_conflict_after_a_retry_is_not_another_writers_entry() {
+        let env = Env::from_pairs([("EXACT_CACHE_RETRY_BASE_MS", "1")]);
+        let http = Http::new(&env, SecretSink::detached()).unwrap();
+        for refusal in [ErrorKind::AlreadyExists, ErrorKind::Precondition] {
+            let calls = std::sync::atomic::AtomicU32::new(0);
+            let e = http
+                .rt()
+                .block_on(http.retry(|| async {
+                    let first = calls.fetch_add(1, Ordering::Relaxed) == 0;
+                    let kind = if first { ErrorKind::Transient } else { refusal };
+                    Err::<(), _>(BackendError::new(kind, "complete").with_status(412))
+                }))
+                .unwrap_err();
+            assert_eq!((e.kind, e.status), (ErrorKind::Fatal, Some(412)), "{refusal:?}");
+            assert!(e.message.starts_with("complete (after a retried request"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! S3-compatible object storage). Command logic sees only [`Backend`]: exact lookup by key and
 //! version, a streaming download, and reserve → stream → commit for saves.
 //!
-//! Every failure carries an [`ErrorKind`] that decides retries and whether it is a warning or a
-//! failure; nothing downstream matches on message text. Entry locations may be signed URLs:
-//! they are never printed (`CacheEntry`'s `Debug` leaves them out).
+//! Every failure is a [`BackendError`]: an [`ErrorKind`] that decides retries and whether it is
+//! a warning or a failure, the HTTP status when a server answered, and its source. Nothing
+//! downstream matches on message text. On `Read`/`Write` paths it travels inside an `io::Error`
+//! and comes out whole ([`BackendError::from_io`]). Entry locations may be signed URLs: they
+//! are never printed (`CacheEntry`'s `Debug` leaves them out).
 
 mod download;
 pub mod http;
@@ -24,12 +26,18 @@ pub use v2::V2Backend;
 
 use std::fmt;
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     NotFound,
     AlreadyExists,
+    /// A conditional request was refused (HTTP 412): for S3's `If-None-Match: *`, the object
+    /// exists already.
+    Precondition,
+    /// The credentials may not do this (HTTP 403). Never retried, never a miss.
+    Forbidden,
     /// The token may read but not write (read-only cache, `ACTIONS_CACHE_MODE=read`).
     ReadOnly,
     RateLimited {
@@ -42,26 +50,45 @@ pub enum ErrorKind {
     Fatal,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
+/// A backend failure. Cloning shares the source, so a reader or writer that fails keeps
+/// failing with the whole error.
+#[derive(Clone, Debug)]
 pub struct BackendError {
     pub kind: ErrorKind,
+    /// The HTTP status of the answer that failed, when a server answered.
+    pub status: Option<u16>,
     pub message: String,
-    #[source]
-    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl BackendError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
+        Self { kind, status: None, message: message.into(), source: None }
     }
 
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
+        self.source = Some(Arc::new(source));
         self
     }
 
-    /// Wrap into an `io::Error` for `Read`/`Write` paths; [`BackendError::in_io`] gets it back.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Wrap into an `io::Error` for `Read`/`Write` paths; [`BackendError::from_io`] takes it out.
     pub fn into_io(self) -> io::Error {
         let kind = match self.kind {
             ErrorKind::Timeout => io::ErrorKind::TimedOut,
@@ -70,9 +97,25 @@ impl BackendError {
         io::Error::new(kind, self)
     }
 
+    /// The backend error inside an `io::Error` made by [`BackendError::into_io`], whole (kind,
+    /// status and source); any other `io::Error` comes back as it was.
+    pub fn from_io(err: io::Error) -> Result<Self, io::Error> {
+        if BackendError::in_io(&err).is_none() {
+            return Err(err);
+        }
+        let inner = err.into_inner().expect("checked: it wraps a backend error");
+        Ok(*inner.downcast::<BackendError>().expect("checked: it wraps a backend error"))
+    }
+
     /// The backend error inside an `io::Error` made by [`BackendError::into_io`], if any.
     pub fn in_io(err: &io::Error) -> Option<&BackendError> {
         err.get_ref().and_then(|e| e.downcast_ref::<BackendError>())
+    }
+}
+
+impl From<BackendError> for crate::github::CatalogError {
+    fn from(e: BackendError) -> Self {
+        Self::Storage { source: Box::new(e) }
     }
 }
 
@@ -141,11 +184,32 @@ pub trait Backend: Send + Sync {
     fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
         let mut bytes = Vec::new();
         self.open(entry)?.take(len).read_to_end(&mut bytes).map_err(|e| {
-            BackendError::in_io(&e).map_or_else(
-                || BackendError::new(ErrorKind::Fatal, e.to_string()),
-                |b| BackendError::new(b.kind, b.message.clone()),
-            )
+            BackendError::from_io(e)
+                .unwrap_or_else(|e| BackendError::new(ErrorKind::Fatal, "cannot read the entry").with_source(e))
         })?;
         Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn an_error_comes_out_of_io_whole() {
+        let cause = io::Error::new(io::ErrorKind::ConnectionReset, "reset by peer");
+        let e = BackendError::new(ErrorKind::Forbidden, "put: HTTP 403").with_status(403).with_source(cause);
+        let io = e.clone().into_io();
+        let back = BackendError::from_io(io).expect("a backend error");
+        assert_eq!((back.kind, back.status, back.message.as_str()), (ErrorKind::Forbidden, Some(403), "put: HTTP 403"));
+        let source = back.source().and_then(|s| s.downcast_ref::<io::Error>()).expect("the source survives");
+        assert_eq!(source.kind(), io::ErrorKind::ConnectionReset);
+        // A clone shares it.
+        assert_eq!(e.source().map(ToString::to_string).as_deref(), Some("reset by peer"));
+        // Any other io error comes back as it was.
+        let plain = BackendError::from_io(io::Error::other("disk full")).unwrap_err();
+        assert_eq!(plain.to_string(), "disk full");
+        assert_eq!(BackendError::new(ErrorKind::Timeout, "t").into_io().kind(), io::ErrorKind::TimedOut);
     }
 }

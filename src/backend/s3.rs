@@ -22,8 +22,9 @@
 //! lifecycle rule for incomplete uploads is the backstop for a killed process).
 
 use super::download;
-use super::http::{Http, error_text, one_line, read_answer, status_error, transport_error};
+use super::http::{Check, Http, one_line, read_answer, send, status_error};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use super::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
 use crate::github::{Catalog, CatalogError, Listed};
@@ -217,8 +218,8 @@ impl Inner {
         Ok(url)
     }
 
-    /// One signed request with its body, retried when transient; the answer's status, headers
-    /// and body (an S3 error answer becomes a [`BackendError`] named `what`).
+    /// One signed request with its body, retried when transient; the answer's headers and
+    /// body (an S3 error answer becomes a [`BackendError`] named `what`, as [`s3_error`] reads it).
     async fn call(
         &self,
         what: &str,
@@ -227,7 +228,8 @@ impl Inner {
         query: &[(&str, &str)],
         headers: &[(HeaderName, &str)],
         body: Bytes,
-    ) -> Result<(StatusCode, HeaderMap, String), BackendError> {
+    ) -> Result<(HeaderMap, String), BackendError> {
+        let refused = |status, headers: &HeaderMap, text: &str| s3_error(what, status, headers, text, &self.settings);
         self.http
             .retry(|| async {
                 let url = self.sign(method.clone(), path, query, headers).await?;
@@ -236,24 +238,22 @@ impl Inner {
                 for (name, value) in headers {
                     request = request.header(name.clone(), *value);
                 }
-                let response = request.body(body.clone()).send().await.map_err(|e| self.transport(what, e))?;
-                let status = response.status();
+                let response = send(what, request.body(body.clone())).await.map_err(|e| self.transport(e))?;
+                let response = response.check_with(refused).await?;
                 let answer_headers = response.headers().clone();
-                let text =
-                    if status.is_success() { read_answer(what, response).await? } else { error_text(response).await };
+                let text = read_answer(what, response).await?;
                 // CompleteMultipartUpload may fail with `200` and an error document.
-                if !status.is_success() || text.contains("<Error>") {
-                    return Err(s3_error(what, status, &answer_headers, &text, &self.settings));
+                if wire::error_document(&text).is_some() {
+                    return Err(refused(StatusCode::OK, &answer_headers, &text).with_status(200));
                 }
-                Ok((status, answer_headers, text))
+                Ok((answer_headers, text))
             })
             .await
     }
 
-    /// A connection failure; with a custom endpoint addressed virtual-hosted style, the hint
-    /// that `<bucket>.<host>` may not be served.
-    fn transport(&self, what: &str, e: reqwest::Error) -> BackendError {
-        let mut error = transport_error(what, e);
+    /// A connection failure ([`send`]'s only error); with a custom endpoint addressed
+    /// virtual-hosted style, the hint that `<bucket>.<host>` may not be served.
+    fn transport(&self, mut error: BackendError) -> BackendError {
         if let (false, Some(endpoint)) = (self.settings.path_style, &self.settings.endpoint) {
             error.message.push_str(&format!(
                 " (the bucket is addressed as `{}.` + the host of `{endpoint}`; if the endpoint does not serve \
@@ -288,25 +288,17 @@ impl Inner {
                 let within = crate::units::duration(tuning.list_deadline);
                 return Err(unfinished(format!("within {within} ({page} pages)")));
             };
-            let (_, _, body) = answer?;
-            for contents in body.split("<Contents>").skip(1) {
-                let field = |name: &str| {
-                    contents.split(&format!("<{name}>")).nth(1).and_then(|r| r.split(&format!("</{name}>")).next())
-                };
-                let Some(key) = field("Key").map(xml_unescape) else { continue };
-                let size = field("Size").and_then(|s| s.parse().ok()).unwrap_or(0);
-                let modified = field("LastModified")
-                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                    .map_or(0, |t| t.timestamp());
-                objects.push((key, size, modified));
+            let (_, body) = answer?;
+            let listing: ListBucketResult = wire::decode_xml(&body).map_err(|e| {
+                BackendError::new(ErrorKind::Fatal, "list the bucket: unreadable answer").with_source(e)
+            })?;
+            for object in listing.objects {
+                let Some(key) = object.key else { continue };
+                let modified = chrono::DateTime::parse_from_rfc3339(&object.last_modified).map_or(0, |t| t.timestamp());
+                objects.push((key, object.size, modified));
             }
-            let truncated = body.contains("<IsTruncated>true</IsTruncated>");
-            token = body
-                .split("<NextContinuationToken>")
-                .nth(1)
-                .and_then(|r| r.split("</NextContinuationToken>").next())
-                .map(xml_unescape);
-            if !truncated || token.is_none() {
+            token = listing.next_continuation_token;
+            if !listing.is_truncated || token.is_none() {
                 return Ok(objects);
             }
         }
@@ -320,22 +312,27 @@ impl Inner {
         let root = StorePath::from("");
         let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", self.settings.prefix.as_str())];
         match self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await {
-            Err(e) if e.message.contains("access denied") => Ok(()),
+            Err(e) if e.kind == ErrorKind::Forbidden => Ok(()),
             other => other.map(|_| ()),
         }
     }
 }
 
-/// An S3 error answer: its `<Code>`, and what to do about the common ones.
+/// An S3 error answer: its `<Code>`, and what to do about the common ones. The kind comes from
+/// the status and the code, never from words: `403` is [`ErrorKind::Forbidden`], `412` (an
+/// `If-None-Match: *` refused) [`ErrorKind::Precondition`].
 fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, settings: &S3Settings) -> BackendError {
-    let code = body.split("<Code>").nth(1).and_then(|rest| rest.split("</Code>").next()).map(one_line);
+    let document = wire::error_document(body);
+    let code = document.as_ref().map(|d| one_line(&d.code));
     let region = headers
         .get("x-amz-bucket-region")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-        .or_else(|| body.split("<Region>").nth(1).and_then(|r| r.split("</Region>").next()).map(one_line));
+        .or_else(|| document.as_ref().and_then(|d| d.region.as_deref()).map(one_line));
     let bucket = &settings.bucket;
-    let fatal = |message: String| BackendError::new(ErrorKind::Fatal, format!("{what}: {message}"));
+    let error =
+        |kind, message: String| BackendError::new(kind, format!("{what}: {message}")).with_status(status.as_u16());
+    let fatal = |message| error(ErrorKind::Fatal, message);
     match (status.as_u16(), code.as_deref()) {
         (301 | 307 | 400, _) if region.as_deref().is_some_and(|r| r != settings.region) => fatal(format!(
             "bucket `{bucket}` is in region `{}`, not `{}`: set `s3-region: {}`",
@@ -346,24 +343,24 @@ fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, set
         (301, _) => fatal(format!(
             "HTTP 301: the bucket `{bucket}` must be addressed another way (set `s3-region`, or `s3-force-path-style`)"
         )),
-        (403, code) => fatal(format!(
-            "access denied (HTTP 403{}): check the credentials (`AWS_ACCESS_KEY_ID`, the role) and the bucket policy \
-             for `{bucket}`",
-            code.map(|c| format!(" {c}")).unwrap_or_default()
-        )),
-        (404, Some("NoSuchBucket")) => fatal(format!("bucket `{bucket}` does not exist (HTTP 404 NoSuchBucket)")),
-        (412, _) => {
-            BackendError::new(ErrorKind::AlreadyExists, format!("{what}: the object exists already (HTTP 412)"))
-        }
-        (409, Some("ConditionalRequestConflict")) => BackendError::new(
-            ErrorKind::AlreadyExists,
-            format!("{what}: another writer is completing the same object (HTTP 409)"),
+        (403, code) => error(
+            ErrorKind::Forbidden,
+            format!(
+                "access denied (HTTP 403{}): check the credentials (`AWS_ACCESS_KEY_ID`, the role) and the bucket \
+                 policy for `{bucket}`",
+                code.map(|c| format!(" {c}")).unwrap_or_default()
+            ),
         ),
-        (503, Some("SlowDown")) => BackendError::new(ErrorKind::Transient, format!("{what}: HTTP 503 SlowDown")),
+        (404, Some("NoSuchBucket")) => fatal(format!("bucket `{bucket}` does not exist (HTTP 404 NoSuchBucket)")),
+        (412, _) => error(ErrorKind::Precondition, "the object exists already (HTTP 412)".to_owned()),
+        (409, Some("ConditionalRequestConflict")) => {
+            error(ErrorKind::AlreadyExists, "another writer is completing the same object (HTTP 409)".to_owned())
+        }
+        (503, Some("SlowDown")) => error(ErrorKind::Transient, "HTTP 503 SlowDown".to_owned()),
         (200, Some(code)) => {
             let kind =
                 if code == "InternalError" || code == "SlowDown" { ErrorKind::Transient } else { ErrorKind::Fatal };
-            BackendError::new(kind, format!("{what}: {code}"))
+            error(kind, code.to_owned())
         }
         _ => status_error(what, status, headers, body),
     }
@@ -378,11 +375,6 @@ fn credential_error(e: object_store::Error) -> BackendError {
             one_line(&e.to_string())
         ),
     )
-}
-
-/// The text of an XML element, its five predefined entities decoded.
-fn xml_unescape(text: &str) -> String {
-    text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
 }
 
 /// A non-empty metadata value of an answer.
@@ -408,8 +400,8 @@ impl Backend for S3Backend {
         let head =
             inner.http.rt().block_on(inner.call("look up the entry", Method::HEAD, &path, &[], &[], Bytes::new()));
         match head {
-            Ok((_, headers, _)) if meta(&headers, "x-amz-meta-version").as_deref() != Some(version) => Ok(None),
-            Ok((_, headers, _)) => {
+            Ok((headers, _)) if meta(&headers, "x-amz-meta-version").as_deref() != Some(version) => Ok(None),
+            Ok((headers, _)) => {
                 let size = headers
                     .get(reqwest::header::CONTENT_LENGTH)
                     .and_then(|v| v.to_str().ok())
@@ -464,7 +456,7 @@ impl Backend for S3Backend {
             url::form_urlencoded::byte_serialize(inner.current_ref.clone().unwrap_or_default().as_bytes()).collect();
         let meta_version = HeaderName::from_static("x-amz-meta-version");
         let headers = [(meta_ref, ref_value.as_str()), (meta_created, created.as_str()), (meta_version, version)];
-        let (_, _, body) = inner.http.rt().block_on(inner.call(
+        let (_, body) = inner.http.rt().block_on(inner.call(
             "start the upload",
             Method::POST,
             &path,
@@ -472,13 +464,12 @@ impl Backend for S3Backend {
             &headers,
             Bytes::new(),
         ))?;
-        let upload_id = body
-            .split("<UploadId>")
-            .nth(1)
-            .and_then(|rest| rest.split("</UploadId>").next())
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| BackendError::new(ErrorKind::Fatal, "start the upload: no UploadId in the answer"))?
-            .to_owned();
+        let started: InitiateMultipartUploadResult = wire::decode_xml(&body)
+            .map_err(|e| BackendError::new(ErrorKind::Fatal, "start the upload: unreadable answer").with_source(e))?;
+        if started.upload_id.is_empty() {
+            return Err(BackendError::new(ErrorKind::Fatal, "start the upload: no UploadId in the answer"));
+        }
+        let upload_id = started.upload_id;
         let sink = Arc::new(PartSink {
             inner: Arc::clone(inner),
             path: path.clone(),
@@ -505,7 +496,7 @@ impl BlockSink for PartSink {
         Box::pin(async move {
             let number = (index + 1).to_string();
             let query = [("partNumber", number.as_str()), ("uploadId", self.upload_id.as_str())];
-            let (_, headers, _) = self.inner.call("upload a part", Method::PUT, &self.path, &query, &[], data).await?;
+            let (headers, _) = self.inner.call("upload a part", Method::PUT, &self.path, &query, &[], data).await?;
             let etag = headers
                 .get(reqwest::header::ETAG)
                 .and_then(|v| v.to_str().ok())
@@ -517,7 +508,8 @@ impl BlockSink for PartSink {
 }
 
 impl PartSink {
-    /// Complete the upload only if no object has the name yet.
+    /// Complete the upload only if no object has the name yet: a refused condition (`412`) or a
+    /// concurrent completion (`409`) means another writer's entry is there, or about to be.
     async fn complete(&self) -> Result<Committed, BackendError> {
         let mut parts = self.etags.lock().unwrap().clone();
         parts.sort();
@@ -531,7 +523,7 @@ impl PartSink {
         match self.inner.call("complete the upload", Method::POST, &self.path, &query, &headers, Bytes::from(xml)).await
         {
             Ok(_) => Ok(Committed::Saved { size: 0 }),
-            Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
+            Err(e) if matches!(e.kind, ErrorKind::Precondition | ErrorKind::AlreadyExists) => Ok(Committed::Exists),
             Err(e) => Err(e),
         }
     }
@@ -601,12 +593,7 @@ impl Catalog for S3Backend {
     /// time it was saved with (one `HEAD` each).
     fn list(&self, key_prefix: &str, _ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
         let inner = &self.inner;
-        let catalog_error = |e: BackendError| match e.kind {
-            ErrorKind::Fatal if e.message.contains("HTTP 403") || e.message.contains("access denied") => {
-                CatalogError::Forbidden { what: "list".into(), status: 403, message: e.message, needs: "s3:ListBucket" }
-            }
-            _ => CatalogError::Storage { message: e.message },
-        };
+        let catalog_error = |e: BackendError| forbidden(e, "list".into(), "s3:ListBucket");
         let prefix = format!("{}{key_prefix}", inner.settings.prefix);
         let objects = inner.http.rt().block_on(inner.list_objects(&prefix)).map_err(catalog_error)?;
         let mut found = Vec::new();
@@ -623,7 +610,7 @@ impl Catalog for S3Backend {
                 Bytes::new(),
             ));
             let headers = match head {
-                Ok((_, headers, _)) => headers,
+                Ok((headers, _)) => headers,
                 Err(e) if e.kind == ErrorKind::NotFound => continue,
                 Err(e) => return Err(catalog_error(e)),
             };
@@ -659,14 +646,19 @@ impl Catalog for S3Backend {
         match inner.http.rt().block_on(inner.call("delete", Method::DELETE, &path, &[], &[], Bytes::new())) {
             Ok(_) => Ok(()),
             Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
-            Err(e) if e.message.contains("access denied") => Err(CatalogError::Forbidden {
-                what: format!("delete `{}`", entry.id),
-                status: 403,
-                message: e.message,
-                needs: "s3:DeleteObject",
-            }),
-            Err(e) => Err(CatalogError::Storage { message: e.message }),
+            Err(e) => Err(forbidden(e, format!("delete `{}`", entry.id), "s3:DeleteObject")),
         }
+    }
+}
+
+/// A catalog failure: [`CatalogError::Forbidden`] (which stops a prune) when the credentials
+/// may not do `what` (`needs`: the permission), else the backend error itself.
+fn forbidden(e: BackendError, what: String, needs: &'static str) -> CatalogError {
+    match (e.kind, e.status) {
+        (ErrorKind::Forbidden, status) => {
+            CatalogError::Forbidden { what, status: status.unwrap_or(403), message: e.message, needs }
+        }
+        _ => e.into(),
     }
 }
 
@@ -727,7 +719,7 @@ mod tests {
         let s = settings(bucket("ci-cache"), &[]);
         let mut headers = HeaderMap::new();
         let e = s3_error("look up", StatusCode::FORBIDDEN, &headers, "", &s);
-        assert_eq!(e.kind, ErrorKind::Fatal, "403 is never a miss");
+        assert_eq!((e.kind, e.status), (ErrorKind::Forbidden, Some(403)), "403 is never a miss");
         assert!(e.message.contains("access denied (HTTP 403)"), "{}", e.message);
         let e = s3_error("x", StatusCode::FORBIDDEN, &headers, "<Error><Code>SignatureDoesNotMatch</Code></Error>", &s);
         assert!(e.message.contains("HTTP 403 SignatureDoesNotMatch"), "{}", e.message);
@@ -740,10 +732,8 @@ mod tests {
         let malformed = "<Error><Code>AuthorizationHeaderMalformed</Code><Region>eu-west-2</Region></Error>";
         let e = s3_error("x", StatusCode::BAD_REQUEST, &HeaderMap::new(), malformed, &s);
         assert!(e.message.contains("set `s3-region: eu-west-2`"), "{}", e.message);
-        assert_eq!(
-            s3_error("x", StatusCode::PRECONDITION_FAILED, &HeaderMap::new(), "", &s).kind,
-            ErrorKind::AlreadyExists
-        );
+        let refused = s3_error("x", StatusCode::PRECONDITION_FAILED, &HeaderMap::new(), "", &s);
+        assert_eq!((refused.kind, refused.status), (ErrorKind::Precondition, Some(412)));
         let conflict = "<Error><Code>ConditionalRequestConflict</Code></Error>";
         assert_eq!(s3_error("x", StatusCode::CONFLICT, &HeaderMap::new(), conflict, &s).kind, ErrorKind::AlreadyExists);
         let slow = "<Error><Code>SlowDown</Code></Error>";
@@ -754,5 +744,27 @@ mod tests {
         // CompleteMultipartUpload can fail inside a 200.
         let inside = "<Error><Code>InternalError</Code></Error>";
         assert_eq!(s3_error("x", StatusCode::OK, &HeaderMap::new(), inside, &s).kind, ErrorKind::Transient);
+    }
+
+    #[test]
+    fn the_catalog_hears_forbidden_by_kind_and_keeps_other_errors_whole() {
+        let s = settings(bucket("ci-cache"), &[]);
+        let denied = s3_error("list the bucket", StatusCode::FORBIDDEN, &HeaderMap::new(), "", &s);
+        match forbidden(denied, "list".into(), "s3:ListBucket") {
+            CatalogError::Forbidden { status: 403, needs: "s3:ListBucket", message, .. } => {
+                assert!(message.contains("access denied"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Words alone are not a refusal.
+        let worded = BackendError::new(ErrorKind::Fatal, "access denied (HTTP 403)")
+            .with_status(400)
+            .with_source(io::Error::other("the cause"));
+        let CatalogError::Storage { source } = forbidden(worded, "list".into(), "s3:ListBucket") else {
+            panic!("not a storage error")
+        };
+        let kept = source.downcast_ref::<BackendError>().expect("the backend error itself");
+        assert_eq!((kept.kind, kept.status), (ErrorKind::Fatal, Some(400)));
+        assert_eq!(source.source().map(ToString::to_string).as_deref(), Some("the cause"));
     }
 }

@@ -3,9 +3,11 @@
 //! when the uploads fall behind, so memory stays at (blocks in flight + 2) × block size and no
 //! temporary archive file is written.
 //!
-//! What a block upload is depends on the protocol ([`BlockSink`]): Azure Put Block for v2, a
-//! `PATCH` with `Content-Range` for v1. An archive that fits in one block never starts the
-//! machinery, so v2 can send it with a single Put Blob.
+//! What a block upload is depends on the backend ([`BlockSink`]): Azure Put Block for v2, a
+//! `PATCH` with `Content-Range` for v1, a part of a multipart upload for S3 (at least 5 MiB but
+//! the last). An archive that fits in one block never starts the machinery when the backend
+//! asks for that, so v2 can send it with a single Put Blob. The first block that fails stops
+//! the upload, and every later write fails with its error, whole (kind, status and source).
 
 use super::http::Http;
 use super::{BackendError, ErrorKind};
@@ -45,7 +47,8 @@ pub struct BlockWriter {
     offset: u64,
     tx: Option<mpsc::Sender<(usize, u64, Bytes)>>,
     task: Option<JoinHandle<Result<(), BackendError>>>,
-    failure: Arc<Mutex<Option<(ErrorKind, String)>>>,
+    /// The first block upload that failed: every later write fails with it.
+    failure: Arc<Mutex<Option<BackendError>>>,
 }
 
 impl BlockWriter {
@@ -91,7 +94,7 @@ impl BlockWriter {
                     },
                     Some(done) = running.next(), if !running.is_empty() => {
                         if let Err(e) = done {
-                            *failure.lock().unwrap() = Some((e.kind, e.message.clone()));
+                            *failure.lock().unwrap() = Some(e.clone());
                             return Err(e);
                         }
                     }
@@ -119,10 +122,8 @@ impl BlockWriter {
     }
 
     fn failure_io(&self) -> io::Error {
-        match self.failure.lock().unwrap().clone() {
-            Some((kind, message)) => BackendError::new(kind, message).into_io(),
-            None => BackendError::new(ErrorKind::Fatal, "upload stopped").into_io(),
-        }
+        let failure = self.failure.lock().unwrap().clone();
+        failure.unwrap_or_else(|| BackendError::new(ErrorKind::Fatal, "upload stopped")).into_io()
     }
 
     /// Send what is left and wait for every block.
@@ -131,9 +132,9 @@ impl BlockWriter {
             return Ok(Finished::Small(Bytes::from(std::mem::take(&mut self.buf))));
         }
         if !self.buf.is_empty() || self.next_index == 0 {
-            self.send_block().map_err(|e| match BackendError::in_io(&e) {
-                Some(b) => BackendError::new(b.kind, b.message.clone()),
-                None => BackendError::new(ErrorKind::Fatal, e.to_string()),
+            self.send_block().map_err(|e| {
+                BackendError::from_io(e)
+                    .unwrap_or_else(|e| BackendError::new(ErrorKind::Fatal, "upload stopped").with_source(e))
             })?;
         }
         drop(self.tx.take());

@@ -12,7 +12,7 @@
 //! entry that exists already, so nothing is packed for nothing.
 
 use super::download;
-use super::http::{Http, error_text, read_answer, status_error, transport_error};
+use super::http::{Check, Http, read_answer, send};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::wire::{self, LookupAnswer, ReserveAnswer};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -80,14 +80,8 @@ impl Api {
                 if let Some(body) = &body {
                     request = request.body(body.clone());
                 }
-                let response = request.send().await.map_err(|e| transport_error(what, e))?;
-                let status = response.status();
-                let headers = response.headers().clone();
-                if status.is_success() {
-                    Ok(Answer { status, text: read_answer(what, response).await? })
-                } else {
-                    Err(status_error(what, status, &headers, &error_text(response).await))
-                }
+                let response = send(what, request).await?.check(what).await?;
+                Ok(Answer { status: response.status(), text: read_answer(what, response).await? })
             })
             .await
     }
@@ -208,10 +202,7 @@ impl Upload for V1Upload {
         let sink = Arc::new(ChunkSink { api: Arc::clone(api), id });
         let mut writer = BlockWriter::new(Arc::clone(&api.http), sink, false);
         if let Err(e) = io::copy(&mut self.spool, &mut writer) {
-            return Err(match BackendError::in_io(&e) {
-                Some(b) => BackendError::new(b.kind, b.message.clone()),
-                None => local(e),
-            });
+            return Err(BackendError::from_io(e).unwrap_or_else(local));
         }
         match writer.finish()? {
             Finished::Blocks { total, .. } if total == size => {}

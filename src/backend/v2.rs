@@ -9,7 +9,7 @@
 //! `FinalizeCacheEntryUpload` with the exact byte count.
 
 use super::download;
-use super::http::{Http, error_text, one_line, read_answer, status_error, transport_error, urlencode};
+use super::http::{Check, Http, one_line, read_answer, send, urlencode};
 use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use super::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -51,22 +51,15 @@ impl Twirp {
         let what = method.to_owned();
         self.http
             .retry(|| async {
-                let response = self
+                let request = self
                     .http
                     .client
                     .post(url.clone())
                     .timeout(self.http.tuning.call_timeout)
                     .bearer_auth(&self.token)
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.to_string())
-                    .send()
-                    .await
-                    .map_err(|e| transport_error(&what, e))?;
-                let status = response.status();
-                let headers = response.headers().clone();
-                if !status.is_success() {
-                    return Err(status_error(&what, status, &headers, &error_text(response).await));
-                }
+                    .body(body.to_string());
+                let response = send(&what, request).await?.check(&what).await?;
                 let text = read_answer(&what, response).await?;
                 // An unreadable success body is as good as a broken connection: retry.
                 wire::decode(&text).map_err(|e| {
@@ -174,12 +167,7 @@ impl BlobSink {
                 for (name, value) in headers {
                     request = request.header(*name, *value);
                 }
-                let response = request.send().await.map_err(|e| transport_error(what, e))?;
-                if response.status().is_success() {
-                    return Ok(());
-                }
-                let (status, headers) = (response.status(), response.headers().clone());
-                Err(status_error(what, status, &headers, &error_text(response).await))
+                send(what, request).await?.check(what).await.map(drop)
             })
             .await
     }

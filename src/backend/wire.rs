@@ -1,9 +1,11 @@
 //! What the cache services and blob stores answer, decoded without any I/O: the Twirp (v2) and
-//! REST (v1) response bodies, and the `Content-Range`/`Content-Length` of ranged downloads. It is
-//! kept pure so the fuzz targets can feed it anything a broken or hostile server might send.
+//! REST (v1) response bodies, S3's XML answers and the `<Error>` documents of S3 and Azure Blob,
+//! and the `Content-Range`/`Content-Length` of ranged downloads. It is kept pure so the fuzz
+//! targets can feed it anything a broken or hostile server might send.
 //!
 //! Twirp JSON omits default values (`{}` means `ok: false`) and writes int64 as strings; every
-//! field is defaulted and int64 is accepted as a string or a number.
+//! field is defaulted and int64 is accepted as a string or a number. XML elements are matched by
+//! name, entities decoded, unknown elements ignored.
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -67,6 +69,69 @@ pub struct LookupAnswer {
 #[serde(rename_all = "camelCase")]
 pub struct ReserveAnswer {
     pub cache_id: i64,
+}
+
+/// An XML answer body as `T` (the root element's name is not checked: see [`error_document`]).
+pub fn decode_xml<T: DeserializeOwned>(text: &str) -> Result<T, quick_xml::DeError> {
+    quick_xml::de::from_str(text)
+}
+
+/// S3 `ListObjectsV2` (`<ListBucketResult>`): one page.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct ListBucketResult {
+    #[serde(rename = "Contents")]
+    pub objects: Vec<ListedObject>,
+    pub is_truncated: bool,
+    pub next_continuation_token: Option<String>,
+}
+
+/// One `<Contents>` of a listing.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct ListedObject {
+    pub key: Option<String>,
+    pub size: u64,
+    /// RFC 3339.
+    pub last_modified: String,
+}
+
+/// S3 `CreateMultipartUpload` (`<InitiateMultipartUploadResult>`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct InitiateMultipartUploadResult {
+    pub upload_id: String,
+}
+
+/// An `<Error>` document of S3 or Azure Blob.
+#[derive(Debug, Deserialize, Default, PartialEq, Eq)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct ErrorDocument {
+    pub code: String,
+    pub message: String,
+    /// S3: the bucket's region, in answers to a request sent to the wrong one.
+    pub region: Option<String>,
+}
+
+/// The body as an `<Error>` document; `None` for anything else (another root element, HTML,
+/// text, broken XML).
+pub fn error_document(text: &str) -> Option<ErrorDocument> {
+    (root_element(text)? == "Error").then(|| decode_xml(text).ok()).flatten()
+}
+
+/// The local name of the first element of an XML text.
+fn root_element(text: &str) -> Option<String> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(text);
+    loop {
+        match reader.read_event().ok()? {
+            Event::Start(e) | Event::Empty(e) => {
+                return Some(String::from_utf8_lossy(e.local_name().as_ref()).into_owned());
+            }
+            Event::Eof => return None,
+            _ => {}
+        }
+    }
 }
 
 /// `bytes FIRST-LAST/TOTAL` with `FIRST ≤ LAST < TOTAL`.
@@ -190,6 +255,56 @@ mod tests {
         let r: DownloadUrlResponse = decode("{}").unwrap();
         assert!(!r.ok);
         assert!(decode::<ReserveAnswer>("{}").is_err());
+    }
+
+    #[test]
+    fn s3_answers_decode_by_element_name() {
+        let page = r#"<?xml version="1.0" encoding="UTF-8"?>
+            <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+              <Name>ci-cache</Name><Prefix>ci/</Prefix><KeyCount>2</KeyCount><IsTruncated>true</IsTruncated>
+              <Contents><Key>ci/a&amp;b/0123</Key><LastModified>2026-01-02T03:04:05.000Z</LastModified>
+                <ETag>&quot;x&quot;</ETag><Size>42</Size><StorageClass>STANDARD</StorageClass></Contents>
+              <Contents><Key>ci/c/4567</Key><Size>7</Size></Contents>
+              <NextContinuationToken>t&lt;1&gt;</NextContinuationToken>
+            </ListBucketResult>"#;
+        let page: ListBucketResult = decode_xml(page).unwrap();
+        assert!(page.is_truncated);
+        assert_eq!(page.next_continuation_token.as_deref(), Some("t<1>"));
+        let keys: Vec<_> = page.objects.iter().map(|o| (o.key.as_deref().unwrap(), o.size)).collect();
+        assert_eq!(keys, [("ci/a&b/0123", 42), ("ci/c/4567", 7)]);
+        assert_eq!(page.objects[0].last_modified, "2026-01-02T03:04:05.000Z");
+        let empty: ListBucketResult =
+            decode_xml("<ListBucketResult><KeyCount>0</KeyCount></ListBucketResult>").unwrap();
+        assert!(empty.objects.is_empty() && !empty.is_truncated && empty.next_continuation_token.is_none());
+        let started: InitiateMultipartUploadResult = decode_xml(
+            "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>u-1</UploadId>\
+             </InitiateMultipartUploadResult>",
+        )
+        .unwrap();
+        assert_eq!(started.upload_id, "u-1");
+    }
+
+    #[test]
+    fn only_an_error_root_is_an_error_document() {
+        let doc = error_document(
+            "<?xml version=\"1.0\"?><Error><Code>AuthorizationHeaderMalformed</Code><Message>m</Message>\
+             <Region>eu-west-2</Region><RequestId>r</RequestId></Error>",
+        )
+        .unwrap();
+        assert_eq!(
+            (doc.code.as_str(), doc.message.as_str(), doc.region.as_deref()),
+            ("AuthorizationHeaderMalformed", "m", Some("eu-west-2"))
+        );
+        for other in [
+            "<ListBucketResult><Contents><Key>&lt;Error&gt;</Key></Contents></ListBucketResult>",
+            "<html>bad gateway</html>",
+            "<?xml><Code>Auth</Code>",
+            "not xml",
+            "",
+            "<Error><Code>x</Error>",
+        ] {
+            assert_eq!(error_document(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -44,9 +44,7 @@ pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, Ca
         Choice::Local { dir } => Ok(Box::new(LocalBackend::new(dir))),
         Choice::Unavailable { reason } => Err(CatalogError::Unavailable { reason }),
         // Listing needs no secret of its own: the same credentials as the backend's.
-        Choice::S3 => s3(config, env, SecretSink::detached())
-            .map(|b| Box::new(b) as _)
-            .map_err(|e| CatalogError::Storage { message: e.message }),
+        Choice::S3 => s3(config, env, SecretSink::detached()).map(|b| Box::new(b) as _).map_err(CatalogError::from),
         Choice::V1 { .. } | Choice::V2 { .. } => {
             let token = config.github_token.as_deref().or_else(|| env.non_empty("GITHUB_TOKEN"));
             Ok(Box::new(GithubCatalog::from_env(env, token)?))

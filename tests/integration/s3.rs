@@ -1,10 +1,12 @@
 //! `backend: s3` against a real S3 server (`s3s-fs`, which checks every SigV4 signature): round
 //! trips, exact-key misses, tampered and hostile objects, racing saves, wrong credentials, a
-//! missing bucket, a server that dies mid-transfer, `prune`/`explain`, `grow`, and secrets.
+//! missing bucket, a server that dies mid-transfer, `prune`/`explain`, `grow`, and secrets; and
+//! against doubles for what s3s-fs does not do: a completion that loses the race, an endpoint
+//! echoing signed requests.
 
 use std::collections::BTreeMap;
 
-use crate::support::s3::{ACCESS_KEY, BUCKET, EchoingS3, S3Server, SECRET_KEY};
+use crate::support::s3::{ACCESS_KEY, BUCKET, EchoingS3, RacedS3, S3Server, SECRET_KEY};
 use crate::support::{NO_STATE, Step, StepResult, TarBuilder, link_entry, noise, snapshot, write};
 use exact_cache::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
@@ -174,6 +176,46 @@ fn eight_concurrent_saves_of_one_key_leave_one_whole_entry() {
         .filter(|n| n.starts_with(".upload_id-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_completion_that_loses_the_race_carries_the_condition_and_is_exists() {
+    // s3s-fs does not serialize `If-None-Match` (above): a double that enforces it checks the
+    // condition is sent, and that its refusal (412, or 409 while another completion is in
+    // flight) is `exists`, not an error — and that the upload is aborted.
+    for refusal in [412, 409] {
+        let server = RacedS3::start(refusal);
+        let mut saver = Step::against(vec![
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+        ]);
+        saver.set_env("GITHUB_REF", "refs/heads/main");
+        generate(&saver);
+        let endpoint = server.endpoint();
+        let inputs = [
+            ("backend", "s3"),
+            ("s3-bucket", BUCKET),
+            ("s3-endpoint", endpoint.as_str()),
+            ("s3-prefix", "ci"),
+            ("path", "out"),
+            ("native", "none"),
+        ];
+        let saved = saver.run(&["save"], &inputs, NO_STATE);
+        assert_eq!((saved.code, saved.output("save-result")), (0, "exists"), "HTTP {refusal}: {}", saved.stdout);
+        assert!(!saved.stdout.contains("::warning::"), "HTTP {refusal}: {}", saved.stdout);
+        let requests = server.requests();
+        let completions: Vec<_> = requests
+            .iter()
+            .filter(|r| r.method == "POST" && r.target.contains("uploadId=") && !r.target.contains("uploads"))
+            .collect();
+        assert_eq!(completions.len(), 1, "HTTP {refusal}: one completion, never retried: {requests:#?}");
+        assert_eq!(completions[0].if_none_match.as_deref(), Some("*"), "HTTP {refusal}: {requests:#?}");
+        assert!(
+            requests.iter().any(|r| r.method == "DELETE" && r.target.contains("uploadId=raced-1")),
+            "HTTP {refusal}: the refused upload is aborted: {requests:#?}"
+        );
+    }
 }
 
 #[test]

@@ -156,3 +156,118 @@ fn echo(mut stream: std::net::TcpStream) {
     };
     let _ = stream.write_all(answer.as_bytes());
 }
+
+/// One request a [`RacedS3`] received: method, target (path and query) and its
+/// `If-None-Match` header.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub method: String,
+    pub target: String,
+    pub if_none_match: Option<String>,
+}
+
+/// An S3 endpoint where another writer wins every race: `HEAD` finds no object and the bucket
+/// lists empty, so a save starts its multipart upload; the parts are taken; and the object
+/// appears before the completion arrives. The completion is refused with `refusal` (`412`, as
+/// S3 answers a failed `If-None-Match: *`, or `409 ConditionalRequestConflict`, its answer while
+/// another completion is in flight) only when it carries `If-None-Match: *` — without it, the
+/// completion succeeds, overwriting the other writer's entry as S3 would. Every request is
+/// recorded. Signatures are not checked (s3s-fs does that in the other tests).
+pub struct RacedS3 {
+    pub port: u16,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<Request>>>,
+}
+
+impl RacedS3 {
+    pub fn start(refusal: u16) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::default();
+        let recorded = std::sync::Arc::clone(&requests);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let recorded = std::sync::Arc::clone(&recorded);
+                std::thread::spawn(move || race(stream, refusal, &recorded));
+            }
+        });
+        Self { port, requests }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Answer one request (its body read whole first) as [`RacedS3`] does, and close.
+fn race(mut stream: std::net::TcpStream, refusal: u16, recorded: &std::sync::Mutex<Vec<Request>>) {
+    use std::io::{Read, Write};
+    let mut received = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    let head_end = loop {
+        if let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).into_owned();
+    let header = |name: &str| {
+        head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_owned())
+        })
+    };
+    let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    while received.len() < head_end + length {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+        }
+    }
+    let mut first = head.lines().next().unwrap_or_default().split(' ');
+    let (method, target) = (first.next().unwrap_or_default().to_owned(), first.next().unwrap_or_default().to_owned());
+    let if_none_match = header("if-none-match");
+    recorded.lock().unwrap().push(Request { method: method.clone(), target: target.clone(), if_none_match });
+    let query = target.split_once('?').map_or("", |(_, q)| q);
+    let has = |name: &str| query.split('&').any(|pair| pair == name || pair.starts_with(&format!("{name}=")));
+    let xml = |status: &str, body: &str| (status.to_owned(), "", body.to_owned());
+    let (status, extra, body) = match method.as_str() {
+        "HEAD" => ("404 Not Found".to_owned(), "", String::new()),
+        "GET" if has("list-type") => {
+            xml("200 OK", "<ListBucketResult><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>")
+        }
+        "POST" if has("uploads") => xml(
+            "200 OK",
+            "<InitiateMultipartUploadResult><Bucket>b</Bucket><UploadId>raced-1</UploadId></InitiateMultipartUploadResult>",
+        ),
+        "PUT" if has("partNumber") => ("200 OK".to_owned(), "etag: \"part-etag\"\r\n", String::new()),
+        "POST" if has("uploadId") && header("if-none-match").as_deref() == Some("*") => match refusal {
+            412 => xml(
+                "412 Precondition Failed",
+                "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified \
+                 did not hold</Message><Condition>If-None-Match</Condition></Error>",
+            ),
+            _ => xml(
+                "409 Conflict",
+                "<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is \
+                 currently in progress against this resource.</Message></Error>",
+            ),
+        },
+        "POST" if has("uploadId") => {
+            xml("200 OK", "<CompleteMultipartUploadResult><ETag>x</ETag></CompleteMultipartUploadResult>")
+        }
+        "DELETE" => ("204 No Content".to_owned(), "", String::new()),
+        _ => xml("400 Bad Request", "<Error><Code>NotSupportedByTheDouble</Code></Error>"),
+    };
+    let answer = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/xml\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(answer.as_bytes());
+}
