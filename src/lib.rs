@@ -17,7 +17,6 @@ pub mod fingerprint;
 #[cfg(unix)]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod github;
 pub mod inputs;
 pub mod keys;
 pub mod manifest;

@@ -30,7 +30,16 @@ use std::time::Duration;
 
 pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
 
-pub use crate::github::MAX_ANSWER_BYTES;
+/// The most bytes read of an answer that is not archive data, here and in every backend. The
+/// largest legitimate one, an S3 listing page of 1,000 objects, is well under 1 MiB.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+
+/// The longest one listing (all its pages) may take: `EXACT_CACHE_LIST_DEADLINE_SECONDS`, else
+/// 5 min.
+pub fn list_deadline(env: &Env) -> Duration {
+    let secs = env.non_empty("EXACT_CACHE_LIST_DEADLINE_SECONDS").and_then(|v| v.trim().parse::<f64>().ok());
+    Duration::try_from_secs_f64(secs.unwrap_or(300.0).clamp(0.0, 1e7)).unwrap_or(Duration::ZERO)
+}
 
 /// Sizes, parallelism and timeouts; each has an `EXACT_CACHE_*` override for tests and tuning.
 #[derive(Clone, Debug)]
@@ -82,7 +91,7 @@ impl Tuning {
             call_timeout: secs("EXACT_CACHE_CALL_TIMEOUT_SECONDS", 300.0),
             min_upload_rate: num("EXACT_CACHE_MIN_UPLOAD_KIB_PER_SECOND").unwrap_or(64.0).max(1.0) * 1024.0,
             download_deadline: secs("EXACT_CACHE_DOWNLOAD_DEADLINE_SECONDS", deadline_default),
-            list_deadline: crate::github::list_deadline(env),
+            list_deadline: list_deadline(env),
             list_pages: num("EXACT_CACHE_LIST_PAGES").map(|n| n.max(1.0) as usize).unwrap_or(100),
             download_chunk: mib("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", 8.0).max(64 * 1024) as u64,
             download_concurrency: num("EXACT_CACHE_DOWNLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(6),

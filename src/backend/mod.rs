@@ -1,6 +1,9 @@
-//! Cache backends behind one trait (the local directory, the GitHub cache service v1 and v2,
-//! S3-compatible object storage). Command logic sees only [`Backend`]: exact lookup by key and
-//! version, a streaming download, and reserve → stream → commit for saves.
+//! Cache backends behind one trait. Each store (the GitHub cache service v1 and v2, the local
+//! directory, S3-compatible object storage) has its own directory and joins the registry
+//! [`STORES`] ([`store`]): its inputs, its backend, its catalog ([`catalog`]) and its secrets.
+//! Command logic sees only [`Backend`]: exact lookup by key and version, a streaming download,
+//! and reserve → stream → commit for saves; `http`, `download`, `upload` and `wire` are what the
+//! stores share.
 //!
 //! Every failure is a [`BackendError`]: an [`ErrorKind`] that decides retries and whether it is
 //! a warning or a failure, the HTTP status when a server answered, and its source. Nothing
@@ -8,21 +11,21 @@
 //! and comes out whole ([`BackendError::from_io`]). Entry locations may be signed URLs: they
 //! are never printed (`CacheEntry`'s `Debug` leaves them out).
 
+pub mod catalog;
 mod download;
+pub mod github;
 pub mod http;
-mod local;
-mod s3;
-pub mod select;
+pub mod local;
+pub mod s3;
+pub mod store;
 mod upload;
-mod v1;
-mod v2;
 pub mod wire;
 
+pub use catalog::{Catalog, CatalogError, Listed};
+pub use github::{GithubCatalog, Protocol, V1Backend, V2Backend};
 pub use local::LocalBackend;
-pub use s3::{S3Backend, S3Inputs, S3Settings, SECRET_VARS as S3_SECRET_VARS};
-pub use select::{BackendChoice, Choice, Protocol, choose};
-pub use v1::V1Backend;
-pub use v2::V2Backend;
+pub use s3::{S3Backend, S3Inputs, S3Settings};
+pub use store::{BackendChoice, STORES, Stores, parse_backend};
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -113,7 +116,7 @@ impl BackendError {
     }
 }
 
-impl From<BackendError> for crate::github::CatalogError {
+impl From<BackendError> for CatalogError {
     fn from(e: BackendError) -> Self {
         Self::Storage { source: Box::new(e) }
     }

@@ -1,9 +1,9 @@
 //! How a command fails: one error enum for every command, and its rendering with causes.
 
 use crate::archive::{CleanError, PackError};
+use crate::backend::CatalogError;
 use crate::config::InputError;
 use crate::fingerprint::FingerprintError;
-use crate::github::CatalogError;
 use crate::outcome::MissReason;
 use crate::runner::RunnerError;
 use std::path::PathBuf;

@@ -104,11 +104,11 @@ mod tests {
     //! Commands run in process through [`run_with`], with the backend a test hands in.
 
     use super::*;
+    use crate::backend::CatalogError;
     use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
     use crate::config::{Entry, OUTPUTS};
     use crate::env::Env;
     use crate::fingerprint::HostSystem;
-    use crate::github::CatalogError;
     use crate::runner::Mode;
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};

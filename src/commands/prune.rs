@@ -11,8 +11,8 @@
 //! generations once a compacted base holds what they did (with `grow`, when it knows the `path`
 //! lines and compression that tell slots apart: the [`SlotMap`] of their base version).
 
+use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::DEFAULT_PREFIX;
-use crate::github::{Catalog, CatalogError, Listed};
 use crate::keys;
 use crate::stack::{Slot, SlotMap};
 use std::collections::HashMap;

@@ -4,7 +4,6 @@
 
 use super::Error;
 use crate::archive::MIN_SECRET_LEN;
-use crate::backend::{BackendChoice, S3_SECRET_VARS};
 use crate::cli::{CommandName, Invocation};
 use crate::config::{self, Config, Entry, INPUTS, RawInputs};
 use crate::env::Env;
@@ -41,7 +40,7 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
     if let Some(token) = &config.github_token {
         runner.add_secret(token);
     }
-    for value in s3_secrets(&config, env) {
+    for value in config.stores.secret_values(env) {
         runner.add_secret(value);
     }
     // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
@@ -77,20 +76,14 @@ fn workspace(invocation: &Invocation, env: &Env) -> Result<PathBuf, Error> {
     Ok(crate::paths::normalize(&std::path::absolute(&workspace).map_err(Error::Workspace)?))
 }
 
-/// With `backend: s3`, the AWS secret key and session token.
-fn s3_secrets<'a>(config: &Config, env: &'a Env) -> impl Iterator<Item = &'a str> {
-    let s3 = config.backend == BackendChoice::S3;
-    S3_SECRET_VARS.iter().filter(move |_| s3).filter_map(|name| env.non_empty(name))
-}
-
 /// What a save must never archive: the job's tokens, the `github-token` input, the values of
-/// the variables named in `secret-env`, and with `backend: s3` the AWS secret key and session
-/// token.
+/// the variables named in `secret-env`, and the chosen store's credentials (S3's secret key
+/// and session token).
 pub(super) fn secret_values<'a>(config: &'a Config, env: &'a Env) -> impl Iterator<Item = &'a str> {
     TOKEN_VARIABLES
         .iter()
         .filter_map(|name| env.non_empty(name))
         .chain(config.github_token.as_deref())
         .chain(config.secret_env.iter().filter_map(|name| env.non_empty(name)))
-        .chain(s3_secrets(config, env))
+        .chain(config.stores.secret_values(env))
 }

@@ -2,15 +2,15 @@
 //! registry [`INPUTS`] that `action.yml`, the README's tables and the CLI are made from. A
 //! store's inputs are defined with its store and join the registry through
 //! [`crate::backend::STORES`]. Adding an input: its definition here (and its line in
-//! [`CORE`]), and the code that reads it.
+//! `CORE`), and the code that reads it.
 
 use crate::archive::Compression;
-use crate::backend::{BackendChoice, Protocol};
+use crate::backend::{BackendChoice, STORES, parse_backend};
 use crate::choice::{self, Switch};
 use crate::env;
 use crate::fingerprint::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION};
 use crate::inputs::Scope::{Cache, Fingerprint, Restore, Root, Save};
-use crate::inputs::{Catalog, Input, InputKind, InputSpec, parse_optional_bool, split_list};
+use crate::inputs::{Catalog, Input, InputKind, InputSpec, split_list};
 use crate::keys;
 use crate::preset::Preset;
 use std::collections::BTreeSet;
@@ -120,59 +120,14 @@ pub static STRICT: Input<bool> = Input::flag(
     "Turn cache-service trouble (errors, timeouts, rate limits, corrupt entries) into step failures.",
 );
 
-pub static BACKEND: Input<BackendChoice> =
-    Input::choice("backend", Cache, "auto", "`auto`, `github`, `local` or `s3`.").catalog(Catalog::Both);
-
-pub static PROTOCOL: Input<Protocol> = Input::choice(
-    "protocol",
-    Cache,
-    "auto",
-    "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
-)
-.catalog(Catalog::Both);
-
-pub static LOCAL_DIR: Input<Option<String>> = Input::text(
-    "local-dir",
-    Cache,
-    "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
-)
-.catalog(Catalog::Both);
-
-pub static S3_BUCKET: Input<Option<String>> = Input::text(
-    "s3-bucket",
-    Cache,
-    "With `backend: s3`: the bucket (required). Credentials come only from the standard AWS environment (keys and \
-     session token, a web-identity role such as GitHub OIDC, instance metadata), never from inputs.",
-)
-.catalog(Catalog::Both);
-
-pub static S3_PREFIX: Input<Option<String>> =
-    Input::text("s3-prefix", Cache, "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).")
-        .catalog(Catalog::Both);
-
-pub static S3_REGION: Input<Option<String>> = Input::text(
-    "s3-region",
-    Cache,
-    "With `backend: s3`: the bucket's region (default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).",
-)
-.catalog(Catalog::Both);
-
-pub static S3_ENDPOINT: Input<Option<String>> = Input::text(
-    "s3-endpoint",
-    Cache,
-    "With `backend: s3`: an S3-compatible endpoint such as `https://minio.internal:9000` (default: \
-     `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, else AWS).",
-)
-.catalog(Catalog::Both);
-
-pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
-    "s3-force-path-style",
+pub static BACKEND: Input<BackendChoice> = Input::new(
+    "backend",
     InputKind::Text,
     Cache,
-    "",
-    "With `backend: s3`: `true` to address the bucket as `<endpoint>/<bucket>` instead of `<bucket>.<endpoint>` \
-     (default: `AWS_S3_FORCE_PATH_STYLE`; always for an IP address or `localhost`).",
-    parse_optional_bool,
+    "auto",
+    "Where entries live: `auto` (the runner's cache service, else the local directory), `github`, `local` or \
+     `s3`.",
+    parse_backend,
 )
 .catalog(Catalog::Both);
 
@@ -378,13 +333,6 @@ const CORE: &[&InputSpec] = &[
     &COMPRESSION.spec,
     &STRICT.spec,
     &BACKEND.spec,
-    &PROTOCOL.spec,
-    &LOCAL_DIR.spec,
-    &S3_BUCKET.spec,
-    &S3_PREFIX.spec,
-    &S3_REGION.spec,
-    &S3_ENDPOINT.spec,
-    &S3_FORCE_PATH_STYLE.spec,
     &VERIFY_REUSE.spec,
     &GROW.spec,
     &GROW_MAX_LAYERS.spec,
@@ -403,8 +351,17 @@ const CORE: &[&InputSpec] = &[
     &SAVE_ON_FAILURE.spec,
 ];
 
-/// Every input.
-pub static INPUTS: LazyLock<Vec<&'static InputSpec>> = LazyLock::new(|| CORE.to_vec());
+/// Every input: the core's, with each store's after `backend`.
+pub static INPUTS: LazyLock<Vec<&'static InputSpec>> = LazyLock::new(|| {
+    let mut all = Vec::new();
+    for spec in CORE {
+        all.push(*spec);
+        if spec.name == BACKEND.name() {
+            all.extend(STORES.iter().flat_map(|store| store.inputs()));
+        }
+    }
+    all
+});
 
 pub fn input_spec(name: &str) -> Option<&'static InputSpec> {
     INPUTS.iter().copied().find(|i| i.name == name)

@@ -15,7 +15,7 @@ pub use outputs::{OUTPUTS, OutputSpec};
 
 use crate::archive::CleanGuard;
 use crate::archive::Compression;
-use crate::backend::{BackendChoice, Protocol, S3Inputs};
+use crate::backend::Stores;
 use crate::env::Env;
 use crate::fingerprint::FingerprintSpec;
 use crate::inputs::Input;
@@ -35,11 +35,8 @@ pub struct Config {
     pub required: Vec<PathBuf>,
     pub compression: Compression,
     pub strict: bool,
-    pub backend: BackendChoice,
-    pub protocol: Protocol,
-    pub local_dir: Option<PathBuf>,
-    /// The `s3-*` inputs (resolved against the environment when the backend is built).
-    pub s3: S3Inputs,
+    /// Every store with its inputs read, and the `backend` input's choice among them.
+    pub stores: Stores,
     pub clean_on_miss: bool,
     /// What `clean-on-miss` may touch.
     pub clean_guard: CleanGuard,
@@ -140,49 +137,6 @@ fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), InputEr
     Ok(())
 }
 
-/// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
-fn s3_inputs(raw: &RawInputs) -> Result<S3Inputs, InputError> {
-    let invalid = |name, detail| InputError::Invalid { name, detail };
-    let bucket = defs::S3_BUCKET.read(raw)?;
-    if let Some(b) = &bucket {
-        let valid = (3..=63).contains(&b.len())
-            && b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
-            && b.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && b.ends_with(|c: char| c.is_ascii_alphanumeric());
-        if !valid {
-            return Err(invalid(
-                defs::S3_BUCKET.name(),
-                format!("`{b}` is not a bucket name (3 to 63 lowercase letters, digits, `.` and `-`)"),
-            ));
-        }
-    }
-    let endpoint = defs::S3_ENDPOINT.read(raw)?;
-    if let Some(e) = &endpoint {
-        let parsed = url::Url::parse(e).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-        if parsed.is_none() {
-            return Err(invalid(defs::S3_ENDPOINT.name(), format!("`{e}` is not an `http://` or `https://` URL")));
-        }
-    }
-    let prefix = defs::S3_PREFIX.read(raw)?;
-    if let Some(p) = &prefix {
-        let segments: Vec<&str> = p.trim_matches('/').split('/').collect();
-        let valid = p.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
-            && segments.iter().all(|s| !s.is_empty() && *s != "." && *s != "..");
-        if !valid {
-            return Err(invalid(
-                defs::S3_PREFIX.name(),
-                format!(
-                    "`{p}` is not a key prefix: use ASCII letters, digits, `-`, `_`, `.` and `/` between non-empty \
-                     segments other than `.` and `..`"
-                ),
-            ));
-        }
-    }
-    let region = defs::S3_REGION.read(raw)?;
-    let force_path_style = defs::S3_FORCE_PATH_STYLE.read(raw)?;
-    Ok(S3Inputs { bucket, prefix, region, endpoint, force_path_style })
-}
-
 impl Config {
     /// Validate `raw`. `workspace` is where relative paths point.
     pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, InputError> {
@@ -224,14 +178,7 @@ impl Config {
             check_cleanable(&clean_guard, &paths)?;
         }
 
-        let backend = defs::BACKEND.read(raw)?;
-        let s3 = s3_inputs(raw)?;
-        if backend == BackendChoice::S3 && s3.bucket.is_none() {
-            return Err(InputError::Invalid {
-                name: defs::S3_BUCKET.name(),
-                detail: "is required with `backend: s3`".into(),
-            });
-        }
+        let stores = Stores::configure(defs::BACKEND.read(raw)?, raw, &locations)?;
 
         let resolve = |input: &Input<Option<String>>| -> Result<Option<PathBuf>, InputError> {
             input
@@ -248,10 +195,7 @@ impl Config {
             required,
             compression: defs::COMPRESSION.read(raw)?,
             strict: defs::STRICT.read(raw)?,
-            backend,
-            protocol: defs::PROTOCOL.read(raw)?,
-            local_dir: resolve(&defs::LOCAL_DIR)?,
-            s3,
+            stores,
             clean_on_miss,
             clean_guard,
             reuse_env: defs::REUSE_ENV.read(raw)?,
@@ -289,6 +233,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::BackendChoice;
     use crate::fingerprint::Facet;
 
     fn raw(pairs: &[(&str, &str)]) -> RawInputs {
@@ -347,13 +292,13 @@ mod tests {
         let c = config(&[("path", "out"), ("backend", " GitHub "), ("verify-reuse", "WARN"), ("compression", "Gzip")])
             .unwrap();
         assert_eq!(
-            (c.backend, c.verify_reuse, c.compression),
-            (BackendChoice::Github, VerifyReuse::Warn, Compression::Gzip)
+            (c.stores.choice(), c.verify_reuse, c.compression),
+            (BackendChoice::Named("github"), VerifyReuse::Warn, Compression::Gzip)
         );
         let c =
             config(&[("path", "out"), ("protocol", "V2"), ("explain-misses", "False"), ("preset", "Torch-Inductor")])
                 .unwrap();
-        assert_eq!((c.protocol, c.explain_misses, c.preset), (Protocol::V2, Some(false), Some(Preset::TorchInductor)));
+        assert_eq!((c.explain_misses, c.preset), (Some(false), Some(Preset::TorchInductor)));
         assert!(c.grow, "the torch-inductor preset grows by default");
         let c = config(&[("path", "out"), ("preset", "torch-inductor"), ("grow", "FALSE")]).unwrap();
         assert!(!c.grow);
@@ -405,16 +350,13 @@ mod tests {
             ("s3-force-path-style", "true"),
         ])
         .unwrap();
-        assert_eq!(c.backend, BackendChoice::S3);
-        assert_eq!(c.s3.bucket.as_deref(), Some("ci-cache.v2"));
-        assert_eq!(c.s3.force_path_style, Some(true));
-        assert_eq!(config(&[("path", "out")]).unwrap().s3, S3Inputs::default());
+        assert_eq!(c.stores.choice(), BackendChoice::Named("s3"));
     }
 
     #[test]
     fn defaults_come_from_inputs() {
         let c = config(&[("path", "out")]).unwrap();
-        assert_eq!((c.backend, c.protocol, c.verify_reuse), (BackendChoice::Auto, Protocol::Auto, VerifyReuse::Off));
+        assert_eq!((c.stores.choice(), c.verify_reuse), (BackendChoice::Auto, VerifyReuse::Off));
         assert_eq!((c.explain_misses, c.prune_keep, c.preset), (None, 1, None));
         assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (false, 4, 0.5));
         assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());

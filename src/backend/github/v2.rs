@@ -2,17 +2,17 @@
 //! token, and Azure Blob signed URLs for the bytes (never sent the token).
 //!
 //! Twirp JSON uses the protobuf field names in snake_case (responses are decoded in
-//! [`super::wire`]); int64 goes out as a string. Restore keys are never sent.
+//! [`crate::backend::wire`]); int64 goes out as a string. Restore keys are never sent.
 //!
 //! Uploads: an archive that fits in one block goes up as a single Put Blob; a larger one as Put
 //! Block (fixed-width ids, several in flight) and one Put Block List. Then
 //! `FinalizeCacheEntryUpload` with the exact byte count.
 
-use super::download;
-use super::http::{Check, Http, one_line, read_answer, send, urlencode};
-use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
-use super::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
-use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::backend::download;
+use crate::backend::http::{Check, Http, one_line, read_answer, send, urlencode};
+use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
+use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use base64::Engine;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;

@@ -1,122 +1,15 @@
-//! Where entries can be listed and deleted, for `explain-misses` and `prune`: the GitHub REST
-//! API (octocrab; `GITHUB_API_URL`, `GITHUB_REPOSITORY`, the `github-token` input) behind the
-//! [`Catalog`] trait. The local directory backend is a catalog too. The cache service protocols
-//! themselves cannot list or delete; the runtime token does not work with REST.
+//! The GitHub REST API as the cache service's [`Catalog`] (octocrab; `GITHUB_API_URL`,
+//! `GITHUB_REPOSITORY`, the `github-token` input): the cache service protocols themselves cannot
+//! list or delete, and the runtime token does not work with REST.
 //!
 //! Answers are read with a size limit ([`MAX_ANSWER_BYTES`]), and a listing has an overall
 //! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit.
 
+use crate::backend::catalog::{Catalog, CatalogError, Listed};
+use crate::backend::http::{MAX_ANSWER_BYTES, list_deadline};
 use crate::env::Env;
 use http_body_util::BodyExt;
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// The most bytes read of an answer that is not archive data, here and in every backend. The
-/// largest legitimate one, an S3 listing page of 1,000 objects, is well under 1 MiB.
-pub const MAX_ANSWER_BYTES: usize = 8 << 20;
-
-/// The longest one listing (all its pages) may take: `EXACT_CACHE_LIST_DEADLINE_SECONDS`, else
-/// 5 min.
-pub fn list_deadline(env: &Env) -> Duration {
-    let secs = env.non_empty("EXACT_CACHE_LIST_DEADLINE_SECONDS").and_then(|v| v.trim().parse::<f64>().ok());
-    Duration::try_from_secs_f64(secs.unwrap_or(300.0).clamp(0.0, 1e7)).unwrap_or(Duration::ZERO)
-}
-
-/// One listed entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listed {
-    /// What deletes it: the REST cache id, or the local file name.
-    pub id: String,
-    pub key: String,
-    pub version: String,
-    /// `refs/heads/main`, `refs/pull/7/merge`; `None` for the local backend.
-    pub r#ref: Option<String>,
-    /// Seconds since the epoch.
-    pub created: i64,
-    pub size: u64,
-}
-
-/// Why entries cannot be listed or deleted. Only [`CatalogError::Forbidden`] stops a prune; the
-/// rest are reported and skipped.
-#[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
-    /// No API for this backend (`backend: github` without a cache service): the reason.
-    #[error("{reason}")]
-    Unavailable { reason: String },
-    /// Object storage trouble (S3): the backend's own error (a `backend::BackendError`, which
-    /// this layer cannot name), its kind, status and source kept.
-    #[error(transparent)]
-    Storage { source: Box<dyn std::error::Error + Send + Sync> },
-    #[error("the GitHub REST API is not reachable under nektos/act")]
-    UnderAct,
-    #[error("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)")]
-    NoToken,
-    #[error("`GITHUB_REPOSITORY` is not set")]
-    NoRepository,
-    #[error("`GITHUB_REPOSITORY` is `{repository}`, not `owner/repo`")]
-    BadRepository { repository: String },
-    #[error("`GITHUB_API_URL` is not usable")]
-    BadApiUrl {
-        #[source]
-        source: octocrab::Error,
-    },
-    #[error("cannot start the REST runtime")]
-    Runtime {
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot build the REST client")]
-    Client {
-        #[source]
-        source: octocrab::Error,
-    },
-    /// The token may not do this (401, 403).
-    #[error("{what}: HTTP {status}: {message} (the token needs `{needs}`)")]
-    Forbidden { what: String, status: u16, message: String, needs: &'static str },
-    /// It is not there (already deleted, or no such repository).
-    #[error("{what}: HTTP 404: {message}")]
-    NotFound { what: String, message: String },
-    #[error("{what}: HTTP {status}: {message}")]
-    Status { what: String, status: u16, message: String },
-    /// The request did not get an answer.
-    #[error("{what}")]
-    Request {
-        what: String,
-        #[source]
-        source: octocrab::Error,
-    },
-    #[error("{what}: the answer was larger than {} MiB", MAX_ANSWER_BYTES >> 20)]
-    TooLarge { what: String },
-    #[error("{what}: unreadable answer")]
-    Unreadable {
-        what: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("list caches: the listing did not end within {within} ({pages} pages)")]
-    ListDeadline { within: String, pages: u32 },
-    #[error("`{id}` is not a cache id")]
-    BadCacheId { id: String },
-    /// The local store.
-    #[error("cannot {what} `{}`", path.display())]
-    Local {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`{id}` is not a local entry")]
-    NotLocalEntry { id: String },
-}
-
-pub trait Catalog {
-    fn describe(&self) -> String;
-
-    /// Entries whose key starts with `key_prefix`, on `r#ref` when given, newest first.
-    fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError>;
-
-    fn delete(&self, entry: &Listed) -> Result<(), CatalogError>;
-}
 
 /// The GitHub REST API of one repository.
 pub struct GithubCatalog {

@@ -21,13 +21,15 @@
 //! that does not complete aborts the multipart upload, so no parts are left behind (and a
 //! lifecycle rule for incomplete uploads is the backstop for a killed process).
 
-use super::download;
-use super::http::{Check, Http, one_line, read_answer, send, status_error};
-use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
-use super::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
-use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use super::SECRET_VARS;
+use crate::backend::catalog::{Catalog, CatalogError, Listed};
+use crate::backend::download;
+use crate::backend::http::{Check, Http, one_line, read_answer, send, status_error};
+use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use crate::backend::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
+use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
-use crate::github::{Catalog, CatalogError, Listed};
+
 use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;
@@ -118,9 +120,6 @@ const CREDENTIAL_VARS: [&str; 11] = [
     "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
     "AWS_METADATA_ENDPOINT",
 ];
-
-/// The variables whose values are secrets.
-pub const SECRET_VARS: [&str; 2] = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"];
 
 pub struct S3Backend {
     inner: Arc<Inner>,

@@ -12,7 +12,7 @@
 //! its file, so a store shared by containers (where another's pid means nothing here) never
 //! loses a live upload.
 
-use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
@@ -196,7 +196,7 @@ impl Upload for LocalUpload {
     }
 }
 
-impl crate::github::Catalog for LocalBackend {
+impl crate::backend::catalog::Catalog for LocalBackend {
     fn describe(&self) -> String {
         Backend::describe(self)
     }
@@ -206,12 +206,14 @@ impl crate::github::Catalog for LocalBackend {
         &self,
         key_prefix: &str,
         _ref: Option<&str>,
-    ) -> Result<Vec<crate::github::Listed>, crate::github::CatalogError> {
+    ) -> Result<Vec<crate::backend::catalog::Listed>, crate::backend::catalog::CatalogError> {
         let dir = self.root.join("entries");
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(crate::github::CatalogError::Local { what: "list", path: dir, source }),
+            Err(source) => {
+                return Err(crate::backend::catalog::CatalogError::Local { what: "list", path: dir, source });
+            }
         };
         let mut found = Vec::new();
         let mut order = Vec::new();
@@ -229,7 +231,7 @@ impl crate::github::Catalog for LocalBackend {
                 .unwrap_or_default();
             let created = modified.as_secs() as i64;
             order.push((modified, name.clone()));
-            found.push(crate::github::Listed {
+            found.push(crate::backend::catalog::Listed {
                 id: name.clone(),
                 key: key.to_owned(),
                 version: version.to_owned(),
@@ -246,11 +248,15 @@ impl crate::github::Catalog for LocalBackend {
         Ok(found)
     }
 
-    fn delete(&self, entry: &crate::github::Listed) -> Result<(), crate::github::CatalogError> {
+    fn delete(&self, entry: &crate::backend::catalog::Listed) -> Result<(), crate::backend::catalog::CatalogError> {
         if entry.id.contains('/') || entry.id.starts_with('.') {
-            return Err(crate::github::CatalogError::NotLocalEntry { id: entry.id.clone() });
+            return Err(crate::backend::catalog::CatalogError::NotLocalEntry { id: entry.id.clone() });
         }
         let path = self.root.join("entries").join(&entry.id);
-        fs::remove_file(&path).map_err(|source| crate::github::CatalogError::Local { what: "delete", path, source })
+        fs::remove_file(&path).map_err(|source| crate::backend::catalog::CatalogError::Local {
+            what: "delete",
+            path,
+            source,
+        })
     }
 }

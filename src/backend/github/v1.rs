@@ -11,11 +11,11 @@
 //! reserves, uploads and commits once it is complete. Before that, an exact lookup detects an
 //! entry that exists already, so nothing is packed for nothing.
 
-use super::download;
-use super::http::{Check, Http, read_answer, send};
-use super::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
-use super::wire::{self, LookupAnswer, ReserveAnswer};
-use super::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::backend::download;
+use crate::backend::http::{Check, Http, read_answer, send};
+use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use crate::backend::wire::{self, LookupAnswer, ReserveAnswer};
+use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;

@@ -1,0 +1,103 @@
+//! Where entries can be listed and deleted, for `explain-misses`, `list` and `prune`: the
+//! [`Catalog`] trait, which each store provides (the local directory, the GitHub REST API for the
+//! cache service, whose protocols cannot list or delete, and object storage), and its errors.
+
+use std::path::PathBuf;
+
+use super::http::MAX_ANSWER_BYTES;
+
+/// One listed entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// What deletes it: the REST cache id, or the local file name.
+    pub id: String,
+    pub key: String,
+    pub version: String,
+    /// `refs/heads/main`, `refs/pull/7/merge`; `None` for the local backend.
+    pub r#ref: Option<String>,
+    /// Seconds since the epoch.
+    pub created: i64,
+    pub size: u64,
+}
+
+/// Why entries cannot be listed or deleted. Only [`CatalogError::Forbidden`] stops a prune; the
+/// rest are reported and skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// No API for this backend (`backend: github` without a cache service): the reason.
+    #[error("{reason}")]
+    Unavailable { reason: String },
+    /// Object storage trouble (S3): the backend's own error (a `backend::BackendError`, which
+    /// this layer cannot name), its kind, status and source kept.
+    #[error(transparent)]
+    Storage { source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("the GitHub REST API is not reachable under nektos/act")]
+    UnderAct,
+    #[error("no `github-token` (the REST API needs `GITHUB_TOKEN` or a PAT)")]
+    NoToken,
+    #[error("`GITHUB_REPOSITORY` is not set")]
+    NoRepository,
+    #[error("`GITHUB_REPOSITORY` is `{repository}`, not `owner/repo`")]
+    BadRepository { repository: String },
+    #[error("`GITHUB_API_URL` is not usable")]
+    BadApiUrl {
+        #[source]
+        source: octocrab::Error,
+    },
+    #[error("cannot start the REST runtime")]
+    Runtime {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot build the REST client")]
+    Client {
+        #[source]
+        source: octocrab::Error,
+    },
+    /// The token may not do this (401, 403).
+    #[error("{what}: HTTP {status}: {message} (the token needs `{needs}`)")]
+    Forbidden { what: String, status: u16, message: String, needs: &'static str },
+    /// It is not there (already deleted, or no such repository).
+    #[error("{what}: HTTP 404: {message}")]
+    NotFound { what: String, message: String },
+    #[error("{what}: HTTP {status}: {message}")]
+    Status { what: String, status: u16, message: String },
+    /// The request did not get an answer.
+    #[error("{what}")]
+    Request {
+        what: String,
+        #[source]
+        source: octocrab::Error,
+    },
+    #[error("{what}: the answer was larger than {} MiB", MAX_ANSWER_BYTES >> 20)]
+    TooLarge { what: String },
+    #[error("{what}: unreadable answer")]
+    Unreadable {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("list caches: the listing did not end within {within} ({pages} pages)")]
+    ListDeadline { within: String, pages: u32 },
+    #[error("`{id}` is not a cache id")]
+    BadCacheId { id: String },
+    /// The local store.
+    #[error("cannot {what} `{}`", path.display())]
+    Local {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{id}` is not a local entry")]
+    NotLocalEntry { id: String },
+}
+
+pub trait Catalog {
+    fn describe(&self) -> String;
+
+    /// Entries whose key starts with `key_prefix`, on `r#ref` when given, newest first.
+    fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError>;
+
+    fn delete(&self, entry: &Listed) -> Result<(), CatalogError>;
+}

@@ -1,0 +1,83 @@
+//! The GitHub Actions cache service (`backend: github`, and `auto` wherever a runner offers it):
+//! the v1 REST protocol and v2 (Twirp + Azure Blob), chosen by the `protocol` input and the
+//! environment as the official client chooses ([`select`]), and the REST API as its catalog.
+
+mod rest;
+pub mod select;
+mod v1;
+mod v2;
+
+pub use rest::GithubCatalog;
+pub use select::{Protocol, Service};
+pub use v1::V1Backend;
+pub use v2::V2Backend;
+
+use super::catalog::{Catalog, CatalogError};
+use super::http::Http;
+use super::store::{Configured, Store};
+use super::{Backend, BackendError, ErrorKind};
+use crate::env::Env;
+use crate::inputs::{Catalog as Listing, Input, InputError, InputSpec, RawInputs, Scope};
+use crate::paths::Locations;
+use crate::runner::SecretSink;
+use std::sync::Arc;
+
+pub static PROTOCOL: Input<Protocol> = Input::choice(
+    "protocol",
+    Scope::Cache,
+    "auto",
+    "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
+)
+.catalog(Listing::Both);
+
+pub struct GithubStore;
+
+pub static GITHUB: GithubStore = GithubStore;
+
+impl Store for GithubStore {
+    fn name(&self) -> &'static str {
+        "github"
+    }
+
+    fn inputs(&self) -> &'static [&'static InputSpec] {
+        static INPUTS: [&InputSpec; 1] = [&PROTOCOL.spec];
+        &INPUTS
+    }
+
+    fn configure(&self, raw: &RawInputs, _: &Locations, _chosen: bool) -> Result<Arc<dyn Configured>, InputError> {
+        Ok(Arc::new(GithubConfig { protocol: PROTOCOL.read(raw)? }))
+    }
+}
+
+#[derive(Debug)]
+struct GithubConfig {
+    protocol: Protocol,
+}
+
+impl Configured for GithubConfig {
+    fn serves_auto(&self, env: &Env) -> bool {
+        select::service(self.protocol, env).is_some()
+    }
+
+    fn backend(&self, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
+        let service = select::service(self.protocol, env)
+            .unwrap_or_else(|| Err(select::no_service_reason(self.protocol, env)))
+            .map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
+        let http = Arc::new(Http::new(env, secrets)?);
+        Ok(match service {
+            Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?),
+            Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?),
+        })
+    }
+
+    fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError> {
+        match select::service(self.protocol, env) {
+            Some(Ok(_)) => {
+                let token = token.or_else(|| env.non_empty("GITHUB_TOKEN"));
+                Ok(Box::new(GithubCatalog::from_env(env, token)?))
+            }
+            Some(Err(reason)) => Err(CatalogError::Unavailable { reason }),
+            None => Err(CatalogError::Unavailable { reason: select::no_service_reason(self.protocol, env) }),
+        }
+    }
+}
