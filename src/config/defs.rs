@@ -190,8 +190,8 @@ pub static SAVE_IF: Input<bool> = Input::flag(
     Cache,
     true,
     "Whether this job may write entries: `false` restores only, and the save writes nothing (no entry, no layer, \
-     no prune; `save-result=disabled`), while `verify-reuse` still checks a reuse. Give it an expression such as \
-     `${{ github.ref == 'refs/heads/main' }}` so that only chosen refs write entries.",
+     no prune; `save-result=disabled`), while `verify-reuse` still checks a reuse. Give it an expression, such as \
+     one comparing `github.ref` with `'refs/heads/main'`, so that only chosen refs write entries.",
 )
 .save_only();
 
