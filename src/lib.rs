@@ -7,27 +7,27 @@
 
 pub mod archive;
 pub mod backend;
-pub mod choice;
+pub(crate) mod choice;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod env;
-pub mod file_mode;
+pub(crate) mod file_mode;
 pub mod fingerprint;
-#[cfg(unix)]
+#[cfg(all(unix, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod inputs;
+pub(crate) mod inputs;
 pub mod keys;
 pub mod manifest;
 pub mod outcome;
 pub mod paths;
-pub mod preset;
-pub mod process;
+pub(crate) mod preset;
+pub(crate) mod process;
 pub mod runner;
-pub mod stack;
+pub(crate) mod stack;
 pub mod text;
-pub mod units;
+pub(crate) mod units;
 
 #[cfg(test)]
 mod layering {

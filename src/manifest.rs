@@ -133,10 +133,6 @@ impl Manifest {
         hex::encode(Sha256::digest(serde_json::to_vec(self).expect("manifests always serialize")))
     }
 
-    pub fn files(&self) -> impl Iterator<Item = &ManifestEntry> {
-        self.entries.iter().filter(|e| e.kind == EntryKind::File)
-    }
-
     /// Check the manifest's own header against what the restore expects.
     pub fn check_header(&self, key: &str, roots: usize) -> Result<(), Mismatch> {
         if self.exact_cache_manifest != MANIFEST_FORMAT {

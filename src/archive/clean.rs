@@ -69,8 +69,10 @@ pub trait Tracked {
 }
 
 /// No repository anywhere: only guarantee 8's rules decide.
+#[cfg(test)]
 pub struct NothingTracked;
 
+#[cfg(test)]
 impl Tracked for NothingTracked {
     fn below(&self, _real: &Path) -> Result<HashSet<String>, String> {
         Ok(HashSet::new())
@@ -353,6 +355,7 @@ fn account_home() -> Option<PathBuf> {
 
 /// Remove what each `path` line covers, after [`CleanGuard::check`] allows it — and again
 /// allows what was opened — keeping what `tracked` says the repository tracks.
+#[cfg(test)]
 pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
     clean_into(set, guard, tracked, &mut stats)?;

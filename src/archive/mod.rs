@@ -29,12 +29,11 @@ mod staging;
 mod unpack;
 mod writers;
 
-pub use clean::{CleanError, CleanGuard, CleanStats, CleanTarget, NothingTracked, Tracked, clean, clean_into};
-pub use codec::{Compression, Effort, Encoder, decoder, effort_for};
-pub use pack::{Inventory, PackError, PackStats, SourceEntry, inventory, write_archive};
-pub use safety::{check_entry_name, check_symlink_target};
-pub use secrets::{Gate, GateError, MIN_SECRET_LEN, SecretScanner};
-pub use staging::sweep_stale;
+pub use clean::{CleanError, CleanGuard, CleanStats, Tracked, clean_into};
+pub use codec::{Compression, Effort};
+pub use pack::{Inventory, PackError, inventory, write_archive};
+pub use safety::check_symlink_target;
+pub use secrets::{MIN_SECRET_LEN, SecretScanner};
 pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
 
 /// Name of the fingerprint member (first).

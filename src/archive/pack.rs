@@ -74,10 +74,8 @@ pub struct PackStats {
     pub effort: Effort,
     pub sample_ratio: f64,
     pub files: usize,
-    pub dirs: usize,
     pub symlinks: usize,
     pub content_bytes: u64,
-    pub manifest: Manifest,
 }
 
 pub fn inventory(set: &PatternSet) -> Result<Inventory, PackError> {
@@ -249,18 +247,7 @@ pub fn write_archive<W: Write>(
 
     let encoder = tar.into_inner().map_err(write_err)?;
     let out = encoder.finish().map_err(write_err)?;
-    Ok((
-        out,
-        PackStats {
-            effort,
-            sample_ratio,
-            files: stats.0,
-            dirs: stats.1,
-            symlinks: stats.2,
-            content_bytes: stats.3,
-            manifest,
-        },
-    ))
+    Ok((out, PackStats { effort, sample_ratio, files: stats.0, symlinks: stats.2, content_bytes: stats.3 }))
 }
 
 /// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:

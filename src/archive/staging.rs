@@ -7,7 +7,6 @@ use crate::paths::STAGING_PREFIX;
 use cap_std::fs::Dir;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
-use std::path::Path;
 
 /// Create a staging directory in `anchor`, first removing stale ones left there by runs that
 /// no longer exist; its name.
@@ -28,7 +27,8 @@ pub(super) fn create(anchor: &Dir) -> io::Result<String> {
 }
 
 /// Remove staging directories in `dir` whose process is gone.
-pub fn sweep_stale(dir: &Path) {
+#[cfg(test)]
+fn sweep_stale(dir: &std::path::Path) {
     if let Ok(handle) = beneath::open_trusted(dir) {
         sweep_stale_in(&handle);
     }

@@ -156,9 +156,7 @@ pub enum Reservation {
 /// The outcome of a commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Committed {
-    Saved {
-        size: u64,
-    },
+    Saved,
     /// Another writer committed the same key and version first.
     Exists,
 }

@@ -435,7 +435,7 @@ fn upload(
         elapsed: started.elapsed(),
     };
     match writer.inner.commit() {
-        Ok(Committed::Saved { .. }) => {
+        Ok(Committed::Saved) => {
             runner.info(&format!(
                 "saved {}{} ({}, {} compressed with {}) in {}",
                 slot.map(|slot| format!("{slot}: ")).unwrap_or_default(),

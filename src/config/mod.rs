@@ -8,8 +8,8 @@ pub mod defs;
 mod names;
 mod outputs;
 
-pub use crate::inputs::{CommandName, Entry, InputError, InputKind, InputSpec, RawInputs, Reader, Scope};
-pub use defs::{DEFAULT_PREFIX, INPUTS, VerifyReuse, input_spec};
+pub use crate::inputs::{CommandName, Entry, InputError, InputKind, RawInputs};
+pub use defs::{DEFAULT_PREFIX, INPUTS, VerifyReuse};
 pub use names::check_input_names;
 pub use outputs::{OUTPUTS, OutputSpec};
 

@@ -25,8 +25,8 @@ mod map;
 mod plan;
 mod slot;
 
-pub use check::{CheckError, check_additions, check_roots, check_slot, merge};
-pub use find::{Answer, Bases, Gap, SlotLookup, find_bases, find_layers};
+pub use check::{check_additions, check_roots, check_slot, merge};
+pub use find::{Answer, Gap, SlotLookup, find_bases, find_layers};
 pub use map::SlotMap;
 pub use plan::{Added, Growth, KeptStack, Limits, plan};
-pub use slot::{GENERATION_ROUND, MAX_GENERATIONS, MAX_LAYERS, Slot};
+pub use slot::{MAX_GENERATIONS, MAX_LAYERS, Slot};

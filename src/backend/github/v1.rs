@@ -211,7 +211,7 @@ impl Upload for V1Upload {
         let body = serde_json::json!({ "size": size }).to_string();
         let url = api.url(&format!("caches/{id}"));
         match api.http.rt().block_on(api.call("commit", Method::POST, url, Some(body.into()), None)) {
-            Ok(_) => Ok(Committed::Saved { size }),
+            Ok(_) => Ok(Committed::Saved),
             Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(e),
         }

@@ -242,7 +242,7 @@ impl Upload for V2Upload {
             return Err(BackendError::new(ErrorKind::Fatal, format!("FinalizeCacheEntryUpload: {detail}")));
         }
         let _ = r.entry_id;
-        Ok(Committed::Saved { size })
+        Ok(Committed::Saved)
     }
 }
 

@@ -189,7 +189,7 @@ impl Upload for LocalUpload {
             let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode));
         }
         match tmp.persist_noclobber(&self.final_path) {
-            Ok(_) => Ok(Committed::Saved { size: self.written }),
+            Ok(_) => Ok(Committed::Saved),
             Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(fatal(&format!("store `{}`", self.final_path.display()), e.error)),
         }

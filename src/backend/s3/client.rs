@@ -521,7 +521,7 @@ impl PartSink {
         let headers = [(reqwest::header::IF_NONE_MATCH, "*")];
         match self.inner.call("complete the upload", Method::POST, &self.path, &query, &headers, Bytes::from(xml)).await
         {
-            Ok(_) => Ok(Committed::Saved { size: 0 }),
+            Ok(_) => Ok(Committed::Saved),
             Err(e) if matches!(e.kind, ErrorKind::Precondition | ErrorKind::AlreadyExists) => Ok(Committed::Exists),
             Err(e) => Err(e),
         }
@@ -556,20 +556,15 @@ impl Upload for S3Upload {
     fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
         let writer = self.writer.take().expect("committed once");
         let http = Arc::clone(&self.sink.inner.http);
-        let total = match writer.finish() {
-            Ok(Finished::Blocks { total, .. }) => total,
-            Ok(Finished::Small(_)) => unreachable!("S3 uploads always go in parts"),
-            Err(e) => return Err(e),
-        };
+        if let Finished::Small(_) = writer.finish()? {
+            unreachable!("S3 uploads always go in parts");
+        }
         let completed = http.rt().block_on(self.sink.complete());
-        if !matches!(completed, Ok(Committed::Saved { .. })) {
+        if !matches!(completed, Ok(Committed::Saved)) {
             http.rt().block_on(self.sink.abort());
         }
         self.done = true;
-        completed.map(|c| match c {
-            Committed::Saved { .. } => Committed::Saved { size: total },
-            other => other,
-        })
+        completed
     }
 }
 
