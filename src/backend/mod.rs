@@ -11,8 +11,10 @@
 //! and comes out whole ([`BackendError::from_io`]). Entry locations may be signed URLs: they
 //! are never printed (`CacheEntry`'s `Debug` leaves them out).
 
+pub mod azure;
 pub mod catalog;
 mod download;
+mod entries;
 pub mod github;
 pub mod http;
 pub mod local;

@@ -1,5 +1,6 @@
 //! What the cache services and blob stores answer, decoded without any I/O: the Twirp (v2) and
-//! REST (v1) response bodies, S3's XML answers and the `<Error>` documents of S3 and Azure Blob,
+//! REST (v1) response bodies, S3's XML answers, Azure Blob's listings, the `<Error>` documents
+//! of S3 and Azure Blob,
 //! and the `Content-Range`/`Content-Length` of ranged downloads. It is kept pure so the fuzz
 //! targets can feed it anything a broken or hostile server might send.
 //!
@@ -101,6 +102,44 @@ pub struct ListedObject {
 #[serde(default, rename_all = "PascalCase")]
 pub struct InitiateMultipartUploadResult {
     pub upload_id: String,
+}
+
+/// Azure Blob `List Blobs` (`<EnumerationResults>`): one page.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct EnumerationResults {
+    pub blobs: Blobs,
+    /// Where the next page starts; absent or empty on the last page.
+    pub next_marker: Option<String>,
+}
+
+/// The `<Blobs>` of a listing.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct Blobs {
+    #[serde(rename = "Blob")]
+    pub blobs: Vec<ListedBlob>,
+}
+
+/// One `<Blob>` of a listing (asked with `include=metadata`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(default, rename_all = "PascalCase")]
+pub struct ListedBlob {
+    pub name: Option<String>,
+    pub properties: BlobProperties,
+    /// The blob's metadata by name, as saved (without `x-ms-meta-`).
+    pub metadata: std::collections::BTreeMap<String, String>,
+}
+
+/// A listed blob's `<Properties>`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct BlobProperties {
+    #[serde(rename = "Content-Length")]
+    pub content_length: u64,
+    /// RFC 1123.
+    #[serde(rename = "Last-Modified")]
+    pub last_modified: String,
 }
 
 /// An `<Error>` document of S3 or Azure Blob.
@@ -282,6 +321,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(started.upload_id, "u-1");
+    }
+
+    #[test]
+    fn azure_listings_decode_by_element_name() {
+        let page = r#"<?xml version="1.0" encoding="utf-8"?>
+<EnumerationResults ServiceEndpoint="http://127.0.0.1:10000/devstoreaccount1" ContainerName="c">
+  <Prefix>ci/</Prefix><Blobs>
+    <Blob><Name>ci/k-1/0123</Name><Properties><Last-Modified>Tue, 02 Jan 2024 03:04:05 GMT</Last-Modified>
+      <Content-Length>42</Content-Length><BlobType>BlockBlob</BlobType></Properties>
+      <Metadata><version>0123abcd</version><ref>refs%2Fheads%2Fmain</ref><created>1700000000</created></Metadata>
+    </Blob>
+    <Blob><Name>ci/k-2/4567</Name><Properties><Content-Length>7</Content-Length></Properties><Metadata /></Blob>
+  </Blobs><NextMarker>2!96!next</NextMarker></EnumerationResults>"#;
+        let listing: EnumerationResults = decode_xml(page).unwrap();
+        let [first, second] = &listing.blobs.blobs[..] else { panic!("{listing:?}") };
+        assert_eq!(first.name.as_deref(), Some("ci/k-1/0123"));
+        assert_eq!(
+            (first.properties.content_length, first.properties.last_modified.as_str()),
+            (42, "Tue, 02 Jan 2024 03:04:05 GMT")
+        );
+        assert_eq!(first.metadata.get("ref").map(String::as_str), Some("refs%2Fheads%2Fmain"));
+        assert_eq!(first.metadata.len(), 3);
+        assert!(second.metadata.is_empty());
+        assert_eq!(listing.next_marker.as_deref(), Some("2!96!next"));
+        let last: EnumerationResults =
+            decode_xml("<EnumerationResults><Blobs /><NextMarker /></EnumerationResults>").unwrap();
+        assert!(last.blobs.blobs.is_empty());
+        assert!(last.next_marker.is_none_or(|m| m.is_empty()));
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod act_examples;
 mod action;
 mod action_yml;
 mod archive;
+mod azure;
 mod bounds;
 mod concurrency;
 mod explain_prune;

@@ -24,6 +24,7 @@
 use super::SECRET_VARS;
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::download;
+use crate::backend::entries::{self, bounded_listing, forbidden};
 use crate::backend::http::{Check, Http, one_line, read_answer, send, status_error};
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
@@ -45,10 +46,10 @@ const SIGNED_FOR: Duration = Duration::from_secs(3600);
 /// The longest wait for credentials (the instance metadata service may never answer, as in a
 /// container on EC2 with an IMDSv2 hop limit of 1).
 const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
-/// Digits of the version in an object's name (the whole version is in its metadata).
-const VERSION_CHARS: usize = 16;
 /// S3's smallest part but the last.
 const MIN_PART: usize = 5 << 20;
+/// The header prefix of an object's metadata.
+const META: &str = "x-amz-meta-";
 
 /// Where entries live, resolved from the inputs and the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,9 +100,7 @@ impl S3Settings {
         let path_style = inputs.force_path_style.unwrap_or_else(|| env.is_true("AWS_S3_FORCE_PATH_STYLE"))
             || host_needs_paths
             || bucket.contains('.');
-        let prefix = inputs.prefix.clone().unwrap_or_default();
-        let prefix = prefix.trim_matches('/');
-        let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+        let prefix = entries::prefix(inputs.prefix.as_deref());
         Ok(Self { bucket, prefix, region, endpoint, path_style })
     }
 }
@@ -176,8 +175,7 @@ impl S3Backend {
     }
 
     fn path(&self, key: &str, version: &str) -> StorePath {
-        let short: String = version.chars().take(VERSION_CHARS).collect();
-        StorePath::from(format!("{}{key}/{short}", self.inner.settings.prefix))
+        StorePath::from(entries::object_name(&self.inner.settings.prefix, key, version))
     }
 }
 
@@ -268,40 +266,28 @@ impl Inner {
     /// after `list_pages` pages or `list_deadline` (a server that always says `IsTruncated`) is
     /// an error, never an endless loop.
     async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64, i64)>, BackendError> {
-        let tuning = &self.http.tuning;
-        let started = tokio::time::Instant::now();
-        let unfinished = |detail: String| {
-            BackendError::new(ErrorKind::Fatal, format!("list the bucket: the listing did not end {detail}"))
-        };
         let root = StorePath::from("");
-        let mut objects = Vec::new();
-        let mut token: Option<String> = None;
-        for page in 0..tuning.list_pages {
-            let mut query = vec![("list-type", "2"), ("prefix", prefix)];
-            if let Some(t) = &token {
-                query.push(("continuation-token", t.as_str()));
+        bounded_listing(&self.http.tuning, "list the bucket", |token| {
+            let root = &root;
+            async move {
+                let mut query = vec![("list-type", "2"), ("prefix", prefix)];
+                if let Some(t) = &token {
+                    query.push(("continuation-token", t.as_str()));
+                }
+                let (_, body) = self.call("list the bucket", Method::GET, root, &query, &[], Bytes::new()).await?;
+                let listing: ListBucketResult = wire::decode_xml(&body).map_err(|e| {
+                    BackendError::new(ErrorKind::Fatal, "list the bucket: unreadable answer").with_source(e)
+                })?;
+                let objects = listing.objects.into_iter().filter_map(|object| {
+                    let modified =
+                        chrono::DateTime::parse_from_rfc3339(&object.last_modified).map_or(0, |t| t.timestamp());
+                    Some((object.key?, object.size, modified))
+                });
+                let next = listing.next_continuation_token.filter(|_| listing.is_truncated);
+                Ok((objects.collect(), next))
             }
-            let left = tuning.list_deadline.saturating_sub(started.elapsed());
-            let call = self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new());
-            let Ok(answer) = tokio::time::timeout(left, call).await else {
-                let within = crate::units::duration(tuning.list_deadline);
-                return Err(unfinished(format!("within {within} ({page} pages)")));
-            };
-            let (_, body) = answer?;
-            let listing: ListBucketResult = wire::decode_xml(&body).map_err(|e| {
-                BackendError::new(ErrorKind::Fatal, "list the bucket: unreadable answer").with_source(e)
-            })?;
-            for object in listing.objects {
-                let Some(key) = object.key else { continue };
-                let modified = chrono::DateTime::parse_from_rfc3339(&object.last_modified).map_or(0, |t| t.timestamp());
-                objects.push((key, object.size, modified));
-            }
-            token = listing.next_continuation_token;
-            if !listing.is_truncated || token.is_none() {
-                return Ok(objects);
-            }
-        }
-        Err(unfinished(format!("after {} pages ({} objects)", tuning.list_pages, objects.len())))
+        })
+        .await
     }
 
     /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket
@@ -376,11 +362,6 @@ fn credential_error(e: object_store::Error) -> BackendError {
     )
 }
 
-/// A non-empty metadata value of an answer.
-fn meta(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned)
-}
-
 impl Backend for S3Backend {
     fn describe(&self) -> String {
         let s = &self.inner.settings;
@@ -399,19 +380,7 @@ impl Backend for S3Backend {
         let head =
             inner.http.rt().block_on(inner.call("look up the entry", Method::HEAD, &path, &[], &[], Bytes::new()));
         match head {
-            Ok((headers, _)) if meta(&headers, "x-amz-meta-version").as_deref() != Some(version) => Ok(None),
-            Ok((headers, _)) => {
-                let size = headers
-                    .get(reqwest::header::CONTENT_LENGTH)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
-                Ok(Some(CacheEntry {
-                    key: key.to_owned(),
-                    version: version.to_owned(),
-                    size,
-                    location: path.to_string(),
-                }))
-            }
+            Ok((headers, _)) => Ok(entries::found(&headers, META, path.as_ref(), key, version)),
             Err(e) if e.kind == ErrorKind::NotFound => {
                 if inner.bucket_exists.get().is_none() {
                     inner.http.rt().block_on(inner.check_bucket())?;
@@ -444,17 +413,14 @@ impl Backend for S3Backend {
         if self.lookup(key, version)?.is_some() {
             return Ok(Reservation::Exists);
         }
-        let created = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs().to_string())
-            .unwrap_or_default();
-        let meta_ref = HeaderName::from_static("x-amz-meta-ref");
-        let meta_created = HeaderName::from_static("x-amz-meta-created");
-        // Metadata must be ASCII: the ref is percent-encoded (`refs/heads/café`).
-        let ref_value: String =
-            url::form_urlencoded::byte_serialize(inner.current_ref.clone().unwrap_or_default().as_bytes()).collect();
-        let meta_version = HeaderName::from_static("x-amz-meta-version");
-        let headers = [(meta_ref, ref_value.as_str()), (meta_created, created.as_str()), (meta_version, version)];
+        let metadata = entries::metadata(inner.current_ref.as_deref(), version);
+        let headers: Vec<_> = metadata
+            .iter()
+            .map(|(field, value)| {
+                let name = HeaderName::try_from(format!("{META}{field}")).expect("a metadata field is a header name");
+                (name, value.as_str())
+            })
+            .collect();
         let (_, body) = inner.http.rt().block_on(inner.call(
             "start the upload",
             Method::POST,
@@ -592,8 +558,7 @@ impl Catalog for S3Backend {
         let objects = inner.http.rt().block_on(inner.list_objects(&prefix)).map_err(catalog_error)?;
         let mut found = Vec::new();
         for (location, size, modified) in objects {
-            let Some(rest) = location.strip_prefix(&prefix).map(|r| format!("{key_prefix}{r}")) else { continue };
-            let Some((key, version)) = rest.split_once('/') else { continue };
+            let Some(parts) = entries::split_name(&location, &prefix, key_prefix) else { continue };
             let path = StorePath::from(location.as_str());
             let head = inner.http.rt().block_on(inner.call(
                 "read the entry's metadata",
@@ -608,24 +573,8 @@ impl Catalog for S3Backend {
                 Err(e) if e.kind == ErrorKind::NotFound => continue,
                 Err(e) => return Err(catalog_error(e)),
             };
-            // An entry saved without a ref (outside Actions) has the empty ref: it belongs to
-            // runs without one, never to every ref.
-            let saved_ref = meta(&headers, "x-amz-meta-ref")
-                .map(|r| {
-                    url::form_urlencoded::parse(format!("r={r}").as_bytes())
-                        .map(|(_, v)| v.into_owned())
-                        .next()
-                        .unwrap_or(r)
-                })
-                .unwrap_or_default();
-            found.push(Listed {
-                id: location.clone(),
-                key: key.to_owned(),
-                version: meta(&headers, "x-amz-meta-version").unwrap_or_else(|| version.to_owned()),
-                r#ref: Some(saved_ref),
-                created: meta(&headers, "x-amz-meta-created").and_then(|c| c.parse().ok()).unwrap_or(modified),
-                size,
-            });
+            let meta = |field: &str| entries::header(&headers, &format!("{META}{field}"));
+            found.push(entries::listed(&location, parts, size, modified, meta));
         }
         found.sort_by_key(|l| std::cmp::Reverse(l.created));
         Ok(found)
@@ -642,17 +591,6 @@ impl Catalog for S3Backend {
             Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(forbidden(e, format!("delete `{}`", entry.id), "s3:DeleteObject")),
         }
-    }
-}
-
-/// A catalog failure: [`CatalogError::Forbidden`] (which stops a prune) when the credentials
-/// may not do `what` (`needs`: the permission), else the backend error itself.
-fn forbidden(e: BackendError, what: String, needs: &'static str) -> CatalogError {
-    match (e.kind, e.status) {
-        (ErrorKind::Forbidden, status) => {
-            CatalogError::Forbidden { what, status: status.unwrap_or(403), message: e.message, needs }
-        }
-        _ => e.into(),
     }
 }
 
@@ -738,27 +676,5 @@ mod tests {
         // CompleteMultipartUpload can fail inside a 200.
         let inside = "<Error><Code>InternalError</Code></Error>";
         assert_eq!(s3_error("x", StatusCode::OK, &HeaderMap::new(), inside, &s).kind, ErrorKind::Transient);
-    }
-
-    #[test]
-    fn the_catalog_hears_forbidden_by_kind_and_keeps_other_errors_whole() {
-        let s = settings(bucket("ci-cache"), &[]);
-        let denied = s3_error("list the bucket", StatusCode::FORBIDDEN, &HeaderMap::new(), "", &s);
-        match forbidden(denied, "list".into(), "s3:ListBucket") {
-            CatalogError::Forbidden { status: 403, needs: "s3:ListBucket", message, .. } => {
-                assert!(message.contains("access denied"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
-        // Words alone are not a refusal.
-        let worded = BackendError::new(ErrorKind::Fatal, "access denied (HTTP 403)")
-            .with_status(400)
-            .with_source(io::Error::other("the cause"));
-        let CatalogError::Storage { source } = forbidden(worded, "list".into(), "s3:ListBucket") else {
-            panic!("not a storage error")
-        };
-        let kept = source.downcast_ref::<BackendError>().expect("the backend error itself");
-        assert_eq!((kept.kind, kept.status), (ErrorKind::Fatal, Some(400)));
-        assert_eq!(source.source().map(ToString::to_string).as_deref(), Some("the cause"));
     }
 }

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 pub const ACCOUNT: &str = "devstoreaccount1";
 /// Azurite's well-known development key (public, documented by Microsoft).
-const ACCOUNT_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+pub const ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 const SAS_VERSION: &str = "2022-11-02";
 
 pub struct Azurite {

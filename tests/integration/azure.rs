@@ -1,0 +1,200 @@
+//! The Azure Blob backend through the library against Azurite (which checks every Shared Key
+//! and SAS signature): round trips in one Put Blob and in blocks, exact-key misses, racing
+//! saves, the catalog (list with the ref, delete), a SAS token instead of the key, a wrong key
+//! and a missing container. The `backend: azure-blob` input is not wired yet, so the backend is
+//! built directly.
+
+use crate::support::noise;
+use crate::support::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
+use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
+use exact_cache::backend::http::Http;
+use exact_cache::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
+use exact_cache::backend::{Catalog, CatalogError};
+use exact_cache::env::Env;
+use exact_cache::runner::SecretSink;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const VERSION: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A new container in Azurite, named after `test` (tests run at once).
+fn container(test: &str) -> String {
+    let name = format!("{test}-{}", azurite::free_port());
+    let url = format!("{}/{name}?restype=container&{}", azurite::azurite().base(), azurite::account_sas());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let status = rt.block_on(async {
+        reqwest::Client::new().put(&url).header("content-length", "0").send().await.unwrap().status()
+    });
+    assert!(status.is_success(), "create container: {status}");
+    name
+}
+
+/// The variables of a run: small blocks (so a few MiB go up in several), the account key
+/// unless `credentials` says otherwise, then `extra`.
+fn env(credentials: &[(&str, &str)], extra: &[(&str, &str)]) -> Env {
+    let mut env = Env::from_pairs([
+        ("EXACT_CACHE_UPLOAD_BLOCK_MIB", "0.25"),
+        ("EXACT_CACHE_SINGLE_PUT_MIB", "0.25"),
+        ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.25"),
+        ("EXACT_CACHE_RETRY_BASE_MS", "10"),
+        ("GITHUB_REF", "refs/heads/main"),
+    ]);
+    let credentials =
+        if credentials.is_empty() { &[("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY)][..] } else { credentials };
+    for (name, value) in credentials.iter().chain(extra) {
+        env.set(*name, *value);
+    }
+    env
+}
+
+fn backend_with(container: &str, env: &Env, sink: SecretSink) -> AzureBlobBackend {
+    let inputs = AzureInputs {
+        account: Some(ACCOUNT.into()),
+        container: Some(container.into()),
+        prefix: Some("ci".into()),
+        endpoint: Some(azurite::azurite().base()),
+    };
+    let settings = AzureSettings::resolve(&inputs, env).unwrap();
+    let http = Arc::new(Http::new(env, sink).unwrap());
+    AzureBlobBackend::new(http, settings, env).unwrap()
+}
+
+fn backend(container: &str) -> AzureBlobBackend {
+    backend_with(container, &env(&[], &[]), SecretSink::detached())
+}
+
+/// Save `bytes` under `key` and `VERSION`: how the commit ended.
+fn save(backend: &AzureBlobBackend, key: &str, bytes: &[u8]) -> Result<Committed, BackendError> {
+    let Reservation::Reserved(mut upload) = backend.reserve(key, VERSION)? else { return Ok(Committed::Exists) };
+    upload.write_all(bytes).unwrap();
+    upload.commit()
+}
+
+fn download(backend: &AzureBlobBackend, key: &str) -> Vec<u8> {
+    let entry = backend.lookup(key, VERSION).unwrap().expect("the entry");
+    let mut bytes = Vec::new();
+    backend.open(&entry).unwrap().read_to_end(&mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
+    let c = container("round-trip");
+    let backend = backend(&c);
+    assert!(
+        Backend::describe(&backend)
+            .contains(&format!("Azure Blob container `{c}` of account `{ACCOUNT}`, prefix `ci/`"))
+    );
+    assert!(backend.lookup("k-small", VERSION).unwrap().is_none(), "nothing saved yet");
+    let small = noise(1000, 1);
+    let large = noise(3 << 20 | 123, 2);
+    assert_eq!(save(&backend, "k-small", &small).unwrap(), Committed::Saved { size: 1000 });
+    assert_eq!(save(&backend, "k-large", &large).unwrap(), Committed::Saved { size: large.len() as u64 });
+    assert_eq!(download(&backend, "k-small"), small);
+    assert!(download(&backend, "k-large") == large, "the blocks came back in order");
+    let entry = backend.lookup("k-large", VERSION).unwrap().unwrap();
+    assert_eq!(entry.size, Some(large.len() as u64));
+    assert_eq!(backend.read_prefix(&entry, 100).unwrap(), large[..100]);
+    // Another version with the same first 16 digits is another entry: a miss.
+    let other = format!("{}ffff", &VERSION[..60]);
+    assert!(backend.lookup("k-large", &other).unwrap().is_none());
+    assert!(backend.lookup("k-missing", VERSION).unwrap().is_none());
+    // A second save of the same key is `exists`, before anything is uploaded.
+    assert!(matches!(backend.reserve("k-small", VERSION).unwrap(), Reservation::Exists));
+}
+
+#[test]
+fn racing_saves_give_one_saved_and_one_exists() {
+    let c = container("race");
+    let backend = backend(&c);
+    for (key, len) in [("k-small", 1000), ("k-blocks", 2 << 20)] {
+        let reserve = || match backend.reserve(key, VERSION).unwrap() {
+            Reservation::Reserved(upload) => upload,
+            Reservation::Exists => panic!("nothing is committed yet"),
+        };
+        let (mut first, mut second) = (reserve(), reserve());
+        let (a, b) = (noise(len, 3), noise(len, 4));
+        // Interleaved: both writers stage blocks under the same blob name.
+        for (chunk_a, chunk_b) in a.chunks(100_000).zip(b.chunks(100_000)) {
+            first.write_all(chunk_a).unwrap();
+            second.write_all(chunk_b).unwrap();
+        }
+        assert_eq!(first.commit().unwrap(), Committed::Saved { size: len as u64 }, "{key}");
+        assert_eq!(second.commit().unwrap(), Committed::Exists, "{key}");
+        assert!(download(&backend, key) == a, "{key}: the first writer's bytes, whole");
+    }
+}
+
+#[test]
+fn the_catalog_lists_with_the_ref_and_deletes() {
+    let c = container("catalog");
+    let backend = backend_with(&c, &env(&[], &[("GITHUB_REF", "refs/heads/café")]), SecretSink::detached());
+    save(&backend, "build-a", b"first").unwrap();
+    save(&backend, "build-b", b"second!").unwrap();
+    save(&backend, "other-c", b"third").unwrap();
+    let listed = backend.list("build-", None).unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let mut keys: Vec<_> = listed.iter().map(|l| (l.key.as_str(), l.size)).collect();
+    keys.sort();
+    assert_eq!(keys, [("build-a", 5), ("build-b", 7)]);
+    for entry in &listed {
+        assert_eq!((entry.version.as_str(), entry.r#ref.as_deref()), (VERSION, Some("refs/heads/café")));
+        assert!(entry.id.starts_with("ci/build-"), "{}", entry.id);
+        assert!(entry.created > 1_700_000_000, "{}", entry.created);
+    }
+    backend.delete(&listed[0]).unwrap();
+    let left = backend.list("build-", None).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_ne!(left[0].key, listed[0].key);
+    // Deleting twice is fine; an id outside the prefix is refused.
+    backend.delete(&listed[0]).unwrap();
+    let stray = exact_cache::backend::Listed { id: "elsewhere/x".into(), ..listed[0].clone() };
+    assert!(matches!(backend.delete(&stray), Err(CatalogError::NotLocalEntry { .. })));
+    assert!(backend.lookup(&listed[0].key, VERSION).unwrap().is_none());
+}
+
+#[test]
+fn a_sas_token_works_in_place_of_the_key_and_is_masked() {
+    let c = container("sas");
+    let sas = azurite::account_sas();
+    let sink = SecretSink::detached();
+    let backend = backend_with(&c, &env(&[("AZURE_STORAGE_SAS_TOKEN", &sas)], &[]), sink.clone());
+    let bytes = noise(600_000, 5);
+    assert_eq!(save(&backend, "k-sas", &bytes).unwrap(), Committed::Saved { size: bytes.len() as u64 });
+    assert!(download(&backend, "k-sas") == bytes);
+    assert_eq!(backend.list("k-", None).unwrap().len(), 1);
+    assert!(sink.contains(&sas), "the token");
+    assert!(sink.contains(&azurite::account_sas_signature()), "its signature alone");
+}
+
+#[test]
+fn a_wrong_key_is_forbidden_at_once_and_never_shown() {
+    let c = container("wrong-key");
+    let wrong = "d3Jvbmcga2V5IGZvciB0aGUgdGVzdCwgbm90IGEgcmVhbCBvbmUgYXQgYWxsIQ==";
+    // Retries would wait seconds: a refusal must not be retried.
+    let env = env(&[("AZURE_STORAGE_ACCOUNT_KEY", wrong)], &[("EXACT_CACHE_RETRY_BASE_MS", "3000")]);
+    let sink = SecretSink::detached();
+    let backend = backend_with(&c, &env, sink.clone());
+    assert!(sink.contains(wrong), "the key is masked before any request");
+    let started = Instant::now();
+    let e = backend.lookup("k", VERSION).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "retried: {:?}", started.elapsed());
+    assert_eq!((e.kind, e.status), (ErrorKind::Forbidden, Some(403)), "{e}");
+    assert!(e.message.contains("access denied (HTTP 403"), "{e}");
+    let Err(reserved) = backend.reserve("k", VERSION) else { panic!("reserved with a wrong key") };
+    assert_eq!(reserved.kind, ErrorKind::Forbidden);
+    let listed = backend.list("k", None).unwrap_err();
+    assert!(matches!(listed, CatalogError::Forbidden { status: 403, .. }), "{listed:?}");
+    for text in [e.to_string(), format!("{e:?}"), listed.to_string(), format!("{listed:?}")] {
+        assert!(!text.contains(wrong) && !text.contains(ACCOUNT_KEY), "{text}");
+    }
+}
+
+#[test]
+fn a_missing_container_is_an_error_not_a_miss() {
+    let backend = backend("no-such-container");
+    let e = backend.lookup("k", VERSION).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Fatal, "{e}");
+    assert!(e.message.contains("container `no-such-container` does not exist"), "{e}");
+}
