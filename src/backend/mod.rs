@@ -14,7 +14,7 @@
 pub mod azure;
 pub mod catalog;
 mod download;
-mod entries;
+pub(crate) mod entries;
 pub mod github;
 pub mod http;
 pub mod local;

@@ -1,5 +1,5 @@
 //! Stores as providers. Each place entries can live — the GitHub cache service, the local
-//! directory, S3-compatible object storage — is one [`Store`]: its name for the `backend` input,
+//! directory, S3-compatible object storage, Azure Blob Storage — is one [`Store`]: its name for the `backend` input,
 //! its own inputs (they join the input registry), and, configured, its backend, its catalog and
 //! the variables holding its credentials. [`STORES`] is the registry: adding a store is one
 //! directory under `backend/` and one line here.
@@ -45,13 +45,14 @@ pub trait Configured: Send + Sync + fmt::Debug {
     fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError>;
 
     /// The values of its credentials in `env`: masked in every step, and never saved.
-    fn secret_values<'a>(&self, _env: &'a Env) -> Vec<&'a str> {
+    fn secret_values(&self, _env: &Env) -> Vec<String> {
         Vec::new()
     }
 }
 
 /// Every store; with `backend: auto` the first that serves the run is chosen.
-pub static STORES: &[&dyn Store] = &[&super::github::GITHUB, &super::local::LOCAL, &super::s3::S3];
+pub static STORES: &[&dyn Store] =
+    &[&super::github::GITHUB, &super::local::LOCAL, &super::s3::S3, &super::azure::AZURE_BLOB];
 
 /// The `backend` input: `auto`, or a store's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,7 +123,7 @@ impl Stores {
     }
 
     /// The chosen store's credentials in `env`.
-    pub fn secret_values<'a>(&self, env: &'a Env) -> Vec<&'a str> {
+    pub fn secret_values(&self, env: &Env) -> Vec<String> {
         self.chosen(env).1.secret_values(env)
     }
 }

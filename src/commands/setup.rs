@@ -41,7 +41,7 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
         runner.add_secret(token);
     }
     for value in config.stores.secret_values(env) {
-        runner.add_secret(value);
+        runner.add_secret(&value);
     }
     // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
     // listing one would otherwise print it in the fingerprint and in explanations of misses.
@@ -79,11 +79,13 @@ fn workspace(invocation: &Invocation, env: &Env) -> Result<PathBuf, Error> {
 /// What a save must never archive: the job's tokens, the `github-token` input, the values of
 /// the variables named in `secret-env`, and the chosen store's credentials (S3's secret key
 /// and session token).
-pub(super) fn secret_values<'a>(config: &'a Config, env: &'a Env) -> impl Iterator<Item = &'a str> {
+pub(super) fn secret_values(config: &Config, env: &Env) -> Vec<String> {
     TOKEN_VARIABLES
         .iter()
         .filter_map(|name| env.non_empty(name))
         .chain(config.github_token.as_deref())
         .chain(config.secret_env.iter().filter_map(|name| env.non_empty(name)))
+        .map(str::to_owned)
         .chain(config.stores.secret_values(env))
+        .collect()
 }

@@ -125,8 +125,8 @@ pub static BACKEND: Input<BackendChoice> = Input::new(
     InputKind::Text,
     Cache,
     "auto",
-    "Where entries live: `auto` (the runner's cache service, else the local directory), `github`, `local` or \
-     `s3`.",
+    "Where entries live: `auto` (the runner's cache service, else the local directory), `github`, `local`, \
+     `s3` or `azure-blob`.",
     parse_backend,
 )
 .catalog(Catalog::Both);

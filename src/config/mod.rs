@@ -364,6 +364,14 @@ mod tests {
     }
 
     #[test]
+    fn the_backend_input_documents_every_store() {
+        for store in crate::backend::STORES {
+            let name = format!("`{}`", store.name());
+            assert!(defs::BACKEND.spec.description.contains(&name), "{name} is documented");
+        }
+    }
+
+    #[test]
     fn an_empty_prefix_is_an_input_error() {
         for empty in ["", "  "] {
             let err = config(&[("path", "out"), ("prefix", empty)]).unwrap_err().to_string();

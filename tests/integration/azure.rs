@@ -1,8 +1,8 @@
 //! The Azure Blob backend through the library against Azurite (which checks every Shared Key
 //! and SAS signature): round trips in one Put Blob and in blocks, exact-key misses, racing
 //! saves, the catalog (list with the ref, delete), a SAS token instead of the key, a wrong key
-//! and a missing container. The `backend: azure-blob` input is not wired yet, so the backend is
-//! built directly.
+//! and a missing container, with the backend built directly; and `backend: azure-blob` through
+//! the binary.
 
 use crate::support::noise;
 use crate::support::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
@@ -89,8 +89,8 @@ fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
     assert!(backend.lookup("k-small", VERSION).unwrap().is_none(), "nothing saved yet");
     let small = noise(1000, 1);
     let large = noise(3 << 20 | 123, 2);
-    assert_eq!(save(&backend, "k-small", &small).unwrap(), Committed::Saved { size: 1000 });
-    assert_eq!(save(&backend, "k-large", &large).unwrap(), Committed::Saved { size: large.len() as u64 });
+    assert_eq!(save(&backend, "k-small", &small).unwrap(), Committed::Saved);
+    assert_eq!(save(&backend, "k-large", &large).unwrap(), Committed::Saved);
     assert_eq!(download(&backend, "k-small"), small);
     assert!(download(&backend, "k-large") == large, "the blocks came back in order");
     let entry = backend.lookup("k-large", VERSION).unwrap().unwrap();
@@ -120,7 +120,7 @@ fn racing_saves_give_one_saved_and_one_exists() {
             first.write_all(chunk_a).unwrap();
             second.write_all(chunk_b).unwrap();
         }
-        assert_eq!(first.commit().unwrap(), Committed::Saved { size: len as u64 }, "{key}");
+        assert_eq!(first.commit().unwrap(), Committed::Saved, "{key}");
         assert_eq!(second.commit().unwrap(), Committed::Exists, "{key}");
         assert!(download(&backend, key) == a, "{key}: the first writer's bytes, whole");
     }
@@ -161,7 +161,7 @@ fn a_sas_token_works_in_place_of_the_key_and_is_masked() {
     let sink = SecretSink::detached();
     let backend = backend_with(&c, &env(&[("AZURE_STORAGE_SAS_TOKEN", &sas)], &[]), sink.clone());
     let bytes = noise(600_000, 5);
-    assert_eq!(save(&backend, "k-sas", &bytes).unwrap(), Committed::Saved { size: bytes.len() as u64 });
+    assert_eq!(save(&backend, "k-sas", &bytes).unwrap(), Committed::Saved);
     assert!(download(&backend, "k-sas") == bytes);
     assert_eq!(backend.list("k-", None).unwrap().len(), 1);
     assert!(sink.contains(&sas), "the token");
@@ -197,4 +197,53 @@ fn a_missing_container_is_an_error_not_a_miss() {
     let e = backend.lookup("k", VERSION).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Fatal, "{e}");
     assert!(e.message.contains("container `no-such-container` does not exist"), "{e}");
+}
+
+/// `backend: azure-blob` through the binary, as a workflow sets it: the account and key from
+/// the Azure environment, the container and endpoint as inputs.
+#[test]
+fn the_azure_blob_backend_input_saves_restores_lists_and_prunes_through_the_binary() {
+    use crate::support::{NO_STATE, Step, write};
+    let name = container("binary");
+    let endpoint = azurite::azurite().base();
+    let mut step = Step::new();
+    step.set_env("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT);
+    step.set_env("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY);
+    step.set_env("GITHUB_REF", "refs/heads/main");
+    let weights = noise(300_000, 7);
+    write(&step.ws.join("out/model.pth"), &weights);
+    let store = [("backend", "Azure-Blob"), ("azure-container", &name), ("azure-endpoint", &endpoint)];
+    let inputs: Vec<(&str, &str)> =
+        [("path", "out"), ("native", "none"), ("prefix", "az")].into_iter().chain(store).collect();
+
+    let miss = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(miss.output("miss-reason"), "not-found", "{}", miss.stdout);
+    let save = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert!(!step.cache.join("entries").exists(), "nothing went to the local store");
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let hit = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert_eq!(std::fs::read(step.ws.join("out/model.pth")).unwrap(), weights);
+    for r in [&miss, &save, &hit] {
+        assert!(!r.readable().contains(ACCOUNT_KEY), "the account key never shows");
+    }
+
+    let catalog: Vec<(&str, &str)> = [("prefix", "az")].into_iter().chain(store).collect();
+    let list = step.run(&["list"], &catalog, NO_STATE);
+    assert_eq!(list.output("keys"), save.output("key"), "{}", list.stdout);
+    let mut keep_none = catalog.clone();
+    keep_none.push(("prune-keep", "1"));
+    let pruned = step.run(&["prune", "--dry-run"], &keep_none, NO_STATE);
+    assert_eq!(pruned.code, 0, "{}", pruned.stdout);
+
+    let unnamed = step.run(&["save"], &[("path", "out"), ("backend", "azure-blob")], NO_STATE);
+    assert_eq!(unnamed.code, 1);
+    assert!(
+        unnamed.stdout.contains("input `azure-container`: is required with `backend: azure-blob`"),
+        "{}",
+        unnamed.stdout
+    );
+    let bad = step.run(&["save"], &[("path", "out"), ("azure-container", "No_Such")], NO_STATE);
+    assert!(bad.stdout.contains("input `azure-container`: `No_Such` is not a container name"), "{}", bad.stdout);
 }

@@ -22,9 +22,11 @@
 
 mod client;
 mod settings;
+mod store;
 mod upload;
 
 pub use settings::{AzureInputs, AzureSettings, SECRET_VARS};
+pub use store::{AZURE_ACCOUNT, AZURE_BLOB, AZURE_CONTAINER, AZURE_ENDPOINT, AZURE_PREFIX};
 
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::http::{Http, one_line};

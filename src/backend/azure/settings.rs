@@ -155,7 +155,7 @@ impl AzureSettings {
 }
 
 /// Azure's rule for container names.
-fn is_container_name(name: &str) -> bool {
+pub(super) fn is_container_name(name: &str) -> bool {
     (3..=63).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')

@@ -106,15 +106,12 @@ impl Upload for AzureUpload {
     fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
         let writer = self.writer.take().expect("committed once");
         let http = Arc::clone(&self.sink.client.http);
-        let (created, size) = match writer.finish()? {
-            Finished::Small(data) => {
-                let size = data.len() as u64;
-                (http.rt().block_on(self.sink.put_blob(data)), size)
-            }
-            Finished::Blocks { blocks, total } => (http.rt().block_on(self.sink.put_block_list(blocks)), total),
+        let created = match writer.finish()? {
+            Finished::Small(data) => http.rt().block_on(self.sink.put_blob(data)),
+            Finished::Blocks { blocks, .. } => http.rt().block_on(self.sink.put_block_list(blocks)),
         };
         match created {
-            Ok(()) => Ok(Committed::Saved { size }),
+            Ok(()) => Ok(Committed::Saved),
             Err(e) if matches!(e.kind, ErrorKind::Precondition | ErrorKind::AlreadyExists) => Ok(Committed::Exists),
             Err(e) => match http.rt().block_on(self.sink.client.lookup(&self.key, &self.version)) {
                 Ok(Some(_)) => Ok(Committed::Exists),

@@ -7,6 +7,7 @@ mod client;
 pub use client::{S3Backend, S3Inputs, S3Settings};
 
 use super::catalog::{Catalog, CatalogError};
+use super::entries::{parse_endpoint, parse_prefix};
 use super::http::Http;
 use super::store::{Configured, Store};
 use super::{Backend, BackendError, ErrorKind};
@@ -18,17 +19,26 @@ use crate::paths::Locations;
 use crate::runner::SecretSink;
 use std::sync::Arc;
 
-pub static S3_BUCKET: Input<Option<String>> = Input::text(
+pub static S3_BUCKET: Input<Option<String>> = Input::new(
     "s3-bucket",
+    InputKind::Text,
     Scope::Cache,
+    "",
     "With `backend: s3`: the bucket (required). Credentials come only from the standard AWS environment (keys and \
      session token, a web-identity role such as GitHub OIDC, instance metadata), never from inputs.",
+    parse_bucket,
 )
 .catalog(Listing::Both);
 
-pub static S3_PREFIX: Input<Option<String>> =
-    Input::text("s3-prefix", Scope::Cache, "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).")
-        .catalog(Listing::Both);
+pub static S3_PREFIX: Input<Option<String>> = Input::new(
+    "s3-prefix",
+    InputKind::Text,
+    Scope::Cache,
+    "",
+    "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).",
+    parse_prefix,
+)
+.catalog(Listing::Both);
 
 pub static S3_REGION: Input<Option<String>> = Input::text(
     "s3-region",
@@ -37,11 +47,14 @@ pub static S3_REGION: Input<Option<String>> = Input::text(
 )
 .catalog(Listing::Both);
 
-pub static S3_ENDPOINT: Input<Option<String>> = Input::text(
+pub static S3_ENDPOINT: Input<Option<String>> = Input::new(
     "s3-endpoint",
+    InputKind::Text,
     Scope::Cache,
+    "",
     "With `backend: s3`: an S3-compatible endpoint such as `https://minio.internal:9000` (default: \
      `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, else AWS).",
+    parse_endpoint,
 )
 .catalog(Listing::Both);
 
@@ -88,45 +101,26 @@ impl Store for S3Store {
 
 /// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
 fn read_inputs(raw: &RawInputs) -> Result<S3Inputs, InputError> {
-    let invalid = |name, detail| InputError::Invalid { name, detail };
-    let bucket = S3_BUCKET.read(raw)?;
-    if let Some(b) = &bucket {
-        let valid = (3..=63).contains(&b.len())
-            && b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
-            && b.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && b.ends_with(|c: char| c.is_ascii_alphanumeric());
-        if !valid {
-            return Err(invalid(
-                S3_BUCKET.name(),
-                format!("`{b}` is not a bucket name (3 to 63 lowercase letters, digits, `.` and `-`)"),
-            ));
-        }
+    Ok(S3Inputs {
+        bucket: S3_BUCKET.read(raw)?,
+        prefix: S3_PREFIX.read(raw)?,
+        region: S3_REGION.read(raw)?,
+        endpoint: S3_ENDPOINT.read(raw)?,
+        force_path_style: S3_FORCE_PATH_STYLE.read(raw)?,
+    })
+}
+
+/// A bucket name S3 accepts.
+fn parse_bucket(value: Option<&str>) -> Result<Option<String>, String> {
+    let Some(b) = value.map(str::trim).filter(|b| !b.is_empty()) else { return Ok(None) };
+    let valid = (3..=63).contains(&b.len())
+        && b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+        && b.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && b.ends_with(|c: char| c.is_ascii_alphanumeric());
+    match valid {
+        true => Ok(Some(b.to_owned())),
+        false => Err(format!("`{b}` is not a bucket name (3 to 63 lowercase letters, digits, `.` and `-`)")),
     }
-    let endpoint = S3_ENDPOINT.read(raw)?;
-    if let Some(e) = &endpoint {
-        let parsed = url::Url::parse(e).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-        if parsed.is_none() {
-            return Err(invalid(S3_ENDPOINT.name(), format!("`{e}` is not an `http://` or `https://` URL")));
-        }
-    }
-    let prefix = S3_PREFIX.read(raw)?;
-    if let Some(p) = &prefix {
-        let segments: Vec<&str> = p.trim_matches('/').split('/').collect();
-        let valid = p.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
-            && segments.iter().all(|s| !s.is_empty() && *s != "." && *s != "..");
-        if !valid {
-            return Err(invalid(
-                S3_PREFIX.name(),
-                format!(
-                    "`{p}` is not a key prefix: use ASCII letters, digits, `-`, `_`, `.` and `/` between non-empty \
-                     segments other than `.` and `..`"
-                ),
-            ));
-        }
-    }
-    let region = S3_REGION.read(raw)?;
-    let force_path_style = S3_FORCE_PATH_STYLE.read(raw)?;
-    Ok(S3Inputs { bucket, prefix, region, endpoint, force_path_style })
 }
 
 #[derive(Debug)]
@@ -152,7 +146,7 @@ impl Configured for S3Config {
         Ok(Box::new(self.client(env, SecretSink::detached())?))
     }
 
-    fn secret_values<'a>(&self, env: &'a Env) -> Vec<&'a str> {
-        SECRET_VARS.iter().filter_map(|name| env.non_empty(name)).collect()
+    fn secret_values(&self, env: &Env) -> Vec<String> {
+        SECRET_VARS.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned).collect()
     }
 }
