@@ -205,22 +205,12 @@ mod tests {
         assert!(flags("save").contains(&"prune".to_owned()));
         let mut list = flags("list");
         list.sort();
-        let mut expected = [
-            "prefix",
-            "backend",
-            "protocol",
-            "local-dir",
-            "github-token",
-            "s3-bucket",
-            "s3-prefix",
-            "s3-region",
-            "s3-endpoint",
-            "s3-force-path-style",
-            "path",
-            "compression",
-            "grow",
-            "json",
-        ];
+        // The core's catalog inputs, and every store's: where the entries are.
+        let stores = crate::backend::STORES.iter().flat_map(|store| store.inputs()).map(|spec| spec.name);
+        let mut expected: Vec<&str> = ["prefix", "backend", "github-token", "path", "compression", "grow", "json"]
+            .into_iter()
+            .chain(stores)
+            .collect();
         expected.sort();
         assert_eq!(list, expected);
         assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));

@@ -318,7 +318,7 @@ mod tests {
             ("grow-max-layers", "17", "`17` is not a whole number from 1 to 16"),
             ("grow-max-share", "-5%", "`-5%` is not a percentage above 0 (such as `50%`)"),
             ("grow-max-share", "half", "`half` is not a percentage above 0 (such as `50%`)"),
-            ("backend", "gcs", "`gcs` is not one of `auto`, `github`, `local`, `s3`"),
+            ("backend", "gcs", "`gcs` is not one of `auto`, `github`, `local`, `s3`, `azure-blob`"),
             ("explain-misses", "yes", "`yes` is not one of `auto`, `true`, `false`"),
             ("protocol", "v3", "`v3` is not one of `auto`, `v1`, `v2`"),
             ("secret-env", "OK 9BAD", "`9BAD` is not a variable name"),
