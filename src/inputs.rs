@@ -51,7 +51,7 @@ pub enum CommandName {
 /// What reads inputs: an entry point of the action, or a command of the CLI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reader {
-    Action(Entry),
+    Action(EntryPoint),
     Cli(CommandName),
 }
 
@@ -62,18 +62,20 @@ impl Scope {
         use Reader::{Action, Cli};
         match self {
             Scope::Fingerprint => true,
-            Scope::Cache => !matches!(reader, Action(Entry::Fingerprint) | Cli(C::Fingerprint)),
-            Scope::Restore => matches!(reader, Action(Entry::Root | Entry::Restore) | Cli(C::Restore | C::Explain)),
-            Scope::Save => matches!(reader, Action(Entry::Save) | Cli(C::Save)),
+            Scope::Cache => !matches!(reader, Action(EntryPoint::Fingerprint) | Cli(C::Fingerprint)),
+            Scope::Restore => {
+                matches!(reader, Action(EntryPoint::Root | EntryPoint::Restore) | Cli(C::Restore | C::Explain))
+            }
+            Scope::Save => matches!(reader, Action(EntryPoint::Save) | Cli(C::Save)),
             // The root action's restore (main) and save (post) steps both read these.
-            Scope::Root => matches!(reader, Action(Entry::Root) | Cli(C::Restore | C::Save)),
+            Scope::Root => matches!(reader, Action(EntryPoint::Root) | Cli(C::Restore | C::Save)),
         }
     }
 }
 
 /// The action's entry points (`action.yml` files).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entry {
+pub enum EntryPoint {
     /// `uses: owner/exact-cache@sha`: restore in `main`, save in `post`.
     Root,
     Restore,
@@ -81,16 +83,16 @@ pub enum Entry {
     Fingerprint,
 }
 
-impl Entry {
-    pub const ALL: [Entry; 4] = [Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint];
+impl EntryPoint {
+    pub const ALL: [EntryPoint; 4] = [EntryPoint::Root, EntryPoint::Restore, EntryPoint::Save, EntryPoint::Fingerprint];
 
     /// The directory of its `action.yml`, relative to the repository root.
     pub fn dir(self) -> &'static str {
         match self {
-            Entry::Root => ".",
-            Entry::Restore => "restore",
-            Entry::Save => "save",
-            Entry::Fingerprint => "fingerprint",
+            EntryPoint::Root => ".",
+            EntryPoint::Restore => "restore",
+            EntryPoint::Save => "save",
+            EntryPoint::Fingerprint => "fingerprint",
         }
     }
 
@@ -409,10 +411,10 @@ mod tests {
         let scopes = |reader: Reader| -> Vec<Scope> {
             [Fingerprint, Cache, Restore, Save, Root].into_iter().filter(|s| s.taken_by(reader)).collect()
         };
-        assert_eq!(scopes(Reader::Action(Entry::Root)), [Fingerprint, Cache, Restore, Root]);
-        assert_eq!(scopes(Reader::Action(Entry::Restore)), [Fingerprint, Cache, Restore]);
-        assert_eq!(scopes(Reader::Action(Entry::Save)), [Fingerprint, Cache, Save]);
-        assert_eq!(scopes(Reader::Action(Entry::Fingerprint)), [Fingerprint]);
+        assert_eq!(scopes(Reader::Action(EntryPoint::Root)), [Fingerprint, Cache, Restore, Root]);
+        assert_eq!(scopes(Reader::Action(EntryPoint::Restore)), [Fingerprint, Cache, Restore]);
+        assert_eq!(scopes(Reader::Action(EntryPoint::Save)), [Fingerprint, Cache, Save]);
+        assert_eq!(scopes(Reader::Action(EntryPoint::Fingerprint)), [Fingerprint]);
         assert_eq!(scopes(Reader::Cli(C::Restore)), [Fingerprint, Cache, Restore, Root]);
         assert_eq!(scopes(Reader::Cli(C::Save)), [Fingerprint, Cache, Save, Root]);
         assert_eq!(scopes(Reader::Cli(C::Explain)), [Fingerprint, Cache, Restore]);

@@ -106,7 +106,7 @@ mod tests {
     use super::*;
     use crate::backend::CatalogError;
     use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
-    use crate::config::{Entry, OUTPUTS};
+    use crate::config::{EntryPoint, OUTPUTS};
     use crate::env::Env;
     use crate::fingerprint::HostSystem;
     use crate::runner::Mode;
@@ -169,7 +169,7 @@ mod tests {
         values
     }
 
-    fn declared(entry: Entry) -> Vec<&'static str> {
+    fn declared(entry: EntryPoint) -> Vec<&'static str> {
         OUTPUTS.iter().filter(|o| o.entries.contains(&entry)).map(|o| o.name()).collect()
     }
 
@@ -211,7 +211,7 @@ mod tests {
         let outputs = job.run(&[&["restore"][..], &ARGS].concat(), &timing_out).unwrap();
         assert_eq!(outputs["miss-reason"], "timeout");
         assert_eq!((outputs["cache-hit"].as_str(), outputs["reused"].as_str()), ("false", "false"));
-        assert_eq!(names(&outputs), sorted(declared(Entry::Restore)), "every restore output, and only those");
+        assert_eq!(names(&outputs), sorted(declared(EntryPoint::Restore)), "every restore output, and only those");
         assert_eq!(key_values(&job.path("state"))["skip-save"], "false");
 
         let strict = job.run(&[&["restore", "--strict"][..], &ARGS].concat(), &timing_out);
@@ -237,17 +237,17 @@ mod tests {
         std::fs::write(job.path("ws/out/model.pt"), b"weights").unwrap();
 
         let fingerprint = job.run(&[&["fingerprint"][..], &ARGS].concat(), &local).unwrap();
-        assert_eq!(names(&fingerprint), sorted(declared(Entry::Fingerprint)));
+        assert_eq!(names(&fingerprint), sorted(declared(EntryPoint::Fingerprint)));
         let saved = job.run(&[&["save"][..], &ARGS].concat(), &local).unwrap();
         assert_eq!((saved["saved"].as_str(), saved["save-result"].as_str()), ("true", "saved"));
         assert_eq!(saved["key"], fingerprint["key"]);
-        assert_eq!(names(&saved), sorted(declared(Entry::Save)));
+        assert_eq!(names(&saved), sorted(declared(EntryPoint::Save)));
 
         std::fs::remove_dir_all(job.path("ws/out")).unwrap();
         let restored = job.run(&[&["restore"][..], &ARGS].concat(), &local).unwrap();
         assert_eq!((restored["reused"].as_str(), restored["miss-reason"].as_str()), ("true", "none"));
         assert_eq!(restored["restored-files"], "1");
-        assert_eq!(names(&restored), sorted(declared(Entry::Restore)));
+        assert_eq!(names(&restored), sorted(declared(EntryPoint::Restore)));
         assert_eq!(std::fs::read(job.path("ws/out/model.pt")).unwrap(), b"weights");
         let state = key_values(&job.path("state"));
         assert_eq!((state["key"].as_str(), state["skip-save"].as_str()), (saved["key"].as_str(), "true"));

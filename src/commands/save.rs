@@ -107,7 +107,7 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
     } else {
         None
     };
-    let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| verify(ctx, config, changes));
+    let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| reuse_verdict(ctx, config, changes));
     if config.grow && !config.save_if {
         runner.info("`save-if` is false: what the job added is not saved as a layer");
     }
@@ -501,7 +501,7 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
 }
 
 /// `verify-reuse`: what changed in the tree since the restore, as a verdict.
-fn verify(ctx: &Context, config: &Config, changes: &verify::TreeChanges) -> Verified {
+fn reuse_verdict(ctx: &Context, config: &Config, changes: &verify::TreeChanges) -> Verified {
     let runner = ctx.runner;
     let extras = match changes.kept_extras {
         0 => String::new(),

@@ -5,7 +5,7 @@
 use super::Error;
 use crate::archive::MIN_SECRET_LEN;
 use crate::cli::{CommandName, Invocation};
-use crate::config::{self, Config, Entry, INPUTS, RawInputs};
+use crate::config::{self, Config, EntryPoint, INPUTS, RawInputs};
 use crate::env::Env;
 use crate::runner::{Mode, Runner};
 use std::path::PathBuf;
@@ -56,12 +56,12 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
 /// The entry point whose inputs an action-mode invocation receives. The root action's main step
 /// and the `restore` entry point both run `restore`; the root action declares every input the
 /// `restore` entry point does, and more. The catalog commands are no entry point.
-fn entry_point(invocation: &Invocation) -> Option<Entry> {
+fn entry_point(invocation: &Invocation) -> Option<EntryPoint> {
     match invocation.command {
-        CommandName::Fingerprint => Some(Entry::Fingerprint),
-        CommandName::Restore => Some(Entry::Root),
-        CommandName::Save if invocation.post => Some(Entry::Root),
-        CommandName::Save => Some(Entry::Save),
+        CommandName::Fingerprint => Some(EntryPoint::Fingerprint),
+        CommandName::Restore => Some(EntryPoint::Root),
+        CommandName::Save if invocation.post => Some(EntryPoint::Root),
+        CommandName::Save => Some(EntryPoint::Save),
         CommandName::Explain | CommandName::List | CommandName::Prune => None,
     }
 }

@@ -8,7 +8,7 @@ pub mod defs;
 mod names;
 mod outputs;
 
-pub use crate::inputs::{CommandName, Entry, InputError, InputKind, RawInputs};
+pub use crate::inputs::{CommandName, EntryPoint, InputError, InputKind, RawInputs};
 pub use defs::{DEFAULT_PREFIX, INPUTS, VerifyReuse};
 pub use names::check_input_names;
 pub use outputs::{OUTPUTS, OutputSpec};

@@ -3,7 +3,7 @@
 //! instead; any other undeclared name is a warning naming the closest declared input.
 
 use super::defs::{INPUTS, input_spec};
-use crate::inputs::{Entry, ForeignInput, InputError};
+use crate::inputs::{EntryPoint, ForeignInput, InputError};
 
 /// Inputs of actions/cache that mean something else here: the name as the runner passes it
 /// (`INPUT_<NAME>` lowercased), as written in a workflow, and what to do instead.
@@ -37,7 +37,7 @@ const ACTIONS_CACHE_INPUTS: [(&str, &str, &str); 5] = [
 /// [`Runner::given_input_names`](crate::runner::Runner::given_input_names) reports them): an
 /// actions/cache input with a value that this entry point does not declare is an error; any
 /// other undeclared input is ignored, with a warning (returned) naming the closest one declared.
-pub fn check_input_names(given: &[(String, bool)], entry: Entry) -> Result<Vec<String>, InputError> {
+pub fn check_input_names(given: &[(String, bool)], entry: EntryPoint) -> Result<Vec<String>, InputError> {
     let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
     let mut foreign = Vec::new();
     let mut warnings = Vec::new();
@@ -105,18 +105,20 @@ mod tests {
 
     #[test]
     fn actions_cache_inputs_are_errors_and_other_unknown_inputs_warnings() {
-        let err = check_input_names(&given(&["path", "key", "restore-keys"]), Entry::Root).unwrap_err().to_string();
+        let err =
+            check_input_names(&given(&["path", "key", "restore-keys"]), EntryPoint::Root).unwrap_err().to_string();
         assert!(err.starts_with("input `key` (from actions/cache): the key is computed from the fingerprint"), "{err}");
         assert!(err.contains("; input `restore-keys` (from actions/cache): exact-cache never falls back"), "{err}");
-        let err = check_input_names(&given(&["enablecrossosarchive"]), Entry::Fingerprint).unwrap_err().to_string();
+        let err =
+            check_input_names(&given(&["enablecrossosarchive"]), EntryPoint::Fingerprint).unwrap_err().to_string();
         assert!(err.starts_with("input `enableCrossOsArchive` (from actions/cache)"), "{err}");
         // `key` is an input of the save entry point; blank actions/cache inputs only warn.
-        assert_eq!(check_input_names(&given(&["key"]), Entry::Save).unwrap(), Vec::<String>::new());
-        let blank = check_input_names(&[("upload-chunk-size".into(), true)], Entry::Save).unwrap();
+        assert_eq!(check_input_names(&given(&["key"]), EntryPoint::Save).unwrap(), Vec::<String>::new());
+        let blank = check_input_names(&[("upload-chunk-size".into(), true)], EntryPoint::Save).unwrap();
         assert_eq!(blank.len(), 1);
 
         let warnings =
-            check_input_names(&given(&["hash-file", "lookup-only", "zzz", "hash_env"]), Entry::Save).unwrap();
+            check_input_names(&given(&["hash-file", "lookup-only", "zzz", "hash_env"]), EntryPoint::Save).unwrap();
         assert_eq!(
             warnings,
             [
@@ -132,7 +134,7 @@ mod tests {
 
     #[test]
     fn every_input_an_entry_point_declares_passes_unremarked() {
-        for entry in Entry::ALL {
+        for entry in EntryPoint::ALL {
             let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
             assert_eq!(check_input_names(&given(&declared), entry).unwrap(), Vec::<String>::new(), "{entry:?}");
         }

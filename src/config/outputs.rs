@@ -1,13 +1,13 @@
 //! Every step output: its documentation and which entry points set it (`action.yml` and the
 //! README are made from [`OUTPUTS`]; `outcome` names and writes them).
 
-use crate::inputs::Entry;
+use crate::inputs::EntryPoint;
 use crate::outcome::Output;
 
 #[derive(Clone, Copy, Debug)]
 pub struct OutputSpec {
     pub output: Output,
-    pub entries: &'static [Entry],
+    pub entries: &'static [EntryPoint],
     pub description: &'static str,
 }
 
@@ -17,7 +17,7 @@ impl OutputSpec {
     }
 }
 
-const RESTORING: &[Entry] = &[Entry::Root, Entry::Restore];
+const RESTORING: &[EntryPoint] = &[EntryPoint::Root, EntryPoint::Restore];
 
 /// Every step output, and which entry points set it.
 pub const OUTPUTS: &[OutputSpec] = &[
@@ -33,12 +33,12 @@ pub const OUTPUTS: &[OutputSpec] = &[
     },
     OutputSpec {
         output: Output::Key,
-        entries: &[Entry::Root, Entry::Restore, Entry::Save, Entry::Fingerprint],
+        entries: &[EntryPoint::Root, EntryPoint::Restore, EntryPoint::Save, EntryPoint::Fingerprint],
         description: "The full key, `<prefix>-<64 lowercase hex>`.",
     },
     OutputSpec {
         output: Output::FingerprintFile,
-        entries: &[Entry::Root, Entry::Restore, Entry::Fingerprint],
+        entries: &[EntryPoint::Root, EntryPoint::Restore, EntryPoint::Fingerprint],
         description: "Path of a JSON file with every fingerprint component and its value.",
     },
     OutputSpec {
@@ -79,12 +79,12 @@ pub const OUTPUTS: &[OutputSpec] = &[
     },
     OutputSpec {
         output: Output::Saved,
-        entries: &[Entry::Save],
+        entries: &[EntryPoint::Save],
         description: "`true` when this step created an entry (a base, or with `grow` a layer).",
     },
     OutputSpec {
         output: Output::SaveResult,
-        entries: &[Entry::Save],
+        entries: &[EntryPoint::Save],
         description: "`saved`, `layer` (`grow` saved what the job added as a layer of the restored stack), \
                       `exists`, `skipped-hit`, `disabled` (`save-if` is false), `read-only`, `rate-limited`, `incomplete`, \
                       `secret-found`, \
@@ -92,7 +92,7 @@ pub const OUTPUTS: &[OutputSpec] = &[
     },
     OutputSpec {
         output: Output::ChangedFiles,
-        entries: &[Entry::Save],
+        entries: &[EntryPoint::Save],
         description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm \
                       restore, one per line.",
     },

@@ -609,21 +609,21 @@ fn a_mistyped_input_warns_with_the_closest_name() {
 /// entry point, and not the root action's post step, remarks on them.
 #[test]
 fn declared_inputs_at_their_defaults_produce_no_warning() {
-    use exact_cache::config::{Entry, INPUTS};
+    use exact_cache::config::{EntryPoint, INPUTS};
     let step = Step::new();
     write(&step.ws.join("out/a"), b"a");
-    let with_defaults = |entry: Entry| -> Vec<(&'static str, &'static str)> {
+    let with_defaults = |entry: EntryPoint| -> Vec<(&'static str, &'static str)> {
         let mut inputs: Vec<_> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| (i.name, i.default)).collect();
         inputs.iter_mut().find(|(n, _)| *n == "path").unwrap().1 = "out";
         inputs.iter_mut().find(|(n, _)| *n == "native").unwrap().1 = "none";
         inputs
     };
-    let main = step.run(&["restore"], &with_defaults(Entry::Root), NO_STATE);
+    let main = step.run(&["restore"], &with_defaults(EntryPoint::Root), NO_STATE);
     let runs = [
-        step.run(&["fingerprint"], &with_defaults(Entry::Fingerprint), NO_STATE),
-        step.run(&["restore"], &with_defaults(Entry::Restore), NO_STATE),
-        step.run(&["save", "--post"], &with_defaults(Entry::Root), &main.state),
-        step.run(&["save"], &with_defaults(Entry::Save), NO_STATE),
+        step.run(&["fingerprint"], &with_defaults(EntryPoint::Fingerprint), NO_STATE),
+        step.run(&["restore"], &with_defaults(EntryPoint::Restore), NO_STATE),
+        step.run(&["save", "--post"], &with_defaults(EntryPoint::Root), &main.state),
+        step.run(&["save"], &with_defaults(EntryPoint::Save), NO_STATE),
     ];
     for r in std::iter::once(&main).chain(&runs) {
         assert_eq!(r.code, 0, "{}", r.stdout);

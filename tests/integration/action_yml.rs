@@ -5,7 +5,7 @@
 //! runner will read them, and that the README documents every input and output, which entry
 //! point takes which input, and the native facets as `src/fingerprint/facets/` defines them.
 
-use exact_cache::config::{Entry, INPUTS, InputKind, OUTPUTS};
+use exact_cache::config::{EntryPoint, INPUTS, InputKind, OUTPUTS};
 use exact_cache::fingerprint::Facet;
 use std::path::Path;
 
@@ -15,28 +15,28 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-fn render(entry: Entry) -> String {
+fn render(entry: EntryPoint) -> String {
     let (name, description, script) = match entry {
-        Entry::Root => (
+        EntryPoint::Root => (
             "exact-cache",
             "Cache generated CI artifacts (fixtures, TorchInductor/Triton caches, native builds) and reuse them only under an exact fingerprint of the environment that made them. Restores here, saves in the post step on a miss.",
             "main",
         ),
-        Entry::Restore => (
+        EntryPoint::Restore => (
             "exact-cache/restore",
             "Restore an exact-cache entry (the building block for composite actions); save with exact-cache/save.",
             "restore",
         ),
-        Entry::Save => (
+        EntryPoint::Save => (
             "exact-cache/save",
             "Save an exact-cache entry, under the key from exact-cache/restore or a fresh fingerprint.",
             "save",
         ),
-        Entry::Fingerprint => {
+        EntryPoint::Fingerprint => {
             ("exact-cache/fingerprint", "Compute the exact-cache key and fingerprint file; no network.", "fingerprint")
         }
     };
-    let dist = if entry == Entry::Root { "dist" } else { "../dist" };
+    let dist = if entry == EntryPoint::Root { "dist" } else { "../dist" };
     let mut y = String::new();
     y.push_str(
         "# Generated from the input registry (src/config/defs.rs) and OUTPUTS by tests/integration/action_yml.rs:\n",
@@ -64,20 +64,20 @@ fn render(entry: Entry) -> String {
         y.push_str(&format!("  {}:\n    description: {}\n", spec.name(), quote(spec.description)));
     }
     y.push_str(&format!("runs:\n  using: node24\n  main: {dist}/{script}.js\n"));
-    if entry == Entry::Root {
+    if entry == EntryPoint::Root {
         y.push_str(&format!("  post: {dist}/post.js\n  post-if: {}\n", quote(POST_IF)));
     }
     y
 }
 
-fn action_yml(entry: Entry) -> std::path::PathBuf {
+fn action_yml(entry: EntryPoint) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(entry.dir()).join("action.yml")
 }
 
 #[test]
 fn action_yml_files_match_the_input_and_output_tables() {
     let update = std::env::var("UPDATE_ACTION_YML").is_ok_and(|v| v == "1");
-    for entry in Entry::ALL {
+    for entry in EntryPoint::ALL {
         let path = action_yml(entry);
         let expected = render(entry);
         if update {
@@ -95,7 +95,7 @@ fn action_yml_files_match_the_input_and_output_tables() {
 
 #[test]
 fn action_yml_files_parse_as_the_runner_reads_them() {
-    for entry in Entry::ALL {
+    for entry in EntryPoint::ALL {
         let path = action_yml(entry);
         let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(yaml["runs"]["using"].as_str(), Some("node24"), "{}", path.display());
@@ -112,7 +112,7 @@ fn action_yml_files_parse_as_the_runner_reads_them() {
         for (name, output) in yaml["outputs"].as_mapping().unwrap() {
             assert!(output["description"].as_str().is_some_and(|d| !d.is_empty()), "{name:?} has a description");
         }
-        if entry == Entry::Root {
+        if entry == EntryPoint::Root {
             assert_eq!(yaml["runs"]["post-if"].as_str(), Some(POST_IF));
             assert!(inputs.contains_key("save-on-failure"));
         }
@@ -164,12 +164,12 @@ fn check_generated_readme_part(marker: &str, expected: &str) {
     );
 }
 
-/// Which entry point takes which input, as `Entry::takes` decides.
+/// Which entry point takes which input, as `EntryPoint::takes` decides.
 fn render_entry_table() -> String {
     let mut t = String::from("| input | root | `restore` | `save` | `fingerprint` |\n|---|:-:|:-:|:-:|:-:|\n");
     for spec in INPUTS.iter() {
         t.push_str(&format!("| `{}` |", spec.name));
-        for entry in Entry::ALL {
+        for entry in EntryPoint::ALL {
             t.push_str(if entry.takes(spec.scope) { " ✓ |" } else { " |" });
         }
         t.push('\n');
@@ -200,10 +200,10 @@ fn render_output_table() -> String {
             .entries
             .iter()
             .map(|e| match e {
-                Entry::Root => "root",
-                Entry::Restore => "`restore`",
-                Entry::Save => "`save`",
-                Entry::Fingerprint => "`fingerprint`",
+                EntryPoint::Root => "root",
+                EntryPoint::Restore => "`restore`",
+                EntryPoint::Save => "`save`",
+                EntryPoint::Fingerprint => "`fingerprint`",
             })
             .collect();
         t.push_str(&format!("| `{}` | {} | {} |\n", spec.name(), entries.join(", "), spec.description));
