@@ -344,7 +344,7 @@ impl std::fmt::Display for PlacementCase {
             writeln!(f, "  before: {path}{shape}")?;
         }
         for (root, rel, shape) in &self.entries {
-            writeln!(f, "  entry:  {}{shape}", crate::manifest::entry_path(*root, rel))?;
+            writeln!(f, "  entry:  {}{shape}", crate::manifest::EntryPath::new(*root, rel))?;
         }
         Ok(())
     }
@@ -767,14 +767,14 @@ fn placement_archive(
     resolve_places: &dyn Fn(&str) -> String,
 ) -> Vec<u8> {
     use crate::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
-    use crate::manifest::{EntryKind, MANIFEST_FORMAT, ManifestEntry, RootKind, RootRecord, entry_path};
+    use crate::manifest::{EntryKind, EntryPath, MANIFEST_FORMAT, ManifestEntry, RootKind, RootRecord};
     use sha2::Digest;
     let mut tar = tar::Builder::new(Vec::new());
     let record = unpack_record();
     append_member(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, None, record.to_json().as_bytes());
     let mut listed = Vec::new();
     for (root, rel, shape) in entries {
-        let path = entry_path(*root, rel);
+        let path = EntryPath::new(*root, rel).to_string();
         let (kind, mode, size, sha256, target) = match shape {
             Shape::Dir(mode) => {
                 append_member(&mut tar, &format!("{path}/"), tar::EntryType::Directory, *mode, None, b"");

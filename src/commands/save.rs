@@ -10,7 +10,7 @@ use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archi
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, entry_path};
+use crate::manifest::EntryKind;
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot, SlotMap};
@@ -286,7 +286,7 @@ fn keep_only(inv: &mut Inventory, paths: &HashSet<String>, stack_dirs: &HashMap<
         }
     }
     inv.entries.retain_mut(|e| {
-        let path = entry_path(e.root, &e.rel);
+        let path = e.entry_path().to_string();
         if e.kind == EntryKind::Dir
             && let Some(mode) = stack_dirs.get(&path)
         {
