@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 pub fn unpack_record() -> FingerprintRecord {
     let mut fp = Fingerprint::default();
     fp.insert("variant", [("variant".to_owned(), Value::text("fuzz"))].into());
-    FingerprintRecord::new("fuzz", "v", fp)
+    FingerprintRecord::new("fuzz", &"v".into(), fp)
 }
 /// The `path` lines of the `unpack` target, relative to its workspace.
 pub const UNPACK_PATHS: &[&str] = &["out", "model.pt", "glob/*.bin", "!out/skip"];
@@ -45,7 +45,7 @@ pub fn fingerprint(data: &[u8]) {
     let baseline = {
         let mut fp = Fingerprint::default();
         fp.insert("env", [("A".to_owned(), Value::text("1"))].into());
-        FingerprintRecord::new("fuzz", "v", fp)
+        FingerprintRecord::new("fuzz", &"v".into(), fp)
     };
     if let Ok(record) = FingerprintRecord::from_json(data) {
         let again = FingerprintRecord::from_json(record.to_json().as_bytes()).expect("a parsed record re-parses");
@@ -796,7 +796,7 @@ fn placement_archive(
     }
     let manifest = Manifest {
         exact_cache_manifest: MANIFEST_FORMAT,
-        key: record.key,
+        key: record.key.to_string(),
         roots: roots
             .iter()
             .map(|line| RootRecord {

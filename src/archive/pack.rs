@@ -241,7 +241,7 @@ pub fn write_archive<W: Write>(
 
     let manifest = Manifest {
         exact_cache_manifest: MANIFEST_FORMAT,
-        key: record.key.clone(),
+        key: record.key.to_string(),
         roots: inv.roots.clone(),
         entries,
         stack,

@@ -357,7 +357,7 @@ impl<'p> Stager<'p> {
                 .map_err(|e| UnpackError::corrupt_detail(format!("bad fingerprint member: {e}")))?;
             if record.key != self.plan.key {
                 return Err(UnpackError::Mismatch(Mismatch::Key {
-                    manifest: record.key,
+                    manifest: record.key.to_string(),
                     expected: self.plan.key.to_owned(),
                 }));
             }
@@ -769,5 +769,5 @@ impl<R: Read> Read for Counted<'_, R> {
 }
 
 fn placeholder_record() -> FingerprintRecord {
-    FingerprintRecord::new("", "", Default::default())
+    FingerprintRecord::new("", &"".into(), Default::default())
 }

@@ -10,6 +10,7 @@ use crate::archive::{
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
+use crate::ids::Key;
 use crate::manifest::{EntryKind, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::runner::ProgressReader;
@@ -188,7 +189,7 @@ fn miss(reason: MissReason, detail: String) -> NotReused {
 }
 
 /// Look the key up, download, verify and place the base — and with `grow`, its layers.
-fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, NotReused> {
+fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Result<Reuse, NotReused> {
     let bases = stack::find_bases(&KeyLookups { backend, key }, &config.version(), config.grow);
     if bases.found.is_empty() {
         return Err(match (bases.error, bases.offered) {
@@ -293,7 +294,7 @@ fn apply_layers(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,
-    key: &str,
+    key: &Key,
     applied: &mut StackApplied,
     kept: &mut KeptStack,
     below: Below<'_>,
