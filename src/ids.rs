@@ -121,7 +121,7 @@ pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
 }
 
 /// Whether `digest` is a fingerprint digest: 64 lowercase hex characters.
-pub fn is_digest(digest: &str) -> bool {
+fn is_digest(digest: &str) -> bool {
     digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
@@ -131,7 +131,7 @@ fn is_key_of(prefix: &str, key: &str) -> bool {
 }
 
 /// A valid explicit key: a valid prefix, `-`, and 64 lowercase hex characters.
-pub fn check_key(key: &str) -> Result<(), String> {
+fn check_key(key: &str) -> Result<(), String> {
     let Some((prefix, digest)) = key.rsplit_once('-') else {
         return Err("is not of the form `<prefix>-<64 hex>`".into());
     };

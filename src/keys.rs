@@ -16,7 +16,7 @@ use crate::choice::Named;
 use crate::stack::Slot;
 use sha2::{Digest, Sha256};
 
-pub use crate::ids::{Key, MAX_PREFIX_LEN, Version, check_key, normalize_prefix};
+pub use crate::ids::{Key, Version, normalize_prefix};
 
 /// `grow-max-layers` is at most this.
 pub use crate::stack::MAX_LAYERS;
