@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 pub fn unpack_record() -> FingerprintRecord {
     let mut fp = Fingerprint::default();
     fp.insert("variant", [("variant".to_owned(), Value::text("fuzz"))].into());
-    FingerprintRecord::new("fuzz", "v", fp)
+    FingerprintRecord::new("fuzz", &"v".into(), fp)
 }
 /// The `path` lines of the `unpack` target, relative to its workspace.
 pub const UNPACK_PATHS: &[&str] = &["out", "model.pt", "glob/*.bin", "!out/skip"];
@@ -45,7 +45,7 @@ pub fn fingerprint(data: &[u8]) {
     let baseline = {
         let mut fp = Fingerprint::default();
         fp.insert("env", [("A".to_owned(), Value::text("1"))].into());
-        FingerprintRecord::new("fuzz", "v", fp)
+        FingerprintRecord::new("fuzz", &"v".into(), fp)
     };
     if let Ok(record) = FingerprintRecord::from_json(data) {
         let again = FingerprintRecord::from_json(record.to_json().as_bytes()).expect("a parsed record re-parses");
@@ -344,7 +344,7 @@ impl std::fmt::Display for PlacementCase {
             writeln!(f, "  before: {path}{shape}")?;
         }
         for (root, rel, shape) in &self.entries {
-            writeln!(f, "  entry:  {}{shape}", crate::manifest::entry_path(*root, rel))?;
+            writeln!(f, "  entry:  {}{shape}", crate::manifest::EntryPath::new(*root, rel))?;
         }
         Ok(())
     }
@@ -767,14 +767,14 @@ fn placement_archive(
     resolve_places: &dyn Fn(&str) -> String,
 ) -> Vec<u8> {
     use crate::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
-    use crate::manifest::{EntryKind, MANIFEST_FORMAT, ManifestEntry, RootKind, RootRecord, entry_path};
+    use crate::manifest::{EntryKind, EntryPath, MANIFEST_FORMAT, ManifestEntry, RootKind, RootRecord};
     use sha2::Digest;
     let mut tar = tar::Builder::new(Vec::new());
     let record = unpack_record();
     append_member(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, None, record.to_json().as_bytes());
     let mut listed = Vec::new();
     for (root, rel, shape) in entries {
-        let path = entry_path(*root, rel);
+        let path = EntryPath::new(*root, rel).to_string();
         let (kind, mode, size, sha256, target) = match shape {
             Shape::Dir(mode) => {
                 append_member(&mut tar, &format!("{path}/"), tar::EntryType::Directory, *mode, None, b"");
@@ -796,7 +796,7 @@ fn placement_archive(
     }
     let manifest = Manifest {
         exact_cache_manifest: MANIFEST_FORMAT,
-        key: record.key,
+        key: record.key.to_string(),
         roots: roots
             .iter()
             .map(|line| RootRecord {

@@ -1,4 +1,5 @@
-//! Key and version recipes, and validation of user-supplied prefixes and keys.
+//! Key and version recipes. The key and the version as types, and the checks of a prefix and a
+//! key the user gives, are [`crate::ids`]'s (low in the layers, so every layer can carry them).
 //!
 //! * **Key** = `<prefix>-<64 lowercase hex>` (see [`crate::fingerprint`]). All keys of one
 //!   prefix have the same length, so no key is a prefix of another.
@@ -15,73 +16,31 @@ use crate::choice::Named;
 use crate::stack::Slot;
 use sha2::{Digest, Sha256};
 
+pub use crate::ids::{Key, Version, normalize_prefix};
+
 /// `grow-max-layers` is at most this.
 pub use crate::stack::MAX_LAYERS;
 
 /// The version of slot `(generation, layer)` of the stack whose generation-0 base has
 /// `base_version` ([`Slot::version`]; outside the crate, the tests plant slots with it).
-pub fn slot_version(base_version: &str, generation: u32, layer: u32) -> String {
+pub fn slot_version(base_version: &Version, generation: u32, layer: u32) -> Version {
     Slot::new(generation, layer).version(base_version)
 }
 
-/// Longest prefix that keeps a key within the service's 512 characters.
-pub const MAX_PREFIX_LEN: usize = 512 - 1 - 64;
-
-pub fn cache_version<S: AsRef<str>>(paths: &[S], compression: Compression) -> String {
+pub fn cache_version<S: AsRef<str>>(paths: &[S], compression: Compression) -> Version {
     let lines: Vec<&str> = paths.iter().map(|p| p.as_ref().trim()).filter(|p| !p.is_empty()).collect();
     let text = format!(
         "exact-cache|archive-format={ARCHIVE_FORMAT}|compression={}|paths={}",
         compression.name(),
         lines.join("\n")
     );
-    hex::encode(Sha256::digest(text.as_bytes()))
+    Version::from(hex::encode(Sha256::digest(text.as_bytes())))
 }
 
 /// The compression an entry of `version` was saved with, when its version is that of
 /// `paths` with some compression (`None`: its `path` lines, or its archive format, differ).
-pub fn compression_of<S: AsRef<str>>(version: &str, paths: &[S]) -> Option<&'static str> {
-    Compression::ALL.iter().find(|c| cache_version(paths, **c) == version).map(|c| c.name())
-}
-
-/// A valid, lowercased prefix, or why not.
-pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
-    let prefix = prefix.trim();
-    if prefix.is_empty() {
-        return Err("is empty".into());
-    }
-    if prefix.len() > MAX_PREFIX_LEN {
-        return Err(format!("is {} characters long; the limit is {MAX_PREFIX_LEN}", prefix.len()));
-    }
-    if let Some(bad) = prefix.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))) {
-        return Err(format!("contains `{bad}`; use ASCII letters, digits, `-`, `.` and `_`"));
-    }
-    Ok(prefix.to_ascii_lowercase())
-}
-
-/// Whether `digest` is a fingerprint digest: 64 lowercase hex characters.
-pub fn is_digest(digest: &str) -> bool {
-    digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// Whether `key` is a key of exactly `prefix`: `<prefix>-<64 lowercase hex>` (so not a key of a
-/// longer prefix that starts with `prefix`).
-pub fn is_key_of(prefix: &str, key: &str) -> bool {
-    key.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).is_some_and(is_digest)
-}
-
-/// A valid explicit key: a valid prefix, `-`, and 64 lowercase hex characters.
-pub fn check_key(key: &str) -> Result<(), String> {
-    let Some((prefix, digest)) = key.rsplit_once('-') else {
-        return Err("is not of the form `<prefix>-<64 hex>`".into());
-    };
-    if !is_digest(digest) {
-        return Err("does not end in `-<64 lowercase hex>`".into());
-    }
-    let normalized = normalize_prefix(prefix)?;
-    if normalized != prefix {
-        return Err("must be lowercase".into());
-    }
-    Ok(())
+pub fn compression_of<S: AsRef<str>>(version: &Version, paths: &[S]) -> Option<&'static str> {
+    Compression::ALL.iter().find(|c| cache_version(paths, **c) == *version).map(|c| c.name())
 }
 
 #[cfg(test)]
@@ -109,21 +68,6 @@ mod tests {
         let gzip = cache_version(&["out"], Compression::Gzip);
         assert_eq!(compression_of(&gzip, &["out"]), Some("gzip"));
         assert_eq!(compression_of(&gzip, &["other"]), None);
-        assert_eq!(compression_of("not-a-version", &["out"]), None);
-    }
-
-    #[test]
-    fn prefixes_and_keys_are_validated() {
-        assert_eq!(normalize_prefix(" PT-Fixtures_v4.1 ").unwrap(), "pt-fixtures_v4.1");
-        assert!(normalize_prefix("a,b").unwrap_err().contains("`,`"));
-        assert!(normalize_prefix("a b").is_err());
-        assert!(normalize_prefix(&"x".repeat(MAX_PREFIX_LEN + 1)).is_err());
-        let key = format!("p-{}", "a".repeat(64));
-        assert!(check_key(&key).is_ok());
-        assert!(check_key(&key.to_uppercase()).is_err());
-        assert!(check_key("p-abc").is_err());
-        assert!(is_key_of("p", &key));
-        assert!(!is_key_of("p", &format!("p-x-{}", "a".repeat(64))), "a longer prefix is not ours");
-        assert!(!is_key_of("p", &key.to_uppercase()));
+        assert_eq!(compression_of(&"not-a-version".into(), &["out"]), None);
     }
 }

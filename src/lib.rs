@@ -17,6 +17,7 @@ pub mod fingerprint;
 #[cfg(all(unix, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod ids;
 pub(crate) mod inputs;
 pub mod keys;
 pub mod manifest;

@@ -93,9 +93,46 @@ pub struct StackSlot {
     pub parent: Option<String>,
 }
 
-/// The archive name of an entry: `<root>` or `<root>/<rel>`.
-pub fn entry_path(root: usize, rel: &str) -> String {
-    if rel.is_empty() { root.to_string() } else { format!("{root}/{rel}") }
+/// Where an entry lies: the index of the `path` root it belongs to, and its path relative to
+/// that root (empty for the root itself). As text (the manifest's `path`, the archive member's
+/// name) it is `<root>` or `<root>/<rel>`: [`EntryPath::parse`] reads it, `Display` writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryPath<'a> {
+    pub root: usize,
+    pub rel: &'a str,
+}
+
+impl<'a> EntryPath<'a> {
+    /// The most digits a root index has in an entry path.
+    const MAX_ROOT_DIGITS: usize = 6;
+
+    pub fn new(root: usize, rel: &'a str) -> Self {
+        Self { root, rel }
+    }
+
+    /// `<root>` or `<root>/<rel>`, where `<root>` is 1 to 6 ASCII digits; `None` otherwise. The
+    /// relative path is not checked here (an archive's names are, in `archive`).
+    pub fn parse(text: &'a str) -> Option<Self> {
+        let (root, rel) = text.split_once('/').unwrap_or((text, ""));
+        if root.is_empty() || root.len() > Self::MAX_ROOT_DIGITS || !root.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Self { root: root.parse().expect("digits"), rel })
+    }
+}
+
+impl fmt::Display for EntryPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rel.is_empty() { write!(f, "{}", self.root) } else { write!(f, "{}/{}", self.root, self.rel) }
+    }
+}
+
+impl ManifestEntry {
+    /// Where the entry lies; `None` for a path no archive could name (a manifest checked
+    /// against its archive has none).
+    pub fn entry_path(&self) -> Option<EntryPath<'_>> {
+        EntryPath::parse(&self.path)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -294,6 +331,17 @@ mod tests {
 
     fn manifest(entries: Vec<ManifestEntry>) -> Manifest {
         Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries, stack: None }
+    }
+
+    #[test]
+    fn an_entry_path_reads_back_what_it_writes() {
+        for (root, rel, text) in [(0, "", "0"), (3, "a/b.txt", "3/a/b.txt")] {
+            assert_eq!(EntryPath::new(root, rel).to_string(), text);
+            assert_eq!(EntryPath::parse(text), Some(EntryPath::new(root, rel)));
+        }
+        for bad in ["", "/a", "x/a", "+1/a", "1234567/a"] {
+            assert_eq!(EntryPath::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! [`crate::choice`], [`crate::units`] and the stack's [`Slot`].
 
 use crate::fingerprint::FingerprintRecord;
+use crate::ids::{Key, Version};
 use crate::stack::Slot;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -250,7 +251,7 @@ pub struct Cleaned {
 /// Why a miss is a miss: the entry compared with, and each difference as one line.
 #[derive(Debug)]
 pub struct Explanation {
-    pub against_key: String,
+    pub against_key: Key,
     /// The ref that saved it (`None` for the local backend).
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
@@ -306,7 +307,7 @@ impl SameKey {
 #[derive(Debug)]
 pub struct SaveOutcome {
     /// `None` when the restore step computed no key.
-    pub key: Option<String>,
+    pub key: Option<Key>,
     pub result: SaveResult,
     pub detail: Option<String>,
     /// Cache trouble: a warning, or a failure under `strict`.
@@ -323,9 +324,9 @@ pub struct SaveOutcome {
 
 impl SaveOutcome {
     /// Not saved, for a reason that is no trouble.
-    pub fn skipped(key: Option<&str>, result: SaveResult, detail: &str) -> Self {
+    pub fn skipped(key: Option<&Key>, result: SaveResult, detail: &str) -> Self {
         Self {
-            key: key.map(str::to_owned),
+            key: key.cloned(),
             result,
             detail: Some(detail.to_owned()),
             trouble: false,
@@ -337,17 +338,17 @@ impl SaveOutcome {
     }
 
     /// Not saved, for a reason the user is warned about (an error with `strict`).
-    pub fn trouble(key: Option<&str>, result: SaveResult, detail: &str) -> Self {
+    pub fn trouble(key: Option<&Key>, result: SaveResult, detail: &str) -> Self {
         Self { trouble: true, ..Self::skipped(key, result, detail) }
     }
 
     /// Saved: `archived` went into the entry.
-    pub fn saved(key: Option<&str>, archived: Transfer) -> Self {
+    pub fn saved(key: Option<&Key>, archived: Transfer) -> Self {
         Self { detail: None, archived: Some(archived), ..Self::skipped(key, SaveResult::Saved, "") }
     }
 
     /// Saved as a layer of the stack restored in this job.
-    pub fn layer(key: Option<&str>, archived: Transfer, slot: Slot) -> Self {
+    pub fn layer(key: Option<&Key>, archived: Transfer, slot: Slot) -> Self {
         Self { slot: Some(slot), ..Self { result: SaveResult::Layer, ..Self::saved(key, archived) } }
     }
 
@@ -371,7 +372,7 @@ pub struct Verified {
 /// What `exact-cache explain`, `list` and `prune` found.
 #[derive(Debug)]
 pub enum CatalogOutcome {
-    Explain { key: String, explanation: Option<Explanation> },
+    Explain { key: Key, explanation: Option<Explanation> },
     List { entries: Vec<ListedEntry>, json: bool },
     Prune { deleted: Vec<String> },
 }
@@ -379,13 +380,13 @@ pub enum CatalogOutcome {
 /// One entry as `list` shows it.
 #[derive(Debug, serde::Serialize)]
 pub struct ListedEntry {
-    pub key: String,
+    pub key: Key,
     pub size: u64,
     /// ISO 8601, UTC.
     pub created: String,
     /// The ref that saved it (`None` for the local backend).
     pub r#ref: Option<String>,
-    pub version: String,
+    pub version: Version,
     /// Its place in the key's stack, when its version is a slot of this `path` and
     /// `compression`; `None` otherwise. Its name (`base`, `layer 2`, `generation 1 base`, …) in
     /// JSON.

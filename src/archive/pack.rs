@@ -7,7 +7,7 @@ use super::secrets::{GateError, SecretScanner};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{
-    EntryKind, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot, entry_path,
+    EntryKind, EntryPath, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot,
 };
 use crate::paths::{PathError, PatternSet, walk};
 use sha2::{Digest, Sha256};
@@ -47,6 +47,13 @@ pub struct SourceEntry {
     pub size: u64,
     pub mtime: u64,
     pub target: Option<String>,
+}
+
+impl SourceEntry {
+    /// Where it lies in an entry (its name in the archive and the manifest).
+    pub fn entry_path(&self) -> EntryPath<'_> {
+        EntryPath::new(self.root, &self.rel)
+    }
 }
 
 /// What the roots hold right now.
@@ -183,7 +190,7 @@ pub fn write_archive<W: Write>(
         if secrets.in_name(&e.rel) || e.target.as_deref().is_some_and(|t| secrets.in_name(t)) {
             return Err(PackError::Secret { path: e.abs.clone() });
         }
-        let path = entry_path(e.root, &e.rel);
+        let path = e.entry_path().to_string();
         let mut manifest_entry =
             ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
         match e.kind {
@@ -234,7 +241,7 @@ pub fn write_archive<W: Write>(
 
     let manifest = Manifest {
         exact_cache_manifest: MANIFEST_FORMAT,
-        key: record.key.clone(),
+        key: record.key.to_string(),
         roots: inv.roots.clone(),
         entries,
         stack,

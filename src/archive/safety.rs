@@ -2,6 +2,7 @@
 //! Nothing here touches the filesystem:
 //! names are judged as text, so a hostile archive cannot steer the check through links.
 
+use crate::manifest::EntryPath;
 use crate::paths::{OWNED_MARKER, PatternSet, STAGING_PREFIX};
 
 /// Split an archive member name into `(root index, relative path)`.
@@ -16,10 +17,9 @@ pub fn check_entry_name(name: &str) -> Result<(usize, String), String> {
     if trimmed.contains('\0') || trimmed.contains('\\') {
         return Err("name contains NUL or `\\`".into());
     }
-    let (root, rel) = trimmed.split_once('/').unwrap_or((trimmed, ""));
-    if root.is_empty() || !root.bytes().all(|b| b.is_ascii_digit()) || root.len() > 6 {
+    let Some(EntryPath { root, rel }) = EntryPath::parse(trimmed) else {
         return Err("name is outside every `path` root".into());
-    }
+    };
     for part in rel.split('/').filter(|_| !rel.is_empty()) {
         match part {
             "" => return Err("name has an empty component".into()),
@@ -30,7 +30,7 @@ pub fn check_entry_name(name: &str) -> Result<(usize, String), String> {
             _ => {}
         }
     }
-    Ok((root.parse().expect("digits"), rel.to_owned()))
+    Ok((root, rel.to_owned()))
 }
 
 /// A symlink at `rel` (relative to its root) may point only to a relative place inside the

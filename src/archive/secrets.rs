@@ -157,7 +157,7 @@ mod tests {
         let key = "-----BEGIN KEY-----\nMIIEabc\"def\n-----END KEY-----";
         let mut fp = Fingerprint::default();
         fp.insert("env", [("DEPLOY_KEY".to_owned(), Value::text(key))].into());
-        let record = FingerprintRecord::new("p", "v", fp);
+        let record = FingerprintRecord::new("p", &"v".into(), fp);
         assert!(!record.to_json().contains(key), "JSON escapes it: a search of the JSON would miss it");
         assert!(SecretScanner::new([key]).in_fingerprint(&record));
         assert!(!SecretScanner::new(["something-else"]).in_fingerprint(&record));

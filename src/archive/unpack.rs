@@ -23,7 +23,7 @@ use super::staging;
 use super::writers::{Failure, NewFile, Writers};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, Manifest, ManifestEntry, Mismatch, entry_path};
+use crate::manifest::{EntryKind, EntryPath, Manifest, ManifestEntry, Mismatch};
 use crate::outcome::MissReason;
 use crate::paths::{Pattern, PatternSet};
 use cap_std::fs::Dir;
@@ -141,6 +141,12 @@ pub(super) struct StagedEntry {
     pub target: Option<String>,
     /// An identical entry of an earlier, overlapping root puts this in place.
     pub duplicate_of: Option<usize>,
+}
+
+impl StagedEntry {
+    fn entry_path(&self) -> EntryPath<'_> {
+        EntryPath::new(self.root, &self.rel)
+    }
 }
 
 /// Where root `i` lands, resolved once before anything is placed.
@@ -351,7 +357,7 @@ impl<'p> Stager<'p> {
                 .map_err(|e| UnpackError::corrupt_detail(format!("bad fingerprint member: {e}")))?;
             if record.key != self.plan.key {
                 return Err(UnpackError::Mismatch(Mismatch::Key {
-                    manifest: record.key,
+                    manifest: record.key.to_string(),
                     expected: self.plan.key.to_owned(),
                 }));
             }
@@ -573,7 +579,7 @@ impl<'p> Stager<'p> {
             .entries
             .iter()
             .map(|e| ManifestEntry {
-                path: entry_path(e.root, &e.rel),
+                path: e.entry_path().to_string(),
                 kind: e.kind,
                 mode: e.mode,
                 size: e.size,
@@ -586,8 +592,8 @@ impl<'p> Stager<'p> {
             let (a, b) = (&staged.entries[earlier], &staged.entries[later]);
             if (a.sha256.as_ref(), a.target.as_ref(), a.mode) != (b.sha256.as_ref(), b.target.as_ref(), b.mode) {
                 return Err(UnpackError::Unsafe {
-                    entry: entry_path(b.root, &b.rel),
-                    detail: format!("differs from `{}`, which lands at the same place", entry_path(a.root, &a.rel)),
+                    entry: b.entry_path().to_string(),
+                    detail: format!("differs from `{}`, which lands at the same place", a.entry_path()),
                 });
             }
         }
@@ -763,5 +769,5 @@ impl<R: Read> Read for Counted<'_, R> {
 }
 
 fn placeholder_record() -> FingerprintRecord {
-    FingerprintRecord::new("", "", Default::default())
+    FingerprintRecord::new("", &"".into(), Default::default())
 }

@@ -2,6 +2,7 @@
 //! [`Catalog`] trait, which each store provides (the local directory, the GitHub REST API for the
 //! cache service, whose protocols cannot list or delete, and object storage), and its errors.
 
+use crate::ids::{Key, Version};
 use std::path::PathBuf;
 
 use super::http::MAX_ANSWER_BYTES;
@@ -11,8 +12,8 @@ use super::http::MAX_ANSWER_BYTES;
 pub struct Listed {
     /// What deletes it: the REST cache id, or the local file name.
     pub id: String,
-    pub key: String,
-    pub version: String,
+    pub key: Key,
+    pub version: Version,
     /// `refs/heads/main`, `refs/pull/7/merge`; `None` for the local backend.
     pub r#ref: Option<String>,
     /// Seconds since the epoch.

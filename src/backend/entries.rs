@@ -6,6 +6,7 @@
 use crate::backend::catalog::{CatalogError, Listed};
 use crate::backend::http::Tuning;
 use crate::backend::{BackendError, CacheEntry, ErrorKind};
+use crate::ids::{Key, Version};
 use reqwest::header::HeaderMap;
 use std::future::Future;
 
@@ -25,7 +26,7 @@ pub fn prefix(given: Option<&str>) -> String {
 
 /// The object name of an entry: the short version only keeps names short (s3s-fs, for one,
 /// stores metadata in files named after them); a lookup checks the full version.
-pub fn object_name(prefix: &str, key: &str, version: &str) -> String {
+pub fn object_name(prefix: &str, key: &Key, version: &Version) -> String {
     let short: String = version.chars().take(VERSION_CHARS).collect();
     format!("{prefix}{key}/{short}")
 }
@@ -48,7 +49,7 @@ pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// The entry an answer to a `HEAD` of `name` describes, if its metadata (headers named
 /// `meta_prefix` + field) holds exactly `version`.
-pub fn found(headers: &HeaderMap, meta_prefix: &str, name: &str, key: &str, version: &str) -> Option<CacheEntry> {
+pub fn found(headers: &HeaderMap, meta_prefix: &str, name: &str, key: &Key, version: &Version) -> Option<CacheEntry> {
     if header(headers, &format!("{meta_prefix}{VERSION}")).as_deref() != Some(version) {
         return None;
     }
@@ -81,8 +82,8 @@ pub fn listed(
         .unwrap_or_default();
     Listed {
         id: name.to_owned(),
-        key,
-        version: meta(VERSION).unwrap_or_else(|| short_version.to_owned()),
+        key: Key::from(key),
+        version: Version::from(meta(VERSION).unwrap_or_else(|| short_version.to_owned())),
         r#ref: Some(saved_ref),
         created: meta(CREATED).and_then(|c| c.parse().ok()).unwrap_or(modified),
         size,
@@ -168,7 +169,7 @@ mod tests {
         assert_eq!(prefix(Some("/")), "");
         assert_eq!(prefix(None), "");
         let version = "0123456789abcdef0123456789abcdef";
-        let name = object_name("ci/", "build-linux-abc", version);
+        let name = object_name("ci/", &"build-linux-abc".into(), &version.into());
         assert_eq!(name, "ci/build-linux-abc/0123456789abcdef");
         let parts = split_name(&name, "ci/build-", "build-").unwrap();
         assert_eq!(parts, ("build-linux-abc".to_owned(), "0123456789abcdef"));
@@ -190,10 +191,10 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert("x-ms-meta-version", "v1-full".parse().unwrap());
         headers.insert(reqwest::header::CONTENT_LENGTH, "12".parse().unwrap());
-        let hit = found(&headers, "x-ms-meta-", "p/k/v1-full", "k", "v1-full").unwrap();
+        let hit = found(&headers, "x-ms-meta-", "p/k/v1-full", &"k".into(), &"v1-full".into()).unwrap();
         assert_eq!((hit.size, hit.location.as_str()), (Some(12), "p/k/v1-full"));
-        assert!(found(&headers, "x-ms-meta-", "p/k/v1-full", "k", "v1-other").is_none());
-        assert!(found(&headers, "x-amz-meta-", "p/k/v1-full", "k", "v1-full").is_none());
+        assert!(found(&headers, "x-ms-meta-", "p/k/v1-full", &"k".into(), &"v1-other".into()).is_none());
+        assert!(found(&headers, "x-amz-meta-", "p/k/v1-full", &"k".into(), &"v1-full".into()).is_none());
     }
 
     #[test]

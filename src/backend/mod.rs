@@ -29,6 +29,7 @@ pub use local::LocalBackend;
 pub use s3::{S3Backend, S3Inputs, S3Settings};
 pub use store::{BackendChoice, STORES, Stores, parse_backend};
 
+use crate::ids::{Key, Version};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -128,8 +129,8 @@ impl From<BackendError> for CatalogError {
 #[derive(Clone)]
 pub struct CacheEntry {
     /// The key the backend returned, compared with the requested key by the caller.
-    pub key: String,
-    pub version: String,
+    pub key: Key,
+    pub version: Version,
     /// Known before downloading only where the backend keeps the bytes itself (the local
     /// store); the services' lookups announce no size, their downloads do.
     pub size: Option<u64>,
@@ -174,13 +175,13 @@ pub trait Backend: Send + Sync {
 
     /// The entry for exactly this key and version, if the backend has one. Remote services may
     /// answer with a different (prefix-matched) key; callers must compare.
-    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError>;
+    fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError>;
 
     /// Stream the entry's bytes. Errors inside the stream wrap a [`BackendError`].
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError>;
 
     /// Start a save of this key and version, or learn that an entry with them exists.
-    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError>;
+    fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError>;
 
     /// The first `len` bytes of an entry (for explaining misses from another entry's
     /// fingerprint without downloading it).

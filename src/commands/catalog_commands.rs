@@ -66,7 +66,7 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
     let rows: Vec<[String; 6]> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
             [
-                e.key.clone(),
+                e.key.to_string(),
                 units::bytes(e.size),
                 e.created.clone(),
                 e.r#ref.clone().unwrap_or_else(|| "-".to_owned()),

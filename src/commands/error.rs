@@ -4,6 +4,7 @@ use crate::archive::{CleanError, PackError};
 use crate::backend::CatalogError;
 use crate::config::InputError;
 use crate::fingerprint::FingerprintError;
+use crate::ids::Key;
 use crate::outcome::MissReason;
 use crate::runner::RunnerError;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ pub enum Error {
          pass `fingerprint-file`",
         path.display()
     )]
-    NoFingerprint { key: String, path: PathBuf },
+    NoFingerprint { key: Key, path: PathBuf },
     #[error("cannot read the fingerprint file `{}`", path.display())]
     ReadFingerprint {
         path: PathBuf,
@@ -35,14 +36,14 @@ pub enum Error {
         source: std::io::Error,
     },
     #[error("fingerprint file `{}` does not belong to key `{key}`", path.display())]
-    WrongFingerprint { key: String, path: PathBuf },
+    WrongFingerprint { key: Key, path: PathBuf },
     #[error(
         "key `{key}` was computed for other `path` lines or another `compression` than this save step's; give \
          the save step the same `path` and `compression` as the restore step"
     )]
-    VersionMismatch { key: String },
+    VersionMismatch { key: Key },
     #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]
-    FailOnMiss { key: String, reason: MissReason },
+    FailOnMiss { key: Key, reason: MissReason },
     #[error("cache trouble and `strict` is set: {0}")]
     Strict(String),
     #[error("cannot archive the `path` entries")]

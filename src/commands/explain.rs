@@ -10,7 +10,7 @@ use crate::backend::{Backend, BackendError};
 use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
-use crate::keys;
+use crate::keys::{self, Key};
 use crate::stack::{Slot, SlotMap};
 use crate::units::count_of;
 
@@ -35,29 +35,29 @@ pub enum ExplainError {
     #[error("no earlier entry with prefix `{prefix}` to compare with")]
     NoEarlierEntry { prefix: String },
     #[error("`{key}` exists with this run's `path` lines and compression: a hit, or on a branch this run cannot read")]
-    SameEntry { key: String },
+    SameEntry { key: Key },
     #[error("cannot look up `{key}`")]
     Lookup {
-        key: String,
+        key: Key,
         #[source]
         source: BackendError,
     },
     #[error("`{key}` is listed but not readable from this run")]
-    NotReadable { key: String },
+    NotReadable { key: Key },
     #[error("cannot read `{key}`")]
     Read {
-        key: String,
+        key: Key,
         #[source]
         source: BackendError,
     },
     #[error("cannot read the fingerprint of `{key}`")]
     Fingerprint {
-        key: String,
+        key: Key,
         #[source]
         source: UnpackError,
     },
     #[error("`{key}` carries another key's fingerprint")]
-    OtherKey { key: String },
+    OtherKey { key: Key },
 }
 
 /// [`explain`] `ours` for this run (its refs; `secret-env` values masked) and log the result:
@@ -103,7 +103,7 @@ pub(super) fn explain(
     let (same, mut listed): (Vec<Listed>, Vec<Listed>) = catalog
         .list(&format!("{}-", ours.prefix), None)?
         .into_iter()
-        .filter(|l| keys::is_key_of(&ours.prefix, &l.key))
+        .filter(|l| l.key.is_of(&ours.prefix))
         .partition(|l| l.key == ours.key);
     // A slot of our own stack says most (a base before a layer): prefer it to an entry of other
     // `path` lines.

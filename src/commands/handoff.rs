@@ -8,13 +8,14 @@ use crate::backend::LocalBackend;
 use crate::config::Config;
 use crate::env::Env;
 use crate::fingerprint::FingerprintRecord;
+use crate::ids::Key;
 use crate::runner::Runner;
 use std::path::{Path, PathBuf};
 
 /// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
 /// `$RUNNER_TEMP/exact-cache/` on a runner (private to the job); otherwise a directory of the
 /// user's own, never a shared and predictable `/tmp` path.
-pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &str) -> PathBuf {
+pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
     config.fingerprint_file.clone().unwrap_or_else(|| {
         let dir = match env.non_empty("RUNNER_TEMP") {
             Some(temp) => PathBuf::from(temp).join("exact-cache"),
@@ -25,7 +26,7 @@ pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &str) -> PathBuf
 }
 
 /// Where the manifest of a restored entry is kept for `verify-reuse`.
-pub(super) fn manifest_path(config: &Config, env: &Env, key: &str) -> PathBuf {
+pub(super) fn manifest_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
     fingerprint_path(config, env, key).with_file_name(format!("{key}.manifest.json"))
 }
 
@@ -36,22 +37,22 @@ pub(super) fn write_fingerprint(config: &Config, env: &Env, record: &Fingerprint
     Ok(path)
 }
 
-pub(super) fn read_fingerprint(path: &Path, key: &str) -> Result<FingerprintRecord, Error> {
+pub(super) fn read_fingerprint(path: &Path, key: &Key) -> Result<FingerprintRecord, Error> {
     let bytes = std::fs::read(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => Error::NoFingerprint { key: key.to_owned(), path: path.to_owned() },
+        std::io::ErrorKind::NotFound => Error::NoFingerprint { key: key.clone(), path: path.to_owned() },
         _ => Error::ReadFingerprint { path: path.to_owned(), source },
     })?;
     let record = FingerprintRecord::from_json(&bytes)
-        .map_err(|_| Error::WrongFingerprint { key: key.to_owned(), path: path.to_owned() })?;
-    if record.key != key {
-        return Err(Error::WrongFingerprint { key: key.to_owned(), path: path.to_owned() });
+        .map_err(|_| Error::WrongFingerprint { key: key.clone(), path: path.to_owned() })?;
+    if record.key != *key {
+        return Err(Error::WrongFingerprint { key: key.clone(), path: path.to_owned() });
     }
     Ok(record)
 }
 
 /// Keep the manifest of the entry reused under `key` (and what was there before) for the save
 /// step's `verify-reuse`; `None` (with a warning) when it cannot be written.
-pub(super) fn keep_manifest(runner: &Runner, config: &Config, key: &str, kept: &Kept) -> Option<PathBuf> {
+pub(super) fn keep_manifest(runner: &Runner, config: &Config, key: &Key, kept: &Kept) -> Option<PathBuf> {
     let path = manifest_path(config, runner.env(), key);
     match write_atomically(&path, &serde_json::to_string(kept).expect("manifests serialize")) {
         Ok(()) => Some(path),
@@ -88,10 +89,10 @@ mod tests {
     #[test]
     fn a_fingerprint_file_that_cannot_be_read_keeps_its_cause() {
         let dir = tempfile::tempdir().unwrap();
-        let missing = read_fingerprint(&dir.path().join("k.json"), "k").unwrap_err();
+        let missing = read_fingerprint(&dir.path().join("k.json"), &"k".into()).unwrap_err();
         assert!(matches!(missing, Error::NoFingerprint { .. }), "{missing:?}");
         // A directory where the file should be: not "run the restore step first".
-        let unreadable = read_fingerprint(dir.path(), "k").unwrap_err();
+        let unreadable = read_fingerprint(dir.path(), &"k".into()).unwrap_err();
         assert!(matches!(&unreadable, Error::ReadFingerprint { path, .. } if path == dir.path()), "{unreadable:?}");
         assert!(std::error::Error::source(&unreadable).is_some());
     }

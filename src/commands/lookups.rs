@@ -2,19 +2,20 @@
 //! thread each), for [`crate::stack`]'s finding.
 
 use crate::backend::{Backend, BackendError, CacheEntry};
+use crate::ids::{Key, Version};
 use crate::stack::{Answer, SlotLookup};
 
 /// Exact lookups of the slots of `key`'s stack.
 pub(super) struct KeyLookups<'a> {
     pub backend: &'a dyn Backend,
-    pub key: &'a str,
+    pub key: &'a Key,
 }
 
 impl SlotLookup for KeyLookups<'_> {
     type Entry = CacheEntry;
     type Error = BackendError;
 
-    fn lookup_all(&self, versions: &[String]) -> Vec<Result<Answer<CacheEntry>, BackendError>> {
+    fn lookup_all(&self, versions: &[Version]) -> Vec<Result<Answer<CacheEntry>, BackendError>> {
         let (backend, key) = (self.backend, self.key);
         let found = match versions {
             [version] => vec![backend.lookup(key, version)],
@@ -27,7 +28,7 @@ impl SlotLookup for KeyLookups<'_> {
             .into_iter()
             .map(|result| {
                 result.map(|entry| match entry {
-                    Some(entry) if entry.key == key => Answer::Ours(entry),
+                    Some(entry) if entry.key == *key => Answer::Ours(entry),
                     Some(other) => Answer::Offered(other.key),
                     None => Answer::Absent,
                 })

@@ -109,6 +109,7 @@ mod tests {
     use crate::config::{EntryPoint, OUTPUTS};
     use crate::env::Env;
     use crate::fingerprint::HostSystem;
+    use crate::ids::{Key, Version};
     use crate::runner::Mode;
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
@@ -191,13 +192,13 @@ mod tests {
         fn describe(&self) -> String {
             "a service that times out".into()
         }
-        fn lookup(&self, _: &str, _: &str) -> Result<Option<CacheEntry>, BackendError> {
+        fn lookup(&self, _: &Key, _: &Version) -> Result<Option<CacheEntry>, BackendError> {
             Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
         }
         fn open(&self, _: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
             unreachable!("nothing was found")
         }
-        fn reserve(&self, _: &str, _: &str) -> Result<Reservation, BackendError> {
+        fn reserve(&self, _: &Key, _: &Version) -> Result<Reservation, BackendError> {
             Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
         }
     }

@@ -13,7 +13,7 @@
 
 use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::DEFAULT_PREFIX;
-use crate::keys;
+use crate::ids::Key;
 use crate::stack::{Slot, SlotMap};
 use std::collections::HashMap;
 
@@ -32,7 +32,7 @@ pub(super) fn refusal(prefix: &str) -> Option<String> {
 /// is a generation-0 base.
 pub(super) fn entry_name(entry: &Listed, slots: &SlotMap) -> String {
     match slots.slot(&entry.version) {
-        Some(Slot::FIRST_BASE) | None => entry.key.clone(),
+        Some(Slot::FIRST_BASE) | None => entry.key.to_string(),
         Some(slot) => format!("{} ({slot})", entry.key),
     }
 }
@@ -56,7 +56,7 @@ pub(super) fn ours(
     Ok(catalog
         .list(&format!("{prefix}-"), current_ref)?
         .into_iter()
-        .filter(|l| keys::is_key_of(prefix, &l.key))
+        .filter(|l| l.key.is_of(prefix))
         // `None`: a catalog without refs. An entry saved without a ref has the empty one, and
         // belongs to runs without one.
         .filter(|l| l.r#ref.as_deref().is_none_or(|r| r == current_ref.unwrap_or("")))
@@ -69,15 +69,15 @@ pub(super) fn prune(
     current_ref: Option<&str>,
     keep: usize,
     dry_run: bool,
-    just_saved: Option<&str>,
+    just_saved: Option<&Key>,
     (slots, grow): (&SlotMap, bool),
 ) -> Result<PruneReport, CatalogError> {
     let entries = ours(catalog, prefix, current_ref)?;
     // Keys, newest first; the key this step saved is always kept and counts among those kept,
     // whatever the listing order says (clock ties, a concurrent job's newer entry).
-    let mut keys: Vec<&str> = Vec::new();
+    let mut keys: Vec<&Key> = Vec::new();
     for entry in &entries {
-        if !keys.contains(&entry.key.as_str()) {
+        if !keys.contains(&&entry.key) {
             keys.push(&entry.key);
         }
     }
@@ -86,7 +86,7 @@ pub(super) fn prune(
         keys.insert(0, saved);
     }
     keys.truncate(keep);
-    let kept_keys: Vec<String> = keys.into_iter().map(str::to_owned).collect();
+    let kept_keys: Vec<Key> = keys.into_iter().cloned().collect();
     // A kept key's entries stay — its base and every layer — except the slots of generations
     // older than its newest base: that base holds everything they did.
     let mut newest_base: HashMap<&str, u32> = HashMap::new();

@@ -292,7 +292,7 @@ mod tests {
         let mut fp = Fingerprint::default();
         fp.insert("env", Component::from([("DEPLOY_KEY".to_owned(), Value::text(&secret))]));
         fp.insert("commands", Component::from([("cat key".to_owned(), Value::text(format!("k {secret}")))]));
-        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", "v", fp));
+        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), fp));
         for fragment in fragments(&secret) {
             assert!(!summary.contains(&fragment), "`{fragment}` in\n{summary}");
         }
@@ -304,7 +304,7 @@ mod tests {
         let hostile = "a|b\n| x | y |\r<img src=x onerror=alert(1)>`|`";
         fp.insert("files", Component::from([(hostile.to_owned(), Value::text("0123 -"))]));
         fp.insert("env", Component::from([("K".to_owned(), Value::text(format!("{hostile}\n# heading")))]));
-        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", "v", fp));
+        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
         // Raw only inside the code spans of the label and the value, where HTML means nothing.
         assert_eq!(summary.matches("<img").count(), 2, "{summary}");
         assert!(

@@ -10,7 +10,8 @@ use crate::archive::{
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, Manifest, entry_path};
+use crate::ids::Key;
+use crate::manifest::{EntryKind, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::runner::ProgressReader;
 use crate::stack::{self, Gap, KeptStack, Slot};
@@ -80,13 +81,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         Ok(reuse) => {
             // Only the roots this entry put something into.
             let mut roots: Vec<usize> =
-                reuse.manifest.entries.iter().filter_map(|e| e.path.split('/').next()?.parse().ok()).collect();
+                reuse.manifest.entries.iter().filter_map(|e| Some(e.entry_path()?.root)).collect();
             roots.sort_unstable();
             roots.dedup();
             // What was there before and is not in the entry is not "added" by the job later.
             let kept = super::verify::Kept {
                 manifest: reuse.manifest,
-                preexisting: reuse.extra_files.clone(),
+                preexisting: reuse.preexisting,
                 stack: Some(reuse.kept),
             };
             let manifest_file = handoff::keep_manifest(runner, config, &record.key, &kept);
@@ -136,16 +137,18 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     Ok((outcome, clean_error))
 }
 
-/// Files under `path` not in the entry just placed: they were there before and are
-/// kept. `None` when `path` cannot be listed.
-fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<String>, PackError> {
+/// Files under `path` not in the entry just placed: they were there before and are kept. Each
+/// as its entry path (what the save step matches) and as shown (`~/…`).
+fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<(String, String)>, PackError> {
     let ours: HashSet<&str> = manifest.entries.iter().map(|e| e.path.as_str()).collect();
     let inventory = crate::archive::inventory(&config.paths)?;
     Ok(inventory
         .entries
         .iter()
-        .filter(|e| e.kind != EntryKind::Dir && !ours.contains(entry_path(e.root, &e.rel).as_str()))
-        .map(|e| config.fingerprint.locations.display(&e.abs))
+        .filter(|e| e.kind != EntryKind::Dir)
+        .map(|e| (e.entry_path().to_string(), e))
+        .filter(|(path, _)| !ours.contains(path.as_str()))
+        .map(|(path, e)| (path, config.fingerprint.locations.display(&e.abs)))
         .collect())
 }
 
@@ -157,7 +160,9 @@ struct Reuse {
     /// Every entry of the base and its layers (a later layer's entry replaces an earlier one's).
     manifest: Manifest,
     kept: KeptStack,
+    /// Files under `path` not in the entry, as shown, and as entry paths.
     extra_files: Vec<String>,
+    preexisting: Vec<String>,
 }
 
 /// How an entry was not reused.
@@ -184,7 +189,7 @@ fn miss(reason: MissReason, detail: String) -> NotReused {
 }
 
 /// Look the key up, download, verify and place the base — and with `grow`, its layers.
-fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Result<Reuse, NotReused> {
+fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Result<Reuse, NotReused> {
     let bases = stack::find_bases(&KeyLookups { backend, key }, &config.version(), config.grow);
     if bases.found.is_empty() {
         return Err(match (bases.error, bases.offered) {
@@ -218,10 +223,11 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
         apply_layers(ctx, config, backend, key, &mut applied, &mut kept, below);
     }
     kept.stopped = applied.stopped.is_some() && !kept.trouble;
-    let extra_files = extra_files(config, &manifest).unwrap_or_else(|e| {
-        ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
-        Vec::new()
-    });
+    let (preexisting, extra_files) =
+        extra_files(config, &manifest).map(|e| e.into_iter().unzip()).unwrap_or_else(|e| {
+            ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
+            Default::default()
+        });
     // What is in place: a later layer's file replaces nothing (layers only add), so count the
     // merged manifest; bytes moved and time are the sum over slots.
     let moved = applied.total();
@@ -232,7 +238,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &str) -> Re
         archive_bytes: moved.archive_bytes,
         elapsed: moved.elapsed,
     };
-    Ok(Reuse { restored, stack: applied, manifest, kept, extra_files })
+    Ok(Reuse { restored, stack: applied, manifest, kept, extra_files, preexisting })
 }
 
 /// The base placed: its generation, what it put in place, its manifest, why newer ones were
@@ -288,7 +294,7 @@ fn apply_layers(
     ctx: &Context,
     config: &Config,
     backend: &dyn Backend,
-    key: &str,
+    key: &Key,
     applied: &mut StackApplied,
     kept: &mut KeptStack,
     below: Below<'_>,

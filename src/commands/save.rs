@@ -10,7 +10,8 @@ use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archi
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, entry_path};
+use crate::ids::{Key, Version};
+use crate::manifest::EntryKind;
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::preset::Preset;
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot, SlotMap};
@@ -30,7 +31,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let runner = ctx.runner;
     let env = runner.env();
     let record = if post {
-        let Some(key) = runner.state(State::Key) else {
+        let Some(key) = runner.state(State::Key).map(Key::from) else {
             runner.info("the restore step computed no key; nothing to save");
             return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
         };
@@ -88,7 +89,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
 
 /// An entry restored earlier in the job.
 struct Hit<'a> {
-    key: &'a str,
+    key: &'a Key,
     /// What the restore kept: the manifest of what it put in place, and its stack.
     manifest_file: Option<PathBuf>,
     fingerprint_file: PathBuf,
@@ -226,7 +227,7 @@ fn read_kept(ctx: &Context, path: &std::path::Path, what: &str) -> Option<verify
 
 /// Which slot of the key's stack a save writes, and which entries go into it.
 struct Target {
-    version: String,
+    version: Version,
     slot: Slot,
     /// A layer's parent: the digest of the manifest of the slot below.
     parent: Option<String>,
@@ -239,7 +240,7 @@ struct Target {
 
 impl Target {
     /// Everything under `path` as the base `slot`, whose version is `version`.
-    fn base(version: String, slot: Slot) -> Target {
+    fn base(version: Version, slot: Slot) -> Target {
         Target { version, slot, parent: None, only: None, stack_dirs: HashMap::new() }
     }
 
@@ -286,7 +287,7 @@ fn keep_only(inv: &mut Inventory, paths: &HashSet<String>, stack_dirs: &HashMap<
         }
     }
     inv.entries.retain_mut(|e| {
-        let path = entry_path(e.root, &e.rel);
+        let path = e.entry_path().to_string();
         if e.kind == EntryKind::Dir
             && let Some(mode) = stack_dirs.get(&path)
         {
@@ -300,7 +301,7 @@ fn keep_only(inv: &mut Inventory, paths: &HashSet<String>, stack_dirs: &HashMap<
 fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Target) -> SaveOutcome {
     let runner = ctx.runner;
     let env = runner.env();
-    let key = Some(record.key.as_str());
+    let key = Some(&record.key);
     let _group = runner.group(&format!("Save {}", record.key));
 
     if let Some(mode) = env.non_empty("ACTIONS_CACHE_MODE").filter(|m| matches!(*m, "read" | "none")) {
@@ -371,7 +372,7 @@ fn upload(
     secrets: &SecretScanner,
 ) -> SaveOutcome {
     let runner = ctx.runner;
-    let key = Some(record.key.as_str());
+    let key = Some(&record.key);
     let started = Instant::now();
     let trouble = |e: &BackendError| {
         let result = match e.kind {
@@ -460,7 +461,7 @@ fn upload(
 
 /// Local trouble while archiving (a link that cannot be cached, a file that vanished, a full
 /// disk): nothing is saved, and the job goes on unless `strict`.
-fn pack_trouble(key: Option<&str>, e: &PackError) -> SaveOutcome {
+fn pack_trouble(key: Option<&Key>, e: &PackError) -> SaveOutcome {
     SaveOutcome::trouble(key, SaveResult::Error, &error_chain(e))
 }
 
@@ -537,7 +538,7 @@ fn reuse_verdict(ctx: &Context, config: &Config, changes: &verify::TreeChanges) 
 }
 
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
-fn prune_after_save(ctx: &Context, config: &Config, saved_key: &str) -> String {
+fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
     let runner = ctx.runner;
     // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
     let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);

@@ -5,6 +5,7 @@
 use crate::backend::{Backend, BackendError, CacheEntry, Catalog, CatalogError, ErrorKind, Reservation};
 use crate::config::Config;
 use crate::env::Env;
+use crate::ids::{Key, Version};
 use crate::runner::SecretSink;
 use crate::text::error_chain;
 
@@ -35,7 +36,7 @@ impl Backend for Unavailable {
         "no cache service".to_owned()
     }
 
-    fn lookup(&self, _key: &str, _version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup(&self, _key: &Key, _version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 
@@ -43,7 +44,7 @@ impl Backend for Unavailable {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 
-    fn reserve(&self, _key: &str, _version: &str) -> Result<Reservation, BackendError> {
+    fn reserve(&self, _key: &Key, _version: &Version) -> Result<Reservation, BackendError> {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 }

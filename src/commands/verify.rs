@@ -5,7 +5,7 @@
 
 use crate::archive::{PackError, inventory};
 use crate::config::Config;
-use crate::manifest::{EntryKind, Manifest, ManifestEntry, entry_path};
+use crate::manifest::{EntryKind, Manifest, ManifestEntry};
 use std::collections::HashMap;
 
 /// What the restore step keeps for the save step: the restored manifest, and the files that
@@ -13,6 +13,8 @@ use std::collections::HashMap;
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(super) struct Kept {
     pub manifest: Manifest,
+    /// Their entry paths (`<root>/<rel>`), matched with what is there at save time; how they
+    /// are shown (`~/…`) is for people only.
     #[serde(default)]
     pub preexisting: Vec<String>,
     /// The stack applied (`grow`).
@@ -69,9 +71,9 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
     let mut changes = TreeChanges::default();
     for now in inv.entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let shown = locations.display(&now.abs);
-        let path = entry_path(now.root, &now.rel);
+        let path = now.entry_path().to_string();
         match expected.remove(path.as_str()) {
-            None if preexisting.contains(shown.as_str()) => changes.kept_extras += 1,
+            None if preexisting.contains(path.as_str()) => changes.kept_extras += 1,
             None => {
                 changes.added.push(shown);
                 if !beneath_a_file(&path) {
@@ -96,11 +98,9 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
     }
     let bases: Vec<_> = config.root_dirs();
     for gone in expected.into_values() {
-        let (root, rel) = gone.path.split_once('/').unwrap_or((gone.path.as_str(), ""));
-        let base = root.parse::<usize>().ok().and_then(|i| bases.get(i));
-        let shown = match base {
-            Some(b) if rel.is_empty() => locations.display(b),
-            Some(b) => locations.display(&b.join(rel)),
+        let shown = match gone.entry_path().and_then(|p| Some((bases.get(p.root)?, p.rel))) {
+            Some((base, "")) => locations.display(base),
+            Some((base, rel)) => locations.display(&base.join(rel)),
             None => gone.path.clone(),
         };
         changes.removed.push(shown);

@@ -275,7 +275,7 @@ pub static EXPLAIN_MISSES: Input<Switch> = Input::choice(
      local backend allows listing), `true` or `false`.",
 );
 
-pub static KEY: Input<Option<String>> = Input::new(
+pub static KEY: Input<Option<keys::Key>> = Input::new(
     "key",
     InputKind::Text,
     Save,
@@ -283,7 +283,7 @@ pub static KEY: Input<Option<String>> = Input::new(
     "Save under this key (the restore step's `key` output, whose fingerprint file is embedded) instead of \
      computing it.",
     |value| match value.map(str::trim) {
-        Some(key) => keys::check_key(key).map(|()| Some(key.to_owned())).map_err(|detail| format!("`{key}` {detail}")),
+        Some(key) => keys::Key::parse(key).map(Some).map_err(|detail| format!("`{key}` {detail}")),
         None => Ok(None),
     },
 );

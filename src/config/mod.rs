@@ -43,7 +43,7 @@ pub struct Config {
     pub reuse_env: Option<String>,
     pub lookup_only: bool,
     pub fail_on_cache_miss: bool,
-    pub key: Option<String>,
+    pub key: Option<keys::Key>,
     pub save_on_failure: bool,
     pub fingerprint_file: Option<PathBuf>,
     pub preset: Option<Preset>,
@@ -220,7 +220,7 @@ impl Config {
     }
 
     /// The cache service version for these paths and this compression.
-    pub fn version(&self) -> String {
+    pub fn version(&self) -> keys::Version {
         keys::cache_version(&self.path_lines, self.compression)
     }
 

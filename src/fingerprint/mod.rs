@@ -44,6 +44,7 @@ pub use facets::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION, aarch64_isa, x86_64_
 pub use files::sha256_file;
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
 
+use crate::ids::{Key, Version};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -233,34 +234,29 @@ pub struct Change {
     pub new: Option<Value>,
 }
 
-/// `<prefix>-<digest>`.
-pub fn key(prefix: &str, digest: &str) -> String {
-    format!("{prefix}-{digest}")
-}
-
 /// The fingerprint document written to `fingerprint-file` and carried first in every archive.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FingerprintRecord {
     pub exact_cache_fingerprint: u32,
-    pub key: String,
+    pub key: Key,
     pub prefix: String,
     pub digest: String,
     /// The cache service version string of the entry (paths and compression).
-    pub version: String,
+    pub version: Version,
     /// Informational; never hashed.
     pub tool: String,
     pub components: Fingerprint,
 }
 
 impl FingerprintRecord {
-    pub fn new(prefix: &str, version: &str, fingerprint: Fingerprint) -> Self {
+    pub fn new(prefix: &str, version: &Version, fingerprint: Fingerprint) -> Self {
         let digest = fingerprint.digest();
         Self {
             exact_cache_fingerprint: RECORD_FORMAT,
-            key: key(prefix, &digest),
+            key: Key::of(prefix, &digest),
             prefix: prefix.to_owned(),
             digest,
-            version: version.to_owned(),
+            version: version.clone(),
             tool: concat!("exact-cache ", env!("CARGO_PKG_VERSION")).to_owned(),
             components: fingerprint,
         }
@@ -277,7 +273,7 @@ impl FingerprintRecord {
             return Err(FingerprintError::RecordFormat(record.exact_cache_fingerprint));
         }
         let digest = record.components.digest();
-        if digest != record.digest || record.key != key(&record.prefix, &digest) {
+        if digest != record.digest || record.key != Key::of(&record.prefix, &digest) {
             return Err(FingerprintError::RecordDigest { key: record.key });
         }
         Ok(record)
@@ -327,7 +323,7 @@ pub enum FingerprintError {
     #[error("fingerprint record format {0} is not supported")]
     RecordFormat(u32),
     #[error("fingerprint record for `{key}` does not match its own digest")]
-    RecordDigest { key: String },
+    RecordDigest { key: Key },
 }
 
 #[cfg(test)]
@@ -419,7 +415,7 @@ mod tests {
     fn records_check_their_own_digest() {
         let mut fp = Fingerprint::default();
         fp.insert("variant", component(&[("variant", Some("x"))]));
-        let record = FingerprintRecord::new("p", "v", fp);
+        let record = FingerprintRecord::new("p", &"v".into(), fp);
         let parsed = FingerprintRecord::from_json(record.to_json().as_bytes()).unwrap();
         assert_eq!(parsed, record);
         let tampered = record.to_json().replace("\"x\"", "\"y\"");

@@ -2,6 +2,7 @@
 //! generation placed, all through [`SlotLookup`] (the caller does the lookups).
 
 use super::slot::{GENERATION_ROUND, MAX_GENERATIONS, Slot};
+use crate::ids::{Key, Version};
 
 /// What one exact lookup of a slot's version answered.
 #[derive(Debug)]
@@ -9,7 +10,7 @@ pub enum Answer<Entry> {
     /// An entry of exactly the stack's key.
     Ours(Entry),
     /// An entry of another key (a service that prefix-matches keys offered it).
-    Offered(String),
+    Offered(Key),
     Absent,
 }
 
@@ -20,7 +21,7 @@ pub trait SlotLookup {
 
     /// Look up each of `versions` under the stack's key (at once, as the caller sees fit);
     /// the answers in the same order.
-    fn lookup_all(&self, versions: &[String]) -> Vec<Result<Answer<Self::Entry>, Self::Error>>;
+    fn lookup_all(&self, versions: &[Version]) -> Vec<Result<Answer<Self::Entry>, Self::Error>>;
 
     /// A failed lookup, with its causes, for one log line.
     fn describe(&self, error: &Self::Error) -> String;
@@ -34,18 +35,18 @@ pub struct Bases<Entry, Error> {
     /// A lookup that failed (the first).
     pub error: Option<Error>,
     /// A key the service offered instead of ours (a prefix match).
-    pub offered: Option<String>,
+    pub offered: Option<Key>,
 }
 
 /// The bases of the stack of `base_version`: generation 0 alone without `grow`; with it, rounds of
 /// [`GENERATION_ROUND`] lookups at once, another round only when a round's last one exists.
-pub fn find_bases<L: SlotLookup>(lookup: &L, base_version: &str, grow: bool) -> Bases<L::Entry, L::Error> {
+pub fn find_bases<L: SlotLookup>(lookup: &L, base_version: &Version, grow: bool) -> Bases<L::Entry, L::Error> {
     let mut bases = Bases { found: Vec::new(), error: None, offered: None };
     let round = if grow { GENERATION_ROUND } else { 1 };
     let mut start = 0;
     while start < MAX_GENERATIONS {
         let generations: Vec<u32> = (start..(start + round).min(MAX_GENERATIONS)).collect();
-        let versions: Vec<String> = generations.iter().map(|g| Slot::base(*g).version(base_version)).collect();
+        let versions: Vec<Version> = generations.iter().map(|g| Slot::base(*g).version(base_version)).collect();
         let mut last_found = false;
         for (g, answer) in generations.iter().zip(lookup.lookup_all(&versions)) {
             last_found = false;
@@ -85,11 +86,11 @@ pub enum Gap {
 /// that is not there; and why a later one is not applied, when one exists past a gap.
 pub fn find_layers<L: SlotLookup>(
     lookup: &L,
-    base_version: &str,
+    base_version: &Version,
     generation: u32,
     max_layers: u32,
 ) -> (Vec<L::Entry>, Option<Gap>) {
-    let versions: Vec<String> = (1..=max_layers).map(|n| Slot::new(generation, n).version(base_version)).collect();
+    let versions: Vec<Version> = (1..=max_layers).map(|n| Slot::new(generation, n).version(base_version)).collect();
     let mut found = Vec::new();
     let mut answers = lookup.lookup_all(&versions).into_iter().enumerate();
     for (i, answer) in answers.by_ref() {
@@ -115,18 +116,20 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
-    const BASE: &str = "b";
+    fn base() -> Version {
+        Version::from("b")
+    }
 
     /// Slots present (their version → the slot), and every round of versions asked for.
     struct Planted {
-        present: HashMap<String, Slot>,
+        present: HashMap<Version, Slot>,
         failing: Option<Slot>,
         asked: RefCell<Vec<usize>>,
     }
 
     impl Planted {
         fn new(slots: &[Slot]) -> Planted {
-            let present = slots.iter().map(|s| (s.version(BASE), *s)).collect();
+            let present = slots.iter().map(|s| (s.version(&base()), *s)).collect();
             Planted { present, failing: None, asked: RefCell::default() }
         }
     }
@@ -135,9 +138,9 @@ mod tests {
         type Entry = Slot;
         type Error = String;
 
-        fn lookup_all(&self, versions: &[String]) -> Vec<Result<Answer<Slot>, String>> {
+        fn lookup_all(&self, versions: &[Version]) -> Vec<Result<Answer<Slot>, String>> {
             self.asked.borrow_mut().push(versions.len());
-            let failing = self.failing.map(|s| s.version(BASE));
+            let failing = self.failing.map(|s| s.version(&base()));
             versions
                 .iter()
                 .map(|v| match self.present.get(v) {
@@ -156,26 +159,26 @@ mod tests {
     #[test]
     fn bases_are_looked_up_in_rounds_while_a_round_ends_found() {
         let planted = Planted::new(&(0..=7).map(Slot::base).chain([Slot::base(9)]).collect::<Vec<_>>());
-        let bases = find_bases(&planted, BASE, true);
+        let bases = find_bases(&planted, &base(), true);
         let generations: Vec<u32> = bases.found.iter().map(|(g, _)| *g).collect();
         assert_eq!(generations, [9, 7, 6, 5, 4, 3, 2, 1, 0], "newest first");
         assert_eq!(*planted.asked.borrow(), [8, 8], "generation 7 exists, so a second round; 15 does not");
         let without_grow = Planted::new(&[Slot::base(0), Slot::base(1)]);
-        assert_eq!(find_bases(&without_grow, BASE, false).found.len(), 1);
+        assert_eq!(find_bases(&without_grow, &base(), false).found.len(), 1);
         assert_eq!(*without_grow.asked.borrow(), [1], "generation 0 alone");
     }
 
     #[test]
     fn layers_stop_at_the_first_gap_and_say_why() {
         let planted = Planted::new(&[Slot::new(1, 1), Slot::new(1, 2), Slot::new(1, 4), Slot::new(0, 3)]);
-        let (layers, gap) = find_layers(&planted, BASE, 1, 5);
+        let (layers, gap) = find_layers(&planted, &base(), 1, 5);
         assert_eq!(layers, [Slot::new(1, 1), Slot::new(1, 2)]);
         assert_eq!(gap, Some(Gap::Missing("layer 3 is missing, so layer 4 and later are not applied".into())));
         let mut failing = Planted::new(&[Slot::new(0, 1), Slot::new(0, 2)]);
         failing.failing = Some(Slot::new(0, 2));
-        let (layers, gap) = find_layers(&failing, BASE, 0, 4);
+        let (layers, gap) = find_layers(&failing, &base(), 0, 4);
         assert_eq!(layers, [Slot::new(0, 1)]);
         assert_eq!(gap, Some(Gap::Trouble("layer 2 could not be looked up: (down)".into())));
-        assert_eq!(find_layers(&Planted::new(&[]), BASE, 0, 4), (vec![], None));
+        assert_eq!(find_layers(&Planted::new(&[]), &base(), 0, 4), (vec![], None));
     }
 }

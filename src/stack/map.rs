@@ -3,6 +3,7 @@
 //! entry instead of a search through the recipe.
 
 use super::slot::Slot;
+use crate::ids::Version;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,15 +16,15 @@ static MAPS: Mutex<Vec<Arc<SlotMap>>> = Mutex::new(Vec::new());
 /// Every slot of the stack of one base version, by its version.
 #[derive(Debug)]
 pub struct SlotMap {
-    base_version: String,
-    slots: HashMap<String, Slot>,
+    base_version: Version,
+    slots: HashMap<Version, Slot>,
 }
 
 impl SlotMap {
     /// The map of `base_version`'s stack: built on first use, shared after.
-    pub fn of(base_version: &str) -> Arc<SlotMap> {
+    pub fn of(base_version: &Version) -> Arc<SlotMap> {
         let mut maps = MAPS.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(map) = maps.iter().find(|m| m.base_version == base_version) {
+        if let Some(map) = maps.iter().find(|m| m.base_version == *base_version) {
             return Arc::clone(map);
         }
         let map = Arc::new(SlotMap::build(base_version));
@@ -34,13 +35,13 @@ impl SlotMap {
         map
     }
 
-    fn build(base_version: &str) -> SlotMap {
+    fn build(base_version: &Version) -> SlotMap {
         let slots = Slot::all().map(|slot| (slot.version(base_version), slot)).collect();
-        SlotMap { base_version: base_version.to_owned(), slots }
+        SlotMap { base_version: base_version.clone(), slots }
     }
 
     /// Which slot an entry of `version` is, if it is one of this stack's.
-    pub fn slot(&self, version: &str) -> Option<Slot> {
+    pub fn slot(&self, version: &Version) -> Option<Slot> {
         self.slots.get(version).copied()
     }
 }
@@ -51,7 +52,7 @@ mod tests {
 
     #[test]
     fn every_slot_round_trips_through_its_version() {
-        let base = "a".repeat(64);
+        let base = Version::from("a".repeat(64));
         let map = SlotMap::of(&base);
         for slot in Slot::all() {
             assert_eq!(map.slot(&slot.version(&base)), Some(slot), "{slot}");
@@ -62,20 +63,20 @@ mod tests {
 
     #[test]
     fn versions_of_other_stacks_are_no_slot() {
-        let map = SlotMap::of(&"b".repeat(64));
-        assert_eq!(map.slot(&"c".repeat(64)), None);
-        assert_eq!(map.slot(&Slot::new(0, 1).version(&"c".repeat(64))), None, "a slot of another base version");
-        assert_eq!(map.slot(""), None);
-        assert_eq!(map.slot(&Slot::new(crate::stack::MAX_GENERATIONS, 0).version(&"b".repeat(64))), None);
+        let map = SlotMap::of(&"b".repeat(64).into());
+        assert_eq!(map.slot(&"c".repeat(64).into()), None);
+        assert_eq!(map.slot(&Slot::new(0, 1).version(&"c".repeat(64).into())), None, "a slot of another base version");
+        assert_eq!(map.slot(&"".into()), None);
+        assert_eq!(map.slot(&Slot::new(crate::stack::MAX_GENERATIONS, 0).version(&"b".repeat(64).into())), None);
     }
 
     #[test]
     fn a_map_is_built_once_per_base_version() {
-        let base = "d".repeat(64);
+        let base = Version::from("d".repeat(64));
         let first = SlotMap::of(&base);
         assert!(Arc::ptr_eq(&first, &SlotMap::of(&base)), "the same map, not a second build");
-        let other = SlotMap::of(&"e".repeat(64));
+        let other = SlotMap::of(&"e".repeat(64).into());
         assert!(!Arc::ptr_eq(&first, &other));
-        assert_eq!(other.base_version, "e".repeat(64));
+        assert_eq!(other.base_version, *"e".repeat(64));
     }
 }

@@ -6,6 +6,7 @@
 //! varying the version makes every slot an exact lookup, also on act's server, which
 //! prefix-matches keys (a key `<key>.1` would be found by a lookup of `<key>`) but never versions.
 
+use crate::ids::Version;
 use crate::manifest::{Manifest, StackSlot};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -50,13 +51,13 @@ impl Slot {
     }
 
     /// This slot's version in the stack whose generation-0 base has `base_version`.
-    pub fn version(self, base_version: &str) -> String {
+    pub fn version(self, base_version: &Version) -> Version {
         if self == Slot::FIRST_BASE {
-            return base_version.to_owned();
+            return base_version.clone();
         }
         let Slot { generation, layer } = self;
         let text = format!("exact-cache-slot|{base_version}|generation={generation}|layer={layer}");
-        hex::encode(Sha256::digest(text.as_bytes()))
+        Version::from(hex::encode(Sha256::digest(text.as_bytes())))
     }
 
     /// The slot `manifest` says its entry sits in (a manifest that says nothing: generation 0's
@@ -99,10 +100,13 @@ mod tests {
 
     #[test]
     fn slots_keep_the_base_version_and_are_told_apart() {
-        assert_eq!(Slot::FIRST_BASE.version(BASE), BASE, "entries saved before layers are generation-0 bases");
+        assert_eq!(Slot::FIRST_BASE.version(&BASE.into()), BASE, "entries saved before layers are generation-0 bases");
         // printf 'exact-cache-slot|%s|generation=0|layer=1' "$base" | sha256sum
-        assert_eq!(Slot::new(0, 1).version(BASE), "f66ca52452885bb538bc1a0334542669478523e275a7b64ced01616879ce3d48");
-        assert_ne!(Slot::base(1).version(BASE), Slot::new(0, 1).version(BASE));
+        assert_eq!(
+            Slot::new(0, 1).version(&BASE.into()),
+            "f66ca52452885bb538bc1a0334542669478523e275a7b64ced01616879ce3d48"
+        );
+        assert_ne!(Slot::base(1).version(&BASE.into()), Slot::new(0, 1).version(&BASE.into()));
     }
 
     #[test]

@@ -474,7 +474,7 @@ fn a_long_multi_line_secret_env_value_in_hash_env_never_shows() {
     env.insert("DEPLOY_PIN".into(), Value::text("old-pin-0815"));
     let mut fp = Fingerprint::default();
     fp.insert("env", env);
-    let earlier = FingerprintRecord::new("fixtures-v1", "v1", fp);
+    let earlier = FingerprintRecord::new("fixtures-v1", &"v1".into(), fp);
     let none = SecretScanner::none();
     let (bytes, _) =
         write_archive(&Inventory::default(), &earlier, Compression::Zstd, None, &none, Vec::new(), &mut |_| {})

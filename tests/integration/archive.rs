@@ -15,7 +15,7 @@ use tar::EntryType;
 fn record(prefix: &str) -> FingerprintRecord {
     let mut fp = Fingerprint::default();
     fp.insert("variant", [("variant".to_owned(), exact_cache::fingerprint::Value::text(prefix))].into());
-    FingerprintRecord::new(prefix, "v", fp)
+    FingerprintRecord::new(prefix, &"v".into(), fp)
 }
 
 fn pattern_set(ws: &Path, lines: &[&str]) -> PatternSet {
@@ -163,7 +163,7 @@ const KEY_PREFIX: &str = "hostile";
 fn fingerprint_member(tar: &mut TarBuilder) -> String {
     let rec = record(KEY_PREFIX);
     tar.file(FINGERPRINT_NAME, rec.to_json().as_bytes());
-    rec.key
+    rec.key.to_string()
 }
 
 fn manifest_member(tar: &mut TarBuilder, key: &str, entries: Vec<ManifestEntry>) {

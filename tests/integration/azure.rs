@@ -11,6 +11,7 @@ use exact_cache::backend::http::Http;
 use exact_cache::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use exact_cache::backend::{Catalog, CatalogError};
 use exact_cache::env::Env;
+use exact_cache::keys::{Key, Version};
 use exact_cache::runner::SecretSink;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -66,13 +67,15 @@ fn backend(container: &str) -> AzureBlobBackend {
 
 /// Save `bytes` under `key` and `VERSION`: how the commit ended.
 fn save(backend: &AzureBlobBackend, key: &str, bytes: &[u8]) -> Result<Committed, BackendError> {
-    let Reservation::Reserved(mut upload) = backend.reserve(key, VERSION)? else { return Ok(Committed::Exists) };
+    let Reservation::Reserved(mut upload) = backend.reserve(&Key::from(key), &Version::from(VERSION))? else {
+        return Ok(Committed::Exists);
+    };
     upload.write_all(bytes).unwrap();
     upload.commit()
 }
 
 fn download(backend: &AzureBlobBackend, key: &str) -> Vec<u8> {
-    let entry = backend.lookup(key, VERSION).unwrap().expect("the entry");
+    let entry = backend.lookup(&Key::from(key), &Version::from(VERSION)).unwrap().expect("the entry");
     let mut bytes = Vec::new();
     backend.open(&entry).unwrap().read_to_end(&mut bytes).unwrap();
     bytes
@@ -86,22 +89,22 @@ fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
         Backend::describe(&backend)
             .contains(&format!("Azure Blob container `{c}` of account `{ACCOUNT}`, prefix `ci/`"))
     );
-    assert!(backend.lookup("k-small", VERSION).unwrap().is_none(), "nothing saved yet");
+    assert!(backend.lookup(&Key::from("k-small"), &Version::from(VERSION)).unwrap().is_none(), "nothing saved yet");
     let small = noise(1000, 1);
     let large = noise(3 << 20 | 123, 2);
     assert_eq!(save(&backend, "k-small", &small).unwrap(), Committed::Saved);
     assert_eq!(save(&backend, "k-large", &large).unwrap(), Committed::Saved);
     assert_eq!(download(&backend, "k-small"), small);
     assert!(download(&backend, "k-large") == large, "the blocks came back in order");
-    let entry = backend.lookup("k-large", VERSION).unwrap().unwrap();
+    let entry = backend.lookup(&Key::from("k-large"), &Version::from(VERSION)).unwrap().unwrap();
     assert_eq!(entry.size, Some(large.len() as u64));
     assert_eq!(backend.read_prefix(&entry, 100).unwrap(), large[..100]);
     // Another version with the same first 16 digits is another entry: a miss.
     let other = format!("{}ffff", &VERSION[..60]);
-    assert!(backend.lookup("k-large", &other).unwrap().is_none());
-    assert!(backend.lookup("k-missing", VERSION).unwrap().is_none());
+    assert!(backend.lookup(&Key::from("k-large"), &Version::from(&other)).unwrap().is_none());
+    assert!(backend.lookup(&Key::from("k-missing"), &Version::from(VERSION)).unwrap().is_none());
     // A second save of the same key is `exists`, before anything is uploaded.
-    assert!(matches!(backend.reserve("k-small", VERSION).unwrap(), Reservation::Exists));
+    assert!(matches!(backend.reserve(&Key::from("k-small"), &Version::from(VERSION)).unwrap(), Reservation::Exists));
 }
 
 #[test]
@@ -109,7 +112,7 @@ fn racing_saves_give_one_saved_and_one_exists() {
     let c = container("race");
     let backend = backend(&c);
     for (key, len) in [("k-small", 1000), ("k-blocks", 2 << 20)] {
-        let reserve = || match backend.reserve(key, VERSION).unwrap() {
+        let reserve = || match backend.reserve(&Key::from(key), &Version::from(VERSION)).unwrap() {
             Reservation::Reserved(upload) => upload,
             Reservation::Exists => panic!("nothing is committed yet"),
         };
@@ -151,7 +154,7 @@ fn the_catalog_lists_with_the_ref_and_deletes() {
     backend.delete(&listed[0]).unwrap();
     let stray = exact_cache::backend::Listed { id: "elsewhere/x".into(), ..listed[0].clone() };
     assert!(matches!(backend.delete(&stray), Err(CatalogError::NotLocalEntry { .. })));
-    assert!(backend.lookup(&listed[0].key, VERSION).unwrap().is_none());
+    assert!(backend.lookup(&listed[0].key, &Version::from(VERSION)).unwrap().is_none());
 }
 
 #[test]
@@ -178,11 +181,13 @@ fn a_wrong_key_is_forbidden_at_once_and_never_shown() {
     let backend = backend_with(&c, &env, sink.clone());
     assert!(sink.contains(wrong), "the key is masked before any request");
     let started = Instant::now();
-    let e = backend.lookup("k", VERSION).unwrap_err();
+    let e = backend.lookup(&Key::from("k"), &Version::from(VERSION)).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "retried: {:?}", started.elapsed());
     assert_eq!((e.kind, e.status), (ErrorKind::Forbidden, Some(403)), "{e}");
     assert!(e.message.contains("access denied (HTTP 403"), "{e}");
-    let Err(reserved) = backend.reserve("k", VERSION) else { panic!("reserved with a wrong key") };
+    let Err(reserved) = backend.reserve(&Key::from("k"), &Version::from(VERSION)) else {
+        panic!("reserved with a wrong key")
+    };
     assert_eq!(reserved.kind, ErrorKind::Forbidden);
     let listed = backend.list("k", None).unwrap_err();
     assert!(matches!(listed, CatalogError::Forbidden { status: 403, .. }), "{listed:?}");
@@ -194,7 +199,7 @@ fn a_wrong_key_is_forbidden_at_once_and_never_shown() {
 #[test]
 fn a_missing_container_is_an_error_not_a_miss() {
     let backend = backend("no-such-container");
-    let e = backend.lookup("k", VERSION).unwrap_err();
+    let e = backend.lookup(&Key::from("k"), &Version::from(VERSION)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Fatal, "{e}");
     assert!(e.message.contains("container `no-such-container` does not exist"), "{e}");
 }

@@ -1,6 +1,7 @@
 //! The local directory backend under concurrent use by separate processes.
 
 use exact_cache::backend::{Backend, Committed, LocalBackend, Reservation};
+use exact_cache::keys::Key;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
@@ -10,26 +11,26 @@ use crate::support::{self, Step, write};
 fn entries_are_immutable_and_appear_atomically() {
     let dir = tempfile::tempdir().unwrap();
     let backend = LocalBackend::new(dir.path());
-    let key = format!("p-{}", "a".repeat(64));
-    assert!(backend.lookup(&key, "v1").unwrap().is_none());
-    let Reservation::Reserved(mut upload) = backend.reserve(&key, "v1").unwrap() else { panic!("reserved") };
+    let key = Key::from(format!("p-{}", "a".repeat(64)));
+    assert!(backend.lookup(&key, &"v1".into()).unwrap().is_none());
+    let Reservation::Reserved(mut upload) = backend.reserve(&key, &"v1".into()).unwrap() else { panic!("reserved") };
     upload.write_all(b"first").unwrap();
-    assert!(backend.lookup(&key, "v1").unwrap().is_none(), "an entry is invisible until committed");
+    assert!(backend.lookup(&key, &"v1".into()).unwrap().is_none(), "an entry is invisible until committed");
     assert_eq!(upload.commit().unwrap(), Committed::Saved);
 
-    assert!(matches!(backend.reserve(&key, "v1").unwrap(), Reservation::Exists));
-    let entry = backend.lookup(&key, "v1").unwrap().unwrap();
+    assert!(matches!(backend.reserve(&key, &"v1".into()).unwrap(), Reservation::Exists));
+    let entry = backend.lookup(&key, &"v1".into()).unwrap().unwrap();
     assert_eq!(entry.size, Some(5));
     let mut bytes = Vec::new();
     backend.open(&entry).unwrap().read_to_end(&mut bytes).unwrap();
     assert_eq!(bytes, b"first");
-    assert!(backend.lookup(&key, "v2").unwrap().is_none(), "the version is part of the identity");
+    assert!(backend.lookup(&key, &"v2".into()).unwrap().is_none(), "the version is part of the identity");
     assert!(!format!("{entry:?}").contains(dir.path().to_str().unwrap()), "locations never print");
 
     // Two writers race: the first commit wins, the second hears `Exists`.
-    let other = format!("p-{}", "b".repeat(64));
+    let other = Key::from(format!("p-{}", "b".repeat(64)));
     let (Reservation::Reserved(mut a), Reservation::Reserved(mut b)) =
-        (backend.reserve(&other, "v1").unwrap(), backend.reserve(&other, "v1").unwrap())
+        (backend.reserve(&other, &"v1".into()).unwrap(), backend.reserve(&other, &"v1".into()).unwrap())
     else {
         panic!("both reserve before either commits")
     };
@@ -38,7 +39,7 @@ fn entries_are_immutable_and_appear_atomically() {
     assert_eq!(b.commit().unwrap(), Committed::Saved);
     assert_eq!(a.commit().unwrap(), Committed::Exists);
     let mut bytes = Vec::new();
-    backend.open(&backend.lookup(&other, "v1").unwrap().unwrap()).unwrap().read_to_end(&mut bytes).unwrap();
+    backend.open(&backend.lookup(&other, &"v1".into()).unwrap().unwrap()).unwrap().read_to_end(&mut bytes).unwrap();
     assert_eq!(bytes, b"from b, longer");
     assert_eq!(std::fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0, "no temporary files left");
 }

@@ -2,7 +2,7 @@
 //! every injected fault, with the outcome a user would expect.
 
 use exact_cache::archive::Compression;
-use exact_cache::keys::cache_version;
+use exact_cache::keys::{Key, cache_version};
 use std::collections::BTreeMap;
 
 use crate::support::services::{self, Fault, Op, Services};
@@ -342,7 +342,7 @@ fn dropping_a_download_mid_flight_is_clean() {
     );
     let http = std::sync::Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
     let backend = V2Backend::new(http, &services.url, services::TOKEN.to_owned()).unwrap();
-    let entry = backend.lookup(&key, &cache_version(&["out"], Compression::None)).unwrap().unwrap();
+    let entry = backend.lookup(&Key::from(&key), &cache_version(&["out"], Compression::None)).unwrap().unwrap();
     services.faults.push(Op::BlobGet, Fault::Stall { seconds: 0.5 }, 50);
     let mut reader = backend.open(&entry).unwrap();
     let mut buf = [0u8; 1000];

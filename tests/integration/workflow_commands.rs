@@ -74,9 +74,9 @@ fn hostile_entry(prefix: &str) -> (String, Vec<u8>) {
     let mut fp = Fingerprint::default();
     fp.insert("env", env);
     fp.insert("python.dists", dists);
-    let record = FingerprintRecord::new(prefix, "v1", fp);
+    let record = FingerprintRecord::new(prefix, &"v1".into(), fp);
     let bytes = archive_of_nothing(&record);
-    (record.key, bytes)
+    (record.key.to_string(), bytes)
 }
 
 /// Where the hostile entry is served from: the local store's directory, or the v2 service
@@ -279,7 +279,7 @@ fn their_values_show_escaped_and_never_as_links(served: Served) {
     env.insert("LABEL\nfake: injected".into(), Value::text("1"));
     let mut fp = Fingerprint::default();
     fp.insert("env", env);
-    let record = FingerprintRecord::new("inj", "v1", fp);
+    let record = FingerprintRecord::new("inj", &"v1".into(), fp);
     let bytes = archive_of_nothing(&record);
     match &served {
         Served::Local => write(&step.cache.join(format!("entries/{}@v1", record.key)), &bytes),

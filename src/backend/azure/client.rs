@@ -8,6 +8,7 @@ use crate::backend::entries::{self, bounded_listing};
 use crate::backend::http::{Check, Http, one_line, read_answer, send, status_error};
 use crate::backend::wire::{self, EnumerationResults, ListedBlob};
 use crate::backend::{BackendError, CacheEntry, ErrorKind};
+use crate::ids::{Key, Version};
 use bytes::Bytes;
 use object_store::azure::{AzureAuthorizer, AzureCredential, MicrosoftAzure};
 use object_store::client::{HttpRequest, HttpRequestBody};
@@ -141,7 +142,7 @@ impl Client {
     }
 
     /// The entry for exactly this key and version, if there is one.
-    pub async fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    pub async fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         let name = entries::object_name(&self.settings.prefix, key, version);
         match self.call("look up the entry", Method::HEAD, Some(&name), &[], &[], Bytes::new()).await {
             Ok((headers, _)) => Ok(entries::found(&headers, META, &name, key, version)),

@@ -33,6 +33,7 @@ use crate::backend::http::{Http, one_line};
 use crate::backend::upload::BlockWriter;
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation, download, entries};
 use crate::env::Env;
+use crate::ids::{Key, Version};
 use bytes::Bytes;
 use client::{Client, META};
 use reqwest::Method;
@@ -75,7 +76,7 @@ impl Backend for AzureBlobBackend {
         format!("Azure Blob container `{}` of account `{}`{prefix}{at}", s.container, s.account)
     }
 
-    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         self.block_on(self.client.lookup(key, version))
     }
 
@@ -89,7 +90,7 @@ impl Backend for AzureBlobBackend {
         download::read_prefix(&self.client.http, &url, len)
     }
 
-    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         // An existing entry is `exists` before anything is uploaded.
         if self.lookup(key, version)?.is_some() {
             return Ok(Reservation::Exists);

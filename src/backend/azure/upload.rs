@@ -10,6 +10,7 @@
 use super::client::Client;
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::{BackendError, Committed, ErrorKind, Upload};
+use crate::ids::{Key, Version};
 use base64::Engine;
 use bytes::Bytes;
 use reqwest::Method;
@@ -84,8 +85,8 @@ impl BlockSink for BlobSink {
 pub(super) struct AzureUpload {
     pub sink: Arc<BlobSink>,
     pub writer: Option<BlockWriter>,
-    pub key: String,
-    pub version: String,
+    pub key: Key,
+    pub version: Version,
 }
 
 impl Write for AzureUpload {

@@ -8,6 +8,7 @@
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::http::{MAX_ANSWER_BYTES, list_deadline};
 use crate::env::Env;
+use crate::ids::{Key, Version};
 use http_body_util::BodyExt;
 use std::time::Duration;
 
@@ -130,8 +131,8 @@ impl Catalog for GithubCatalog {
                 let count = list.actions_caches.len();
                 found.extend(list.actions_caches.into_iter().filter(|c| seen.insert(c.id)).map(|c| Listed {
                     id: c.id.to_string(),
-                    key: c.key,
-                    version: c.version,
+                    key: Key::from(c.key),
+                    version: Version::from(c.version),
                     r#ref: c.r#ref,
                     created: c.created_at.timestamp(),
                     size: c.size_in_bytes.max(0) as u64,

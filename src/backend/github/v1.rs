@@ -16,6 +16,7 @@ use crate::backend::http::{Check, Http, read_answer, send};
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, LookupAnswer, ReserveAnswer};
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::ids::{Key, Version};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
@@ -111,7 +112,7 @@ impl Backend for V1Backend {
         format!("GitHub cache service v1 ({})", self.api.base.host_str().unwrap_or("?"))
     }
 
-    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         let mut url = self.api.url("cache");
         url.query_pairs_mut().append_pair("keys", key).append_pair("version", version);
         let answer = self.api.http.rt().block_on(self.api.call("lookup", Method::GET, url, None, None))?;
@@ -124,7 +125,7 @@ impl Backend for V1Backend {
         }
         self.api.http.mask_url(&found.archive_location);
         Ok(Some(CacheEntry {
-            key: found.cache_key,
+            key: Key::from(found.cache_key),
             version: version.to_owned(),
             size: None,
             location: found.archive_location,
@@ -139,8 +140,8 @@ impl Backend for V1Backend {
         download::read_prefix(&self.api.http, &entry.location, len)
     }
 
-    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
-        if self.lookup(key, version)?.is_some_and(|entry| entry.key == key) {
+    fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
+        if self.lookup(key, version)?.is_some_and(|entry| entry.key == *key) {
             return Ok(Reservation::Exists);
         }
         Ok(Reservation::Reserved(Box::new(V1Upload {
@@ -169,8 +170,8 @@ impl BlockSink for ChunkSink {
 
 struct V1Upload {
     api: Arc<Api>,
-    key: String,
-    version: String,
+    key: Key,
+    version: Version,
     spool: tempfile::SpooledTempFile,
 }
 

@@ -13,6 +13,7 @@ use crate::backend::http::{Check, Http, one_line, read_answer, send, urlencode};
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::ids::{Key, Version};
 use base64::Engine;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -75,7 +76,7 @@ impl Backend for V2Backend {
         format!("GitHub cache service v2 ({})", self.twirp.origin.host_str().unwrap_or("?"))
     }
 
-    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         let twirp = &self.twirp;
         let body = serde_json::json!({ "key": key, "version": version });
         let r: DownloadUrlResponse = twirp.http.rt().block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
@@ -85,7 +86,7 @@ impl Backend for V2Backend {
         twirp.http.mask_url(&r.signed_download_url);
         Ok(Some(CacheEntry {
             // No matched key is no proof of an exact match: the caller treats it as a miss.
-            key: r.matched_key,
+            key: Key::from(r.matched_key),
             version: version.to_owned(),
             size: None,
             location: r.signed_download_url,
@@ -100,7 +101,7 @@ impl Backend for V2Backend {
         download::read_prefix(&self.twirp.http, &entry.location, len)
     }
 
-    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         let twirp = &self.twirp;
         let body = serde_json::json!({ "key": key, "version": version });
         let r: CreateResponse = match twirp.http.rt().block_on(twirp.call("CreateCacheEntry", body)) {
@@ -199,8 +200,8 @@ impl BlockSink for BlobSink {
 
 struct V2Upload {
     twirp: Arc<Twirp>,
-    key: String,
-    version: String,
+    key: Key,
+    version: Version,
     blob: Arc<BlobSink>,
     writer: Option<BlockWriter>,
 }

@@ -14,6 +14,7 @@
 
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
+use crate::ids::{Key, Version};
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ impl LocalBackend {
             .join("exact-cache")
     }
 
-    fn entry_path(&self, key: &str, version: &str) -> Result<PathBuf, BackendError> {
+    fn entry_path(&self, key: &Key, version: &Version) -> Result<PathBuf, BackendError> {
         let safe =
             |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
         if !safe(key) || !safe(version) || key.starts_with('.') {
@@ -73,7 +74,7 @@ impl Backend for LocalBackend {
         format!("local directory `{}`", self.root.display())
     }
 
-    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         let path = self.entry_path(key, version)?;
         match fs::metadata(&path) {
             Ok(meta) => Ok(Some(CacheEntry {
@@ -96,7 +97,7 @@ impl Backend for LocalBackend {
         Ok(Box::new(file))
     }
 
-    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         let final_path = self.entry_path(key, version)?;
         if final_path.exists() {
             return Ok(Reservation::Exists);
@@ -233,8 +234,8 @@ impl crate::backend::catalog::Catalog for LocalBackend {
             order.push((modified, name.clone()));
             found.push(crate::backend::catalog::Listed {
                 id: name.clone(),
-                key: key.to_owned(),
-                version: version.to_owned(),
+                key: Key::from(key),
+                version: Version::from(version),
                 r#ref: None,
                 created,
                 size: meta.map_or(0, |m| m.len()),

@@ -30,6 +30,7 @@ use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::env::Env;
+use crate::ids::{Key, Version};
 
 use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
@@ -174,7 +175,7 @@ impl S3Backend {
         })
     }
 
-    fn path(&self, key: &str, version: &str) -> StorePath {
+    fn path(&self, key: &Key, version: &Version) -> StorePath {
         StorePath::from(entries::object_name(&self.inner.settings.prefix, key, version))
     }
 }
@@ -374,7 +375,7 @@ impl Backend for S3Backend {
         )
     }
 
-    fn lookup(&self, key: &str, version: &str) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
         let inner = &self.inner;
         let path = self.path(key, version);
         let head =
@@ -406,7 +407,7 @@ impl Backend for S3Backend {
         download::read_prefix(&inner.http, &url, len)
     }
 
-    fn reserve(&self, key: &str, version: &str) -> Result<Reservation, BackendError> {
+    fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         let inner = &self.inner;
         let path = self.path(key, version);
         // An existing entry is `exists` before anything is uploaded.

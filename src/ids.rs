@@ -1,0 +1,175 @@
+//! The two names an entry is stored under, as types: its [`Key`] and its [`Version`] (the
+//! service's second key), so that where they travel together (a lookup, a reservation, a found
+//! or listed entry, a stack's slots) the compiler catches a swapped pair; and the rules a key
+//! and a prefix of the user's are checked by. How a key and a version are made is
+//! `crate::keys` (the recipes); this module is low in the layers so that every layer can carry
+//! them.
+//!
+//! Both are text: `Display`, `as_str`, and serde as the plain string (manifests, fingerprint
+//! records and JSON are what they were). Keys and versions that others made (a store's listing,
+//! the key a service answered with) are taken as they are ([`From`]); a key from the user is
+//! checked ([`Key::parse`]).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::ops::Deref;
+
+/// Longest prefix that keeps a key within the service's 512 characters.
+pub const MAX_PREFIX_LEN: usize = 512 - 1 - 64;
+
+/// An entry's key: ours are `<prefix>-<64 lowercase hex>`; a store may name others.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Key(String);
+
+/// An entry's version: the SHA-256 hex of what the `path` lines and the compression make (or of
+/// a slot of a stack).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Version(String);
+
+impl Key {
+    /// `<prefix>-<digest>`, the recipe's key.
+    pub fn of(prefix: &str, digest: &str) -> Key {
+        Key(format!("{prefix}-{digest}"))
+    }
+
+    /// A key given by the user (the `key` input): valid, or why not.
+    pub fn parse(text: &str) -> Result<Key, String> {
+        check_key(text)?;
+        Ok(Key(text.to_owned()))
+    }
+
+    /// Whether this is a key of exactly `prefix`: `<prefix>-<64 lowercase hex>` (so not a key
+    /// of a longer prefix that starts with `prefix`).
+    pub fn is_of(&self, prefix: &str) -> bool {
+        is_key_of(prefix, &self.0)
+    }
+}
+
+/// `as_str`, `Display`, `Deref` to `str`, and taking text as it is, for both names.
+macro_rules! text_name {
+    ($name:ident) => {
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(text: String) -> Self {
+                Self(text)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                Self(text.to_owned())
+            }
+        }
+
+        impl From<&String> for $name {
+            fn from(text: &String) -> Self {
+                Self(text.clone())
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+    };
+}
+
+text_name!(Key);
+text_name!(Version);
+
+/// A valid, lowercased prefix, or why not.
+pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
+    let prefix = prefix.trim();
+    if prefix.is_empty() {
+        return Err("is empty".into());
+    }
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(format!("is {} characters long; the limit is {MAX_PREFIX_LEN}", prefix.len()));
+    }
+    if let Some(bad) = prefix.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))) {
+        return Err(format!("contains `{bad}`; use ASCII letters, digits, `-`, `.` and `_`"));
+    }
+    Ok(prefix.to_ascii_lowercase())
+}
+
+/// Whether `digest` is a fingerprint digest: 64 lowercase hex characters.
+fn is_digest(digest: &str) -> bool {
+    digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Whether `key` is a key of exactly `prefix` ([`Key::is_of`]).
+fn is_key_of(prefix: &str, key: &str) -> bool {
+    key.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).is_some_and(is_digest)
+}
+
+/// A valid explicit key: a valid prefix, `-`, and 64 lowercase hex characters.
+fn check_key(key: &str) -> Result<(), String> {
+    let Some((prefix, digest)) = key.rsplit_once('-') else {
+        return Err("is not of the form `<prefix>-<64 hex>`".into());
+    };
+    if !is_digest(digest) {
+        return Err("does not end in `-<64 lowercase hex>`".into());
+    }
+    let normalized = normalize_prefix(prefix)?;
+    if normalized != prefix {
+        return Err("must be lowercase".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_and_keys_are_validated() {
+        assert_eq!(normalize_prefix(" PT-Fixtures_v4.1 ").unwrap(), "pt-fixtures_v4.1");
+        assert!(normalize_prefix("a,b").unwrap_err().contains("`,`"));
+        assert!(normalize_prefix("a b").is_err());
+        assert!(normalize_prefix(&"x".repeat(MAX_PREFIX_LEN + 1)).is_err());
+        let key = format!("p-{}", "a".repeat(64));
+        assert!(check_key(&key).is_ok());
+        assert_eq!(Key::parse(&key).unwrap(), Key::of("p", &"a".repeat(64)));
+        assert!(check_key(&key.to_uppercase()).is_err());
+        assert!(Key::parse("p-abc").is_err());
+        assert!(Key::from(key.as_str()).is_of("p"));
+        assert!(!Key::from(format!("p-x-{}", "a".repeat(64))).is_of("p"), "a longer prefix is not ours");
+        assert!(!Key::from(key.to_uppercase()).is_of("p"));
+    }
+
+    #[test]
+    fn keys_and_versions_are_plain_strings_in_json() {
+        let key = Key::from("p-1");
+        assert_eq!(serde_json::to_string(&key).unwrap(), r#""p-1""#);
+        assert_eq!(serde_json::from_str::<Version>(r#""v""#).unwrap(), Version::from("v"));
+        assert_eq!((key.as_str(), key.to_string()), ("p-1", "p-1".to_owned()));
+    }
+}
