@@ -29,6 +29,15 @@ struct Job {
     restore: StepResult,
 }
 
+/// What a layer made by hand at slot `(0, 1)` needs: the key, a restore of the stack as it is
+/// (the probe) and its fingerprint record, and the slot naming what the probe placed as parent.
+struct OnTop {
+    key: String,
+    probe: Job,
+    record: Vec<u8>,
+    slot: StackSlot,
+}
+
 const PATH: &str = "out";
 
 impl Scene {
@@ -97,6 +106,32 @@ impl Scene {
             write(&job.step.ws.join(PATH).join(name), data.as_bytes());
         }
         let saved = job.post(self);
+        (job, saved)
+    }
+
+    /// What a layer made by hand on top of the stack as it is needs.
+    fn on_top(&self) -> OnTop {
+        let probe = self.restore();
+        let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
+        let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+        OnTop { key: self.key(), probe, record, slot }
+    }
+
+    /// A restore that reuses the base without its layers, and says `why`.
+    fn restore_without_layers(&self, why: &str) -> Job {
+        let job = self.restore();
+        assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
+        assert!(job.restore.stdout.contains(why), "{}", job.restore.stdout);
+        job
+    }
+
+    /// A base holding `a.bin`, `garbage` planted at `slot`, then a job that adds `b.bin`: its
+    /// restore reuses the base and no layer.
+    fn job_over_garbage_at(&self, slot: (u32, u32), garbage: &[u8]) -> (Job, StepResult) {
+        self.job(&[("a.bin", "graph a")]);
+        self.plant(&self.key(), slot, garbage);
+        let (job, saved) = self.job(&[("b.bin", "graph b")]);
+        assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
         (job, saved)
     }
 }
@@ -229,12 +264,7 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
 
 fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     let scene = Scene::new(store);
-    scene.job(&[("a.bin", "graph a")]);
-    let key = scene.key();
-    scene.plant(&key, (0, 1), b"this is not an archive");
-
-    let (job, saved) = scene.job(&[("b.bin", "graph b")]);
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
+    let (job, saved) = scene.job_over_garbage_at((0, 1), b"this is not an archive");
     assert!(job.restore.stdout.contains("layer 1 not applied (corrupt)"), "{}", job.restore.stdout);
     assert!(job.restore.summary.contains("a later save that adds files compacts the stack"), "{}", job.restore.summary);
     assert_eq!(job.names(), ["a.bin", "b.bin"]);
@@ -256,13 +286,7 @@ fn a_missing_middle_layer_stops_the_stack_before_the_gap(store: Store) {
     assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "layer");
     scene.evict(&scene.key(), (0, 1));
 
-    let job = scene.restore();
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
-    assert!(
-        job.restore.stdout.contains("layer 1 is missing, so layer 2 and later are not applied"),
-        "{}",
-        job.restore.stdout
-    );
+    let job = scene.restore_without_layers("layer 1 is missing, so layer 2 and later are not applied");
     assert_eq!(job.names(), ["a.bin"], "layer 2 never applies without layer 1");
 }
 
@@ -347,9 +371,7 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
 fn a_layer_of_another_fingerprint_or_parent_is_never_applied(store: Store) {
     let scene = Scene::new(store);
     scene.job(&[("a.bin", "graph a")]);
-    let key = scene.key();
-    let probe = scene.restore();
-    let parent = restored_digest(&probe);
+    let OnTop { key, record, slot, .. } = scene.on_top();
 
     // Another fingerprint (another `variant`): its record names another key.
     let other = scene.step();
@@ -358,27 +380,20 @@ fn a_layer_of_another_fingerprint_or_parent_is_never_applied(store: Store) {
     let fp = other.run(&["fingerprint"], &inputs, NO_STATE);
     let foreign_record = std::fs::read(fp.output("fingerprint-file")).unwrap();
     let foreign_key = fp.output("key").to_owned();
-    let slot = StackSlot { generation: 0, layer: 1, parent: Some(parent.clone()) };
-    let foreign = layer_archive(&foreign_record, &foreign_key, &[("0/planted.bin", None, b"x")], slot);
+    let foreign = layer_archive(&foreign_record, &foreign_key, &[("0/planted.bin", None, b"x")], slot.clone());
     scene.plant(&key, (0, 1), &foreign);
-    let job = scene.restore();
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
-    assert!(job.restore.stdout.contains("layer 1 not applied"), "{}", job.restore.stdout);
+    let job = scene.restore_without_layers("layer 1 not applied");
     assert!(!job.step.ws.join("out/planted.bin").exists());
     scene.evict(&key, (0, 1));
 
     // Our fingerprint, made on top of another base.
-    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
-    let slot = StackSlot { generation: 0, layer: 1, parent: Some("0".repeat(64)) };
-    scene.plant(&key, (0, 1), &layer_archive(&record, &key, &[("0/planted.bin", None, b"x")], slot));
-    let job = scene.restore();
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
-    assert!(job.restore.stdout.contains("made on top of another base or layer"), "{}", job.restore.stdout);
+    let elsewhere = StackSlot { parent: Some("0".repeat(64)), ..slot.clone() };
+    scene.plant(&key, (0, 1), &layer_archive(&record, &key, &[("0/planted.bin", None, b"x")], elsewhere));
+    let job = scene.restore_without_layers("made on top of another base or layer");
     assert!(!job.step.ws.join("out/planted.bin").exists());
     scene.evict(&key, (0, 1));
 
     // The control: the same layer with the right parent applies.
-    let slot = StackSlot { generation: 0, layer: 1, parent: Some(parent) };
     scene.plant(&key, (0, 1), &layer_archive(&record, &key, &[("0/planted.bin", None, b"x")], slot));
     let job = scene.restore();
     assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "1"], "{}", job.restore.stdout);
@@ -388,10 +403,7 @@ fn a_layer_of_another_fingerprint_or_parent_is_never_applied(store: Store) {
 fn a_hostile_layer_never_writes_outside_its_roots(store: Store) {
     let scene = Scene::new(store);
     scene.job(&[("a.bin", "graph a")]);
-    let key = scene.key();
-    let probe = scene.restore();
-    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
-    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+    let OnTop { key, record, slot, .. } = scene.on_top();
     // A link out of the root, then a file through it.
     let members: &[(&str, Option<&str>, &[u8])] = &[("0/escape", Some("../.."), b""), ("0/escape/owned", None, b"x")];
     scene.plant(&key, (0, 1), &layer_archive(&record, &key, members, slot));
@@ -457,19 +469,11 @@ fn explain_names_layers_whose_base_is_gone_and_a_compacted_base_a_plain_restore_
 fn a_layer_that_would_change_a_file_below_it_is_refused(store: Store) {
     let scene = Scene::new(store);
     scene.job(&[("a.bin", "graph a")]);
-    let key = scene.key();
-    let probe = scene.restore();
-    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
-    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
+    let OnTop { key, record, slot, .. } = scene.on_top();
     let members: &[(&str, Option<&str>, &[u8])] = &[("0/a.bin", None, b"poisoned"), ("0/b.bin", None, b"graph b")];
     scene.plant(&key, (0, 1), &layer_archive(&record, &key, members, slot));
-    let job = scene.restore();
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"]);
-    assert!(
-        job.restore.stdout.contains("it would change `0/a.bin` (a file below it) into a file; layers only add files"),
-        "{}",
-        job.restore.stdout
-    );
+    let job =
+        scene.restore_without_layers("it would change `0/a.bin` (a file below it) into a file; layers only add files");
     assert_eq!((job.read("a.bin"), job.names()), ("graph a".into(), vec!["a.bin".into()]));
 }
 
@@ -529,11 +533,8 @@ fn a_layer_never_removes_replaces_or_repermissions_what_is_below_it(store: Store
     use Member::{Dir, File, Link};
     let scene = Scene::new(store);
     base_with_dirs_and_a_link(&scene);
-    let key = scene.key();
-    let probe = scene.restore();
+    let OnTop { key, probe, record, slot } = scene.on_top();
     let base = snapshot(&probe.step.ws.join(PATH));
-    let record = std::fs::read(probe.restore.output("fingerprint-file")).unwrap();
-    let slot = StackSlot { generation: 0, layer: 1, parent: Some(restored_digest(&probe)) };
     let cases: &[(&str, &[Member], &str)] = &[
         (
             "a directory where the base has a file",
@@ -639,9 +640,7 @@ fn a_layer_never_reaches_beneath_a_link_of_the_stack_through_another_root(store:
     let layer = [Dir("1", 0o755), File("1/evil.txt", b"evil")];
     scene.plant(&key, (0, 1), &slot_of(&record, &key, &layer, roots, Some(slot)));
 
-    let job = scene.restore();
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
-    assert!(job.restore.stdout.contains("layer 1 not applied (corrupt)"), "{}", job.restore.stdout);
+    let job = scene.restore_without_layers("layer 1 not applied (corrupt)");
     assert!(job.restore.stdout.contains("`path` line `out/r` now leads to"), "{}", job.restore.stdout);
     assert!(!job.step.ws.join("out/inner/evil.txt").exists());
 }
@@ -673,12 +672,7 @@ fn a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact(stor
 
 fn a_corrupt_newer_base_falls_back_and_growth_goes_above_it(store: Store) {
     let scene = Scene::new(store);
-    scene.job(&[("a.bin", "graph a")]);
-    let key = scene.key();
-    scene.plant(&key, (3, 0), b"garbage at generation 3");
-
-    let (job, saved) = scene.job(&[("b.bin", "graph b")]);
-    assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{}", job.restore.stdout);
+    let (job, saved) = scene.job_over_garbage_at((3, 0), b"garbage at generation 3");
     assert!(job.restore.stdout.contains("generation 3 base not applied (corrupt)"), "{}", job.restore.stdout);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     assert!(saved.stdout.contains("compacting the stack into generation 4 base"), "{}", saved.stdout);

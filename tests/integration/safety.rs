@@ -7,9 +7,10 @@
 //! * `clean-on-miss` removes nothing that is not its own, judged on real paths.
 //!
 //! Everything that can delete or overwrite runs in a fresh scratch directory (`Step::new`:
-//! HOME, GITHUB_WORKSPACE and RUNNER_TEMP inside it; the local store in a directory of its own). The victims
-//! "outside" are files made in that scratch directory next to the workspace; no path here is
-//! ever a real directory, except `/root` in the one test that runs the binary as `nobody`.
+//! HOME, GITHUB_WORKSPACE and RUNNER_TEMP inside it; the local store in a directory of its
+//! own). The victims "outside" are files made in that scratch directory next to the workspace;
+//! no path here is ever a real directory, except `/root` in the one test that runs the binary
+//! as `nobody`.
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::cache_version;
@@ -32,6 +33,9 @@ enum Member<'a> {
     File(&'a str, &'a [u8]),
     Link(&'a str, &'a str),
 }
+
+/// What [`Scene::victim`] holds.
+const VICTIM: &[u8] = b"the victim's own bytes\n";
 
 /// A scratch step and the store that serves it.
 struct Scene {
@@ -106,6 +110,24 @@ impl Scene {
     /// command files, `RUNNER_TEMP`): what a restore must never change.
     fn outside(&self) -> BTreeMap<String, String> {
         outside_workspace(&self.step)
+    }
+
+    /// A file of the scratch directory, beside the workspace, that hostile links aim at.
+    fn victim(&self) -> PathBuf {
+        let victim = self.step.dir.path().join("victim.txt");
+        write(&victim, VICTIM);
+        victim
+    }
+
+    /// Restore `path`, which must change nothing, in the workspace or outside it.
+    fn restore_changing_nothing(&self, path: &str) -> StepResult {
+        let (ws, scratch) = (&self.step.ws, self.step.dir.path());
+        let (before_outside, before_ws) = (self.outside(), snapshot(ws));
+        let r = self.restore(path);
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_same("outside the workspace", scratch, &before_outside, &self.outside());
+        assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
+        r
     }
 }
 
@@ -228,8 +250,7 @@ fn overlapping_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
     let scene = Scene::new(store);
     let (ws, scratch) = (&scene.step.ws, scene.step.dir.path());
     write(&ws.join("out/own.txt"), b"the workspace's own\n");
-    let victim = scratch.join("victim.txt");
-    write(&victim, b"the victim's own bytes\n");
+    let victim = scene.victim();
     // Levels from root 1 (`ws/out/r`) up to the scratch directory.
     let depth = ws.join("out/r").strip_prefix(scratch).unwrap().components().count();
     let link = format!("1/{}l", "a/".repeat(depth));
@@ -245,14 +266,9 @@ fn overlapping_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
             Member::File("1/l/victim.txt", b"written through the links\n"),
         ],
     );
-    let before_outside = scene.outside();
-    let before_ws = snapshot(ws);
-    let r = scene.restore("out\nout/r");
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert_same("outside the workspace", scratch, &before_outside, &scene.outside());
-    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    let r = scene.restore_changing_nothing("out\nout/r");
+    assert_eq!(std::fs::read(&victim).unwrap(), VICTIM);
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
-    assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
 }
 
 /// `path: **/*.pth` and `**/*.pt2`, both based at the workspace. Root 0 places `a.pth -> .`;
@@ -263,8 +279,7 @@ fn glob_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
     let scene = Scene::new(store);
     let (ws, scratch) = (&scene.step.ws, scene.step.dir.path());
     write(&ws.join("own.txt"), b"the workspace's own\n");
-    let victim = scratch.join("victim.txt");
-    write(&victim, b"the victim's own bytes\n");
+    let victim = scene.victim();
     let depth = ws.strip_prefix(scratch).unwrap().components().count();
     let link = format!("1/{}l.pt2", "a.pth/".repeat(depth));
     let climb = ups(depth);
@@ -277,15 +292,10 @@ fn glob_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
             Member::File("1/l.pt2/victim.txt", b"written through the links\n"),
         ],
     );
-    let before_outside = scene.outside();
-    let before_ws = snapshot(ws);
-    let r = scene.restore(path);
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert_same("outside the workspace", scratch, &before_outside, &scene.outside());
-    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    let r = scene.restore_changing_nothing(path);
+    assert_eq!(std::fs::read(&victim).unwrap(), VICTIM);
     assert_eq!(links_leaving(ws), Vec::<String>::new(), "symlinks leaving the workspace");
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
-    assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
 }
 
 /// Found by the adversarial review: an entry whose root (or a deeper name) is a file where the
@@ -300,14 +310,9 @@ fn a_directory_in_the_way_is_never_emptied(store: Store) {
         write(&ws.join("out/keep/important.txt"), b"excluded, never the cache's\n");
         write(&ws.join("out/other.txt"), b"the workspace's own\n");
         scene.plant(path, &[Member::File("0", b"pwned")]);
-        let before_outside = scene.outside();
-        let before_ws = snapshot(ws);
-        let r = scene.restore(path);
-        assert_eq!(r.code, 0, "{}", r.stdout);
+        let r = scene.restore_changing_nothing(path);
         assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{path}: {}", r.stdout);
         assert!(r.stdout.contains("not empty"), "{}", r.stdout);
-        assert_same("the workspace", ws, &before_ws, &snapshot(ws));
-        assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
     }
 }
 
@@ -323,14 +328,9 @@ fn glob_roots_never_replace_what_they_do_not_cover(store: Store) {
         write(&ws.parent().unwrap().join("outside/keep.txt"), b"not the cache's\n");
         symlink("../outside", ws.join("link")).unwrap();
         scene.plant("**/*.pth", &[Member::File(member, b"pwned")]);
-        let before_outside = scene.outside();
-        let before_ws = snapshot(ws);
-        let r = scene.restore("**/*.pth");
-        assert_eq!(r.code, 0, "{}", r.stdout);
+        let r = scene.restore_changing_nothing("**/*.pth");
         assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{name}: {}", r.stdout);
         assert!(r.stdout.contains("not covered by `path` line"), "{}", r.stdout);
-        assert_same("the workspace", ws, &before_ws, &snapshot(ws));
-        assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
     }
 }
 
@@ -342,26 +342,19 @@ fn glob_links_lead_only_to_what_the_glob_covers(store: Store) {
     let ws = &scene.step.ws;
     write(&ws.join("own.txt"), b"the workspace's own\n");
     scene.plant("**/*.pth", &[Member::Link("0/models/a.pth", "../own.txt"), Member::File("0/models/b.pth", b"fine\n")]);
-    let before_ws = snapshot(ws);
-    let r = scene.restore("**/*.pth");
+    let r = scene.restore_changing_nothing("**/*.pth");
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
     assert!(r.stdout.contains("does not cover"), "{}", r.stdout);
-    assert_same("the workspace", ws, &before_ws, &snapshot(ws));
 }
 
 /// An entry with a link out of its root (`0/escape -> ../..`) and a file through it: a miss
 /// that writes nothing, outside the workspace or in it.
 fn a_link_out_of_the_root_never_carries_a_file_outside(store: Store) {
     let scene = Scene::new(store);
-    let ws = &scene.step.ws;
     scene.plant("out", &[Member::Link("0/escape", "../.."), Member::File("0/escape/owned", b"x")]);
-    let before_outside = scene.outside();
-    let before_ws = snapshot(ws);
-    let r = scene.restore("out");
+    let r = scene.restore_changing_nothing("out");
     assert_eq!(r.output("reused"), "false", "{}", r.stdout);
     assert!(!scene.step.dir.path().join("work/repo/owned").exists());
-    assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
-    assert_same("the workspace", ws, &before_ws, &snapshot(ws));
 }
 
 /// Found by the adversarial review: a reuse marked every existing directory root as

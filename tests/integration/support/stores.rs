@@ -50,24 +50,18 @@ impl Store {
 macro_rules! on_every_store {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            #[test]
-            fn local_store() {
-                super::$scenario($crate::support::Store::Local);
-            }
-            #[test]
-            fn v1_service() {
-                super::$scenario($crate::support::Store::V1);
-            }
-            #[test]
-            fn v2_service() {
-                super::$scenario($crate::support::Store::V2);
-            }
-            #[test]
-            fn s3_store() {
-                super::$scenario($crate::support::Store::S3);
-            }
+            $crate::support::on_every_store!(@test $scenario local_store Local);
+            $crate::support::on_every_store!(@test $scenario v1_service V1);
+            $crate::support::on_every_store!(@test $scenario v2_service V2);
+            $crate::support::on_every_store!(@test $scenario s3_store S3);
         }
     )*};
+    (@test $scenario:ident $test:ident $store:ident) => {
+        #[test]
+        fn $test() {
+            super::$scenario($crate::support::Store::$store);
+        }
+    };
 }
 pub(crate) use on_every_store;
 
