@@ -4,8 +4,9 @@
 //!
 //! Some need peers or minutes: `act_cache_server` and `act_examples` need nektos/act in `.venv`
 //! (and `.venv-torch` for the TorchInductor example), `torch_facts` needs `.venv-torch` for its
-//! comparison with importing torch, `s3` needs s3s-fs in `.tools/` (`scripts/test` installs all of
-//! them), `large` writes gigabytes; filter by module
+//! comparison with importing torch, `s3` and the S3 store of the matrix that `grow`, `safety` and
+//! `concurrency` run on (`support::stores`) need s3s-fs in `.tools/` (`scripts/test` installs all
+//! of them), `large` writes gigabytes; filter by module
 //! (`cargo test --test integration -- --skip act_`). tests/dist.rs is a crate of its own (it says
 //! why).
 //!

@@ -1,41 +1,25 @@
 //! `backend: s3` against a real S3 server (`s3s-fs`, which checks every SigV4 signature): round
-//! trips, exact-key misses, tampered and hostile objects, racing saves, wrong credentials, a
-//! missing bucket, a server that dies mid-transfer, `prune`/`explain`, `grow`, and secrets; and
-//! against doubles for what s3s-fs does not do: a completion that loses the race, an endpoint
-//! echoing signed requests.
+//! trips and exact-key misses, wrong credentials, a missing bucket, a server that dies
+//! mid-transfer, `prune`/`explain`, bounded memory, and secrets; and against doubles for what
+//! s3s-fs does not do: a completion that loses the race, an endpoint echoing signed requests.
+//! What every store must do (tampered and hostile entries, racing saves, `grow`) runs on S3 too,
+//! in the store matrix of `safety`, `concurrency` and `grow`.
 
 use std::collections::BTreeMap;
 
-use crate::support::s3::{ACCESS_KEY, BUCKET, EchoingS3, RacedS3, S3Server, SECRET_KEY};
-use crate::support::{NO_STATE, Step, StepResult, TarBuilder, link_entry, noise, snapshot, write};
-use exact_cache::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
-use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
+use crate::support::s3::{ACCESS_KEY, BUCKET, EchoingS3, RacedS3, S3Server, SECRET_KEY, credentials};
+use crate::support::{NO_STATE, Step, noise, snapshot, write};
 
-/// A step against `server`, with `extra` inputs after the S3 ones.
+/// A step against `server`: its S3 inputs, `path: out` and `native: none` go to every run.
 fn step(server: &S3Server) -> Step {
     let mut step = Step::against(server.env());
     step.set_env("GITHUB_REF", "refs/heads/main");
-    step
-}
-
-/// The inputs of a step against `server`: its S3 inputs, `path: out`, then `extra`.
-fn inputs(server: &S3Server, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut inputs: Vec<(String, String)> = server.inputs().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    inputs.extend([("path".to_owned(), "out".to_owned()), ("native".to_owned(), "none".to_owned())]);
-    for (k, v) in extra {
-        inputs.retain(|(name, _)| name != k);
-        inputs.push(((*k).to_owned(), (*v).to_owned()));
+    for (name, value) in server.inputs() {
+        step.set_input(name, value);
     }
-    inputs
-}
-
-fn run_with(step: &Step, args: &[&str], inputs: &[(String, String)]) -> StepResult {
-    let inputs: Vec<(&str, &str)> = inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    step.run(args, &inputs, NO_STATE)
-}
-
-fn run(step: &Step, server: &S3Server, args: &[&str], extra: &[(&str, &str)]) -> StepResult {
-    run_with(step, args, &inputs(server, extra))
+    step.set_input("path", "out");
+    step.set_input("native", "none");
+    step
 }
 
 fn generate(step: &Step) {
@@ -55,127 +39,27 @@ fn a_round_trip_reuses_exactly_and_another_fingerprint_misses() {
     let server = S3Server::start();
     let saver = step(&server);
     generate(&saver);
-    let saved = run(&saver, &server, &["save"], &[]);
+    let saved = saver.run(&["save"], &[], NO_STATE);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     assert!(saved.stdout.contains(&format!("S3 bucket `{BUCKET}`, prefix `ci/`")), "{}", saved.stdout);
     let object = only_object(&server);
     assert!(object.starts_with(format!("ci/{}", saved.output("key"))), "{object:?}");
 
     let fresh = step(&server);
-    let restored = run(&fresh, &server, &["restore"], &[]);
+    let restored = fresh.run(&["restore"], &[], NO_STATE);
     assert_eq!(restored.output("reused"), "true", "{}", restored.stdout);
     assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&saver.ws.join("out")));
 
     // Another fingerprint: an exact miss, never a fallback, and explained from the bucket.
     let other = step(&server);
-    let missed = run(&other, &server, &["restore"], &[("variant", "gpu")]);
+    let missed = other.run(&["restore"], &[("variant", "gpu")], NO_STATE);
     assert_eq!(missed.output("miss-reason"), "not-found", "{}", missed.stdout);
     assert!(!other.ws.join("out").exists());
     assert!(missed.stdout.contains("variant"), "explain-misses read the other entry's fingerprint: {}", missed.stdout);
 
     // A second save of the same key is `exists`, and nothing else was stored.
-    assert_eq!(run(&saver, &server, &["save"], &[]).output("save-result"), "exists");
+    assert_eq!(saver.run(&["save"], &[], NO_STATE).output("save-result"), "exists");
     only_object(&server);
-}
-
-#[test]
-fn a_tampered_object_is_refused_and_the_targets_stay_untouched() {
-    let server = S3Server::start();
-    let saver = step(&server);
-    generate(&saver);
-    assert_eq!(run(&saver, &server, &["save"], &[]).output("save-result"), "saved");
-    let file = server.object_file(&only_object(&server));
-    let mut bytes = std::fs::read(&file).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
-    std::fs::write(&file, bytes).unwrap();
-
-    let victim = step(&server);
-    write(&victim.ws.join("out/keep.txt"), b"mine");
-    let before = snapshot(&victim.ws.join("out"));
-    let r = run(&victim, &server, &["restore"], &[]);
-    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"), "{}", r.stdout);
-    assert!(matches!(r.output("miss-reason"), "corrupt" | "manifest-mismatch"), "{}", r.stdout);
-    assert_eq!(snapshot(&victim.ws.join("out")), before, "nothing was placed");
-}
-
-#[test]
-fn a_hostile_archive_at_the_exact_key_never_writes_outside_its_root() {
-    let server = S3Server::start();
-    let saver = step(&server);
-    generate(&saver);
-    let none = [("compression", "none")];
-    let saved = run(&saver, &server, &["save"], &none);
-    let key = saved.output("key").to_owned();
-    // Replace the object's bytes with a hand-made archive for the same key: a link out of the
-    // root and a file through it.
-    let fp = run(&saver, &server, &["fingerprint"], &none);
-    let record = std::fs::read(fp.output("fingerprint-file")).unwrap();
-    let mut tar = TarBuilder::default();
-    tar.file(FINGERPRINT_NAME, &record);
-    tar.entry("0/escape", tar::EntryType::Symlink, 0o777, b"", Some("../.."));
-    tar.file("0/escape/owned", b"x");
-    let manifest = Manifest {
-        exact_cache_manifest: MANIFEST_FORMAT,
-        key,
-        roots: vec![RootRecord { line: "out".into(), kind: RootKind::Dir }],
-        entries: vec![link_entry("0/escape", "../.."), crate::support::file_entry("0/escape/owned", b"x")],
-        stack: None,
-    };
-    tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
-    std::fs::write(server.object_file(&only_object(&server)), tar.finish()).unwrap();
-
-    let victim = step(&server);
-    let outside = snapshot(victim.dir.path());
-    let r = run(&victim, &server, &["restore"], &none);
-    assert_eq!(r.output("reused"), "false", "{}", r.stdout);
-    assert!(!victim.dir.path().join("work/repo/owned").exists());
-    let after = snapshot(victim.dir.path());
-    let changed: Vec<&String> = after
-        .keys()
-        .filter(|k| outside.get(*k) != after.get(*k))
-        .filter(|k| !k.starts_with("runner-temp") && !k.starts_with("run-"))
-        .collect();
-    assert!(changed.is_empty(), "{changed:?}");
-}
-
-#[test]
-fn eight_concurrent_saves_of_one_key_leave_one_whole_entry() {
-    let server = S3Server::start();
-    let steps: Vec<Step> = (0..8).map(|_| step(&server)).collect();
-    for s in &steps {
-        generate(s);
-    }
-    let save = inputs(&server, &[]);
-    let (results, steps): (Vec<String>, Vec<Step>) = std::thread::scope(|scope| {
-        let save = &save;
-        let saves: Vec<_> = steps
-            .into_iter()
-            .map(|s| scope.spawn(move || (run_with(&s, &["save"], save).output("save-result").to_owned(), s)))
-            .collect();
-        saves.into_iter().map(|h| h.join().unwrap()).unzip()
-    });
-    assert!(results.iter().all(|r| r == "saved" || r == "exists"), "{results:?}");
-    assert!(results.iter().any(|r| r == "saved"), "{results:?}");
-    // s3s-fs checks `If-None-Match` before it writes, without a lock: racing completions can
-    // each pass the check (S3 itself refuses all but one). Whatever the count, one whole
-    // object is stored and restores.
-    eprintln!(
-        "8 racing saves on s3s-fs: {} saved, {} exists",
-        results.iter().filter(|r| *r == "saved").count(),
-        results.iter().filter(|r| *r == "exists").count()
-    );
-    only_object(&server);
-    let fresh = step(&server);
-    assert_eq!(run(&fresh, &server, &["restore"], &[]).output("reused"), "true");
-    assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&steps[0].ws.join("out")));
-    // No multipart upload was left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(server.dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with(".upload_id-"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
@@ -185,11 +69,7 @@ fn a_completion_that_loses_the_race_carries_the_condition_and_is_exists() {
     // flight) is `exists`, not an error — and that the upload is aborted.
     for refusal in [412, 409] {
         let server = RacedS3::start(refusal);
-        let mut saver = Step::against(vec![
-            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-        ]);
+        let mut saver = Step::against(credentials());
         saver.set_env("GITHUB_REF", "refs/heads/main");
         generate(&saver);
         let endpoint = server.endpoint();
@@ -224,15 +104,15 @@ fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_stri
     let mut wrong = step(&server);
     wrong.set_env("AWS_SECRET_ACCESS_KEY", "not-the-secret-key-0123456789");
     generate(&wrong);
-    let r = run(&wrong, &server, &["restore"], &[]);
+    let r = wrong.run(&["restore"], &[], NO_STATE);
     assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
     assert!(r.stdout.contains("::warning::") && r.stdout.contains("access denied (HTTP 403"), "{}", r.stdout);
-    let s = run(&wrong, &server, &["save"], &[]);
+    let s = wrong.run(&["save"], &[], NO_STATE);
     assert_eq!((s.code, s.output("save-result")), (0, "error"), "{}", s.stdout);
     assert!(s.stdout.contains("access denied"), "{}", s.stdout);
-    assert_ne!(run(&wrong, &server, &["restore"], &[("strict", "true")]).code, 0, "strict fails the step");
+    assert_ne!(wrong.run(&["restore"], &[("strict", "true")], NO_STATE).code, 0, "strict fails the step");
 
-    let r = run(&step(&server), &server, &["restore"], &[("s3-bucket", "no-such-bucket")]);
+    let r = step(&server).run(&["restore"], &[("s3-bucket", "no-such-bucket")], NO_STATE);
     assert_eq!(r.output("miss-reason"), "service-error", "{}", r.stdout);
     assert!(r.stdout.contains("bucket `no-such-bucket` does not exist"), "{}", r.stdout);
 }
@@ -245,13 +125,13 @@ fn the_secret_key_and_signatures_never_reach_the_log() {
     generate(&s);
     let mut everything = String::new();
     for args in [&["save"][..], &["restore"], &["list"]] {
-        let r = run(&s, &server, args, &[]);
+        let r = s.run(args, &[], NO_STATE);
         everything.push_str(&r.readable());
     }
     // Wrong credentials make the service answer with errors: those are logged too.
     let mut wrong = step(&server);
     wrong.set_env("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-0123456789abcdef");
-    everything.push_str(&run(&wrong, &server, &["restore"], &[]).readable());
+    everything.push_str(&wrong.run(&["restore"], &[], NO_STATE).readable());
     for secret in [SECRET_KEY, "session-token-value-0123456789abcdef", "wrong-secret-value-0123456789abcdef"] {
         assert!(!everything.contains(secret), "`{secret}` leaked");
     }
@@ -259,7 +139,7 @@ fn the_secret_key_and_signatures_never_reach_the_log() {
     assert!(everything.contains(ACCESS_KEY) || !everything.contains("AKIA"), "the access key id is not a secret");
     // A file holding the secret key is never uploaded.
     write(&s.ws.join("out/creds.txt"), format!("key={SECRET_KEY}\n").as_bytes());
-    let leak = run(&s, &server, &["save"], &[("variant", "leak")]);
+    let leak = s.run(&["save"], &[("variant", "leak")], NO_STATE);
     assert_eq!(leak.output("save-result"), "secret-found", "{}", leak.stdout);
 }
 
@@ -284,12 +164,8 @@ fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_paddi
         .collect();
     let fragments: Vec<String> = windows(SESSION_TOKEN, 8).into_iter().chain(windows(&encoded, 8)).collect();
     let run = |padding: usize| {
-        let mut step = Step::against(vec![
-            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
-            ("AWS_SESSION_TOKEN".into(), SESSION_TOKEN.into()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-        ]);
+        let mut step = Step::against(credentials());
+        step.set_env("AWS_SESSION_TOKEN", SESSION_TOKEN);
         step.set_env("GITHUB_REF", "refs/heads/main");
         let prefix = format!("p{padding}");
         let inputs = [
@@ -353,14 +229,10 @@ fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing
     saver.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "5");
     saver.set_env("EXACT_CACHE_ATTEMPTS", "1");
     write(&saver.ws.join("out/weights.bin"), &noise(120 << 20, 3));
-    let none = inputs(&server, &[("compression", "none")]);
+    let none = [("compression", "none")];
     let (killed, saver) = std::thread::scope(|scope| {
-        let none = &none;
-        let handle = scope.spawn(move || (run_with(&saver, &["save"], none), saver));
-        while !std::fs::read_dir(server.dir.path())
-            .unwrap()
-            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".upload_id-"))
-        {
+        let handle = scope.spawn(move || (saver.run(&["save"], &none, NO_STATE), saver));
+        while server.unfinished_uploads().is_empty() {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         server.kill();
@@ -371,7 +243,7 @@ fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing
     assert!(server.objects().iter().all(|o| !o.starts_with("ci")), "nothing committed: {:?}", server.objects());
 
     // Now saved whole; a restore that loses the server midway places nothing.
-    assert_eq!(run(&saver, &server, &["save"], &[("compression", "none")]).output("save-result"), "saved");
+    assert_eq!(saver.run(&["save"], &none, NO_STATE).output("save-result"), "saved");
     let mut victim = step(&server);
     victim.set_env("EXACT_CACHE_ATTEMPTS", "1");
     victim.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1");
@@ -379,8 +251,7 @@ fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing
     write(&victim.ws.join("out/keep.txt"), b"mine");
     let before: BTreeMap<String, String> = snapshot(&victim.ws.join("out"));
     let (r, victim) = std::thread::scope(|scope| {
-        let none = &none;
-        let handle = scope.spawn(move || (run_with(&victim, &["restore"], none), victim));
+        let handle = scope.spawn(move || (victim.run(&["restore"], &none, NO_STATE), victim));
         std::thread::sleep(std::time::Duration::from_millis(300));
         server.kill();
         handle.join().unwrap()
@@ -396,57 +267,31 @@ fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
     write(&s.ws.join("gen.py"), b"v1");
     generate(&s);
     let inputs = [("prefix", "s3p"), ("hash-files", "gen.py")];
-    assert_eq!(run(&s, &server, &["save"], &inputs).output("save-result"), "saved");
+    assert_eq!(s.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
     std::thread::sleep(std::time::Duration::from_millis(1100));
     write(&s.ws.join("gen.py"), b"v2");
-    let r = run(&s, &server, &["restore"], &inputs);
+    let r = s.run(&["restore"], &inputs, NO_STATE);
     assert!(r.stdout.contains("files: gen.py changed"), "{}", r.stdout);
-    assert_eq!(run(&s, &server, &["save"], &inputs).output("save-result"), "saved");
+    assert_eq!(s.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
     // An entry of another ref is never pruned from this one.
     let mut other_ref = step(&server);
     other_ref.set_env("GITHUB_REF", "refs/pull/7/merge");
     generate(&other_ref);
     write(&other_ref.ws.join("gen.py"), b"pr");
-    assert_eq!(run(&other_ref, &server, &["save"], &inputs).output("save-result"), "saved");
+    assert_eq!(other_ref.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
     // Nor one saved outside Actions, without a ref: it is no ref's.
     let mut no_ref = step(&server);
     no_ref.extra_env.retain(|(k, _)| k != "GITHUB_REF");
     generate(&no_ref);
     write(&no_ref.ws.join("gen.py"), b"local");
-    assert_eq!(run(&no_ref, &server, &["save"], &inputs).output("save-result"), "saved");
+    assert_eq!(no_ref.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
 
-    let pruned = run(&s, &server, &["prune"], &[("prefix", "s3p"), ("prune-keep", "1")]);
+    let pruned = s.run(&["prune"], &[("prefix", "s3p"), ("prune-keep", "1")], NO_STATE);
     assert_eq!(pruned.code, 0, "{}", pruned.stdout);
     assert!(pruned.stdout.contains("deleted 1"), "{}", pruned.stdout);
     let left: Vec<_> = server.objects().into_iter().filter(|o| o.starts_with("ci")).collect();
     assert_eq!(left.len(), 3, "the newest on main, the pull request's and the one without a ref: {left:?}");
-    assert_eq!(run(&s, &server, &["restore"], &inputs).output("reused"), "true");
-}
-
-#[test]
-fn grow_keeps_layers_in_the_bucket() {
-    let server = S3Server::start();
-    let grow = [("grow", "true"), ("grow-max-share", "1000%")];
-    // A job: restore, write `files`, and the post step with the restore's state.
-    let job = |files: &[(&str, &[u8])]| {
-        let s = step(&server);
-        let restored = run(&s, &server, &["restore"], &grow);
-        for (name, data) in files {
-            write(&s.ws.join("out").join(name), data);
-        }
-        let base = server.inputs();
-        let mut inputs: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        inputs.extend([("path", "out"), ("native", "none")]);
-        inputs.extend(grow);
-        let saved = s.run(&["save", "--post"], &inputs, &restored.state);
-        (restored, saved)
-    };
-    assert_eq!(job(&[("a.bin", b"graph a")]).1.output("save-result"), "saved");
-    let (warm, layer) = job(&[("b.bin", b"graph b")]);
-    assert_eq!(warm.output("layers"), "0");
-    assert_eq!(layer.output("save-result"), "layer", "{}", layer.stdout);
-    let (third, _) = job(&[]);
-    assert_eq!((third.output("layers"), third.output("restored-files")), ("1", "2"), "{}", third.stdout);
+    assert_eq!(s.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
 }
 
 #[test]
@@ -460,11 +305,11 @@ fn thirty_thousand_files_and_a_gigabyte_of_weights_round_trip_in_bounded_memory(
         let path = saver.ws.join(format!("out/inductor/{:02x}/c{i:05}.py", i % 256));
         write(&path, format!("# kernel {i}\n{}", "tmp = x * 0.5\n".repeat((i % 30) as usize)).as_bytes());
     }
-    let saved = run(&saver, &server, &["save"], &[]);
+    let saved = saver.run(&["save"], &[], NO_STATE);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     let mut fresh = step(&server);
     fresh.measure = true;
-    let restored = run(&fresh, &server, &["restore"], &[]);
+    let restored = fresh.run(&["restore"], &[], NO_STATE);
     assert_eq!(restored.output("reused"), "true", "{}", restored.stdout);
     assert_eq!(restored.output("restored-files"), "30001");
     assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&saver.ws.join("out")));

@@ -1,14 +1,16 @@
-//! Regression tests for design §2, guarantees 6 and 8, through the real binary:
+//! Regression tests for design §2, guarantees 2, 6 and 8, through the real binary:
 //!
 //! * restored content never writes or links outside the declared paths, whatever links the
 //!   target already holds or another root of the same entry places (hostile entries made by
-//!   hand, served by the local store and by the v2 service with the fast blob store);
+//!   hand, served by every store of the matrix, `support::stores`), and a tampered entry places
+//!   nothing;
 //! * `clean-on-miss` removes nothing that is not its own, judged on real paths.
 //!
 //! Everything that can delete or overwrite runs in a fresh scratch directory (`Step::new`:
-//! HOME, GITHUB_WORKSPACE, RUNNER_TEMP and the local store all inside it). The victims
-//! "outside" are files made in that scratch directory next to the workspace; no path here is
-//! ever a real directory, except `/root` in the one test that runs the binary as `nobody`.
+//! HOME, GITHUB_WORKSPACE and RUNNER_TEMP inside it; the local store in a directory of its
+//! own). The victims "outside" are files made in that scratch directory next to the workspace;
+//! no path here is ever a real directory, except `/root` in the one test that runs the binary
+//! as `nobody`.
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::cache_version;
@@ -18,19 +20,12 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use crate::support::services::{BlobStore, Services};
-use crate::support::{NO_STATE, Step, StepResult, TarBuilder, dir_entry, file_entry, link_entry, snapshot, write};
+use crate::support::{
+    NO_STATE, Peer, Step, StepResult, Store, TarBuilder, dir_entry, file_entry, link_entry, noise, on_every_store,
+    snapshot, write,
+};
 
 // ---- helpers ---------------------------------------------------------------------------------
-
-/// Where a hostile entry is served from.
-#[derive(Clone, Copy, Debug)]
-enum Store {
-    /// The local directory backend (`EXACT_CACHE_DIR`).
-    Local,
-    /// The v2 test service with the fast blob store.
-    V2,
-}
 
 /// One member of a hand-made archive, named as in the archive (`<root>/<relative path>`).
 enum Member<'a> {
@@ -39,21 +34,22 @@ enum Member<'a> {
     Link(&'a str, &'a str),
 }
 
+/// What [`Scene::victim`] holds.
+const VICTIM: &[u8] = b"the victim's own bytes\n";
+
 /// A scratch step and the store that serves it.
 struct Scene {
     step: Step,
-    services: Option<Services>,
+    peer: Box<dyn Peer>,
 }
 
 impl Scene {
     fn new(store: Store) -> Self {
-        match store {
-            Store::Local => Self { step: Step::new(), services: None },
-            Store::V2 => {
-                let services = Services::start_with(BlobStore::Fast { name: String::new() });
-                Self { step: Step::against(services.v2_env()), services: Some(services) }
-            }
-        }
+        Self::on(store.start())
+    }
+
+    fn on(peer: Box<dyn Peer>) -> Self {
+        Self { step: peer.step(), peer }
     }
 
     fn inputs(path: &str) -> [(&str, &str); 3] {
@@ -103,11 +99,7 @@ impl Scene {
         tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
         let bytes = tar.finish();
 
-        let version = cache_version(&lines, Compression::None);
-        match &self.services {
-            None => write(&self.step.cache.join("entries").join(format!("{key}@{version}")), &bytes),
-            Some(services) => services.plant(&key, &version, &bytes),
-        }
+        self.peer.plant(&key, &cache_version(&lines, Compression::None), &bytes);
     }
 
     fn restore(&self, path: &str) -> StepResult {
@@ -118,6 +110,24 @@ impl Scene {
     /// command files, `RUNNER_TEMP`): what a restore must never change.
     fn outside(&self) -> BTreeMap<String, String> {
         outside_workspace(&self.step)
+    }
+
+    /// A file of the scratch directory, beside the workspace, that hostile links aim at.
+    fn victim(&self) -> PathBuf {
+        let victim = self.step.dir.path().join("victim.txt");
+        write(&victim, VICTIM);
+        victim
+    }
+
+    /// Restore `path`, which must change nothing, in the workspace or outside it.
+    fn restore_changing_nothing(&self, path: &str) -> StepResult {
+        let (ws, scratch) = (&self.step.ws, self.step.dir.path());
+        let (before_outside, before_ws) = (self.outside(), snapshot(ws));
+        let r = self.restore(path);
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_same("outside the workspace", scratch, &before_outside, &self.outside());
+        assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
+        r
     }
 }
 
@@ -190,30 +200,16 @@ fn links_leaving(ws: &Path) -> Vec<String> {
     out
 }
 
-/// Runs a scenario once with the entry in the local store and once in the v2 service.
-macro_rules! on_both_stores {
-    ($($name:ident => $scenario:ident;)*) => {$(
-        mod $name {
-            #[test]
-            fn local_store() {
-                super::$scenario(super::Store::Local)
-            }
-            #[test]
-            fn v2_service() {
-                super::$scenario(super::Store::V2)
-            }
-        }
-    )*};
-}
-
-on_both_stores! {
-    a_symlink_already_in_the_target_cannot_redirect_a_write => symlink_in_target;
-    overlapping_roots_cannot_chain_links_out_of_the_workspace => overlapping_roots;
-    glob_roots_cannot_chain_links_out_of_the_workspace => glob_roots;
-    a_directory_in_the_way_is_never_emptied => directory_in_the_way;
-    glob_roots_never_replace_what_they_do_not_cover => glob_parents_not_covered;
-    glob_links_lead_only_to_what_the_glob_covers => glob_links_to_uncovered_files;
-}
+on_every_store!(
+    a_symlink_already_in_the_target_cannot_redirect_a_write,
+    overlapping_roots_cannot_chain_links_out_of_the_workspace,
+    glob_roots_cannot_chain_links_out_of_the_workspace,
+    a_directory_in_the_way_is_never_emptied,
+    glob_roots_never_replace_what_they_do_not_cover,
+    glob_links_lead_only_to_what_the_glob_covers,
+    a_link_out_of_the_root_never_carries_a_file_outside,
+    a_tampered_entry_places_nothing,
+);
 
 // ---- guarantee 6: links placed earlier never redirect a write ------------------------------
 
@@ -221,7 +217,7 @@ on_both_stores! {
 /// the entry holds `0/sub/x` and no directory entry for `sub`. The write must not go through
 /// the link: either `out/sub` becomes a real directory holding `x`, or the restore is a miss
 /// that changes nothing.
-fn symlink_in_target(store: Store) {
+fn a_symlink_already_in_the_target_cannot_redirect_a_write(store: Store) {
     let scene = Scene::new(store);
     let ws = &scene.step.ws;
     let outside = ws.parent().unwrap().join("outside");
@@ -250,12 +246,11 @@ fn symlink_in_target(store: Store) {
 /// its target climbs as many `..` as the name has `a/` (textually inside root 1), and so
 /// really climbs out of the workspace to the scratch directory; `1/l/victim.txt` is then
 /// written there. The restore must refuse the entry as a whole.
-fn overlapping_roots(store: Store) {
+fn overlapping_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
     let scene = Scene::new(store);
     let (ws, scratch) = (&scene.step.ws, scene.step.dir.path());
     write(&ws.join("out/own.txt"), b"the workspace's own\n");
-    let victim = scratch.join("victim.txt");
-    write(&victim, b"the victim's own bytes\n");
+    let victim = scene.victim();
     // Levels from root 1 (`ws/out/r`) up to the scratch directory.
     let depth = ws.join("out/r").strip_prefix(scratch).unwrap().components().count();
     let link = format!("1/{}l", "a/".repeat(depth));
@@ -271,26 +266,20 @@ fn overlapping_roots(store: Store) {
             Member::File("1/l/victim.txt", b"written through the links\n"),
         ],
     );
-    let before_outside = scene.outside();
-    let before_ws = snapshot(ws);
-    let r = scene.restore("out\nout/r");
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert_same("outside the workspace", scratch, &before_outside, &scene.outside());
-    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    let r = scene.restore_changing_nothing("out\nout/r");
+    assert_eq!(std::fs::read(&victim).unwrap(), VICTIM);
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
-    assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
 }
 
 /// `path: **/*.pth` and `**/*.pt2`, both based at the workspace. Root 0 places `a.pth -> .`;
 /// root 1's `a.pth/…/a.pth/l.pt2` (matches `**/*.pt2`, target as many `..` as `a.pth/`, so it
 /// looks contained) is really `l.pt2` at the top of the workspace and points at the scratch
 /// directory; `1/l.pt2/victim.txt` (under a matching directory) is then written there.
-fn glob_roots(store: Store) {
+fn glob_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
     let scene = Scene::new(store);
     let (ws, scratch) = (&scene.step.ws, scene.step.dir.path());
     write(&ws.join("own.txt"), b"the workspace's own\n");
-    let victim = scratch.join("victim.txt");
-    write(&victim, b"the victim's own bytes\n");
+    let victim = scene.victim();
     let depth = ws.strip_prefix(scratch).unwrap().components().count();
     let link = format!("1/{}l.pt2", "a.pth/".repeat(depth));
     let climb = ups(depth);
@@ -303,74 +292,69 @@ fn glob_roots(store: Store) {
             Member::File("1/l.pt2/victim.txt", b"written through the links\n"),
         ],
     );
-    let before_outside = scene.outside();
-    let before_ws = snapshot(ws);
-    let r = scene.restore(path);
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert_same("outside the workspace", scratch, &before_outside, &scene.outside());
-    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    let r = scene.restore_changing_nothing(path);
+    assert_eq!(std::fs::read(&victim).unwrap(), VICTIM);
     assert_eq!(links_leaving(ws), Vec::<String>::new(), "symlinks leaving the workspace");
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
-    assert_same("the workspace (all or nothing)", ws, &before_ws, &snapshot(ws));
 }
 
 /// Found by the adversarial review: an entry whose root (or a deeper name) is a file where the
 /// target holds a directory replaced that directory, with everything in it, even files a `!`
 /// line excludes — for `path: .`, the whole workspace. A directory that is not empty never
 /// gives way: the restore is a miss that changes nothing.
-fn directory_in_the_way(store: Store) {
+fn a_directory_in_the_way_is_never_emptied(store: Store) {
+    let peer = store.start();
     for path in ["out\n!out/keep", "."] {
-        let scene = Scene::new(store);
+        let scene = Scene::on(peer.another());
         let ws = &scene.step.ws;
         write(&ws.join("out/keep/important.txt"), b"excluded, never the cache's\n");
         write(&ws.join("out/other.txt"), b"the workspace's own\n");
         scene.plant(path, &[Member::File("0", b"pwned")]);
-        let before_outside = scene.outside();
-        let before_ws = snapshot(ws);
-        let r = scene.restore(path);
-        assert_eq!(r.code, 0, "{}", r.stdout);
+        let r = scene.restore_changing_nothing(path);
         assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{path}: {}", r.stdout);
         assert!(r.stdout.contains("not empty"), "{}", r.stdout);
-        assert_same("the workspace", ws, &before_ws, &snapshot(ws));
-        assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
     }
 }
 
 /// Found by the adversarial review: under a glob root, a file (or link) on an entry's parent
 /// path was replaced by a directory although the glob does not cover it (`important.txt` for
 /// `**/*.pth`). Only what a `path` line covers is ever replaced; this is a miss.
-fn glob_parents_not_covered(store: Store) {
+fn glob_roots_never_replace_what_they_do_not_cover(store: Store) {
+    let peer = store.start();
     for (name, member) in [("important.txt", "0/important.txt/a.pth"), ("link", "0/link/b.pth")] {
-        let scene = Scene::new(store);
+        let scene = Scene::on(peer.another());
         let ws = &scene.step.ws;
         write(&ws.join("important.txt"), b"the workspace's own\n");
         write(&ws.parent().unwrap().join("outside/keep.txt"), b"not the cache's\n");
         symlink("../outside", ws.join("link")).unwrap();
         scene.plant("**/*.pth", &[Member::File(member, b"pwned")]);
-        let before_outside = scene.outside();
-        let before_ws = snapshot(ws);
-        let r = scene.restore("**/*.pth");
-        assert_eq!(r.code, 0, "{}", r.stdout);
+        let r = scene.restore_changing_nothing("**/*.pth");
         assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{name}: {}", r.stdout);
         assert!(r.stdout.contains("not covered by `path` line"), "{}", r.stdout);
-        assert_same("the workspace", ws, &before_ws, &snapshot(ws));
-        assert_same("outside the workspace", scene.step.dir.path(), &before_outside, &scene.outside());
     }
 }
 
 /// Found by the adversarial review: a glob root's link could lead to any file beneath the
 /// glob's base (`models/b.pth -> ../.bashrc`), which a later step then writes through. A link
 /// may lead only to what its `path` line covers.
-fn glob_links_to_uncovered_files(store: Store) {
+fn glob_links_lead_only_to_what_the_glob_covers(store: Store) {
     let scene = Scene::new(store);
     let ws = &scene.step.ws;
     write(&ws.join("own.txt"), b"the workspace's own\n");
     scene.plant("**/*.pth", &[Member::Link("0/models/a.pth", "../own.txt"), Member::File("0/models/b.pth", b"fine\n")]);
-    let before_ws = snapshot(ws);
-    let r = scene.restore("**/*.pth");
+    let r = scene.restore_changing_nothing("**/*.pth");
     assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
     assert!(r.stdout.contains("does not cover"), "{}", r.stdout);
-    assert_same("the workspace", ws, &before_ws, &snapshot(ws));
+}
+
+/// An entry with a link out of its root (`0/escape -> ../..`) and a file through it: a miss
+/// that writes nothing, outside the workspace or in it.
+fn a_link_out_of_the_root_never_carries_a_file_outside(store: Store) {
+    let scene = Scene::new(store);
+    scene.plant("out", &[Member::Link("0/escape", "../.."), Member::File("0/escape/owned", b"x")]);
+    let r = scene.restore_changing_nothing("out");
+    assert_eq!(r.output("reused"), "false", "{}", r.stdout);
+    assert!(!scene.step.dir.path().join("work/repo/owned").exists());
 }
 
 /// Found by the adversarial review: a reuse marked every existing directory root as
@@ -392,6 +376,29 @@ fn only_roots_a_restore_wrote_into_are_marked_as_its_own() {
     assert_ne!(r.code, 0, "{}", r.stdout);
     assert!(r.stdout.contains("clean-on-miss"), "{}", r.stdout);
     assert_eq!(std::fs::read(elsewhere.join("victim.txt")).unwrap(), b"not the cache's\n");
+}
+
+// ---- guarantee 2: all or nothing -----------------------------------------------------------
+
+/// A byte flipped in the middle of a stored entry: found, never reused, and the target (which
+/// holds a file of its own) is left as it was.
+fn a_tampered_entry_places_nothing(store: Store) {
+    let peer = store.start();
+    let inputs = [("path", "out"), ("native", "none")];
+    let saver = peer.step();
+    write(&saver.ws.join("out/model.pth"), &noise(3 << 20, 7));
+    write(&saver.ws.join("out/sub/expected.txt"), b"expected output\n");
+    let saved = saver.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    peer.corrupt(saved.output("key"), &cache_version(&["out"], Compression::Zstd));
+
+    let victim = peer.step();
+    write(&victim.ws.join("out/keep.txt"), b"mine");
+    let before = snapshot(&victim.ws.join("out"));
+    let r = victim.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"), "{}", r.stdout);
+    assert!(matches!(r.output("miss-reason"), "corrupt" | "manifest-mismatch"), "{}", r.stdout);
+    assert_eq!(snapshot(&victim.ws.join("out")), before, "nothing was placed");
 }
 
 // ---- guarantee 8: clean-on-miss removes only its own --------------------------------------

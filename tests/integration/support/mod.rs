@@ -1,15 +1,19 @@
 //! What the integration tests share: files and trees, the binary run as an Actions step, hand-made
-//! archives and manifest lines; the local cache services (`services`) and nektos/act (`act`).
+//! archives and manifest lines; the store matrix the shared scenarios run on (`stores`), the
+//! local cache services (`services`), the S3 server (`s3`) and nektos/act (`act`).
 
 pub mod act;
 mod archive;
 pub mod s3;
 pub mod services;
 mod step;
+mod stores;
 mod tree;
 
 pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
 pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
+pub(crate) use stores::on_every_store;
+pub use stores::{Peer, Store};
 pub use tree::{
     Immutable, counting, generate_model, noise, one_disk_heavy_test_at_a_time, random_file, set_exec, snapshot, write,
 };

@@ -65,20 +65,21 @@ impl S3Server {
 
     /// The credentials, as the AWS tools read them.
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![
-            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
-            ("AWS_REGION".into(), "us-east-1".into()),
-        ]
+        credentials()
     }
 
-    /// The inputs of a step that uses this server.
+    /// The inputs of a step that uses this server, with entries under `ci/`.
     pub fn inputs(&self) -> Vec<(&'static str, String)> {
+        self.inputs_at("ci")
+    }
+
+    /// The inputs of a step that uses this server, with entries under `<prefix>/`.
+    pub fn inputs_at(&self, prefix: &str) -> Vec<(&'static str, String)> {
         vec![
             ("backend", "s3".into()),
             ("s3-bucket", BUCKET.into()),
             ("s3-endpoint", self.endpoint()),
-            ("s3-prefix", "ci".into()),
+            ("s3-prefix", prefix.into()),
         ]
     }
 
@@ -97,6 +98,24 @@ impl S3Server {
     pub fn object_file(&self, object: &Path) -> PathBuf {
         self.dir.path().join(BUCKET).join(object)
     }
+
+    /// The parts of multipart uploads neither completed nor aborted.
+    pub fn unfinished_uploads(&self) -> Vec<String> {
+        std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".upload_id-"))
+            .collect()
+    }
+}
+
+/// The credentials every S3 server and double here accepts, as the AWS tools read them.
+pub fn credentials() -> Vec<(String, String)> {
+    vec![
+        ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+    ]
 }
 
 impl Drop for S3Server {

@@ -20,6 +20,8 @@ pub struct Step {
     pub home: PathBuf,
     pub runner_temp: PathBuf,
     pub extra_env: Vec<(String, String)>,
+    /// Inputs every run gets before its own (which win): the store's, as `with:` would give them.
+    pub standing_inputs: Vec<(String, String)>,
     /// Run the binary under a Python parent that reports its peak RSS (`StepResult::peak_rss_mib`).
     pub measure: bool,
     /// Run the binary as the last argument of this command line (e.g. `setpriv …` to drop
@@ -97,6 +99,7 @@ impl Step {
             home,
             runner_temp,
             extra_env: Vec::new(),
+            standing_inputs: Vec::new(),
             measure: false,
             wrapper: Vec::new(),
             runs: Default::default(),
@@ -115,6 +118,11 @@ impl Step {
     /// Set `name` in the step's environment (after the runner's own variables).
     pub fn set_env(&mut self, name: impl Into<String>, value: impl Into<String>) {
         self.extra_env.push((name.into(), value.into()));
+    }
+
+    /// Give every run the input `name` (a run's own inputs come after it, and win).
+    pub fn set_input(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.standing_inputs.push((name.into(), value.into()));
     }
 
     /// Run `args` (e.g. `["restore"]`) with `inputs`; `state` is what a post step receives.
@@ -152,7 +160,8 @@ impl Step {
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
-        for (name, value) in inputs {
+        let standing = self.standing_inputs.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        for (name, value) in standing.chain(inputs.iter().copied()) {
             cmd.env(format!("INPUT_{}", name.to_uppercase()), value);
         }
         for (name, value) in state {

@@ -231,6 +231,57 @@ impl Services {
         });
     }
 
+    /// Flip a byte in the middle of the stored bytes of the entry of `key` and `version`, as a
+    /// broken disk would.
+    pub fn corrupt(&self, key: &str, version: &str) {
+        let blob = {
+            let store = self.shared.store.lock().unwrap();
+            let entry = store.entries.iter().find(|e| e.key == key && e.version == version);
+            entry.unwrap_or_else(|| panic!("no entry {key}@{version}")).blob.clone()
+        };
+        let flip = |bytes: &mut [u8]| bytes[bytes.len() / 2] ^= 0xff;
+        if let Some(id) = blob.strip_prefix("v1-") {
+            let mut store = self.shared.store.lock().unwrap();
+            let stored = store.v1_blobs.get_mut(&id.parse().unwrap()).unwrap();
+            let mut bytes = stored.to_vec();
+            flip(&mut bytes);
+            *stored = Bytes::from(bytes);
+        } else if let Some((dir, _)) = &self.shared.fast {
+            let path = dir.join(&self.shared.container).join(&blob);
+            let mut bytes = std::fs::read(&path).unwrap();
+            flip(&mut bytes);
+            std::fs::write(path, bytes).unwrap();
+        } else {
+            let mut bytes = self.rt.block_on(async {
+                self.shared.client.get(self.azurite_url(&blob)).send().await.unwrap().bytes().await.unwrap().to_vec()
+            });
+            flip(&mut bytes);
+            self.put_in_azurite(&blob, bytes);
+        }
+    }
+
+    /// Uploads not finished: v2 entries created and never finalized, v1 caches reserved and never
+    /// committed.
+    pub fn unfinished(&self) -> Vec<String> {
+        let store = self.shared.store.lock().unwrap();
+        let v2 = store.entries.iter().filter(|e| !e.finalized).map(|e| format!("v2 {}@{}", e.key, e.version));
+        let v1 = store.v1_uploads.values().map(|(key, version, ..)| format!("v1 {key}@{version}"));
+        v2.chain(v1).collect()
+    }
+
+    /// The URL of `blob` in Azurite, signed with the account SAS.
+    fn azurite_url(&self, blob: &str) -> String {
+        format!("{}/{}/{blob}?{}", azurite::azurite().base(), self.shared.container, azurite::account_sas())
+    }
+
+    fn put_in_azurite(&self, blob: &str, bytes: Vec<u8>) {
+        let status = self.rt.block_on(async {
+            let put = self.shared.client.put(self.azurite_url(blob)).header("x-ms-blob-type", "BlockBlob");
+            put.body(bytes).send().await.unwrap().status()
+        });
+        assert!(status.is_success(), "put {blob} in Azurite: {status}");
+    }
+
     /// Store a finalized entry directly (e.g. one whose key has ours as a prefix, or a hostile
     /// archive made by hand), in Azurite or in the fast blob store's directory.
     pub fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
@@ -241,21 +292,7 @@ impl Services {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, bytes).unwrap();
         } else {
-            let url =
-                format!("{}/{}/{blob}?{}", azurite::azurite().base(), self.shared.container, azurite::account_sas());
-            let body = bytes.to_vec();
-            let status = self.rt.block_on(async {
-                self.shared
-                    .client
-                    .put(&url)
-                    .header("x-ms-blob-type", "BlockBlob")
-                    .body(body)
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-            });
-            assert!(status.is_success());
+            self.put_in_azurite(&blob, bytes.to_vec());
         }
         let mut store = self.shared.store.lock().unwrap();
         store.seq += 1;
@@ -606,7 +643,9 @@ async fn v1_reserve(State(s): State<Arc<Shared>>, Path(secret): Path<String>, bo
     let key = req["key"].as_str().unwrap_or("").to_owned();
     let version = req["version"].as_str().unwrap_or("").to_owned();
     let mut store = s.store.lock().unwrap();
-    if store.entries.iter().any(|e| e.key == key && e.version == version) {
+    // As GitHub's service: refused while the entry exists or another job is creating it.
+    let pending = store.v1_uploads.values().any(|(k, v, ..)| *k == key && *v == version);
+    if pending || store.entries.iter().any(|e| e.key == key && e.version == version) {
         return (StatusCode::CONFLICT, json(serde_json::json!({ "message": "Cache already exists." }))).into_response();
     }
     store.seq += 1;

@@ -1,0 +1,326 @@
+//! The store matrix: every store the shared scenarios (`grow`, `safety`, `concurrency`) run on,
+//! each one definition here — how to start it empty for one test, what a step needs to reach it
+//! (variables and inputs), how to plant, evict and corrupt its entries, how to count them, and
+//! what it cannot do (capabilities, asked for by name; a scenario never skips a store silently).
+//!
+//! Adding a store (azure-blob against the shared Azurite of `services::azurite`, say): a
+//! [`Store`] variant, its setup — its arm in [`Store::start`] and an `impl Peer` for what it
+//! serves from — and its line in [`on_every_store!`].
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use exact_cache::backend::http::Http;
+use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation, S3Backend, S3Inputs, S3Settings};
+use exact_cache::env::Env;
+use exact_cache::runner::SecretSink;
+
+use super::s3::{BUCKET, S3Server};
+use super::services::{BlobStore, Services};
+use super::{Step, write};
+
+/// A store the shared scenarios run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    /// The local directory store (`EXACT_CACHE_DIR`).
+    Local,
+    /// The v1 test service (act's and GHES's protocol).
+    V1,
+    /// The v2 test service with its fast blob store.
+    V2,
+    /// An s3s-fs server (real SigV4 checks), entries under a prefix of its bucket.
+    S3,
+}
+
+impl Store {
+    /// An empty store of this kind, for one test.
+    pub fn start(self) -> Box<dyn Peer> {
+        match self {
+            Store::Local => Box::new(LocalDir::new()),
+            Store::V1 => Box::new(TestService::start(Protocol::V1)),
+            Store::V2 => Box::new(TestService::start(Protocol::V2)),
+            Store::S3 => Box::new(S3Prefix::start()),
+        }
+    }
+}
+
+/// One test per store for each scenario `fn name(store: Store)`, in a module of its name:
+/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`.
+macro_rules! on_every_store {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            $crate::support::on_every_store!(@test $scenario local_store Local);
+            $crate::support::on_every_store!(@test $scenario v1_service V1);
+            $crate::support::on_every_store!(@test $scenario v2_service V2);
+            $crate::support::on_every_store!(@test $scenario s3_store S3);
+        }
+    )*};
+    (@test $scenario:ident $test:ident $store:ident) => {
+        #[test]
+        fn $test() {
+            super::$scenario($crate::support::Store::$store);
+        }
+    };
+}
+pub(crate) use on_every_store;
+
+/// A started store: what it does for the scenarios.
+pub trait Peer: Send + Sync {
+    /// The variables a step needs to reach the store.
+    fn env(&self) -> Vec<(String, String)>;
+    /// The inputs a step needs to choose the store.
+    fn inputs(&self) -> Vec<(&'static str, String)>;
+    /// Store `bytes` as the entry of `key` and `version`, as a hostile or broken writer would.
+    fn plant(&self, key: &str, version: &str, bytes: &[u8]);
+    /// Remove the entry of `key` and `version`, as eviction would.
+    fn evict(&self, key: &str, version: &str);
+    /// Flip a byte in the middle of the stored entry of `key` and `version`.
+    fn corrupt(&self, key: &str, version: &str);
+    /// How many entries a restore could find.
+    fn entries(&self) -> usize;
+    /// Uploads left neither committed nor abandoned cleanly.
+    fn unfinished_uploads(&self) -> Vec<String>;
+    /// Another empty store of this kind, on the same server where there is one.
+    fn another(&self) -> Box<dyn Peer>;
+    /// Whether `list` and `prune` reach the store's entries.
+    fn lists_entries(&self) -> bool;
+    /// Whether, of saves racing to commit one entry, exactly one wins and the others learn that
+    /// it exists.
+    fn refuses_racing_commits(&self) -> bool;
+
+    /// A scratch step that reaches this store, its inputs given to every run.
+    fn step(&self) -> Step {
+        let mut step = Step::against(self.env());
+        for (name, value) in self.inputs() {
+            step.set_input(name, value);
+        }
+        step
+    }
+}
+
+fn flip_middle_byte(file: &Path) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(file, bytes).unwrap();
+}
+
+/// The local directory store: `entries/<key>@<version>` and `tmp/` in a directory of its own.
+struct LocalDir {
+    dir: tempfile::TempDir,
+}
+
+impl LocalDir {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap() }
+    }
+
+    fn entry(&self, key: &str, version: &str) -> std::path::PathBuf {
+        self.dir.path().join("entries").join(format!("{key}@{version}"))
+    }
+
+    fn files_in(&self, sub: &str) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(self.dir.path().join(sub)) else { return Vec::new() };
+        dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    }
+}
+
+impl Peer for LocalDir {
+    fn env(&self) -> Vec<(String, String)> {
+        vec![("EXACT_CACHE_DIR".into(), self.dir.path().to_string_lossy().into_owned())]
+    }
+
+    fn inputs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
+        write(&self.entry(key, version), bytes);
+    }
+
+    fn evict(&self, key: &str, version: &str) {
+        std::fs::remove_file(self.entry(key, version)).unwrap();
+    }
+
+    fn corrupt(&self, key: &str, version: &str) {
+        flip_middle_byte(&self.entry(key, version));
+    }
+
+    fn entries(&self) -> usize {
+        self.files_in("entries").len()
+    }
+
+    fn unfinished_uploads(&self) -> Vec<String> {
+        self.files_in("tmp")
+    }
+
+    fn another(&self) -> Box<dyn Peer> {
+        Box::new(Self::new())
+    }
+
+    fn lists_entries(&self) -> bool {
+        true
+    }
+
+    fn refuses_racing_commits(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Protocol {
+    V1,
+    V2,
+}
+
+/// The local cache service (`support::services`), spoken to in one protocol; v2 blobs in the
+/// fast blob store.
+struct TestService {
+    services: Services,
+    protocol: Protocol,
+}
+
+impl TestService {
+    fn start(protocol: Protocol) -> Self {
+        Self { services: Services::start_with(BlobStore::Fast { name: String::new() }), protocol }
+    }
+}
+
+impl Peer for TestService {
+    fn env(&self) -> Vec<(String, String)> {
+        match self.protocol {
+            Protocol::V1 => self.services.v1_env(),
+            Protocol::V2 => [self.services.v2_env(), self.services.rest_env()].concat(),
+        }
+    }
+
+    fn inputs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
+        match self.protocol {
+            Protocol::V1 => self.services.plant_v1(key, version, bytes),
+            Protocol::V2 => self.services.plant(key, version, bytes),
+        }
+    }
+
+    fn evict(&self, key: &str, version: &str) {
+        self.services.forget(key, version);
+    }
+
+    fn corrupt(&self, key: &str, version: &str) {
+        self.services.corrupt(key, version);
+    }
+
+    fn entries(&self) -> usize {
+        self.services.entries().iter().filter(|e| e.finalized).count()
+    }
+
+    fn unfinished_uploads(&self) -> Vec<String> {
+        self.services.unfinished()
+    }
+
+    fn another(&self) -> Box<dyn Peer> {
+        Box::new(Self::start(self.protocol))
+    }
+
+    /// The v2 service's REST catalog lists and deletes; the v1 one has none.
+    fn lists_entries(&self) -> bool {
+        matches!(self.protocol, Protocol::V2)
+    }
+
+    fn refuses_racing_commits(&self) -> bool {
+        true
+    }
+}
+
+/// A prefix of its own in the bucket of an s3s-fs server, which [`Peer::another`] shares.
+struct S3Prefix {
+    server: Arc<S3Server>,
+    prefix: String,
+}
+
+impl S3Prefix {
+    fn start() -> Self {
+        Self { server: Arc::new(S3Server::start()), prefix: "ci".into() }
+    }
+
+    /// The product's own S3 client for this prefix: what plants and evicts, through S3 itself.
+    fn client(&self) -> S3Backend {
+        let env = Env::from_pairs(self.env());
+        let inputs = S3Inputs {
+            bucket: Some(BUCKET.into()),
+            prefix: Some(self.prefix.clone()),
+            endpoint: Some(self.server.endpoint()),
+            ..S3Inputs::default()
+        };
+        let settings = S3Settings::resolve(&inputs, &env).unwrap();
+        let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
+        S3Backend::new(http, settings, &env).unwrap()
+    }
+
+    /// The entry of `key` and `version`, as the bucket lists it.
+    fn listed(&self, client: &S3Backend, key: &str, version: &str) -> Listed {
+        let listed = Catalog::list(client, key, None).unwrap();
+        listed.into_iter().find(|l| l.key == key && l.version == version).expect("the entry is in the bucket")
+    }
+}
+
+impl Peer for S3Prefix {
+    fn env(&self) -> Vec<(String, String)> {
+        let mut env = self.server.env();
+        env.push(("GITHUB_REF".into(), "refs/heads/main".into()));
+        env
+    }
+
+    fn inputs(&self) -> Vec<(&'static str, String)> {
+        self.server.inputs_at(&self.prefix)
+    }
+
+    fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
+        use std::io::Write;
+        let Reservation::Reserved(mut upload) = self.client().reserve(key, version).unwrap() else {
+            panic!("{key}@{version} is in the bucket already: evict it first");
+        };
+        upload.write_all(bytes).unwrap();
+        assert_eq!(upload.commit().unwrap(), Committed::Saved);
+    }
+
+    fn evict(&self, key: &str, version: &str) {
+        let client = self.client();
+        Catalog::delete(&client, &self.listed(&client, key, version)).unwrap();
+    }
+
+    fn corrupt(&self, key: &str, version: &str) {
+        let listed = self.listed(&self.client(), key, version);
+        flip_middle_byte(&self.server.object_file(Path::new(&listed.id)));
+    }
+
+    fn entries(&self) -> usize {
+        self.server.objects().iter().filter(|o| o.starts_with(&self.prefix)).count()
+    }
+
+    /// Of the whole server (every prefix [`Peer::another`] made).
+    fn unfinished_uploads(&self) -> Vec<String> {
+        self.server.unfinished_uploads()
+    }
+
+    fn another(&self) -> Box<dyn Peer> {
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        let prefix = format!("ci-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        Box::new(Self { server: Arc::clone(&self.server), prefix })
+    }
+
+    fn lists_entries(&self) -> bool {
+        true
+    }
+
+    /// s3s-fs checks `If-None-Match: *` without a lock: racing completions can each pass it, and
+    /// the last one's object stays (S3 itself refuses all but one; `RacedS3` in `s3.rs` checks
+    /// that the condition is sent and its refusal read).
+    fn refuses_racing_commits(&self) -> bool {
+        false
+    }
+}
