@@ -86,7 +86,7 @@ impl Scene {
 
     /// The version of slot `(generation, layer)`.
     fn version(&self, (generation, layer): (u32, u32)) -> String {
-        slot_version(&cache_version(self.lines, Compression::None), generation, layer)
+        slot_version(&cache_version(self.lines, Compression::None), generation, layer).to_string()
     }
 
     /// Store `bytes` at `slot` of `key`, as a hostile or broken writer would.

@@ -281,7 +281,7 @@ impl Peer for S3Prefix {
 
     fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
         use std::io::Write;
-        let Reservation::Reserved(mut upload) = self.client().reserve(key, version).unwrap() else {
+        let Reservation::Reserved(mut upload) = self.client().reserve(&key.into(), &version.into()).unwrap() else {
             panic!("{key}@{version} is in the bucket already: evict it first");
         };
         upload.write_all(bytes).unwrap();
