@@ -33,6 +33,7 @@ fn output<'a>(stdout: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
+#[ignore = "slow: 200 MB in 20k files"]
 fn a_tree_of_200_mb_and_20k_files_round_trips() {
     let _disk = support::one_disk_heavy_test_at_a_time();
     use std::os::unix::fs::PermissionsExt;
@@ -66,6 +67,7 @@ fn a_tree_of_200_mb_and_20k_files_round_trips() {
 }
 
 #[test]
+#[ignore = "slow: a 2 GB entry"]
 fn restoring_a_2_gb_entry_streams_in_bounded_memory() {
     let _disk = support::one_disk_heavy_test_at_a_time();
     let dir = tempfile::tempdir().unwrap();

@@ -153,6 +153,7 @@ fn windows(text: &str, len: usize) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "slow: 300 paddings of a signed request"]
 fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_padding() {
     // The server answers the listing with `n` characters, then the signed request: whatever
     // `n`, the cut of its words (300 characters) falls somewhere else in the token or the
@@ -222,6 +223,7 @@ fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_paddi
 }
 
 #[test]
+#[ignore = "slow: kills and restarts the S3 server mid-transfer"]
 fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing() {
     let _disk = crate::support::one_disk_heavy_test_at_a_time();
     let mut server = S3Server::start();
@@ -295,6 +297,7 @@ fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
 }
 
 #[test]
+#[ignore = "slow: 30k files and 1 GiB through S3"]
 fn thirty_thousand_files_and_a_gigabyte_of_weights_round_trip_in_bounded_memory() {
     let _disk = crate::support::one_disk_heavy_test_at_a_time();
     let server = S3Server::start();

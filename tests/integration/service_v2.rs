@@ -281,6 +281,7 @@ fn cache_mode_read_skips_saving() {
 
 /// 1 GiB through Twirp and Azurite with bounded memory on both sides.
 #[test]
+#[ignore = "slow: a 1 GiB entry through the v2 service and Azurite"]
 fn a_1_gib_entry_round_trips_in_bounded_memory() {
     let _disk = support::one_disk_heavy_test_at_a_time();
     let services = Services::start();
