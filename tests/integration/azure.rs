@@ -2,7 +2,8 @@
 //! and SAS signature): round trips in one Put Blob and in blocks, exact-key misses, racing
 //! saves, the catalog (list with the ref, delete), a SAS token instead of the key, a wrong key
 //! and a missing container, with the backend built directly; and `backend: azure-blob` through
-//! the binary.
+//! the binary. What every store must do (tampered and hostile entries, racing saves, `grow`) runs
+//! on Azure Blob too, in the store matrix of `safety`, `concurrency` and `grow`.
 
 use crate::support::noise;
 use crate::support::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
@@ -18,18 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const VERSION: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-/// A new container in Azurite, named after `test` (tests run at once).
-fn container(test: &str) -> String {
-    let name = format!("{test}-{}", azurite::free_port());
-    let url = format!("{}/{name}?restype=container&{}", azurite::azurite().base(), azurite::account_sas());
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let status = rt.block_on(async {
-        reqwest::Client::new().put(&url).header("content-length", "0").send().await.unwrap().status()
-    });
-    assert!(status.is_success(), "create container: {status}");
-    name
-}
 
 /// The variables of a run: small blocks (so a few MiB go up in several), the account key
 /// unless `credentials` says otherwise, then `extra`.
@@ -83,7 +72,7 @@ fn download(backend: &AzureBlobBackend, key: &str) -> Vec<u8> {
 
 #[test]
 fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
-    let c = container("round-trip");
+    let c = azurite::container("round-trip");
     let backend = backend(&c);
     assert!(
         Backend::describe(&backend)
@@ -109,7 +98,7 @@ fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
 
 #[test]
 fn racing_saves_give_one_saved_and_one_exists() {
-    let c = container("race");
+    let c = azurite::container("race");
     let backend = backend(&c);
     for (key, len) in [("k-small", 1000), ("k-blocks", 2 << 20)] {
         let reserve = || match backend.reserve(&Key::from(key), &Version::from(VERSION)).unwrap() {
@@ -131,7 +120,7 @@ fn racing_saves_give_one_saved_and_one_exists() {
 
 #[test]
 fn the_catalog_lists_with_the_ref_and_deletes() {
-    let c = container("catalog");
+    let c = azurite::container("catalog");
     let backend = backend_with(&c, &env(&[], &[("GITHUB_REF", "refs/heads/café")]), SecretSink::detached());
     save(&backend, "build-a", b"first").unwrap();
     save(&backend, "build-b", b"second!").unwrap();
@@ -159,7 +148,7 @@ fn the_catalog_lists_with_the_ref_and_deletes() {
 
 #[test]
 fn a_sas_token_works_in_place_of_the_key_and_is_masked() {
-    let c = container("sas");
+    let c = azurite::container("sas");
     let sas = azurite::account_sas();
     let sink = SecretSink::detached();
     let backend = backend_with(&c, &env(&[("AZURE_STORAGE_SAS_TOKEN", &sas)], &[]), sink.clone());
@@ -173,7 +162,7 @@ fn a_sas_token_works_in_place_of_the_key_and_is_masked() {
 
 #[test]
 fn a_wrong_key_is_forbidden_at_once_and_never_shown() {
-    let c = container("wrong-key");
+    let c = azurite::container("wrong-key");
     let wrong = "d3Jvbmcga2V5IGZvciB0aGUgdGVzdCwgbm90IGEgcmVhbCBvbmUgYXQgYWxsIQ==";
     // Retries would wait seconds: a refusal must not be retried.
     let env = env(&[("AZURE_STORAGE_ACCOUNT_KEY", wrong)], &[("EXACT_CACHE_RETRY_BASE_MS", "3000")]);
@@ -209,7 +198,7 @@ fn a_missing_container_is_an_error_not_a_miss() {
 #[test]
 fn the_azure_blob_backend_input_saves_restores_lists_and_prunes_through_the_binary() {
     use crate::support::{NO_STATE, Step, write};
-    let name = container("binary");
+    let name = azurite::container("binary");
     let endpoint = azurite::azurite().base();
     let mut step = Step::new();
     step.set_env("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT);

@@ -3,20 +3,21 @@
 //! (variables and inputs), how to plant, evict and corrupt its entries, how to count them, and
 //! what it cannot do (capabilities, asked for by name; a scenario never skips a store silently).
 //!
-//! Adding a store (azure-blob against the shared Azurite of `services::azurite`, say): a
-//! [`Store`] variant, its setup — its arm in [`Store::start`] and an `impl Peer` for what it
-//! serves from — and its line in [`on_every_store!`].
+//! Adding a store: a [`Store`] variant, its setup — its arm in [`Store::start`] and an
+//! `impl Peer` for what it serves from — and its line in [`on_every_store!`].
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
 use exact_cache::backend::http::Http;
 use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation, S3Backend, S3Inputs, S3Settings};
 use exact_cache::env::Env;
 use exact_cache::runner::SecretSink;
 
 use super::s3::{BUCKET, S3Server};
+use super::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
 use super::services::{BlobStore, Services};
 use super::{Step, write};
 
@@ -31,6 +32,8 @@ pub enum Store {
     V2,
     /// An s3s-fs server (real SigV4 checks), entries under a prefix of its bucket.
     S3,
+    /// A container of the shared Azurite (real Shared Key checks), entries under a prefix.
+    AzureBlob,
 }
 
 impl Store {
@@ -41,12 +44,13 @@ impl Store {
             Store::V1 => Box::new(TestService::start(Protocol::V1)),
             Store::V2 => Box::new(TestService::start(Protocol::V2)),
             Store::S3 => Box::new(S3Prefix::start()),
+            Store::AzureBlob => Box::new(AzureContainer::start()),
         }
     }
 }
 
 /// One test per store for each scenario `fn name(store: Store)`, in a module of its name:
-/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`.
+/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`.
 macro_rules! on_every_store {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
@@ -54,6 +58,7 @@ macro_rules! on_every_store {
             $crate::support::on_every_store!(@test $scenario v1_service V1);
             $crate::support::on_every_store!(@test $scenario v2_service V2);
             $crate::support::on_every_store!(@test $scenario s3_store S3);
+            $crate::support::on_every_store!(@test $scenario azure_blob AzureBlob);
         }
     )*};
     (@test $scenario:ident $test:ident $store:ident) => {
@@ -97,6 +102,35 @@ pub trait Peer: Send + Sync {
         }
         step
     }
+}
+
+/// The product's own client of a store (`build` from a client of HTTP and the variables), as a
+/// step with `env` would make it.
+fn product_client<C>(env: Vec<(String, String)>, build: impl FnOnce(Arc<Http>, &Env) -> C) -> C {
+    let env = Env::from_pairs(env);
+    let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
+    build(http, &env)
+}
+
+/// Store `bytes` as the entry of `key` and `version` through the product's own client.
+fn plant_through(client: &dyn Backend, key: &str, version: &str, bytes: &[u8]) {
+    use std::io::Write;
+    let Reservation::Reserved(mut upload) = client.reserve(&key.into(), &version.into()).unwrap() else {
+        panic!("{key}@{version} is stored already: evict it first");
+    };
+    upload.write_all(bytes).unwrap();
+    assert_eq!(upload.commit().unwrap(), Committed::Saved);
+}
+
+/// Remove the entry of `key` and `version` through the product's own catalog.
+fn evict_through(catalog: &dyn Catalog, key: &str, version: &str) {
+    catalog.delete(&listed(catalog, key, version)).unwrap();
+}
+
+/// The entry of `key` and `version`, as the product's own catalog lists it.
+fn listed(catalog: &dyn Catalog, key: &str, version: &str) -> Listed {
+    let listed = catalog.list(key, None).unwrap();
+    listed.into_iter().find(|l| l.key == key && l.version == version).expect("the entry is stored")
 }
 
 fn flip_middle_byte(file: &Path) {
@@ -249,22 +283,15 @@ impl S3Prefix {
 
     /// The product's own S3 client for this prefix: what plants and evicts, through S3 itself.
     fn client(&self) -> S3Backend {
-        let env = Env::from_pairs(self.env());
         let inputs = S3Inputs {
             bucket: Some(BUCKET.into()),
             prefix: Some(self.prefix.clone()),
             endpoint: Some(self.server.endpoint()),
             ..S3Inputs::default()
         };
-        let settings = S3Settings::resolve(&inputs, &env).unwrap();
-        let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
-        S3Backend::new(http, settings, &env).unwrap()
-    }
-
-    /// The entry of `key` and `version`, as the bucket lists it.
-    fn listed(&self, client: &S3Backend, key: &str, version: &str) -> Listed {
-        let listed = Catalog::list(client, key, None).unwrap();
-        listed.into_iter().find(|l| l.key == key && l.version == version).expect("the entry is in the bucket")
+        product_client(self.env(), |http, env| {
+            S3Backend::new(http, S3Settings::resolve(&inputs, env).unwrap(), env).unwrap()
+        })
     }
 }
 
@@ -280,21 +307,15 @@ impl Peer for S3Prefix {
     }
 
     fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
-        use std::io::Write;
-        let Reservation::Reserved(mut upload) = self.client().reserve(&key.into(), &version.into()).unwrap() else {
-            panic!("{key}@{version} is in the bucket already: evict it first");
-        };
-        upload.write_all(bytes).unwrap();
-        assert_eq!(upload.commit().unwrap(), Committed::Saved);
+        plant_through(&self.client(), key, version, bytes);
     }
 
     fn evict(&self, key: &str, version: &str) {
-        let client = self.client();
-        Catalog::delete(&client, &self.listed(&client, key, version)).unwrap();
+        evict_through(&self.client(), key, version);
     }
 
     fn corrupt(&self, key: &str, version: &str) {
-        let listed = self.listed(&self.client(), key, version);
+        let listed = listed(&self.client(), key, version);
         flip_middle_byte(&self.server.object_file(Path::new(&listed.id)));
     }
 
@@ -322,5 +343,96 @@ impl Peer for S3Prefix {
     /// that the condition is sent and its refusal read).
     fn refuses_racing_commits(&self) -> bool {
         false
+    }
+}
+
+/// A container of its own in the shared Azurite (`services::azurite`), entries under `ci/`;
+/// [`Peer::another`] makes another container.
+struct AzureContainer {
+    container: String,
+}
+
+impl AzureContainer {
+    const PREFIX: &str = "ci";
+
+    fn start() -> Self {
+        Self { container: azurite::container("matrix") }
+    }
+
+    /// The product's own Azure client for this container: what plants, evicts and counts.
+    fn client(&self) -> AzureBlobBackend {
+        let inputs = AzureInputs {
+            container: Some(self.container.clone()),
+            prefix: Some(Self::PREFIX.into()),
+            endpoint: Some(azurite::azurite().base()),
+            ..AzureInputs::default()
+        };
+        product_client(self.env(), |http, env| {
+            AzureBlobBackend::new(http, AzureSettings::resolve(&inputs, env).unwrap(), env).unwrap()
+        })
+    }
+}
+
+impl Peer for AzureContainer {
+    /// The account key, and 1 MiB blocks: an archive of a few MiB goes up in blocks, so racing
+    /// saves race their Put Block Lists.
+    fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT),
+            ("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY),
+            ("GITHUB_REF", "refs/heads/main"),
+            ("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1"),
+            ("EXACT_CACHE_SINGLE_PUT_MIB", "1"),
+        ]
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .into()
+    }
+
+    fn inputs(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("backend", "azure-blob".into()),
+            ("azure-container", self.container.clone()),
+            ("azure-endpoint", azurite::azurite().base()),
+            ("azure-prefix", Self::PREFIX.into()),
+        ]
+    }
+
+    fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
+        plant_through(&self.client(), key, version, bytes);
+    }
+
+    fn evict(&self, key: &str, version: &str) {
+        evict_through(&self.client(), key, version);
+    }
+
+    /// Through Azurite itself: the blob read and put back (with its metadata) by a Put Blob
+    /// signed with the account SAS.
+    fn corrupt(&self, key: &str, version: &str) {
+        azurite::corrupt_blob(&self.container, &listed(&self.client(), key, version).id);
+    }
+
+    fn entries(&self) -> usize {
+        Catalog::list(&self.client(), "", None).unwrap().len()
+    }
+
+    /// Names with staged blocks and no blob: a save stopped before its Put Block List. Blocks a
+    /// losing saver staged on the winner's name are not counted: Azure keeps no upload to
+    /// abandon, and discards uncommitted blocks at the next commit or after a week.
+    fn unfinished_uploads(&self) -> Vec<String> {
+        azurite::uncommitted_blobs(&self.container)
+    }
+
+    fn another(&self) -> Box<dyn Peer> {
+        Box::new(Self::start())
+    }
+
+    fn lists_entries(&self) -> bool {
+        true
+    }
+
+    /// Put Blob and Put Block List with `If-None-Match: *`: Azurite, like Azure, lets one create
+    /// the blob and refuses the others.
+    fn refuses_racing_commits(&self) -> bool {
+        true
     }
 }

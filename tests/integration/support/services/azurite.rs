@@ -2,7 +2,8 @@
 //!
 //! It is spawned from a thread that lives as long as the process, with `PR_SET_PDEATHSIG`, so
 //! it goes away with the tests. Account SAS tokens are computed here the way Azure defines them
-//! (HMAC-SHA256 over the string-to-sign with the account key).
+//! (HMAC-SHA256 over the string-to-sign with the account key). Containers, blobs read and put
+//! back, and uncommitted blobs are reached here directly, past the product's client.
 
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
@@ -85,6 +86,73 @@ impl Azurite {
     pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}/{ACCOUNT}", self.port)
     }
+}
+
+/// A new container in the shared Azurite, its name made of `purpose` and a number of its own
+/// (tests run at once).
+pub fn container(purpose: &str) -> String {
+    let name = format!("{purpose}-{}", free_port());
+    let status = request(
+        reqwest::Method::PUT,
+        &format!("{}/{name}?restype=container&{}", azurite().base(), account_sas()),
+        |put| put.header("content-length", "0"),
+    )
+    .0;
+    assert!(status.is_success(), "create container: {status}");
+    name
+}
+
+/// The URL of `blob` in `container`, signed with the account SAS.
+pub fn blob_url(container: &str, blob: &str) -> String {
+    format!("{}/{container}/{blob}?{}", azurite().base(), account_sas())
+}
+
+/// Flip a byte in the middle of `blob`, as a broken disk would: its bytes read and put back
+/// (Put Blob) with its metadata.
+pub fn corrupt_blob(container: &str, blob: &str) {
+    let url = blob_url(container, blob);
+    let (status, headers, mut bytes) = request(reqwest::Method::GET, &url, |get| get);
+    assert!(status.is_success(), "get {blob}: {status}");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    let metadata: Vec<_> = headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-ms-meta-"))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    let (status, ..) = request(reqwest::Method::PUT, &url, |put| {
+        metadata.into_iter().fold(put.header("x-ms-blob-type", "BlockBlob"), |put, (n, v)| put.header(n, v)).body(bytes)
+    });
+    assert!(status.is_success(), "put {blob} back: {status}");
+}
+
+/// Blob names in `container` that have staged blocks and no committed blob: uploads stopped
+/// before their Put Block List. (Blocks staged on the name of a committed blob do not show; a
+/// commit discards them, or Azure after a week.)
+pub fn uncommitted_blobs(container: &str) -> Vec<String> {
+    let names = |include: &str| {
+        let url = format!("{}/{container}?restype=container&comp=list{include}&{}", azurite().base(), account_sas());
+        let (status, _, body) = request(reqwest::Method::GET, &url, |get| get);
+        assert!(status.is_success(), "list {container}: {status}");
+        let body = String::from_utf8(body).unwrap();
+        body.split("<Name>").skip(1).map(|n| n.split("</Name>").next().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    let committed = names("");
+    names("&include=uncommittedblobs").into_iter().filter(|n| !committed.contains(n)).collect()
+}
+
+/// One request to Azurite, as `build` completes it: the answer's status, headers and body.
+fn request(
+    method: reqwest::Method,
+    url: &str,
+    build: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+) -> (reqwest::StatusCode, reqwest::header::HeaderMap, Vec<u8>) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let answer = build(reqwest::Client::new().request(method, url)).send().await.unwrap();
+        let (status, headers) = (answer.status(), answer.headers().clone());
+        (status, headers, answer.bytes().await.unwrap().to_vec())
+    })
 }
 
 const SAS_FIELDS: (&str, &str, &str, &str, &str) = ("rwdlac", "b", "sco", "2099-01-01T00:00:00Z", "https,http");

@@ -271,7 +271,7 @@ impl Services {
 
     /// The URL of `blob` in Azurite, signed with the account SAS.
     fn azurite_url(&self, blob: &str) -> String {
-        format!("{}/{}/{blob}?{}", azurite::azurite().base(), self.shared.container, azurite::account_sas())
+        azurite::blob_url(&self.shared.container, blob)
     }
 
     fn put_in_azurite(&self, blob: &str, bytes: Vec<u8>) {
