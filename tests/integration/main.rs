@@ -7,7 +7,9 @@
 //! comparison with importing torch, `s3` and the S3 store of the matrix that `grow`, `safety` and
 //! `concurrency` run on (`support::stores`) need s3s-fs in `.tools/` (`scripts/test` installs all
 //! of them), `large` writes gigabytes; filter by module
-//! (`cargo test --test integration -- --skip act_`). tests/dist.rs is a crate of its own (it says
+//! (`cargo test --test integration -- --skip act_`). The slowest tests are marked
+//! `#[ignore = "slow: …"]`: a plain `cargo test` leaves them out, `-- --include-ignored` (CI) runs
+//! them. tests/dist.rs is a crate of its own (it says
 //! why).
 //!
 //! Unix only: the tests drive modes, symlinks, processes and the unix-only fuzzing entry points.
