@@ -88,10 +88,12 @@ impl Azurite {
     }
 }
 
-/// A new container in the shared Azurite, its name made of `purpose` and a number of its own
-/// (tests run at once).
+/// A new container in the shared Azurite, its name made of `purpose`, this process and a number
+/// no other call of this process gets (tests run at once; a free port number could repeat).
 pub fn container(purpose: &str) -> String {
-    let name = format!("{purpose}-{}", free_port());
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("{purpose}-{}-{number}", std::process::id());
     let status = request(
         reqwest::Method::PUT,
         &format!("{}/{name}?restype=container&{}", azurite().base(), account_sas()),
