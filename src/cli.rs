@@ -7,6 +7,7 @@ use crate::config::{INPUTS, InputKind, RawInputs, defs};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct Invocation {
@@ -20,8 +21,23 @@ pub struct Invocation {
     pub json: bool,
     /// `--quiet`: only warnings, errors and outputs.
     pub quiet: bool,
+    /// What `list` and `prune` work on besides their inputs.
+    pub catalog: CatalogArgs,
     /// Inputs given as flags; in action mode they override `INPUT_*`.
     pub flags: RawInputs,
+}
+
+/// `list`'s and `prune`'s own flags.
+#[derive(Clone, Debug, Default)]
+pub struct CatalogArgs {
+    /// `--ref REF`: only the entries saved on this ref.
+    pub r#ref: Option<String>,
+    /// `--all-refs`: every ref's entries, as one.
+    pub all_refs: bool,
+    /// `prune --older-than DURATION`: delete by age instead of by count.
+    pub older_than: Option<Duration>,
+    /// `path` or `preset` was given, so the version of the key's stack is known.
+    pub versions_known: bool,
 }
 
 const ABOUT: &str =
@@ -40,11 +56,16 @@ const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
         "explain",
         "Compare this fingerprint with the newest other entry of its prefix and name what differs",
     ),
-    (CommandName::List, "list", "List the entries of a prefix (on this ref); `path` is not needed"),
+    (
+        CommandName::List,
+        "list",
+        "List the entries of a prefix (on this run's ref; outside Actions, of every ref); `path` is not needed",
+    ),
     (
         CommandName::Prune,
         "prune",
-        "Delete all but the newest `prune-keep` entries of a prefix on this ref; `path` is not needed",
+        "Delete all but the newest `prune-keep` keys of a prefix on this run's ref (outside Actions, of each ref), \
+         or those older than `--older-than`; `path` is not needed",
     ),
 ];
 
@@ -68,6 +89,17 @@ fn input_args(command: CommandName) -> Vec<Arg> {
         .collect()
 }
 
+/// `--ref` and `--all-refs`: which refs' entries `list` and `prune` work on.
+fn ref_args(all_refs_help: &'static str) -> [Arg; 2] {
+    [
+        Arg::new("ref").long("ref").value_name("REF").conflicts_with("all-refs").help(
+            "Only the entries saved on this ref (`refs/heads/main`; empty: saved outside Actions); default: \
+             $GITHUB_REF, else every ref",
+        ),
+        Arg::new("all-refs").long("all-refs").action(ArgAction::SetTrue).help(all_refs_help),
+    ]
+}
+
 /// The flags a subcommand has besides its inputs.
 fn own_args(command: CommandName) -> Vec<Arg> {
     match command {
@@ -77,15 +109,29 @@ fn own_args(command: CommandName) -> Vec<Arg> {
                 .action(ArgAction::SetTrue)
                 .help("Run as the root action's post step (uses the main step's key and result)"),
         ],
-        CommandName::Prune => {
-            vec![Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only list what would be deleted")]
-        }
-        CommandName::List => vec![
+        CommandName::Prune => [
+            Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only say what would be deleted"),
+            Arg::new("older-than")
+                .long("older-than")
+                .value_name("DURATION")
+                .value_parser(crate::units::parse_span)
+                .help(
+                    "Delete every entry neither created nor used (where the store records uses: local, GitHub) \
+                     within DURATION (`7d`, `12h`, `1d12h`), the newest too, instead of keeping the newest \
+                     `prune-keep`",
+                ),
+        ]
+        .into_iter()
+        .chain(ref_args("Every ref's entries as one: keep the newest `prune-keep` keys whatever their ref"))
+        .collect(),
+        CommandName::List => std::iter::once(
             Arg::new("json")
                 .long("json")
                 .action(ArgAction::SetTrue)
-                .help("Print the entries as a JSON array on stdout (key, size, created, ref, version)"),
-        ],
+                .help("Print the entries as a JSON array on stdout (key, size, created, last use, ref, version, slot)"),
+        )
+        .chain(ref_args("Every ref's entries (the default outside Actions)"))
+        .collect(),
         _ => Vec::new(),
     }
 }
@@ -127,11 +173,20 @@ where
     let json = command == CommandName::List && sub.get_flag("json");
     let quiet = matches.get_flag("quiet");
     let mut flags = flags(sub, command);
-    // Listing and pruning work on a prefix; the `path` lines only matter for keys and versions.
-    if matches!(command, CommandName::List | CommandName::Prune) && !defs::PATH.given(&flags) {
-        flags.set(defs::PATH.name(), ".");
+    let mut catalog = CatalogArgs::default();
+    if matches!(command, CommandName::List | CommandName::Prune) {
+        catalog = CatalogArgs {
+            r#ref: sub.get_one::<String>("ref").cloned(),
+            all_refs: sub.get_flag("all-refs"),
+            older_than: sub.try_get_one::<Duration>("older-than").ok().flatten().copied(),
+            versions_known: defs::PATH.given(&flags) || defs::PRESET.given(&flags),
+        };
+        // Listing and pruning work on a prefix; the `path` lines only matter for versions.
+        if !catalog.versions_known {
+            flags.set(defs::PATH.name(), ".");
+        }
     }
-    Ok(Invocation { command, post, workspace, dry_run, json, quiet, flags })
+    Ok(Invocation { command, post, workspace, dry_run, json, quiet, catalog, flags })
 }
 
 /// `--strict false`: a switch takes its value only after `=`, so `false` would be read as an
@@ -207,14 +262,31 @@ mod tests {
         list.sort();
         // The core's catalog inputs, and every store's: where the entries are.
         let stores = crate::backend::STORES.iter().flat_map(|store| store.inputs()).map(|spec| spec.name);
-        let mut expected: Vec<&str> = ["prefix", "backend", "github-token", "path", "compression", "grow", "json"]
-            .into_iter()
-            .chain(stores)
-            .collect();
+        let mut expected: Vec<&str> =
+            ["prefix", "backend", "github-token", "path", "preset", "compression", "grow", "json", "ref", "all-refs"]
+                .into_iter()
+                .chain(stores)
+                .collect();
         expected.sort();
         assert_eq!(list, expected);
         assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));
         assert!(!flags("list").contains(&"python".to_owned()));
         assert!(parse(["exact-cache", "list", "--python", "python3"]).is_err());
+        assert!(flags("prune").contains(&"older-than".to_owned()) && !flags("list").contains(&"older-than".to_owned()));
+    }
+
+    #[test]
+    fn list_and_prune_take_refs_ages_and_a_preset() {
+        let prune = parse(["exact-cache", "prune", "--prefix=p", "--ref=refs/heads/x", "--older-than=1d12h"]).unwrap();
+        assert_eq!(prune.catalog.r#ref.as_deref(), Some("refs/heads/x"));
+        assert_eq!(prune.catalog.older_than, Some(Duration::from_secs(36 * 3600)));
+        assert!(!prune.catalog.versions_known && prune.flags.get("path") == Some("."));
+        let preset = parse(["exact-cache", "list", "--preset=torch-inductor", "--all-refs"]).unwrap();
+        assert!(preset.catalog.all_refs && preset.catalog.versions_known);
+        assert_eq!(preset.flags.get("path"), None, "the preset's paths alone, as the action has them");
+        let err = parse(["exact-cache", "prune", "--older-than=7 days"]).unwrap_err().to_string();
+        assert!(err.contains("`7 days` is not a duration"), "{err}");
+        assert!(parse(["exact-cache", "prune", "--ref=r", "--all-refs"]).is_err(), "one or the other");
+        assert!(parse(["exact-cache", "list", "--older-than=7d"]).is_err(), "prune only");
     }
 }

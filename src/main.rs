@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let code = match commands::run(&invocation, &runner, &HostSystem::default()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            runner.error(&exact_cache::text::error_chain(&e));
+            runner.error(&exact_cache::text::error_report(&e));
             ExitCode::FAILURE
         }
     };

@@ -37,9 +37,11 @@ crate::choice::named_enum! {
         Changes => "changes",
         /// `list`: the keys, one per line.
         Keys => "keys",
-        /// `prune`: the entries deleted (or that would be), one per line: the key, followed by
-        /// its slot in parentheses unless it is a generation-0 base.
+        /// `prune`: the entries deleted, one per line: the key, followed by its slot in
+        /// parentheses unless it is a generation-0 base.
         Deleted => "deleted",
+        /// `prune --dry-run`: the entries that would be deleted, as [`Output::Deleted`] names them.
+        WouldDelete => "would-delete",
     }
 }
 
@@ -372,9 +374,19 @@ pub struct Verified {
 /// What `exact-cache explain`, `list` and `prune` found.
 #[derive(Debug)]
 pub enum CatalogOutcome {
-    Explain { key: Key, explanation: Option<Explanation> },
-    List { entries: Vec<ListedEntry>, json: bool },
-    Prune { deleted: Vec<String> },
+    Explain {
+        key: Key,
+        explanation: Option<Explanation>,
+    },
+    List {
+        entries: Vec<ListedEntry>,
+        json: bool,
+    },
+    /// `deleted`: what was deleted, or with `dry_run` what would be.
+    Prune {
+        deleted: Vec<String>,
+        dry_run: bool,
+    },
 }
 
 /// One entry as `list` shows it.
@@ -384,7 +396,10 @@ pub struct ListedEntry {
     pub size: u64,
     /// ISO 8601, UTC.
     pub created: String,
-    /// The ref that saved it (`None` for the local backend).
+    /// When a restore last used it (ISO 8601, UTC), where the store records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_used: Option<String>,
+    /// The ref that saved it (empty: outside Actions; `None`: not known).
     pub r#ref: Option<String>,
     pub version: Version,
     /// Its place in the key's stack, when its version is a slot of this `path` and
@@ -421,6 +436,7 @@ mod tests {
             key: "k".into(),
             size: 1,
             created: "2026-01-01T00:00:00Z".into(),
+            last_used: None,
             r#ref: None,
             version: "v".into(),
             slot,

@@ -39,6 +39,29 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
+/// A failed command's error: its first line says what went wrong and, after `: `, the first
+/// line of the deepest cause (what is missing, refused or unreadable); the causes between follow
+/// as `caused by:` lines, and the deepest again only when it has more to say than one line.
+pub fn error_report(err: &dyn std::error::Error) -> String {
+    let mut causes = Vec::new();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    let Some(deepest) = causes.pop() else { return err.to_string() };
+    let message = err.to_string();
+    let (first, rest) = message.split_once('\n').map_or((message.as_str(), None), |(f, r)| (f, Some(r)));
+    let mut text = format!("{first}: {}", deepest.lines().next().unwrap_or_default());
+    for line in rest.into_iter().chain(causes.iter().map(|c| c.as_str())) {
+        text.push_str(&format!("\n  caused by: {line}"));
+    }
+    if deepest.contains('\n') {
+        text.push_str(&format!("\n  caused by: {deepest}"));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +80,27 @@ mod tests {
         struct Outer(#[source] std::io::Error);
         let err = Outer(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied"));
         assert_eq!(error_line(&err), "cannot read `x`: permission denied");
+    }
+
+    #[test]
+    fn an_error_report_says_what_is_missing_on_its_first_line() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot compute the fingerprint")]
+        struct Outer(#[source] Middle);
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot run python")]
+        struct Middle(#[source] std::io::Error);
+        let missing = || std::io::Error::new(std::io::ErrorKind::NotFound, "`/opt/py/bin/python3` not found");
+        assert_eq!(
+            error_report(&Outer(Middle(missing()))),
+            "cannot compute the fingerprint: `/opt/py/bin/python3` not found\n  caused by: cannot run python"
+        );
+        assert_eq!(error_report(&Middle(missing())), "cannot run python: `/opt/py/bin/python3` not found");
+        let long = Middle(std::io::Error::other("exit status 1\nstderr: no module"));
+        assert_eq!(
+            error_report(&long),
+            "cannot run python: exit status 1\n  caused by: exit status 1\nstderr: no module"
+        );
+        assert_eq!(error_report(&missing()), "`/opt/py/bin/python3` not found");
     }
 }

@@ -1,4 +1,5 @@
-//! Human-readable sizes, durations and throughput for logs and the step summary.
+//! Human-readable sizes, durations and throughput for logs and the step summary, and the
+//! durations people write (`7d`, `12h`, `1d12h`).
 
 use std::time::Duration;
 
@@ -59,6 +60,44 @@ pub fn count_of(n: impl TryInto<u64>, noun: &str) -> String {
     format!("{} {plural}", count(n))
 }
 
+/// The units a written duration ([`parse_span`]) may use, largest first, in seconds.
+const SPAN_UNITS: [(char, u64); 5] = [('w', 7 * 86_400), ('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+
+/// A duration as people write it: one or more `<whole number><unit>` parts, the unit `w`, `d`,
+/// `h`, `m` or `s` (`7d`, `12h`, `1d12h`, `90m`).
+pub fn parse_span(text: &str) -> Result<Duration, String> {
+    let wrong = || format!("`{text}` is not a duration: write a whole number and a unit, e.g. `7d`, `12h` or `1d12h`");
+    let mut seconds = 0u64;
+    let mut digits = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = SPAN_UNITS.iter().find(|(u, _)| *u == c.to_ascii_lowercase()).ok_or_else(wrong)?.1;
+        let n: u64 = digits.parse().map_err(|_| wrong())?;
+        seconds = n.checked_mul(unit).and_then(|s| seconds.checked_add(s)).ok_or_else(wrong)?;
+        digits.clear();
+    }
+    if !digits.is_empty() || text.trim().is_empty() {
+        return Err(wrong());
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
+/// A duration as [`parse_span`] reads it, in its largest whole units: `7d`, `1d12h`, `0s`.
+pub fn span(d: Duration) -> String {
+    let mut left = d.as_secs();
+    let mut out = String::new();
+    for (unit, seconds) in SPAN_UNITS.iter().skip(1) {
+        if left >= *seconds {
+            out.push_str(&format!("{}{unit}", left / seconds));
+            left %= seconds;
+        }
+    }
+    if out.is_empty() { "0s".to_owned() } else { out }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +119,23 @@ mod tests {
         assert_eq!(throughput(10 * 1024 * 1024, Duration::from_secs(2)), "5.0 MiB/s");
         assert_eq!(duration(Duration::from_millis(1500)), "1.5 s");
         assert_eq!(duration(Duration::from_secs(125)), "2 min 5 s");
+    }
+
+    #[test]
+    fn spans_parse_as_written_and_print_back() {
+        assert_eq!(parse_span("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_span("12h"), Ok(Duration::from_secs(12 * 3_600)));
+        assert_eq!(parse_span(" 1d12H "), Ok(Duration::from_secs(36 * 3_600)));
+        assert_eq!(parse_span("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(parse_span("90m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_span("0s"), Ok(Duration::ZERO));
+        for wrong in ["", "7", "d", "7x", "1.5d", "-1d", "99999999999999999999d"] {
+            let e = parse_span(wrong).unwrap_err();
+            assert!(e.contains("is not a duration") && e.contains("`7d`"), "{wrong}: {e}");
+        }
+        assert_eq!(span(Duration::from_secs(7 * 86_400)), "7d");
+        assert_eq!(span(Duration::from_secs(36 * 3_600 + 5)), "1d12h5s");
+        assert_eq!(span(Duration::ZERO), "0s");
+        assert_eq!(parse_span(&span(Duration::from_secs(93_784))), Ok(Duration::from_secs(93_784)));
     }
 }

@@ -14,11 +14,29 @@ pub struct Listed {
     pub id: String,
     pub key: Key,
     pub version: Version,
-    /// `refs/heads/main`, `refs/pull/7/merge`; `None` for the local backend.
+    /// The ref that saved it: `refs/heads/main`, `refs/pull/7/merge`, the empty ref for a save
+    /// without one (outside Actions); `None` where it is not known (an entry of the local store
+    /// saved before the store recorded refs).
     pub r#ref: Option<String>,
     /// Seconds since the epoch.
     pub created: i64,
+    /// When a restore last used it, in seconds since the epoch, where the store records it (the
+    /// local store, GitHub's cache service); `None` elsewhere.
+    pub last_used: Option<i64>,
     pub size: u64,
+}
+
+impl Listed {
+    /// Whether it was saved on `r#ref` (any ref: `None`). An entry whose ref is not known is on
+    /// no particular ref.
+    pub fn is_on(&self, r#ref: Option<&str>) -> bool {
+        r#ref.is_none_or(|r| self.r#ref.as_deref() == Some(r))
+    }
+
+    /// When it was last created or used, whichever is later: what its age counts from.
+    pub fn last_touched(&self) -> i64 {
+        self.last_used.map_or(self.created, |used| used.max(self.created))
+    }
 }
 
 /// Why entries cannot be listed or deleted. Only [`CatalogError::Forbidden`] stops a prune; the
@@ -97,7 +115,8 @@ pub enum CatalogError {
 pub trait Catalog {
     fn describe(&self) -> String;
 
-    /// Entries whose key starts with `key_prefix`, on `r#ref` when given, newest first.
+    /// Entries whose key starts with `key_prefix`, newest first: those saved on `r#ref` when it
+    /// is given ([`Listed::is_on`]), else of every ref.
     fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError>;
 
     fn delete(&self, entry: &Listed) -> Result<(), CatalogError>;

@@ -86,8 +86,16 @@ pub fn listed(
         version: Version::from(meta(VERSION).unwrap_or_else(|| short_version.to_owned())),
         r#ref: Some(saved_ref),
         created: meta(CREATED).and_then(|c| c.parse().ok()).unwrap_or(modified),
+        last_used: None,
         size,
     }
+}
+
+/// A listing's entries on `r#ref` (every ref: `None`), newest first.
+pub fn newest_on(mut found: Vec<Listed>, r#ref: Option<&str>) -> Vec<Listed> {
+    found.retain(|l| l.is_on(r#ref));
+    found.sort_by_key(|l| std::cmp::Reverse(l.created));
+    found
 }
 
 /// Every item of a paged listing named `what`: `page(marker)` fetches one page and says where

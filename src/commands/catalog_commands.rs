@@ -1,11 +1,14 @@
 //! The CLI's `explain`, `list` and `prune`: the same catalog operations the action uses on a
-//! miss (explain) and after a save (prune), run by hand.
+//! miss (explain) and after a save (prune), run by hand, on the refs chosen ([`Refs`]), and
+//! for `prune` also by age ([`Rule::OlderThan`]).
 
 use super::fingerprint::compute;
+use super::prune::{ListedSlots, Refs, Rule};
 use super::{Context, Error, explain, prune as pruning};
+use crate::backend::Listed;
+use crate::cli::CatalogArgs;
 use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
 use crate::outcome::{CatalogOutcome, ListedEntry};
-use crate::stack::SlotMap;
 use crate::units;
 
 pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
@@ -26,19 +29,18 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 
-pub(super) fn list(ctx: &Context, config: &Config, json: bool) -> Result<CatalogOutcome, Error> {
+pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let catalog = (ctx.catalog)(config, runner.env())?;
-    let current_ref = runner.env().non_empty("GITHUB_REF");
-    let entries = pruning::ours(catalog.as_ref(), &config.prefix, current_ref)?;
-    let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
-    let listed = units::count_of(entries.len(), "entry");
-    runner.info(&format!("{listed} of `{}`{default} in {}", config.prefix, catalog.describe()));
-    let slots = SlotMap::of(&config.version());
+    let refs = chosen_refs(ctx, args);
+    let entries = pruning::ours(catalog.as_ref(), &config.prefix, &refs)?;
+    runner.info(&format!("{} {}", heading(config, &refs, entries.len()), catalog.describe()));
+    let slots = ListedSlots::new(&entries, args.versions_known.then(|| config.version()).as_ref());
     let entries: Vec<ListedEntry> = entries
         .into_iter()
         .map(|e| ListedEntry {
             created: iso_time(e.created),
+            last_used: e.last_used.map(iso_time),
             key: e.key,
             size: e.size,
             r#ref: e.r#ref,
@@ -49,7 +51,22 @@ pub(super) fn list(ctx: &Context, config: &Config, json: bool) -> Result<Catalog
     for line in table(&entries) {
         runner.info(&format!("  {line}"));
     }
+    if entries.iter().any(|e| e.slot.is_none()) && !args.versions_known {
+        runner.info("  (slot `-`: no stack of the listing; `--path` or `--preset` names the rest)");
+    }
     Ok(CatalogOutcome::List { entries, json })
+}
+
+/// `--all-refs`, `--ref`, else the run's own ref, else every ref.
+fn chosen_refs(ctx: &Context, args: &CatalogArgs) -> Refs {
+    Refs::chosen(args.r#ref.as_deref(), args.all_refs, ctx.runner.env().non_empty("GITHUB_REF"))
+}
+
+/// `2 entries of `models` on every ref in` (the store follows).
+fn heading(config: &Config, refs: &Refs, count: usize) -> String {
+    let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
+    let listed = units::count_of(count, "entry");
+    format!("{listed} of `{}`{default} {} in", config.prefix, refs.describe())
 }
 
 /// Seconds since the epoch as `2026-11-30T18:51:06Z`.
@@ -60,16 +77,19 @@ fn iso_time(seconds: i64) -> String {
 }
 
 /// `list`'s table: a header, then one aligned row per entry (the version cut to 12 digits; the
-/// slot `-` when the version is not one of this `path` and `compression`).
+/// last use `-` where the store does not record it; the ref `-` when the entry was saved outside
+/// Actions or its ref is not known; the slot `-` when it is not known).
 fn table(entries: &[ListedEntry]) -> Vec<String> {
-    let header = ["key", "size", "created", "ref", "version", "slot"];
-    let rows: Vec<[String; 6]> = std::iter::once(header.map(str::to_owned))
+    let header = ["key", "size", "created", "used", "ref", "version", "slot"];
+    let or_dash = |value: Option<&str>| value.filter(|v| !v.is_empty()).unwrap_or("-").to_owned();
+    let rows: Vec<[String; 7]> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
             [
                 e.key.to_string(),
                 units::bytes(e.size),
                 e.created.clone(),
-                e.r#ref.clone().unwrap_or_else(|| "-".to_owned()),
+                or_dash(e.last_used.as_deref()),
+                or_dash(e.r#ref.as_deref()),
                 e.version.chars().take(12).collect(),
                 e.slot.map_or_else(|| "-".to_owned(), |slot| slot.to_string()),
             ]
@@ -85,36 +105,49 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<CatalogOutcome, Error> {
+pub(super) fn prune(
+    ctx: &Context,
+    config: &Config,
+    args: &CatalogArgs,
+    dry_run: bool,
+) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
-    if let Some(detail) = pruning::refusal(&config.prefix).filter(|_| !dry_run) {
+    let rule = match args.older_than {
+        Some(age) => Rule::OlderThan { age, now: chrono::Utc::now().timestamp() },
+        None => Rule::Newest { keep: config.prune_keep, just_saved: None, grow: config.grow },
+    };
+    // By age, the default prefix loses only what nobody used: retention, not someone else's loss.
+    let by_count = matches!(rule, Rule::Newest { .. });
+    if let Some(detail) = pruning::refusal(&config.prefix).filter(|_| by_count && !dry_run) {
         return Err(InputError::Invalid { name: defs::PREFIX.name(), detail }.into());
     }
     let catalog = (ctx.catalog)(config, runner.env())?;
-    let current_ref = runner.env().non_empty("GITHUB_REF");
-    let slots = SlotMap::of(&config.version());
-    let report = pruning::prune(
-        catalog.as_ref(),
-        &config.prefix,
-        current_ref,
-        config.prune_keep,
-        dry_run,
-        None,
-        (&slots, config.grow),
-    )?;
+    let refs = chosen_refs(ctx, args);
+    let entries = pruning::ours(catalog.as_ref(), &config.prefix, &refs)?;
+    runner.info(&format!("{} {}", heading(config, &refs, entries.len()), catalog.describe()));
+    let slots = ListedSlots::new(&entries, args.versions_known.then(|| config.version()).as_ref());
+    let report = pruning::delete(catalog.as_ref(), entries, &refs, rule, &|v| slots.slot(v), dry_run)?;
     let verb = if dry_run { "would delete" } else { "deleted" };
+    let name = |e: &Listed| pruning::named(e, slots.slot(&e.version));
     for e in &report.deleted {
-        runner.info(&format!("{verb} {}", pruning::entry_name(e, &slots)));
+        runner.info(&format!("{verb} {}", name(e)));
     }
     for (e, why) in &report.failed {
         runner.warning(&format!("could not delete {}: {why}", e.key));
     }
-    runner.info(&format!(
-        "kept the newest {} ({}), {verb} {}",
-        units::count_of(report.kept_keys, "key"),
-        units::count_of(report.kept.len(), "entry"),
-        report.deleted.len()
-    ));
-    let deleted = report.deleted.iter().map(|e| pruning::entry_name(e, &slots)).collect();
-    Ok(CatalogOutcome::Prune { deleted })
+    let entries_kept = units::count_of(report.kept.len(), "entry");
+    let kept = match (rule, &refs) {
+        (Rule::OlderThan { age, .. }, _) => format!("kept {entries_kept} created or used within {}", units::span(age)),
+        (Rule::Newest { keep, .. }, Refs::Each) => format!(
+            "kept the newest {} of each ref ({}, {entries_kept})",
+            units::count_of(keep, "key"),
+            units::count_of(report.kept_keys, "key")
+        ),
+        (Rule::Newest { .. }, _) => {
+            format!("kept the newest {} ({entries_kept})", units::count_of(report.kept_keys, "key"))
+        }
+    };
+    runner.info(&format!("{kept}, {verb} {}", report.deleted.len()));
+    let deleted = report.deleted.iter().map(name).collect();
+    Ok(CatalogOutcome::Prune { deleted, dry_run })
 }

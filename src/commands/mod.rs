@@ -58,8 +58,12 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
         }
         CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
         CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
-        CommandName::List => Outcome::Catalog(catalog_commands::list(ctx, &config, invocation.json)?),
-        CommandName::Prune => Outcome::Catalog(catalog_commands::prune(ctx, &config, invocation.dry_run)?),
+        CommandName::List => {
+            Outcome::Catalog(catalog_commands::list(ctx, &config, &invocation.catalog, invocation.json)?)
+        }
+        CommandName::Prune => {
+            Outcome::Catalog(catalog_commands::prune(ctx, &config, &invocation.catalog, invocation.dry_run)?)
+        }
     };
     publish::publish(ctx.runner, &config, &outcome)?;
     match deferred {

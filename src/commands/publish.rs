@@ -88,7 +88,8 @@ fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), Runn
             let keys: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
             runner.set_list_output(Output::Keys, &keys)
         }
-        CatalogOutcome::Prune { deleted } => runner.set_list_output(Output::Deleted, deleted),
+        CatalogOutcome::Prune { deleted, dry_run: false } => runner.set_list_output(Output::Deleted, deleted),
+        CatalogOutcome::Prune { deleted, dry_run: true } => runner.set_list_output(Output::WouldDelete, deleted),
     }
 }
 

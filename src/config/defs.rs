@@ -90,7 +90,8 @@ pub static PRESET: Input<Option<Preset>> = Input::optional_choice(
     Fingerprint,
     "`torch-inductor`: cache TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (exported to later steps) and add what \
      decides whether compiled kernels are valid to the fingerprint; `path` becomes optional.",
-);
+)
+.catalog(Catalog::Both);
 
 pub static FINGERPRINT_FILE: Input<Option<String>> = Input::text(
     "fingerprint-file",

@@ -64,13 +64,21 @@ pub enum Mode {
     Cli,
 }
 
+/// An output as the command line prints it at the end.
+enum CliValue {
+    /// `name=value`, line breaks escaped.
+    One(String),
+    /// A list output: `name=item`, one line per item (`name=` for none).
+    List(Vec<String>),
+}
+
 pub struct Runner {
     mode: Mode,
     env: Env,
     log: Arc<Log>,
     stdout: Mutex<Box<dyn Write + Send>>,
     redactor: Redactor,
-    cli_outputs: Mutex<Vec<(String, String)>>,
+    cli_outputs: Mutex<Vec<(String, CliValue)>>,
     /// Printed on stdout instead of the outputs' `name=value` lines (`list --json`).
     cli_document: Mutex<Option<String>>,
     /// `--quiet`: informational lines are dropped (CLI mode only).
@@ -152,22 +160,33 @@ impl Runner {
 
     /// Set a step output. Secrets are redacted here too: an output can quote a file name.
     pub fn set_output(&self, output: Output, value: &str) -> Result<(), RunnerError> {
-        let name = output.name();
-        let value = &self.redact(value);
-        if let Some(path) = self.env.non_empty("GITHUB_OUTPUT") {
-            append_key_value(Path::new(path), "outputs", name, value)?;
-        }
-        if self.mode == Mode::Cli {
-            self.cli_outputs.lock().unwrap().push((name.to_owned(), value.to_owned()));
-        }
+        let value = self.redact(value);
+        self.write_output(output, &value)?;
+        self.keep_cli_output(output, CliValue::One(value));
         Ok(())
     }
 
     /// Set a step output that lists `items`, one per line, each escaped by
     /// [`escape_list_item`] after redaction: a file name holding a line break stays one item.
+    /// The command line prints one `name=item` line per item.
     pub fn set_list_output<S: AsRef<str>>(&self, output: Output, items: &[S]) -> Result<(), RunnerError> {
         let lines: Vec<String> = items.iter().map(|i| escape_list_item(&self.redact(i.as_ref()))).collect();
-        self.set_output(output, &lines.join("\n"))
+        self.write_output(output, &lines.join("\n"))?;
+        self.keep_cli_output(output, CliValue::List(lines));
+        Ok(())
+    }
+
+    fn write_output(&self, output: Output, value: &str) -> Result<(), RunnerError> {
+        match self.env.non_empty("GITHUB_OUTPUT") {
+            Some(path) => append_key_value(Path::new(path), "outputs", output.name(), value),
+            None => Ok(()),
+        }
+    }
+
+    fn keep_cli_output(&self, output: Output, value: CliValue) {
+        if self.mode == Mode::Cli {
+            self.cli_outputs.lock().unwrap().push((output.name().to_owned(), value));
+        }
     }
 
     pub fn save_state(&self, key: State, value: &str) -> Result<(), RunnerError> {
@@ -186,7 +205,7 @@ impl Runner {
             Some(path) => append_key_value(Path::new(path), "environment", name, value),
             None => {
                 if self.mode == Mode::Cli {
-                    self.cli_outputs.lock().unwrap().push((format!("env.{name}"), value.to_owned()));
+                    self.cli_outputs.lock().unwrap().push((format!("env.{name}"), CliValue::One(value.to_owned())));
                 }
                 Ok(())
             }
@@ -212,7 +231,8 @@ impl Runner {
         write().map_err(|source| RunnerError::Write { path: path.into(), what: "step summary", source })
     }
 
-    /// In CLI mode, print the collected outputs as `name=value` lines on stdout.
+    /// In CLI mode, print the collected outputs as `name=value` lines on stdout (a list output:
+    /// one line per item).
     pub fn finish(&self) {
         if self.mode != Mode::Cli {
             return;
@@ -225,8 +245,14 @@ impl Runner {
             return;
         }
         for (name, value) in outputs {
-            let value = self.redact(&value).replace('\r', "\\r").replace('\n', "\\n");
-            let _ = writeln!(out, "{name}={value}");
+            let lines = match value {
+                CliValue::One(value) => vec![self.redact(&value).replace('\r', "\\r").replace('\n', "\\n")],
+                CliValue::List(items) if items.is_empty() => vec![String::new()],
+                CliValue::List(items) => items.iter().map(|item| self.redact(item)).collect(),
+            };
+            for line in lines {
+                let _ = writeln!(out, "{name}={line}");
+            }
         }
         let _ = out.flush();
     }

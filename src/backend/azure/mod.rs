@@ -119,14 +119,14 @@ impl Catalog for AzureBlobBackend {
         Backend::describe(self)
     }
 
-    /// Every entry whose key starts with `key_prefix`, newest first, with the ref and creation
-    /// time it was saved with (from the listing's metadata).
-    fn list(&self, key_prefix: &str, _ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
+    /// Every entry whose key starts with `key_prefix` (on `r#ref` when given), newest first, with
+    /// the ref and creation time it was saved with (from the listing's metadata).
+    fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
         let prefix = format!("{}{key_prefix}", self.client.settings.prefix);
         let blobs = self
             .block_on(self.client.list_blobs(&prefix))
             .map_err(|e| entries::forbidden(e, "list".into(), "Storage Blob Data Reader"))?;
-        let mut found: Vec<Listed> = blobs
+        let found: Vec<Listed> = blobs
             .into_iter()
             .filter_map(|blob| {
                 let name = blob.name?;
@@ -137,8 +137,7 @@ impl Catalog for AzureBlobBackend {
                 Some(entries::listed(&name, parts, blob.properties.content_length, modified, meta))
             })
             .collect();
-        found.sort_by_key(|l| std::cmp::Reverse(l.created));
-        Ok(found)
+        Ok(entries::newest_on(found, r#ref))
     }
 
     fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {

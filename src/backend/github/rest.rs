@@ -120,7 +120,8 @@ impl Catalog for GithubCatalog {
                     .append_pair("direction", "desc")
                     .append_pair("per_page", &PER_PAGE.to_string())
                     .append_pair("page", &page.to_string());
-                if let Some(r) = r#ref {
+                // The empty ref (saves outside Actions) is never the service's: filtered below.
+                if let Some(r) = r#ref.filter(|r| !r.is_empty()) {
                     query.append_pair("ref", r);
                 }
                 let route = format!("/repos/{}/{}/actions/caches?{}", self.owner, self.repo, query.finish());
@@ -135,6 +136,7 @@ impl Catalog for GithubCatalog {
                     version: Version::from(c.version),
                     r#ref: c.r#ref,
                     created: c.created_at.timestamp(),
+                    last_used: Some(c.last_accessed_at.timestamp()),
                     size: c.size_in_bytes.max(0) as u64,
                 }));
                 if count < PER_PAGE as usize || found.len() as i64 >= list.total_count {
@@ -150,7 +152,7 @@ impl Catalog for GithubCatalog {
             }
         }
         // The API matches prefixes; keep only what really starts with ours.
-        found.retain(|l| l.key.starts_with(key_prefix) && r#ref.is_none_or(|r| l.r#ref.as_deref() == Some(r)));
+        found.retain(|l| l.key.starts_with(key_prefix) && l.is_on(r#ref));
         found.sort_by_key(|l| std::cmp::Reverse(l.created));
         Ok(found)
     }

@@ -1,11 +1,13 @@
 //! The local directory backend: for runs outside Actions and self-hosted runners with a
 //! persistent disk (`backend: local`).
 //!
-//! Layout under the root: `entries/<key>@<version>` (one archive each) and `tmp/`. A save
-//! writes `tmp/upload-<pid>-<random>`, syncs it, and links it to its final name only if that
-//! name does not exist yet (`persist_noclobber`): entries are immutable, readers never see a
-//! partial file, and of two processes saving the same key exactly one wins while the other
-//! hears `Exists`.
+//! Layout under the root: `entries/<key>@<version>` (one archive each), `meta/<key>@<version>`
+//! (the ref that saved it and, as its modification time, its last use: [`super::meta`]) and
+//! `tmp/`. A save writes `tmp/upload-<pid>-<random>`, syncs it, and links it to its final name
+//! only if that name does not exist yet (`persist_noclobber`): entries are immutable, readers
+//! never see a partial file, and of two processes saving the same key exactly one wins while
+//! the other hears `Exists`; the winner then records its ref. A restore that opens an entry
+//! records the use on its record, never on the entry.
 //!
 //! A save that was killed leaves its temporary file behind; the next save sweeps those whose
 //! process is gone, or that are older than a day. A writing upload holds an advisory lock on
@@ -26,11 +28,22 @@ const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub struct LocalBackend {
     root: PathBuf,
+    /// The ref recorded with each entry saved (`GITHUB_REF`; the empty ref outside Actions).
+    saving_ref: String,
 }
 
 impl LocalBackend {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self { root: root.into(), saving_ref: String::new() }
+    }
+
+    /// The store that records `saving_ref` with each entry it saves (`None`: the empty ref).
+    pub fn saving_on(self, saving_ref: Option<&str>) -> Self {
+        Self { saving_ref: saving_ref.unwrap_or_default().to_owned(), ..self }
+    }
+
+    pub(super) fn root(&self) -> &Path {
+        &self.root
     }
 
     /// `EXACT_CACHE_DIR`, else `<user cache dir>/exact-cache`.
@@ -88,13 +101,21 @@ impl Backend for LocalBackend {
         }
     }
 
+    /// The entry's file; the use is recorded (a restore opens what it applies).
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
-        let path = Path::new(&entry.location);
-        let file = File::open(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => BackendError::new(ErrorKind::NotFound, "entry disappeared"),
-            _ => self.io_error("open", path, e),
-        })?;
+        let file = self.open_file(entry)?;
+        if let Some(name) = Path::new(&entry.location).file_name().and_then(|n| n.to_str()) {
+            super::meta::record_use(&self.root, name);
+        }
         Ok(Box::new(file))
+    }
+
+    /// Reading another entry's fingerprint (explaining a miss) is no use of it.
+    fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
+        let mut bytes = Vec::new();
+        let path = Path::new(&entry.location);
+        self.open_file(entry)?.take(len).read_to_end(&mut bytes).map_err(|e| self.io_error("read", path, e))?;
+        Ok(bytes)
     }
 
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
@@ -108,7 +129,7 @@ impl Backend for LocalBackend {
         }
         sweep_stale_uploads(&tmp_dir);
         let tmp = tempfile::Builder::new()
-            .prefix(&format!("{UPLOAD_PREFIX}{}-", std::process::id()))
+            .prefix(&upload_prefix())
             .tempfile_in(&tmp_dir)
             .map_err(|e| self.io_error("create a file in", &tmp_dir, e))?;
         let file = tmp.reopen().map_err(|e| self.io_error("open", tmp.path(), e))?;
@@ -119,8 +140,39 @@ impl Backend for LocalBackend {
             tmp: Some(tmp),
             final_path,
             written: 0,
+            root: self.root.clone(),
+            saving_ref: self.saving_ref.clone(),
         })))
     }
+}
+
+impl LocalBackend {
+    fn open_file(&self, entry: &CacheEntry) -> Result<File, BackendError> {
+        let path = Path::new(&entry.location);
+        File::open(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => BackendError::new(ErrorKind::NotFound, "entry disappeared"),
+            _ => self.io_error("open", path, e),
+        })
+    }
+}
+
+/// The start of a temporary file's name in `tmp/`: this process's, which a sweep leaves alone
+/// while the process lives.
+pub(super) fn upload_prefix() -> String {
+    format!("{UPLOAD_PREFIX}{}-", std::process::id())
+}
+
+/// Temporary files are private; what the store keeps is readable like any other file the user
+/// makes.
+pub(super) fn readable_by_all(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = 0o666 & !crate::file_mode::current_umask();
+        let _ = fs::set_permissions(path, fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Remove the temporary uploads in `dir` that no process is writing: not locked, and either
@@ -152,6 +204,8 @@ struct LocalUpload {
     tmp: Option<tempfile::NamedTempFile>,
     final_path: PathBuf,
     written: u64,
+    root: PathBuf,
+    saving_ref: String,
 }
 
 impl Write for LocalUpload {
@@ -182,82 +236,16 @@ impl Upload for LocalUpload {
         self.writer.flush().map_err(|e| fatal("write the entry", e))?;
         self.writer.get_ref().sync_all().map_err(|e| fatal("sync the entry", e))?;
         let tmp = self.tmp.take().expect("committed once");
-        // Temporary files are private; entries are readable like any other file the user makes.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = 0o666 & !crate::file_mode::current_umask();
-            let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode));
-        }
+        readable_by_all(tmp.path());
         match tmp.persist_noclobber(&self.final_path) {
-            Ok(_) => Ok(Committed::Saved),
+            Ok(_) => {
+                let name = self.final_path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                // Without its record the entry is one of an unknown ref: kept by every ref's prune.
+                let _ = super::meta::record_save(&self.root, &self.root.join("tmp"), name, &self.saving_ref);
+                Ok(Committed::Saved)
+            }
             Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Committed::Exists),
             Err(e) => Err(fatal(&format!("store `{}`", self.final_path.display()), e.error)),
         }
-    }
-}
-
-impl crate::backend::catalog::Catalog for LocalBackend {
-    fn describe(&self) -> String {
-        Backend::describe(self)
-    }
-
-    /// The local store has no refs: every entry of the prefix is listed, newest first.
-    fn list(
-        &self,
-        key_prefix: &str,
-        _ref: Option<&str>,
-    ) -> Result<Vec<crate::backend::catalog::Listed>, crate::backend::catalog::CatalogError> {
-        let dir = self.root.join("entries");
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(crate::backend::catalog::CatalogError::Local { what: "list", path: dir, source });
-            }
-        };
-        let mut found = Vec::new();
-        let mut order = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some((key, version)) = name.split_once('@') else { continue };
-            if !key.starts_with(key_prefix) {
-                continue;
-            }
-            let meta = entry.metadata().ok();
-            let modified = meta
-                .as_ref()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .unwrap_or_default();
-            let created = modified.as_secs() as i64;
-            order.push((modified, name.clone()));
-            found.push(crate::backend::catalog::Listed {
-                id: name.clone(),
-                key: Key::from(key),
-                version: Version::from(version),
-                r#ref: None,
-                created,
-                size: meta.map_or(0, |m| m.len()),
-            });
-        }
-        // Newest first, by the full-precision modification time.
-        order.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
-        let rank: std::collections::HashMap<String, usize> =
-            order.into_iter().enumerate().map(|(i, (_, n))| (n, i)).collect();
-        found.sort_by_key(|l| rank[&l.id]);
-        Ok(found)
-    }
-
-    fn delete(&self, entry: &crate::backend::catalog::Listed) -> Result<(), crate::backend::catalog::CatalogError> {
-        if entry.id.contains('/') || entry.id.starts_with('.') {
-            return Err(crate::backend::catalog::CatalogError::NotLocalEntry { id: entry.id.clone() });
-        }
-        let path = self.root.join("entries").join(&entry.id);
-        fs::remove_file(&path).map_err(|source| crate::backend::catalog::CatalogError::Local {
-            what: "delete",
-            path,
-            source,
-        })
     }
 }

@@ -1,7 +1,10 @@
 //! The local directory store (`backend: local`, and `auto` where no runner offers a cache
-//! service): entries are files in one directory, which is also their catalog.
+//! service): entries are files in one directory, which is also their catalog, each with a
+//! record of the ref that saved it and of its last use.
 
 mod backend;
+mod catalog;
+mod meta;
 
 pub use backend::LocalBackend;
 
@@ -60,6 +63,7 @@ struct LocalConfig {
 impl LocalConfig {
     fn store(&self, env: &Env) -> LocalBackend {
         LocalBackend::new(self.dir.clone().unwrap_or_else(|| LocalBackend::default_dir(env)))
+            .saving_on(env.non_empty("GITHUB_REF"))
     }
 }
 

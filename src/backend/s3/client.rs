@@ -550,9 +550,9 @@ impl Catalog for S3Backend {
         Backend::describe(self)
     }
 
-    /// Every entry whose key starts with `key_prefix`, newest first, with the ref and creation
-    /// time it was saved with (one `HEAD` each).
-    fn list(&self, key_prefix: &str, _ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
+    /// Every entry whose key starts with `key_prefix` (on `r#ref` when given), newest first, with
+    /// the ref and creation time it was saved with (one `HEAD` each).
+    fn list(&self, key_prefix: &str, r#ref: Option<&str>) -> Result<Vec<Listed>, CatalogError> {
         let inner = &self.inner;
         let catalog_error = |e: BackendError| forbidden(e, "list".into(), "s3:ListBucket");
         let prefix = format!("{}{key_prefix}", inner.settings.prefix);
@@ -577,8 +577,7 @@ impl Catalog for S3Backend {
             let meta = |field: &str| entries::header(&headers, &format!("{META}{field}"));
             found.push(entries::listed(&location, parts, size, modified, meta));
         }
-        found.sort_by_key(|l| std::cmp::Reverse(l.created));
-        Ok(found)
+        Ok(entries::newest_on(found, r#ref))
     }
 
     fn delete(&self, entry: &Listed) -> Result<(), CatalogError> {
