@@ -136,15 +136,15 @@ pub(super) fn prune(
         runner.warning(&format!("could not delete {}: {why}", e.key));
     }
     let entries_kept = units::count_of(report.kept.len(), "entry");
-    let kept = match (rule, &refs) {
-        (Rule::OlderThan { age, .. }, _) => format!("kept {entries_kept} created or used within {}", units::span(age)),
-        (Rule::Newest { keep, .. }, Refs::Each) => format!(
-            "kept the newest {} of each ref ({}, {entries_kept})",
-            units::count_of(keep, "key"),
-            units::count_of(report.kept_keys, "key")
-        ),
-        (Rule::Newest { .. }, _) => {
-            format!("kept the newest {} ({entries_kept})", units::count_of(report.kept_keys, "key"))
+    let kept = match rule {
+        Rule::OlderThan { age, .. } => format!("kept {entries_kept} created or used within {}", units::span(age)),
+        Rule::Newest { keep, .. } => {
+            let keys = units::count_of(report.kept_keys, "key");
+            let per_ref = match report.groups {
+                1 => String::new(),
+                refs => format!("; the newest {keep} of each of {refs} refs"),
+            };
+            format!("kept the newest {keys} ({entries_kept}{per_ref})")
         }
     };
     runner.info(&format!("{kept}, {verb} {}", report.deleted.len()));

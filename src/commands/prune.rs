@@ -154,6 +154,8 @@ pub(super) struct PruneReport {
     pub kept: Vec<Listed>,
     /// How many keys they belong to.
     pub kept_keys: usize,
+    /// How many groups the newest were counted in: refs, with [`Refs::Each`]; else 1.
+    pub groups: usize,
     pub deleted: Vec<Listed>,
     pub failed: Vec<(Listed, String)>,
 }
@@ -193,13 +195,14 @@ pub(super) fn delete(
     slot: &dyn Fn(&Version) -> Option<Slot>,
     dry_run: bool,
 ) -> Result<PruneReport, CatalogError> {
+    let mut groups: HashMap<Option<&str>, Vec<usize>> = HashMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        groups.entry(refs.group(entry)).or_default().push(i);
+    }
+    let group_count = groups.len().max(1);
     let keeps = match rule {
         Rule::Newest { keep, just_saved, grow } => {
             let mut keeps = vec![false; entries.len()];
-            let mut groups: HashMap<Option<&str>, Vec<usize>> = HashMap::new();
-            for (i, entry) in entries.iter().enumerate() {
-                groups.entry(refs.group(entry)).or_default().push(i);
-            }
             for members in groups.values() {
                 let group: Vec<&Listed> = members.iter().map(|&i| &entries[i]).collect();
                 for (kept, &i) in newest(&group, keep, just_saved, grow, slot).into_iter().zip(members) {
@@ -213,12 +216,13 @@ pub(super) fn delete(
             entries.iter().map(|e| e.last_touched() >= cutoff).collect()
         }
     };
-    let (kept, older): (Vec<(Listed, bool)>, Vec<(Listed, bool)>) =
-        entries.into_iter().zip(keeps).partition(|(_, keep)| *keep);
-    let kept: Vec<Listed> = kept.into_iter().map(|(e, _)| e).collect();
+    let (mut kept, mut older) = (Vec::new(), Vec::new());
+    for (entry, keep) in entries.into_iter().zip(keeps) {
+        if keep { kept.push(entry) } else { older.push(entry) }
+    }
     let kept_keys = kept.iter().map(|e| &e.key).collect::<BTreeSet<_>>().len();
-    let mut report = PruneReport { kept, kept_keys, deleted: Vec::new(), failed: Vec::new() };
-    for (entry, _) in older {
+    let mut report = PruneReport { kept, kept_keys, groups: group_count, deleted: Vec::new(), failed: Vec::new() };
+    for entry in older {
         if dry_run {
             report.deleted.push(entry);
             continue;

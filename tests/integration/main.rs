@@ -23,6 +23,7 @@ mod action_yml;
 mod archive;
 mod azure;
 mod bounds;
+mod catalog_refs;
 mod concurrency;
 mod explain_prune;
 mod fault_matrix;
