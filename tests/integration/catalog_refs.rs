@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::support::{NO_STATE, Peer, Step, StepResult, Store, exe, write};
+use crate::support::{NO_STATE, Peer, Step, StepResult, Store, write};
 
 const PREFIX: &str = "refs";
 const MAIN: &str = "refs/heads/main";
@@ -234,15 +234,7 @@ fn the_command_line_prints_one_line_per_item_and_names_what_is_missing() {
     let cli_inputs = |v| [("path", "out"), ("native", "none"), ("prefix", "cli"), ("variant", v)];
     let (k1, k2) = (step.run(&["save"], &cli_inputs("1"), NO_STATE), step.run(&["save"], &cli_inputs("2"), NO_STATE));
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(exe())
-            .args(args)
-            .arg(format!("--workspace={}", step.ws.display()))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap())
-            .env("HOME", &step.home)
-            .env("EXACT_CACHE_DIR", &step.cache)
-            .output()
-            .unwrap();
+        let out = step.cli(args);
         (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
     };
     let (ok, stdout, _) = cli(&["list", "--prefix=cli"]);

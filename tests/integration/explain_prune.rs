@@ -446,15 +446,7 @@ fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
     let inputs = [("path", "out"), ("native", "none"), ("prefix", "tbl")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(crate::support::exe())
-            .args(args)
-            .arg(format!("--workspace={}", step.ws.display()))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap())
-            .env("HOME", &step.home)
-            .env("EXACT_CACHE_DIR", &step.cache)
-            .output()
-            .unwrap();
+        let out = step.cli(args);
         assert!(out.status.success(), "{out:?}");
         (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
     };

@@ -187,6 +187,20 @@ impl Step {
         }
     }
 
+    /// Run `args` as a command-line tool outside Actions (no `GITHUB_*` files): in the step's
+    /// workspace, with its home and local store.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(exe())
+            .args(args)
+            .arg(format!("--workspace={}", self.ws.display()))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("HOME", &self.home)
+            .env("EXACT_CACHE_DIR", &self.cache)
+            .output()
+            .unwrap()
+    }
+
     /// The single stored entry file of the local backend.
     pub fn stored_entry(&self) -> PathBuf {
         let entries: Vec<_> =
