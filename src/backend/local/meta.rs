@@ -47,7 +47,12 @@ pub(super) fn record_save(root: &Path, tmp: &Path, name: &str, saved_ref: &str) 
 /// records were kept).
 pub(super) fn record_use(root: &Path, name: &str) {
     let path = path(root, name);
-    let opened = match OpenOptions::new().write(true).open(&path) {
+    let mut options = OpenOptions::new();
+    options.write(true);
+    // A record is a file the store wrote: a link planted in a shared store is not followed.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    let opened = match options.open(&path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => create_empty(&path),
         opened => opened,
     };
@@ -101,6 +106,16 @@ mod tests {
         assert!(used.last_used.unwrap() > long_ago, "{used:?}");
         assert_eq!(used.saved_ref.as_deref(), Some("refs/heads/café"), "a use keeps the ref");
         assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0, "nothing left behind");
+
+        #[cfg(unix)]
+        {
+            let target = root.path().join("elsewhere");
+            fs::write(&target, b"x").unwrap();
+            File::options().write(true).open(&target).unwrap().set_modified(long_ago).unwrap();
+            std::os::unix::fs::symlink(&target, path(root.path(), "linked@v")).unwrap();
+            record_use(root.path(), "linked@v");
+            assert_eq!(fs::metadata(&target).unwrap().modified().unwrap(), long_ago, "a link is not followed");
+        }
 
         // An entry from before records: a use records the time, the ref stays unknown.
         record_use(root.path(), "old@v");
