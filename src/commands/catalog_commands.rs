@@ -93,15 +93,8 @@ pub(super) fn prune(ctx: &Context, config: &Config, dry_run: bool) -> Result<Cat
     let catalog = (ctx.catalog)(config, runner.env())?;
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let slots = SlotMap::of(&config.version());
-    let report = pruning::prune(
-        catalog.as_ref(),
-        &config.prefix,
-        current_ref,
-        config.prune_keep,
-        dry_run,
-        None,
-        (&slots, config.grow),
-    )?;
+    let report =
+        pruning::prune(catalog.as_ref(), &config.prefix, current_ref, config.prune_keep, dry_run, None, &slots)?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     for e in &report.deleted {
         runner.info(&format!("{verb} {}", pruning::entry_name(e, &slots)));

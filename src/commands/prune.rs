@@ -6,15 +6,17 @@
 //! entry: give them `prune-keep` of at least the matrix size, or a prefix each. The default
 //! prefix is never pruned ([`refusal`]).
 //!
-//! With `grow`, a key is a stack of entries (a base and its layers, one version each): prune
-//! counts keys, never deletes a layer of a kept key's live base, and deletes the slots of older
-//! generations once a compacted base holds what they did (with `grow`, when it knows the `path`
-//! lines and compression that tell slots apart: the [`SlotMap`] of their base version).
+//! A key is a stack of entries (a base and its layers, one version each; without `grow`, a base
+//! and its replacements): prune counts keys, never deletes a layer of a kept key's live base,
+//! and deletes the slots of older generations once a newer base holds what they did (when it
+//! knows the `path` lines and compression that tell slots apart: the [`SlotMap`] of their base
+//! version) — except a base at the end of a round of lookups, which a restore steps through
+//! to reach the newer one ([`stack::ends_a_round`]).
 
 use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::DEFAULT_PREFIX;
 use crate::ids::Key;
-use crate::stack::{Slot, SlotMap};
+use crate::stack::{self, Slot, SlotMap};
 use std::collections::HashMap;
 
 /// Why `prune` refuses `prefix`, if it does: the default prefix is shared by every workflow
@@ -70,7 +72,7 @@ pub(super) fn prune(
     keep: usize,
     dry_run: bool,
     just_saved: Option<&Key>,
-    (slots, grow): (&SlotMap, bool),
+    slots: &SlotMap,
 ) -> Result<PruneReport, CatalogError> {
     let entries = ours(catalog, prefix, current_ref)?;
     // Keys, newest first; the key this step saved is always kept and counts among those kept,
@@ -96,9 +98,10 @@ pub(super) fn prune(
             *newest = slot.generation.max(*newest);
         }
     }
-    // Only where this run restores stacks: a run without `grow` needs generation 0's base.
     let superseded = |e: &Listed| match (slots.slot(&e.version), newest_base.get(e.key.as_str())) {
-        (Some(slot), Some(newest)) => grow && slot.generation < *newest,
+        (Some(slot), Some(newest)) => {
+            slot.generation < *newest && !(slot.is_base() && stack::ends_a_round(slot.generation))
+        }
         _ => false,
     };
     let (kept, older): (Vec<Listed>, Vec<Listed>) =

@@ -167,6 +167,10 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             if let Some(d) = detail {
                 rows.push(vec![Inline::ours("why"), md.prose(d)]);
             }
+            if let Some(slot) = outcome.replacement {
+                let replaced = format!("the save of this job writes {slot}, which later restores find first");
+                rows.push(vec![Inline::ours("replacement"), md.prose(&replaced)]);
+            }
         }
     }
     if outcome.clean_failed {

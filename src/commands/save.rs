@@ -83,7 +83,11 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
         return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
     }
-    let target = Target::base(record.version.clone(), Slot::FIRST_BASE);
+    let slot = handoff::replacement(config, env, &record.key).unwrap_or(Slot::FIRST_BASE);
+    if slot != Slot::FIRST_BASE {
+        runner.info(&format!("the restore step could not use this key's entry: saving {slot} to replace it"));
+    }
+    let target = Target::base(slot.version(&record.version), slot);
     Ok(save(ctx, config, &record, &target))
 }
 
@@ -556,15 +560,8 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let slots = SlotMap::of(&config.version());
-    let pruned = super::prune::prune(
-        catalog.as_ref(),
-        prefix,
-        current_ref,
-        config.prune_keep,
-        false,
-        Some(saved_key),
-        (&slots, config.grow),
-    );
+    let pruned =
+        super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key), &slots);
     match pruned {
         Ok(report) => {
             for (entry, why) in &report.failed {

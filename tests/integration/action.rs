@@ -96,8 +96,8 @@ fn a_flipped_byte_in_the_stored_entry_is_never_reused() {
         let before = snapshot(&step.ws);
         let restore = step.run(&["restore"], &inputs, NO_STATE);
         assert_eq!(restore.code, 0, "{}", restore.stdout);
-        assert_eq!(restore.output("cache-hit"), "true", "{}", restore.stdout);
-        assert_eq!(restore.output("reused"), "false");
+        assert_eq!(restore.output("cache-hit"), "false", "{}", restore.stdout);
+        assert_eq!((restore.output("reused"), restore.output("entry-exists")), ("false", "true"));
         let reason = restore.output("miss-reason");
         assert!(reason == "corrupt" || reason == "manifest-mismatch", "{compression}: {reason}");
         assert!(restore.stdout.contains("::warning::not reused"), "{}", restore.stdout);
@@ -337,7 +337,7 @@ fn fail_on_cache_miss_fires_when_an_existing_entry_is_unusable() {
     std::fs::write(&entry, bytes).unwrap();
     inputs.push(("fail-on-cache-miss", "true"));
     let r = step.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"));
+    assert_eq!((r.output("cache-hit"), r.output("reused"), r.output("entry-exists")), ("false", "false", "true"));
     assert_eq!(r.code, 1, "{}", r.stdout);
 }
 

@@ -29,6 +29,7 @@ mod fault_matrix;
 mod fingerprint;
 mod fuzz_replay;
 mod grow;
+mod heal;
 mod large;
 mod local_backend;
 mod official_client;
