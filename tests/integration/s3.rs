@@ -1,5 +1,6 @@
 //! `backend: s3` against a real S3 server (`s3s-fs`, which checks every SigV4 signature): round
-//! trips and exact-key misses, wrong credentials, a missing bucket, a server that dies
+//! trips and exact-key misses, wrong or missing credentials, an `https://` endpoint on a
+//! plain-HTTP server, a missing bucket, a server that dies
 //! mid-transfer, `prune`/`explain`, bounded memory, and secrets; and against doubles for what
 //! s3s-fs does not do: a completion that loses the race, an endpoint echoing signed requests.
 //! What every store must do (tampered and hostile entries, racing saves, `grow`) runs on S3 too,
@@ -115,6 +116,60 @@ fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_stri
     let r = step(&server).run(&["restore"], &[("s3-bucket", "no-such-bucket")], NO_STATE);
     assert_eq!(r.output("miss-reason"), "service-error", "{}", r.stdout);
     assert!(r.stdout.contains("bucket `no-such-bucket` does not exist"), "{}", r.stdout);
+}
+
+/// `list` on the command line against `endpoint`, as run from a workstation: the outcome and
+/// everything it printed.
+fn list_from_a_workstation(step: &Step, endpoint: &str) -> (i32, String) {
+    let flags = ["list", "--backend", "s3", "--s3-bucket", BUCKET, "--s3-endpoint", endpoint, "--prefix", "p"];
+    let r = step.run(&flags, &[], NO_STATE);
+    (r.code, format!("{}{}", r.stdout, r.stderr))
+}
+
+#[test]
+fn an_https_endpoint_on_a_plain_http_server_fails_at_once_and_says_use_http() {
+    let server = S3Server::start();
+    let mut s = step(&server);
+    // A transient failure would be retried 10 s, then 20 s later: failing sooner shows it is not.
+    s.set_env("EXACT_CACHE_RETRY_BASE_MS", "10000");
+    generate(&s);
+    let https = server.endpoint().replace("http://", "https://");
+    let use_http = format!("the endpoint does not speak TLS: use `{}`", server.endpoint());
+    let started = std::time::Instant::now();
+    let r = s.run(&["restore"], &[("s3-endpoint", &https)], NO_STATE);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
+    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
+    assert!(r.stdout.contains("::warning::") && r.stdout.contains(&use_http), "{}", r.stdout);
+
+    let started = std::time::Instant::now();
+    let (code, printed) = list_from_a_workstation(&s, &https);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
+    assert_ne!(code, 0, "{printed}");
+    assert!(printed.contains(&use_http), "{printed}");
+}
+
+#[test]
+fn missing_credentials_name_the_variables_to_set() {
+    let server = S3Server::start();
+    let mut half = step(&server);
+    half.extra_env.retain(|(name, _)| name != "AWS_ACCESS_KEY_ID");
+    generate(&half);
+    let named = "`AWS_SECRET_ACCESS_KEY` is set but `AWS_ACCESS_KEY_ID` is not";
+    let r = half.run(&["restore"], &[], NO_STATE);
+    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
+    assert!(r.stdout.contains("::warning::") && r.stdout.contains(named), "{}", r.stdout);
+    let (code, printed) = list_from_a_workstation(&half, &server.endpoint());
+    assert_ne!(code, 0, "{printed}");
+    assert!(printed.contains(named), "{printed}");
+
+    // None set: the instance metadata service is the last source (here the S3 server, which
+    // refuses), and the message names what to set.
+    let mut none = step(&server);
+    none.extra_env.retain(|(name, _)| !name.starts_with("AWS_"));
+    none.set_env("AWS_METADATA_ENDPOINT", server.endpoint());
+    let (code, printed) = list_from_a_workstation(&none, &server.endpoint());
+    assert_ne!(code, 0, "{printed}");
+    assert!(printed.contains("no AWS credentials: set `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`"), "{printed}");
 }
 
 #[test]
