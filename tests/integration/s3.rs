@@ -99,15 +99,21 @@ fn a_completion_that_loses_the_race_carries_the_condition_and_is_exists() {
     }
 }
 
+/// A restore the store fails: a warning holding `message`, a `service-error` miss, and the job
+/// goes on.
+fn restore_warns(step: &Step, inputs: &[(&str, &str)], message: &str) {
+    let r = step.run(&["restore"], inputs, NO_STATE);
+    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
+    assert!(r.stdout.contains("::warning::") && r.stdout.contains(message), "{}", r.stdout);
+}
+
 #[test]
 fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_strict() {
     let server = S3Server::start();
     let mut wrong = step(&server);
     wrong.set_env("AWS_SECRET_ACCESS_KEY", "not-the-secret-key-0123456789");
     generate(&wrong);
-    let r = wrong.run(&["restore"], &[], NO_STATE);
-    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
-    assert!(r.stdout.contains("::warning::") && r.stdout.contains("access denied (HTTP 403"), "{}", r.stdout);
+    restore_warns(&wrong, &[], "access denied (HTTP 403");
     let s = wrong.run(&["save"], &[], NO_STATE);
     assert_eq!((s.code, s.output("save-result")), (0, "error"), "{}", s.stdout);
     assert!(s.stdout.contains("access denied"), "{}", s.stdout);
@@ -118,12 +124,20 @@ fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_stri
     assert!(r.stdout.contains("bucket `no-such-bucket` does not exist"), "{}", r.stdout);
 }
 
-/// `list` on the command line against `endpoint`, as run from a workstation: the outcome and
-/// everything it printed.
-fn list_from_a_workstation(step: &Step, endpoint: &str) -> (i32, String) {
+/// `list` on the command line against `endpoint`, as run from a workstation: it fails, and
+/// what it printed holds `message`.
+fn list_fails(step: &Step, endpoint: &str, message: &str) {
     let flags = ["list", "--backend", "s3", "--s3-bucket", BUCKET, "--s3-endpoint", endpoint, "--prefix", "p"];
     let r = step.run(&flags, &[], NO_STATE);
-    (r.code, format!("{}{}", r.stdout, r.stderr))
+    let printed = format!("{}{}", r.stdout, r.stderr);
+    assert!(r.code != 0 && printed.contains(message), "{printed}");
+}
+
+/// Run `f`, which must end within 5 s.
+fn at_once(f: impl FnOnce()) {
+    let started = std::time::Instant::now();
+    f();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
 }
 
 #[test]
@@ -135,17 +149,8 @@ fn an_https_endpoint_on_a_plain_http_server_fails_at_once_and_says_use_http() {
     generate(&s);
     let https = server.endpoint().replace("http://", "https://");
     let use_http = format!("the endpoint does not speak TLS: use `{}`", server.endpoint());
-    let started = std::time::Instant::now();
-    let r = s.run(&["restore"], &[("s3-endpoint", &https)], NO_STATE);
-    assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
-    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
-    assert!(r.stdout.contains("::warning::") && r.stdout.contains(&use_http), "{}", r.stdout);
-
-    let started = std::time::Instant::now();
-    let (code, printed) = list_from_a_workstation(&s, &https);
-    assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
-    assert_ne!(code, 0, "{printed}");
-    assert!(printed.contains(&use_http), "{printed}");
+    at_once(|| restore_warns(&s, &[("s3-endpoint", &https)], &use_http));
+    at_once(|| list_fails(&s, &https, &use_http));
 }
 
 #[test]
@@ -155,21 +160,15 @@ fn missing_credentials_name_the_variables_to_set() {
     half.extra_env.retain(|(name, _)| name != "AWS_ACCESS_KEY_ID");
     generate(&half);
     let named = "`AWS_SECRET_ACCESS_KEY` is set but `AWS_ACCESS_KEY_ID` is not";
-    let r = half.run(&["restore"], &[], NO_STATE);
-    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
-    assert!(r.stdout.contains("::warning::") && r.stdout.contains(named), "{}", r.stdout);
-    let (code, printed) = list_from_a_workstation(&half, &server.endpoint());
-    assert_ne!(code, 0, "{printed}");
-    assert!(printed.contains(named), "{printed}");
+    restore_warns(&half, &[], named);
+    list_fails(&half, &server.endpoint(), named);
 
     // None set: the instance metadata service is the last source (here the S3 server, which
     // refuses), and the message names what to set.
     let mut none = step(&server);
     none.extra_env.retain(|(name, _)| !name.starts_with("AWS_"));
     none.set_env("AWS_METADATA_ENDPOINT", server.endpoint());
-    let (code, printed) = list_from_a_workstation(&none, &server.endpoint());
-    assert_ne!(code, 0, "{printed}");
-    assert!(printed.contains("no AWS credentials: set `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`"), "{printed}");
+    list_fails(&none, &server.endpoint(), "no AWS credentials: set `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`");
 }
 
 #[test]
