@@ -155,10 +155,8 @@ impl CredentialSource {
             }
         }
         let container = ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"];
-        match container.iter().any(|name| env.non_empty(name).is_some()) {
-            true => Ok(Self::Named),
-            false => Ok(Self::InstanceMetadata),
-        }
+        let named = container.iter().any(|name| env.non_empty(name).is_some());
+        Ok(if named { Self::Named } else { Self::InstanceMetadata })
     }
 }
 
