@@ -747,3 +747,24 @@ fn save_if_false_restores_and_verifies_but_writes_nothing() {
     assert_eq!(bad.code, 1);
     assert!(bad.stdout.contains("input `save-if`: `maybe` is not `true` or `false`"), "{}", bad.stdout);
 }
+
+/// Two caches in one job write into one step summary: each heading names its cache (the
+/// `prefix`, or with the default prefix the first `path` line), so the reader tells them apart.
+#[test]
+fn two_caches_in_one_job_have_summary_headings_that_tell_them_apart() {
+    let mut step = Step::new();
+    let summary = step.dir.path().join("job-summary.md");
+    step.set_env("GITHUB_STEP_SUMMARY", summary.to_string_lossy());
+    let caches = [
+        [("path", "fixtures"), ("prefix", "fixtures-v1"), ("native", "none")],
+        [("path", "models/**"), ("prefix", "models-v2"), ("native", "none")],
+    ];
+    for inputs in &caches {
+        assert_eq!(step.run(&["restore"], inputs, NO_STATE).output("miss-reason"), "not-found");
+    }
+    step.run(&["restore"], &[("path", "third"), ("native", "none")], NO_STATE);
+    let text = std::fs::read_to_string(&summary).unwrap();
+    let headings: Vec<&str> = text.lines().filter(|l| l.starts_with("### ")).collect();
+    let expected = ["fixtures-v1", "models-v2", "third"].map(|name| format!("### exact-cache restore: {name}"));
+    assert_eq!(headings, expected, "{text}");
+}
