@@ -1,0 +1,69 @@
+//! One cache for a runner pool: runners installed in different directories (their workspace,
+//! home, `RUNNER_TEMP` and exact-cache's own directory elsewhere) share entries, each restoring
+//! into its own places; and the `torch-inductor` preset refuses an interpreter without torch.
+
+use crate::support::{NO_STATE, Step, fake_torch, write};
+use std::path::Path;
+
+/// A runner of the pool, saving to and restoring from `store` (the local store's directory).
+fn runner(store: &Path) -> Step {
+    let mut step = Step::new();
+    step.set_env("EXACT_CACHE_DIR", store.to_str().unwrap());
+    fake_torch(&step.ws);
+    step
+}
+
+/// The `path` lines every runner is given: a workspace-relative line, a `~/…` line and an
+/// absolute one, as `${{ github.workspace }}/models` expands on this runner (the preset adds its
+/// directories).
+fn path_lines(step: &Step) -> String {
+    format!("out\n~/.cache/gen\n{}/models", step.ws.display())
+}
+
+fn inputs(path: &str) -> [(&'static str, &str); 3] {
+    [("preset", "torch-inductor"), ("python", "python3"), ("path", path)]
+}
+
+fn inductor_dir(step: &Step) -> std::path::PathBuf {
+    step.runner_temp.parent().unwrap().join("_exact-cache/torch-inductor/inductor")
+}
+
+#[test]
+fn runners_installed_in_different_directories_share_one_entry() {
+    let store = tempfile::tempdir().unwrap();
+    let (first, second) = (runner(store.path()), runner(store.path()));
+    assert_ne!(first.ws, second.ws);
+
+    let (first_paths, second_paths) = (path_lines(&first), path_lines(&second));
+    let cold = first.run(&["restore"], &inputs(&first_paths), NO_STATE);
+    assert_eq!(cold.output("cache-hit"), "false", "{}", cold.stdout);
+    write(&first.ws.join("out/a.bin"), b"a");
+    write(&first.home.join(".cache/gen/g.bin"), b"g");
+    write(&first.ws.join("models/m.pth"), b"m");
+    write(&inductor_dir(&first).join("fxgraph/ab/entry"), b"compiled");
+    let saved = first.run(&["save", "--post"], &inputs(&first_paths), &cold.state);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+
+    let warm = second.run(&["restore"], &inputs(&second_paths), NO_STATE);
+    assert_eq!(warm.output("key"), cold.output("key"));
+    assert_eq!((warm.output("cache-hit"), warm.output("reused")), ("true", "true"), "{}", warm.stdout);
+    for (file, content) in [
+        (second.ws.join("out/a.bin"), "a"),
+        (second.home.join(".cache/gen/g.bin"), "g"),
+        (second.ws.join("models/m.pth"), "m"),
+        (inductor_dir(&second).join("fxgraph/ab/entry"), "compiled"),
+    ] {
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), content, "{}", file.display());
+    }
+    assert_eq!(Path::new(&warm.env["TORCHINDUCTOR_CACHE_DIR"]), inductor_dir(&second));
+}
+
+#[test]
+fn the_preset_refuses_an_interpreter_without_torch() {
+    let step = Step::new();
+    // `-S`: no site-packages, so no torch wherever this runs.
+    let r = step.run(&["restore"], &[("preset", "torch-inductor"), ("python", "python3 -S")], NO_STATE);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("input `python`: interpreter `python3 -S` has no torch"), "{}", r.stdout);
+    assert!(r.stdout.contains("set `python` to the interpreter that runs your torch code"), "{}", r.stdout);
+}
