@@ -1,6 +1,7 @@
 //! One cache for a runner pool: runners installed in different directories (their workspace,
 //! home, `RUNNER_TEMP` and exact-cache's own directory elsewhere) share entries, each restoring
-//! into its own places; and the `torch-inductor` preset refuses an interpreter without torch.
+//! into its own places; the `torch-inductor` preset refuses an interpreter without torch; and
+//! `verify-reuse` does not warn about what `grow` kept, the normal case of a pool's warm runs.
 
 use crate::support::{NO_STATE, Step, fake_torch, write};
 use std::path::Path;
@@ -66,4 +67,42 @@ fn the_preset_refuses_an_interpreter_without_torch() {
     assert_ne!(r.code, 0, "{}", r.stdout);
     assert!(r.stdout.contains("input `python`: interpreter `python3 -S` has no torch"), "{}", r.stdout);
     assert!(r.stdout.contains("set `python` to the interpreter that runs your torch code"), "{}", r.stdout);
+}
+
+#[test]
+fn verify_reuse_does_not_warn_about_additions_grow_kept() {
+    let store = tempfile::tempdir().unwrap();
+    let job = |inputs: &[(&str, &str)], change: &dyn Fn(&Path)| {
+        let step = runner(store.path());
+        let restore = step.run(&["restore"], inputs, NO_STATE);
+        change(&step.ws);
+        step.run(&["save", "--post"], inputs, &restore.state)
+    };
+    let inputs =
+        [("path", "out"), ("native", "none"), ("grow", "true"), ("grow-max-share", "1000%"), ("verify-reuse", "warn")];
+    let cold = job(&inputs, &|ws| write(&ws.join("out/a.bin"), b"a"));
+    assert_eq!(cold.output("save-result"), "saved", "{}", cold.stdout);
+
+    let grown = job(&inputs, &|ws| write(&ws.join("out/b.bin"), b"b"));
+    assert_eq!(grown.output("save-result"), "layer", "{}", grown.stdout);
+    assert!(!grown.stdout.contains("::warning::"), "{}", grown.stdout);
+    let kept =
+        "verify-reuse: 1 added, 0 changed, 0 removed under `path` since the restore: `grow` kept the added files";
+    assert!(grown.stdout.contains(kept), "{}", grown.stdout);
+    assert_eq!(grown.output("changed-files"), "out/b.bin");
+
+    // A changed file still warns (the addition beside it is kept).
+    let changed = job(&inputs, &|ws| {
+        write(&ws.join("out/a.bin"), b"A");
+        write(&ws.join("out/c.bin"), b"c");
+    });
+    assert_eq!(changed.output("save-result"), "layer", "{}", changed.stdout);
+    assert!(changed.stdout.contains("::warning::verify-reuse: 1 added, 1 changed, 0 removed"), "{}", changed.stdout);
+
+    // Additions nothing kept (`save-if: false` writes no layer) still warn.
+    let mut restoring_only = inputs.to_vec();
+    restoring_only.push(("save-if", "false"));
+    let unsaved = job(&restoring_only, &|ws| write(&ws.join("out/d.bin"), b"d"));
+    assert_eq!(unsaved.output("save-result"), "skipped-hit", "{}", unsaved.stdout);
+    assert!(unsaved.stdout.contains("::warning::verify-reuse: 1 added, 0 changed, 0 removed"), "{}", unsaved.stdout);
 }
