@@ -24,7 +24,7 @@ pub static PATH: Input<Vec<String>> = Input::lines(
     "path",
     Fingerprint,
     "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. \
-     Optional with a `preset`. A save finding no file or symlink (nothing, or only empty directories) warns and \
+     Required unless `preset` is set (a preset adds its own directories). A save finding no file or symlink (nothing, or only empty directories) warns and \
      saves nothing (`save-result=incomplete`); if an empty result is right, put a marker file in `path`.",
 )
 .catalog(Catalog::Both);
@@ -117,7 +117,9 @@ pub static STRICT: Input<bool> = Input::flag(
     "strict",
     Cache,
     false,
-    "Turn cache-service trouble (errors, timeouts, rate limits, corrupt entries) into step failures.",
+    "Turn cache trouble into step failures: service errors, timeouts, rate limits, corrupt or incomplete \
+     entries, a runner without a binary, a `clean-on-miss` that could not finish (without it: warnings, and the \
+     job goes on as on a miss). Input errors fail the step regardless.",
 );
 
 pub static BACKEND: Input<BackendChoice> = Input::new(
