@@ -13,7 +13,8 @@
 //! - **torch**: the `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11
 //!   ABI flag, and each visible GPU with its compute capability; read from the installed files
 //!   of the `python` interpreter's torch and triton (`python3` by default) and from
-//!   `nvidia-smi`, without importing either (`fingerprint/torch.rs` says how).
+//!   `nvidia-smi`, without importing either (`fingerprint/torch.rs` says how); an interpreter
+//!   without torch is an input error.
 //! - **native**: `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI
 //!   extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default,
 //!   when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those

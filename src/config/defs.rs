@@ -72,7 +72,8 @@ pub static COMPILERS: Input<Vec<String>> = Input::lines(
 pub static PYTHON: Input<Option<String>> = Input::text(
     "python",
     Fingerprint,
-    "Python interpreter whose version and installed distributions enter the fingerprint (empty: none).",
+    "Python interpreter whose version and installed distributions enter the fingerprint (empty: none). With \
+     `preset: torch-inductor` it must have torch (default `python3`).",
 );
 
 pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
