@@ -3,13 +3,12 @@
 //! into its own places; the `torch-inductor` preset refuses an interpreter without torch; and
 //! `verify-reuse` does not warn about what `grow` kept, the normal case of a pool's warm runs.
 
-use crate::support::{NO_STATE, Step, fake_torch, write};
+use crate::support::{NO_STATE, Peer, Step, Store, fake_torch, on_every_store, write};
 use std::path::Path;
 
-/// A runner of the pool, saving to and restoring from `store` (the local store's directory).
-fn runner(store: &Path) -> Step {
-    let mut step = Step::new();
-    step.set_env("EXACT_CACHE_DIR", store.to_str().unwrap());
+/// A runner of the pool (its own directories, torch installed), reaching `peer`.
+fn runner(peer: &dyn Peer) -> Step {
+    let step = peer.step();
     fake_torch(&step.ws);
     step
 }
@@ -21,21 +20,22 @@ fn path_lines(step: &Step) -> String {
     format!("out\n~/.cache/gen\n{}/models", step.ws.display())
 }
 
-fn inputs(path: &str) -> [(&'static str, &str); 3] {
-    [("preset", "torch-inductor"), ("python", "python3"), ("path", path)]
+fn inputs(path: &str) -> [(&'static str, &str); 4] {
+    [("preset", "torch-inductor"), ("python", "python3"), ("path", path), ("grow-max-share", "1000%")]
 }
 
 fn inductor_dir(step: &Step) -> std::path::PathBuf {
     step.runner_temp.parent().unwrap().join("_exact-cache/torch-inductor/inductor")
 }
 
-#[test]
-fn runners_installed_in_different_directories_share_one_entry() {
-    let store = tempfile::tempdir().unwrap();
-    let (first, second) = (runner(store.path()), runner(store.path()));
+/// Three runners installed in different directories, one store: the first saves, the second
+/// restores it exactly into its own places and grows it by a layer, the third restores both.
+fn runners_installed_in_different_directories_share_one_entry(store: Store) {
+    let peer = store.start();
+    let (first, second, third) = (runner(peer.as_ref()), runner(peer.as_ref()), runner(peer.as_ref()));
     assert_ne!(first.ws, second.ws);
 
-    let (first_paths, second_paths) = (path_lines(&first), path_lines(&second));
+    let first_paths = path_lines(&first);
     let cold = first.run(&["restore"], &inputs(&first_paths), NO_STATE);
     assert_eq!(cold.output("cache-hit"), "false", "{}", cold.stdout);
     write(&first.ws.join("out/a.bin"), b"a");
@@ -45,6 +45,7 @@ fn runners_installed_in_different_directories_share_one_entry() {
     let saved = first.run(&["save", "--post"], &inputs(&first_paths), &cold.state);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
 
+    let second_paths = path_lines(&second);
     let warm = second.run(&["restore"], &inputs(&second_paths), NO_STATE);
     assert_eq!(warm.output("key"), cold.output("key"));
     assert_eq!((warm.output("cache-hit"), warm.output("reused")), ("true", "true"), "{}", warm.stdout);
@@ -57,7 +58,18 @@ fn runners_installed_in_different_directories_share_one_entry() {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), content, "{}", file.display());
     }
     assert_eq!(Path::new(&warm.env["TORCHINDUCTOR_CACHE_DIR"]), inductor_dir(&second));
+    write(&inductor_dir(&second).join("fxgraph/cd/entry"), b"compiled on the second");
+    let grown = second.run(&["save", "--post"], &inputs(&second_paths), &warm.state);
+    assert_eq!(grown.output("save-result"), "layer", "{}", grown.stdout);
+
+    let third_paths = path_lines(&third);
+    let stacked = third.run(&["restore"], &inputs(&third_paths), NO_STATE);
+    assert_eq!((stacked.output("reused"), stacked.output("layers")), ("true", "1"), "{}", stacked.stdout);
+    let layered = std::fs::read_to_string(inductor_dir(&third).join("fxgraph/cd/entry")).unwrap();
+    assert_eq!(layered, "compiled on the second");
 }
+
+on_every_store!(runners_installed_in_different_directories_share_one_entry);
 
 #[test]
 fn the_preset_refuses_an_interpreter_without_torch() {
@@ -71,9 +83,9 @@ fn the_preset_refuses_an_interpreter_without_torch() {
 
 #[test]
 fn verify_reuse_does_not_warn_about_additions_grow_kept() {
-    let store = tempfile::tempdir().unwrap();
+    let peer = Store::Local.start();
     let job = |inputs: &[(&str, &str)], change: &dyn Fn(&Path)| {
-        let step = runner(store.path());
+        let step = runner(peer.as_ref());
         let restore = step.run(&["restore"], inputs, NO_STATE);
         change(&step.ws);
         step.run(&["save", "--post"], inputs, &restore.state)
