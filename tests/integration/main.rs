@@ -34,6 +34,7 @@ mod large;
 mod local_backend;
 mod official_client;
 mod placement_property;
+mod pool;
 mod s3;
 mod safety;
 mod service_v1;
