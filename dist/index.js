@@ -52,6 +52,7 @@ const ACTION_YML = {
 const RESTORE_OUTPUTS = [
   'cache-hit',
   'reused',
+  'entry-exists',
   'key',
   'fingerprint-file',
   'miss-reason',
@@ -73,6 +74,7 @@ const UNSUPPORTED_OUTPUTS = {
 const UNSUPPORTED_VALUES = {
   'cache-hit': 'false',
   reused: 'false',
+  'entry-exists': 'false',
   'miss-reason': 'unsupported-platform',
   'restored-files': '0',
   'restored-bytes': '0',

@@ -5,7 +5,11 @@
 //!   prefix have the same length, so no key is a prefix of another.
 //! * **Version** (the service's second key) = SHA-256 hex of
 //!   `exact-cache|archive-format=<n>|compression=<name>|paths=<lines joined by \n>`, where the
-//!   lines are the `path` input as written (trimmed, blank lines dropped, order kept). The
+//!   lines are the `path` input as written (trimmed, blank lines dropped, order kept, a preset's
+//!   directories appended), except that an absolute line below the workspace, the home
+//!   directory, `RUNNER_TEMP` or exact-cache's own directory is named by that place
+//!   (workspace-relative, `~/…`, `<runner-temp>/…`, `<exact-cache-dir>/…`:
+//!   [`crate::paths::VersionRoots`]), so that every runner of a pool has the same version. The
 //!   `exact-cache` salt keeps our entries invisible to `actions/cache`, whose versions hash
 //!   `paths|compression|1.0`.
 //! * **Slots** (`grow`): an entry's stack is the base and its layers, all under the same key, each

@@ -20,6 +20,7 @@ crate::choice::named_enum! {
     pub enum Output {
         CacheHit => "cache-hit",
         Reused => "reused",
+        EntryExists => "entry-exists",
         Key => "key",
         FingerprintFile => "fingerprint-file",
         MissReason => "miss-reason",
@@ -86,12 +87,18 @@ impl MissReason {
     }
 
     /// Whether the entry was found and downloaded, and only its verification or placement
-    /// failed: `cache-hit` is then `true` while `reused` is `false`.
+    /// failed: `entry-exists` is then `true` while `cache-hit` and `reused` are `false`.
     pub fn entry_was_downloaded(self) -> bool {
         matches!(
             self,
             MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete | MissReason::IoError
         )
+    }
+
+    /// Whether the entry itself cannot be used (what it holds, not the service or this disk):
+    /// the save of the job that regenerated writes its replacement.
+    pub fn calls_for_replacement(self) -> bool {
+        matches!(self, MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete)
     }
 }
 
@@ -135,6 +142,8 @@ pub struct RestoreOutcome {
     /// `clean-on-miss` could not finish under `strict`: what is under `path` is stale, and no
     /// later step may save it under this key.
     pub clean_failed: bool,
+    /// The base the save of this job writes to replace the entry found and not usable.
+    pub replacement: Option<Slot>,
     /// `explain-misses` found the entry this one was compared with.
     pub explanation: Option<Explanation>,
     /// `explain-misses` ran on this miss but explains nothing: why (skipped, or nothing to
@@ -170,9 +179,15 @@ impl Attempt {
         matches!(self, Attempt::Reused { .. })
     }
 
-    /// An entry that was downloaded but failed verification is still a hit: it exists under
-    /// exactly this key; `reused` is what says whether it can be used.
+    /// `cache-hit`: the files are in place (or, with `lookup-only`, an entry exists), so a step
+    /// guarded by `cache-hit != 'true'` regenerates whenever they are not.
     pub fn hit(&self) -> bool {
+        matches!(self, Attempt::Reused { .. } | Attempt::Found)
+    }
+
+    /// `entry-exists`: an entry with exactly this key exists, also one that was downloaded and
+    /// could not be used.
+    pub fn entry_exists(&self) -> bool {
         match self {
             Attempt::Reused { .. } | Attempt::Found => true,
             Attempt::Miss { reason, .. } => reason.entry_was_downloaded(),
@@ -269,8 +284,8 @@ pub struct SameKey {
     /// The compression it was saved with, when its version is our `path` lines with another
     /// compression; `None` when its `path` lines differ (or the archive format does).
     pub compression: Option<String>,
-    /// Its slot when it is part of this very stack (`grow`): a layer whose base is gone, or a
-    /// later generation's base that a restore without `grow` does not look for.
+    /// Its slot when it is part of this very stack: a layer whose base is gone, or a later
+    /// generation's base that a restore without `grow` does not reach.
     pub slot: Option<Slot>,
     /// This run looked for the slots of stacks (`grow`).
     pub grow: bool,
@@ -282,7 +297,8 @@ impl SameKey {
         if let Some(slot) = self.slot {
             return match slot.is_base() {
                 true if !self.grow => format!(
-                    "this key's stack has a {slot} (compacted by `grow`); a restore looks for it only with `grow`"
+                    "this key's stack has a {slot}; a restore without `grow` looks past generation 1 only when \
+                     generation 1 exists (with `grow`, generations 0-7 at once)"
                 ),
                 true => format!(
                     "this key's stack has a {slot} that this run's lookups did not find (saved on a ref this run \

@@ -5,6 +5,8 @@
 //! A pattern's *base* is its longest literal directory prefix: walks start there, and archive
 //! entries are stored relative to it. Paths are normalized lexically (`.`/`..`), never through
 //! symlinks, so the same line resolves the same way on every machine with the same layout.
+//! [`VersionRoots`] names a line as the entry's version does, alike on machines whose layouts
+//! differ only in where the workspace, home and runner directories are.
 
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use std::fs::{FileType, Metadata};
@@ -72,6 +74,62 @@ impl Locations {
             return if rel.as_os_str().is_empty() { "~".to_owned() } else { format!("~/{}", slash(rel)) };
         }
         abs.to_string_lossy().into_owned()
+    }
+}
+
+/// Places each machine of a runner pool has at its own absolute location (its workspace, its
+/// home, …), each with the name an entry's version gives it, so that the runners of a pool name
+/// one `path` line alike and share its entries.
+#[derive(Clone, Debug, Default)]
+pub struct VersionRoots {
+    roots: Vec<(PathBuf, String)>,
+}
+
+impl VersionRoots {
+    /// The workspace (what lies below it is named workspace-relative) and the home directory
+    /// (`~/…`).
+    pub fn of(locations: &Locations) -> Self {
+        let mut roots = vec![(normalize(&locations.workspace), String::new())];
+        roots.extend(locations.home.as_deref().map(|home| (normalize(home), "~".to_owned())));
+        Self { roots }
+    }
+
+    /// Also name what lies below `dir` by `name`.
+    pub fn with(mut self, dir: &Path, name: &str) -> Self {
+        self.roots.push((normalize(dir), name.to_owned()));
+        self
+    }
+
+    /// How `line` enters the version: as written, except an absolute line below one of the
+    /// roots, which is named by the deepest such root (a `!` line likewise).
+    pub fn name(&self, line: &str) -> String {
+        let line = line.trim();
+        let (bang, pattern) = match line.strip_prefix('!') {
+            Some(negated) => ("!", negated.trim()),
+            None => ("", line),
+        };
+        if !Path::new(pattern).is_absolute() {
+            return line.to_owned();
+        }
+        let path = normalize(Path::new(pattern));
+        let deepest = self
+            .roots
+            .iter()
+            .filter_map(|(dir, name)| Some((dir.components().count(), name, path.strip_prefix(dir).ok()?)))
+            .max_by_key(|(depth, _, _)| *depth);
+        match deepest {
+            None => line.to_owned(),
+            Some((_, name, rel)) => {
+                let rel = slash(rel);
+                let named = match (name.is_empty(), rel.is_empty()) {
+                    (true, true) => ".".to_owned(),
+                    (true, false) => rel,
+                    (false, true) => name.clone(),
+                    (false, false) => format!("{name}/{rel}"),
+                };
+                format!("{bang}{named}")
+            }
+        }
     }
 }
 
@@ -285,6 +343,32 @@ mod tests {
         assert_eq!(l.display(Path::new("/ws/repo")), ".");
         assert_eq!(l.display(Path::new("/home/u/.cache")), "~/.cache");
         assert_eq!(l.display(Path::new("/opt/x")), "/opt/x");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn version_names_are_the_same_on_every_machine_of_a_pool() {
+        let on = |root: &str| {
+            let locations =
+                Locations { workspace: PathBuf::from(format!("{root}/_work/r/r")), home: Some(PathBuf::from(root)) };
+            VersionRoots::of(&locations).with(Path::new(&format!("{root}/_work/_exact-cache")), "<exact-cache-dir>")
+        };
+        let (one, two) = (on("/opt/runner-1"), on("/opt/runner-2"));
+        for (written, named) in [
+            ("/opt/runner-N/_work/r/r/out/./x", "out/x"),
+            ("/opt/runner-N/_work/r/r", "."),
+            ("/opt/runner-N/.cache/t", "~/.cache/t"),
+            ("/opt/runner-N", "~"),
+            ("/opt/runner-N/_work/_exact-cache/torch-inductor/inductor", "<exact-cache-dir>/torch-inductor/inductor"),
+            ("!/opt/runner-N/_work/r/r/out/*.log", "!out/*.log"),
+        ] {
+            assert_eq!(one.name(&written.replace("runner-N", "runner-1")), named);
+            assert_eq!(two.name(&written.replace("runner-N", "runner-2")), named);
+        }
+        // What is not absolute, or lies outside every root, is named as written.
+        for line in ["out/./x", "~/.cache/t", "/data/inductor", "!out/*.log", "/opt/runner-10/x"] {
+            assert_eq!(one.name(line), line);
+        }
     }
 
     // Glob lines are unix-only for now: a Windows base's `\` would read as a glob escape.

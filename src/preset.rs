@@ -4,14 +4,17 @@
 //! decides whether their compiled kernels are valid here:
 //!
 //! - **directories**: `TORCHINDUCTOR_CACHE_DIR` and `TRITON_CACHE_DIR` when already set; else a
-//!   stable path (absolute paths matter to torch):
-//!   `<RUNNER_TEMP>/../_exact-cache/torch-inductor/{inductor,triton}` on a runner,
-//!   `~/.cache/exact-cache/torch-inductor/…` elsewhere (and under nektos/act, whose
-//!   `RUNNER_TEMP` changes every run). Both are exported to later steps.
+//!   stable path (absolute paths matter to torch): `<own>/torch-inductor/{inductor,triton}`,
+//!   where exact-cache's own directory `<own>` is `<RUNNER_TEMP>/../_exact-cache` on a runner,
+//!   else `~/.cache/exact-cache` (also under nektos/act, whose `RUNNER_TEMP` changes every run),
+//!   else `<temp dir>/exact-cache` without a home. Both are exported to later steps. In the
+//!   entry's version `<own>` is named `<exact-cache-dir>`, wherever it is, so every runner of a
+//!   pool shares the entries.
 //! - **torch**: the `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11
 //!   ABI flag, and each visible GPU with its compute capability; read from the installed files
 //!   of the `python` interpreter's torch and triton (`python3` by default) and from
-//!   `nvidia-smi`, without importing either (`fingerprint/torch.rs` says how).
+//!   `nvidia-smi`, without importing either (`fingerprint/torch.rs` says how); an interpreter
+//!   without torch is an input error.
 //! - **native**: `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI
 //!   extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default,
 //!   when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those
@@ -39,7 +42,13 @@ pub struct PresetPlan {
     /// Appended to the `path` lines (absolute, stable across runs).
     pub path_lines: Vec<String>,
     pub exports: Vec<(String, String)>,
+    /// exact-cache's own directory, where the default directories are, and its name in the
+    /// version ([`crate::paths::VersionRoots`]).
+    pub version_root: (PathBuf, &'static str),
 }
+
+/// How the version names exact-cache's own directory, whichever of its fallbacks it is.
+pub const OWN_DIR_NAME: &str = "<exact-cache-dir>";
 
 impl crate::choice::Named for Preset {
     const ALL: &'static [Self] = &[Preset::TorchInductor];
@@ -59,7 +68,8 @@ impl Preset {
     pub fn plan(self, env: &Env, locations: &Locations) -> PresetPlan {
         match self {
             Preset::TorchInductor => {
-                let base = inductor_base(env, locations);
+                let own = own_dir(env, locations);
+                let base = own.join("torch-inductor");
                 let dir = |var: &str, default: PathBuf| {
                     let path = env
                         .non_empty(var)
@@ -71,14 +81,15 @@ impl Preset {
                     dir("TORCHINDUCTOR_CACHE_DIR", base.join("inductor")),
                     dir("TRITON_CACHE_DIR", base.join("triton")),
                 ];
-                PresetPlan { preset: self, path_lines: exports.iter().map(|(_, p)| p.clone()).collect(), exports }
+                let path_lines = exports.iter().map(|(_, p)| p.clone()).collect();
+                PresetPlan { preset: self, path_lines, exports, version_root: (own, OWN_DIR_NAME) }
             }
         }
     }
 }
 
-/// A directory that is the same on every run of this runner.
-fn inductor_base(env: &Env, locations: &Locations) -> PathBuf {
+/// exact-cache's own directory: the same on every run of this runner.
+fn own_dir(env: &Env, locations: &Locations) -> PathBuf {
     let from_runner = env
         .non_empty("RUNNER_TEMP")
         .filter(|_| !env.is_true("ACT"))
@@ -86,7 +97,6 @@ fn inductor_base(env: &Env, locations: &Locations) -> PathBuf {
     from_runner
         .or_else(|| locations.home.as_ref().map(|h| h.join(".cache").join("exact-cache")))
         .unwrap_or_else(|| std::env::temp_dir().join("exact-cache"))
-        .join("torch-inductor")
 }
 
 /// Variables of these prefixes change torch's code generation …
@@ -152,11 +162,14 @@ mod tests {
             ]
         );
         assert_eq!(plan.exports[0].0, "TORCHINDUCTOR_CACHE_DIR");
+        assert_eq!(plan.version_root, (PathBuf::from("/home/runner/work/_exact-cache"), OWN_DIR_NAME));
         let act = Env::from_pairs([("RUNNER_TEMP", "/root/.cache/act/0123/tmp"), ("ACT", "true")]);
-        assert_eq!(
-            Preset::TorchInductor.plan(&act, &locations).path_lines[0],
-            "/home/runner/.cache/exact-cache/torch-inductor/inductor"
-        );
+        let under_act = Preset::TorchInductor.plan(&act, &locations);
+        assert_eq!(under_act.path_lines[0], "/home/runner/.cache/exact-cache/torch-inductor/inductor");
+        assert_eq!(under_act.version_root.0, PathBuf::from("/home/runner/.cache/exact-cache"));
+        let homeless = Locations { home: None, ..locations.clone() };
+        let no_home = Preset::TorchInductor.plan(&Env::from_pairs([("ACT", "true")]), &homeless);
+        assert_eq!(no_home.version_root.0, std::env::temp_dir().join("exact-cache"));
         let set = Env::from_pairs([("TORCHINDUCTOR_CACHE_DIR", "/data/inductor")]);
         assert_eq!(Preset::TorchInductor.plan(&set, &locations).path_lines[0], "/data/inductor");
         let torch_env = torch_env_patterns();

@@ -318,12 +318,40 @@ pub async fn read_answer(what: &str, response: Response) -> Result<String, Backe
     }
 }
 
-/// A transport failure (no HTTP status): timeouts and connection trouble are worth retrying.
+/// What a client is told when its TLS handshake was answered in plain HTTP.
+pub const NOT_TLS: &str = "the endpoint does not speak TLS";
+
+/// A transport failure (no HTTP status): timeouts and connection trouble are worth retrying;
+/// a TLS handshake answered in plain HTTP ([`answered_in_plain_http`]) is not, and says so.
 pub fn transport_error(what: &str, e: reqwest::Error) -> BackendError {
     let e = e.without_url();
+    if answered_in_plain_http(&e) {
+        return BackendError::new(ErrorKind::Fatal, format!("{what}: {NOT_TLS}: use `http://…`")).with_source(e);
+    }
     let kind = if e.is_timeout() { ErrorKind::Timeout } else { ErrorKind::Transient };
     let detail = if e.is_timeout() { "timed out" } else { "connection failed" };
     BackendError::new(kind, format!("{what}: {detail}")).with_source(e)
+}
+
+/// Whether `error` (or one of its causes) is a TLS handshake answered by a server that speaks
+/// plain HTTP: rustls reads `HTTP/1.1 …` as a record of no known content type. An `https://`
+/// URL for a plain-HTTP server fails this way on every attempt, so it is never retried.
+pub fn answered_in_plain_http(error: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(error), |e| cause(*e)).any(|e| {
+        matches!(
+            e.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType))
+        )
+    })
+}
+
+/// The next cause of `error`: an `io::Error`'s `source` skips the error it wraps, so step into
+/// that instead.
+fn cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match error.downcast_ref::<std::io::Error>() {
+        Some(io) => io.get_ref().map(|inner| inner as &(dyn std::error::Error + 'static)),
+        None => error.source(),
+    }
 }
 
 /// The error an HTTP error status stands for: its kind, the status, and a message. `body` may
@@ -477,6 +505,44 @@ mod tests {
             assert_eq!((e.kind, e.status), (ErrorKind::Fatal, Some(412)), "{refusal:?}");
             assert!(e.message.starts_with("complete (after a retried request"), "{}", e.message);
         }
+    }
+
+    /// A server that answers every connection in plain HTTP, as an S3 test server does.
+    fn plain_http_server() -> u16 {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let _ = stream.read(&mut [0u8; 4096]);
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn an_https_url_on_a_plain_http_server_is_named_and_never_retried() {
+        let env = Env::from_pairs([("EXACT_CACHE_RETRY_BASE_MS", "1")]);
+        let http = Http::new(&env, SecretSink::detached()).unwrap();
+        let url = format!("https://127.0.0.1:{}/bucket", plain_http_server());
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let e = http
+            .rt()
+            .block_on(http.retry(|| async {
+                calls.fetch_add(1, Ordering::Relaxed);
+                send("list the bucket", http.client.get(&url)).await
+            }))
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Fatal, "{e:?}");
+        assert_eq!(e.message, "list the bucket: the endpoint does not speak TLS: use `http://…`");
+        assert!(answered_in_plain_http(&e), "the cause is kept");
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "never retried");
+        // Any other connection failure is still worth retrying.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let e = http.rt().block_on(send("x", http.client.get(format!("https://127.0.0.1:{closed}/")))).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Transient, "{e:?}");
+        assert!(!answered_in_plain_http(&e));
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub(super) fn prune(
     let runner = ctx.runner;
     let rule = match args.older_than {
         Some(age) => Rule::OlderThan { age, now: chrono::Utc::now().timestamp() },
-        None => Rule::Newest { keep: config.prune_keep, just_saved: None, grow: config.grow },
+        None => Rule::Newest { keep: config.prune_keep, just_saved: None },
     };
     // By age, the default prefix loses only what nobody used: retention, not someone else's loss.
     let by_count = matches!(rule, Rule::Newest { .. });

@@ -1,5 +1,6 @@
 //! What one step leaves on disk for a later one: the fingerprint file (restore or fingerprint →
-//! save), the manifest of a reused entry (restore → save, for `verify-reuse`), and the
+//! save), the manifest of a reused entry (restore → save, for `verify-reuse`), the base a save
+//! writes to replace an entry the restore could not use (restore → save), and the
 //! `.exact-cache-root` marker (restore or save → a later job's `clean-on-miss`).
 
 use super::Error;
@@ -10,6 +11,7 @@ use crate::env::Env;
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::runner::Runner;
+use crate::stack::{MAX_GENERATIONS, Slot};
 use std::path::{Path, PathBuf};
 
 /// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
@@ -28,6 +30,31 @@ pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &Key) -> PathBuf
 /// Where the manifest of a restored entry is kept for `verify-reuse`.
 pub(super) fn manifest_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
     fingerprint_path(config, env, key).with_file_name(format!("{key}.manifest.json"))
+}
+
+/// Where a restore that could not use the bases it found tells the save which generation's
+/// base replaces them.
+fn replacement_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
+    fingerprint_path(config, env, key).with_file_name(format!("{key}.replacement"))
+}
+
+/// Record (or, with `None`, forget) that this job's save of `key` writes `slot`, a replacement.
+pub(super) fn expect_replacement(config: &Config, env: &Env, key: &Key, slot: Option<Slot>) -> std::io::Result<()> {
+    let path = replacement_path(config, env, key);
+    match slot {
+        Some(slot) => write_atomically(&path, &slot.generation.to_string()),
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// The base a restore in this job asked the save of `key` to write as a replacement.
+pub(super) fn replacement(config: &Config, env: &Env, key: &Key) -> Option<Slot> {
+    let text = std::fs::read_to_string(replacement_path(config, env, key)).ok()?;
+    let generation: u32 = text.trim().parse().ok()?;
+    (generation > 0 && generation < MAX_GENERATIONS).then(|| Slot::base(generation))
 }
 
 pub(super) fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {

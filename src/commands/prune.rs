@@ -15,15 +15,16 @@
 //! (where the store records uses) within that time is deleted, whether or not it is its ref's
 //! newest — retention where nothing evicts.
 //!
-//! With `grow`, a key is a stack of entries (a base and its layers, one version each): prune
-//! counts keys, never deletes a layer of a kept key's live base, and deletes the slots of older
-//! generations once a compacted base holds what they did (with `grow`, when it knows which slot
-//! each entry is: [`ListedSlots`]).
+//! A key is a stack of entries (a base and its layers, one version each; without `grow`, a base
+//! and its replacements): prune counts keys, never deletes a layer of a kept key's live base,
+//! and deletes the slots of older generations once a newer base holds what they did (when it
+//! knows which slot each entry is: [`ListedSlots`]) — except a base at the end of a round of
+//! lookups, which a restore steps through to reach the newer one ([`stack::ends_a_round`]).
 
 use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::DEFAULT_PREFIX;
 use crate::ids::{Key, Version};
-use crate::stack::{Slot, SlotMap};
+use crate::stack::{self, Slot, SlotMap};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,9 +97,9 @@ impl Refs {
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Rule<'a> {
     /// All but the newest `keep` keys (in each group of [`Refs`]) and their stacks; the key a
-    /// save just wrote is always kept; with `grow`, the slots of generations older than a kept
-    /// key's newest base go too.
-    Newest { keep: usize, just_saved: Option<&'a Key>, grow: bool },
+    /// save just wrote is always kept; the slots of generations older than a kept key's newest
+    /// base go too, but for the bases that end a round of lookups.
+    Newest { keep: usize, just_saved: Option<&'a Key> },
     /// Every entry neither created nor used in the `age` before `now` (seconds since the epoch).
     OlderThan { age: Duration, now: i64 },
 }
@@ -179,10 +180,10 @@ pub(super) fn prune(
     keep: usize,
     dry_run: bool,
     just_saved: Option<&Key>,
-    (slots, grow): (&SlotMap, bool),
+    slots: &SlotMap,
 ) -> Result<PruneReport, CatalogError> {
     let entries = ours(catalog, prefix, &Refs::of_save(current_ref))?;
-    let rule = Rule::Newest { keep, just_saved, grow };
+    let rule = Rule::Newest { keep, just_saved };
     delete(catalog, entries, &Refs::of_save(current_ref), rule, &|v| slots.slot(v), dry_run)
 }
 
@@ -201,11 +202,11 @@ pub(super) fn delete(
     }
     let group_count = groups.len().max(1);
     let keeps = match rule {
-        Rule::Newest { keep, just_saved, grow } => {
+        Rule::Newest { keep, just_saved } => {
             let mut keeps = vec![false; entries.len()];
             for members in groups.values() {
                 let group: Vec<&Listed> = members.iter().map(|&i| &entries[i]).collect();
-                for (kept, &i) in newest(&group, keep, just_saved, grow, slot).into_iter().zip(members) {
+                for (kept, &i) in newest(&group, keep, just_saved, slot).into_iter().zip(members) {
                     keeps[i] = kept;
                 }
             }
@@ -241,7 +242,6 @@ fn newest(
     entries: &[&Listed],
     keep: usize,
     just_saved: Option<&Key>,
-    grow: bool,
     slot: &dyn Fn(&Version) -> Option<Slot>,
 ) -> Vec<bool> {
     // Keys, newest first; the key this step saved is always kept and counts among those kept,
@@ -266,9 +266,10 @@ fn newest(
             *newest = slot.generation.max(*newest);
         }
     }
-    // Only where this run restores stacks: a run without `grow` needs generation 0's base.
     let superseded = |e: &Listed| match (slot(&e.version), newest_base.get(e.key.as_str())) {
-        (Some(slot), Some(newest)) => grow && slot.generation < *newest,
+        (Some(slot), Some(newest)) => {
+            slot.generation < *newest && !(slot.is_base() && stack::ends_a_round(slot.generation))
+        }
         _ => false,
     };
     entries.iter().map(|e| keys.contains(&&e.key) && !superseded(e)).collect()
@@ -325,7 +326,7 @@ mod tests {
             listed(&key(3), &v, Some("refs/heads/main"), 20),
             listed(&key(4), &v, None, 10),
         ];
-        let keep_one = Rule::Newest { keep: 1, just_saved: None, grow: false };
+        let keep_one = Rule::Newest { keep: 1, just_saved: None };
         let catalog = || Fixed(entries.clone(), Default::default());
         assert_eq!(deleted_keys(&catalog(), Refs::One("refs/heads/main".into()), keep_one), ["p-33@refs/heads/main"]);
         assert_eq!(deleted_keys(&catalog(), Refs::One("refs/heads/feature".into()), keep_one), Vec::<String>::new());

@@ -49,6 +49,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     };
     runner.set_output(Output::CacheHit, flag(attempt.hit()))?;
     runner.set_output(Output::Reused, flag(attempt.reused()))?;
+    runner.set_output(Output::EntryExists, flag(attempt.entry_exists()))?;
     runner.set_output(Output::Key, key)?;
     runner.set_output(Output::FingerprintFile, &fingerprint_file)?;
     runner.set_output(Output::MissReason, attempt.miss_reason().name())?;

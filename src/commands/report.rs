@@ -21,25 +21,37 @@ const FILES_NOTE: &str =
     "each file's value is the sha256 of its content, then `x` when it is executable or `-` when not";
 /// Characters of a value shown in the log and the summary.
 const VALUE_CHARS: usize = 160;
+/// Characters of a `path` line naming a cache in a summary's heading.
+const NAME_CHARS: usize = 60;
 
 /// How fingerprint values read in the log, the summary and explanations of misses: the value of
 /// a `secret-env` variable is `***` (whatever its length, and on either side of a change), other
 /// registered secrets are redacted, and only then is the value cut to one short line, so no
-/// part of a secret survives the cut. What enters the key is untouched.
+/// part of a secret survives the cut. What enters the key is untouched. A summary's heading
+/// names the cache it is about ([`cache_name`]), so that several caches in one job tell apart.
 pub(super) struct Shown<'a> {
     redactor: Redactor,
     secret_env: &'a [String],
+    cache: Option<String>,
 }
 
 impl<'a> Shown<'a> {
     pub fn new(runner: &Runner, config: &'a Config) -> Self {
-        Self { redactor: runner.redactor(), secret_env: &config.secret_env }
+        Self { redactor: runner.redactor(), secret_env: &config.secret_env, cache: cache_name(config) }
     }
 
-    /// Nothing secret (tests).
+    /// Nothing secret, no cache named (tests).
     #[cfg(test)]
     pub fn plain() -> Shown<'static> {
-        Shown { redactor: Redactor::default(), secret_env: &[] }
+        Shown { redactor: Redactor::default(), secret_env: &[], cache: None }
+    }
+
+    /// A summary headed `exact-cache <command>: <the cache's name>`.
+    fn summary(&self, command: &str) -> Markdown {
+        let mut md = self.markdown();
+        let name = self.cache.as_deref().map(|name| format!(": {name}")).unwrap_or_default();
+        md.heading(3, &format!("exact-cache {command}{name}"));
+        md
     }
 
     /// Whether `label` of `component` is a `secret-env` variable.
@@ -58,6 +70,18 @@ impl<'a> Shown<'a> {
     pub fn markdown(&self) -> Markdown {
         Markdown::new(self.redactor.clone())
     }
+}
+
+/// What a job calls this cache: its `prefix`; with the default prefix, its preset, else its
+/// first `path` line.
+fn cache_name(config: &Config) -> Option<String> {
+    if config.prefix != crate::config::DEFAULT_PREFIX {
+        return Some(config.prefix.clone());
+    }
+    if let Some(preset) = config.preset {
+        return Some(preset.name().to_owned());
+    }
+    config.path_lines.iter().find(|line| !line.starts_with('!')).map(|line| shorten(line, NAME_CHARS))
 }
 
 pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &FingerprintRecord) {
@@ -116,8 +140,7 @@ fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRec
 }
 
 pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> String {
-    let mut md = shown.markdown();
-    md.heading(3, "exact-cache fingerprint");
+    let mut md = shown.summary("fingerprint");
     let rows = [vec![Inline::ours("key"), md.code(&record.key)]];
     md.table(&["", ""], rows);
     fingerprint_details(&mut md, shown, record);
@@ -137,8 +160,7 @@ fn transfer(t: &Transfer) -> Inline {
 }
 
 pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String {
-    let mut md = shown.markdown();
-    md.heading(3, "exact-cache restore");
+    let mut md = shown.summary("restore");
     let mut rows = vec![vec![Inline::ours("key"), md.code(&outcome.record.key)]];
     match &outcome.attempt {
         Attempt::Reused { restored, extra_files, stack, .. } => {
@@ -166,6 +188,10 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             rows.push(vec![Inline::ours("result"), Inline::ours(result)]);
             if let Some(d) = detail {
                 rows.push(vec![Inline::ours("why"), md.prose(d)]);
+            }
+            if let Some(slot) = outcome.replacement {
+                let replaced = format!("the save of this job writes {slot}, which later restores find first");
+                rows.push(vec![Inline::ours("replacement"), md.prose(&replaced)]);
             }
         }
     }
@@ -219,8 +245,7 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
 }
 
 pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
-    let mut md = shown.markdown();
-    md.heading(3, "exact-cache save");
+    let mut md = shown.summary("save");
     let mut rows = Vec::new();
     if let Some(key) = &outcome.key {
         rows.push(vec![Inline::ours("key"), md.code(key)]);
@@ -274,7 +299,7 @@ mod tests {
         let runner = Runner::new(Mode::Cli, Env::default(), Box::new(std::io::sink()), Box::new(std::io::sink()));
         runner.add_secret(&secret);
         let names = ["DEPLOY_KEY".to_owned(), "PIN".to_owned()];
-        let shown = Shown { redactor: runner.redactor(), secret_env: &names };
+        let shown = Shown { redactor: runner.redactor(), secret_env: &names, cache: None };
         assert_eq!(shown.value("env", "DEPLOY_KEY", &Value::text(&secret), VALUE_CHARS), "***");
         assert_eq!(shown.value("env", "PIN", &Value::text("4711"), VALUE_CHARS), "***", "however short");
         assert_eq!(shown.value("env", "PIN", &Value::Absent, VALUE_CHARS), "absent");
@@ -296,6 +321,28 @@ mod tests {
         for fragment in fragments(&secret) {
             assert!(!summary.contains(&fragment), "`{fragment}` in\n{summary}");
         }
+    }
+
+    #[test]
+    fn a_summary_heading_names_the_cache_by_prefix_preset_or_first_path_line() {
+        let config = |pairs: &[(&str, &str)]| {
+            let mut raw = crate::inputs::RawInputs::default();
+            for (name, value) in pairs {
+                raw.set(name, *value);
+            }
+            Config::from_raw(&raw, &Env::from_pairs([("HOME", "/home/u")]), std::path::Path::new("/ws")).unwrap()
+        };
+        let name = |pairs: &[(&str, &str)]| cache_name(&config(pairs));
+        assert_eq!(name(&[("path", "!out/x\nout"), ("prefix", "fixtures-v1")]).as_deref(), Some("fixtures-v1"));
+        assert_eq!(name(&[("path", "!out/x\nout/**")]).as_deref(), Some("out/**"), "the first line that is no `!`");
+        let mut preset = config(&[("path", "out")]);
+        preset.preset = Some(crate::preset::Preset::TorchInductor);
+        assert_eq!(cache_name(&preset).as_deref(), Some("torch-inductor"));
+
+        let mut shown = Shown::plain();
+        shown.cache = Some("out/**".to_owned());
+        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()));
+        assert!(summary.starts_with("### exact-cache fingerprint: out/\\*\\*\n"), "{summary}");
     }
 
     #[test]

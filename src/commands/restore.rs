@@ -14,7 +14,7 @@ use crate::ids::Key;
 use crate::manifest::{EntryKind, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::runner::ProgressReader;
-use crate::stack::{self, Gap, KeptStack, Slot};
+use crate::stack::{self, Gap, KeptStack, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line, shorten};
 use crate::units;
 use std::collections::HashSet;
@@ -70,12 +70,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
     }
     let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
-    let tried = {
+    let (tried, replacement) = {
         let _group = runner.group(&format!("Restore {}", record.key));
         runner.info(&format!("backend: {}", backend.describe()));
         let tried = reuse(ctx, config, backend.as_ref(), &record.key);
         log_attempt(ctx, &tried);
-        tried
+        let replacement = expect_replacement(ctx, config, &record.key, &tried);
+        (tried, replacement)
     };
     let mut attempt = match tried {
         Ok(reuse) => {
@@ -130,6 +131,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         attempt,
         cleaned,
         clean_failed,
+        replacement,
         explanation,
         unexplained,
         exports,
@@ -173,13 +175,22 @@ enum NotReused {
         reason: MissReason,
         detail: Option<String>,
     },
+    /// The bases found could not be used for what they hold: the save of this job, which
+    /// regenerates, writes the base above the highest generation found.
+    Unusable {
+        reason: MissReason,
+        detail: Option<String>,
+        highest: u32,
+    },
 }
 
 impl From<NotReused> for Attempt {
     fn from(not_reused: NotReused) -> Self {
         match not_reused {
             NotReused::Found => Attempt::Found,
-            NotReused::Miss { reason, detail } => Attempt::Miss { reason, detail },
+            NotReused::Miss { reason, detail } | NotReused::Unusable { reason, detail, .. } => {
+                Attempt::Miss { reason, detail }
+            }
         }
     }
 }
@@ -208,7 +219,13 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
         return Err(NotReused::Found);
     }
     let highest = bases.found[0].0;
-    let (generation, base, mut manifest, skipped, roots) = place_base(ctx, config, backend, &bases.found)?;
+    let (generation, base, mut manifest, skipped, roots) =
+        place_base(ctx, config, backend, &bases.found).map_err(|not_reused| match not_reused {
+            NotReused::Miss { reason, detail } if reason.calls_for_replacement() => {
+                NotReused::Unusable { reason, detail, highest }
+            }
+            other => other,
+        })?;
     let mut kept = KeptStack {
         generation,
         highest,
@@ -246,7 +263,8 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
 type PlacedBase = (u32, Transfer, Manifest, Option<String>, Vec<PathBuf>);
 
 /// Place the newest base that can be placed (`found` is newest first): a corrupt or foreign
-/// newer one falls back to the next, with a warning.
+/// newer one falls back to the next, with a warning. Service trouble (a timeout, a failed
+/// download) ends the attempt: older bases come from the same service.
 fn place_base(
     ctx: &Context,
     config: &Config,
@@ -272,9 +290,13 @@ fn place_base(
                     ctx.runner.warning(&why);
                 }
                 skipped.get_or_insert(why);
+                let trouble = matches!(reason, MissReason::Timeout | MissReason::ServiceError);
                 first_failure.get_or_insert(NotReused::Miss { reason, detail });
+                if trouble {
+                    break;
+                }
             }
-            Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
+            Err(_) => unreachable!("only a lookup finds without placing"),
         }
     }
     Err(first_failure.expect("at least one base was tried"))
@@ -331,7 +353,7 @@ fn apply_layers(
                 applied.stopped = Some(why);
                 return;
             }
-            Err(NotReused::Found) => unreachable!("only a lookup finds without placing"),
+            Err(_) => unreachable!("only a lookup finds without placing"),
         }
     }
     match gap {
@@ -393,7 +415,7 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
             }
         }
         Err(NotReused::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
-        Err(NotReused::Miss { reason, detail }) => {
+        Err(NotReused::Miss { reason, detail } | NotReused::Unusable { reason, detail, .. }) => {
             let text = match detail {
                 Some(d) => format!("not reused ({reason}): {d}"),
                 None => format!("not reused ({reason})"),
@@ -401,6 +423,30 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
             if reason.is_trouble() { runner.warning(&text) } else { runner.info(&text) }
         }
     }
+}
+
+/// Tell this job's save whether it writes a replacement: only after bases were found and none
+/// could be used for what it holds (and never above the last generation). The replacement.
+fn expect_replacement(ctx: &Context, config: &Config, key: &Key, tried: &Result<Reuse, NotReused>) -> Option<Slot> {
+    let replacement = match tried {
+        Err(NotReused::Unusable { highest, .. }) => Some(Slot::base(highest + 1)),
+        _ => None,
+    };
+    match replacement {
+        Some(slot) if slot.generation < MAX_GENERATIONS => ctx.runner.info(&format!(
+            "the job regenerates; its save writes {slot} as this key's replacement, which later restores find first"
+        )),
+        Some(_) => ctx.runner.warning(&format!(
+            "this key has used all {MAX_GENERATIONS} generations: no replacement can be saved until the fingerprint \
+             changes"
+        )),
+        None => {}
+    }
+    let replacement = replacement.filter(|slot| slot.generation < MAX_GENERATIONS);
+    if let Err(e) = handoff::expect_replacement(config, ctx.runner.env(), key, replacement) {
+        ctx.runner.warning(&format!("cannot tell the save step to write a replacement: {e}"));
+    }
+    replacement
 }
 
 /// The miss reason for a backend failure.

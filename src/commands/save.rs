@@ -13,7 +13,6 @@ use crate::fingerprint::FingerprintRecord;
 use crate::ids::{Key, Version};
 use crate::manifest::EntryKind;
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
-use crate::preset::Preset;
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot, SlotMap};
 use crate::text::{error_chain, error_line};
 use crate::units;
@@ -83,7 +82,11 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
         return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
     }
-    let target = Target::base(record.version.clone(), Slot::FIRST_BASE);
+    let slot = handoff::replacement(config, env, &record.key).unwrap_or(Slot::FIRST_BASE);
+    if slot != Slot::FIRST_BASE {
+        runner.info(&format!("the restore step could not use this key's entry: saving {slot} to replace it"));
+    }
+    let target = Target::base(slot.version(&record.version), slot);
     Ok(save(ctx, config, &record, &target))
 }
 
@@ -108,15 +111,17 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
     } else {
         None
     };
-    let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| reuse_verdict(ctx, config, changes));
     if config.grow && !config.save_if {
         runner.info("`save-if` is false: what the job added is not saved as a layer");
     }
-    if config.grow
-        && config.save_if
-        && let Some((kept, changes)) = &compared
-        && let Some(mut grown) = grow_stack(ctx, config, &hit, kept, changes)?
-    {
+    let grown = match &compared {
+        Some((kept, changes)) if config.grow && config.save_if => grow_stack(ctx, config, &hit, kept, changes)?,
+        _ => None,
+    };
+    let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
+    let verified =
+        compared.as_ref().filter(|_| verifying).map(|(_, changes)| reuse_verdict(ctx, config, changes, additions_kept));
+    if let Some(mut grown) = grown {
         grown.verified = verified;
         return Ok(grown);
     }
@@ -501,31 +506,20 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
     outcome
 }
 
-/// `verify-reuse`: what changed in the tree since the restore, as a verdict.
-fn reuse_verdict(ctx: &Context, config: &Config, changes: &verify::TreeChanges) -> Verified {
+/// `verify-reuse`: what changed in the tree since the restore, as a verdict (`additions_kept`:
+/// `grow` saved what was added).
+fn reuse_verdict(ctx: &Context, config: &Config, changes: &verify::TreeChanges, additions_kept: bool) -> Verified {
     let runner = ctx.runner;
     let extras = match changes.kept_extras {
         0 => String::new(),
         n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
     };
-    if changes.is_empty() {
-        let verdict = format!("nothing under `path` changed since the restore{extras}");
-        runner.info(&format!("verify-reuse: {verdict}"));
-        return Verified { verdict, changed_files: Vec::new(), failed: false };
-    }
-    let mut verdict = format!(
-        "{} added, {} changed, {} removed under `path` since the restore{extras}",
-        changes.added.len(),
-        changes.changed.len(),
-        changes.removed.len()
-    );
-    if config.preset == Some(Preset::TorchInductor) && !changes.added.is_empty() {
-        verdict.push_str(match config.grow {
-            true => ": torch compiled graphs the restored cache did not hold (`grow` keeps them as a layer)",
-            false => ": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run",
-        });
-    }
+    let verdict = changes.verdict(config, additions_kept, &extras);
     let changed_files = changes.paths();
+    if changes.is_fine(additions_kept) {
+        runner.info(&format!("verify-reuse: {verdict}"));
+        return Verified { verdict, changed_files, failed: false };
+    }
     let shown: Vec<&str> = changed_files.iter().take(10).map(String::as_str).collect();
     let message = format!("verify-reuse: {verdict}\n{}", shown.join("\n"));
     let failed = config.verify_reuse == VerifyReuse::Fail;
@@ -556,15 +550,8 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
     let slots = SlotMap::of(&config.version());
-    let pruned = super::prune::prune(
-        catalog.as_ref(),
-        prefix,
-        current_ref,
-        config.prune_keep,
-        false,
-        Some(saved_key),
-        (&slots, config.grow),
-    );
+    let pruned =
+        super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key), &slots);
     match pruned {
         Ok(report) => {
             for (entry, why) in &report.failed {

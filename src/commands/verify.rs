@@ -1,11 +1,13 @@
 //! `verify-reuse`: at save time after a warm restore, compare what is under `path` now with the
 //! manifest of the restored entry, and name what was added, changed or removed. For a
 //! TorchInductor cache, new files on a warm run mean torch compiled graphs the cache did not
-//! hold — the restore did not save that work.
+//! hold — the restore did not save that work. With `grow`, files added and kept in the layer (or
+//! compacted base) the post step saved are that work saved: reported, never a warning.
 
 use crate::archive::{PackError, inventory};
 use crate::config::Config;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry};
+use crate::preset::Preset;
 use std::collections::HashMap;
 
 /// What the restore step keeps for the save step: the restored manifest, and the files that
@@ -34,11 +36,47 @@ pub(super) struct TreeChanges {
     /// bytes: what a layer holds (a layer never changes what is below it).
     pub layer_paths: Vec<String>,
     pub layer_bytes: u64,
+    /// Files added beneath what was a file or link of the entry: reported, never in a layer.
+    pub not_layered: usize,
 }
 
 impl TreeChanges {
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+
+    /// Whether `verify-reuse` has nothing to warn about: nothing changed, or files were only
+    /// added and `grow` kept them all (`additions_kept`: the post step saved them).
+    pub fn is_fine(&self, additions_kept: bool) -> bool {
+        self.is_empty()
+            || (additions_kept && self.changed.is_empty() && self.removed.is_empty() && self.not_layered == 0)
+    }
+
+    /// `verify-reuse`'s one line about these changes; `extras` ends the counts.
+    pub fn verdict(&self, config: &Config, additions_kept: bool, extras: &str) -> String {
+        if self.is_empty() {
+            return format!("nothing under `path` changed since the restore{extras}");
+        }
+        let counts = format!(
+            "{} added, {} changed, {} removed under `path` since the restore{extras}",
+            self.added.len(),
+            self.changed.len(),
+            self.removed.len()
+        );
+        let torch = config.preset == Some(Preset::TorchInductor);
+        let why = match (self.added.is_empty(), torch, additions_kept, config.grow) {
+            (true, ..) => "",
+            (false, true, true, _) => ": torch compiled graphs the restored cache did not hold; `grow` kept them",
+            (false, true, false, true) => {
+                ": torch compiled graphs the restored cache did not hold, and `grow` did not keep them this time"
+            }
+            (false, true, false, false) => {
+                ": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run"
+            }
+            (false, false, true, _) => ": `grow` kept the added files",
+            (false, false, false, _) => "",
+        };
+        format!("{counts}{why}")
     }
 
     /// Every path, sorted (the `changed-files` output).
@@ -76,7 +114,9 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
             None if preexisting.contains(path.as_str()) => changes.kept_extras += 1,
             None => {
                 changes.added.push(shown);
-                if !beneath_a_file(&path) {
+                if beneath_a_file(&path) {
+                    changes.not_layered += 1;
+                } else {
                     changes.layer_paths.push(path);
                     changes.layer_bytes += now.size;
                 }

@@ -24,7 +24,7 @@ pub static PATH: Input<Vec<String>> = Input::lines(
     "path",
     Fingerprint,
     "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. \
-     Optional with a `preset`. A save finding no file or symlink (nothing, or only empty directories) warns and \
+     Required unless `preset` is set (a preset adds its own directories). A save finding no file or symlink (nothing, or only empty directories) warns and \
      saves nothing (`save-result=incomplete`); if an empty result is right, put a marker file in `path`.",
 )
 .catalog(Catalog::Both);
@@ -72,7 +72,8 @@ pub static COMPILERS: Input<Vec<String>> = Input::lines(
 pub static PYTHON: Input<Option<String>> = Input::text(
     "python",
     Fingerprint,
-    "Python interpreter whose version and installed distributions enter the fingerprint (empty: none).",
+    "Python interpreter whose version and installed distributions enter the fingerprint (empty: none). With \
+     `preset: torch-inductor` it must have torch (default `python3`).",
 );
 
 pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
@@ -118,7 +119,9 @@ pub static STRICT: Input<bool> = Input::flag(
     "strict",
     Cache,
     false,
-    "Turn cache-service trouble (errors, timeouts, rate limits, corrupt entries) into step failures.",
+    "Turn cache trouble into step failures: service errors, timeouts, rate limits, corrupt or incomplete \
+     entries, a runner without a binary, a `clean-on-miss` that could not finish (without it: warnings, and the \
+     job goes on as on a miss). Input errors fail the step regardless.",
 );
 
 pub static BACKEND: Input<BackendChoice> = Input::new(

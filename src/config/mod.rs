@@ -20,7 +20,7 @@ use crate::env::Env;
 use crate::fingerprint::FingerprintSpec;
 use crate::inputs::Input;
 use crate::keys;
-use crate::paths::{Locations, PatternSet};
+use crate::paths::{Locations, PatternSet, VersionRoots};
 use crate::preset::{Preset, PresetPlan};
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 pub struct Config {
     pub fingerprint: FingerprintSpec,
     pub prefix: String,
-    /// The `path` lines as written (they enter the version).
+    /// The `path` lines as the version names them ([`version_lines`]).
     pub path_lines: Vec<String>,
     pub paths: PatternSet,
     pub required: Vec<PathBuf>,
@@ -119,6 +119,24 @@ fn required_paths(raw: &RawInputs, locations: &Locations, paths: &PatternSet) ->
     Ok(required)
 }
 
+/// The `path` lines as they enter the version: as written, except that an absolute line (a
+/// preset's directory, an expanded `${{ github.workspace }}`) below a place each runner of a pool
+/// has elsewhere is named by that place — the workspace, the home directory, `RUNNER_TEMP`
+/// (`<runner-temp>`) or exact-cache's own directory — so that the runners share entries.
+fn version_lines(lines: &[String], locations: &Locations, env: &Env, preset: Option<&PresetPlan>) -> Vec<String> {
+    let mut roots = VersionRoots::of(locations);
+    if let Some(temp) = env.non_empty("RUNNER_TEMP") {
+        roots = roots.with(Path::new(temp), RUNNER_TEMP_NAME);
+    }
+    if let Some((dir, name)) = preset.map(|p| &p.version_root) {
+        roots = roots.with(dir, name);
+    }
+    lines.iter().map(|line| roots.name(line)).collect()
+}
+
+/// How the version names `RUNNER_TEMP`.
+const RUNNER_TEMP_NAME: &str = "<runner-temp>";
+
 /// `clean-on-miss` is an input error for a `path` entry the guard would not clean.
 fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), InputError> {
     for p in &paths.includes {
@@ -190,7 +208,7 @@ impl Config {
         Ok(Config {
             fingerprint,
             prefix,
-            path_lines: path_lines.clone(),
+            path_lines: version_lines(&path_lines, &locations, env, preset_plan.as_ref()),
             paths,
             required,
             compression: defs::COMPRESSION.read(raw)?,
@@ -369,6 +387,35 @@ mod tests {
             let name = format!("`{}`", store.name());
             assert!(defs::BACKEND.spec.description.contains(&name), "{name} is documented");
         }
+    }
+
+    #[test]
+    fn every_runner_of_a_pool_has_the_same_version() {
+        let on_runner = |root: &str, lines: &str| {
+            let env =
+                Env::from_pairs([("HOME", format!("{root}/home")), ("RUNNER_TEMP", format!("{root}/_work/_temp"))]);
+            let workspace = format!("{root}/_work/repo/repo");
+            let raw = raw(&[("path", &lines.replace("<root>", root)), ("preset", "torch-inductor")]);
+            Config::from_raw(&raw, &env, Path::new(&workspace)).unwrap()
+        };
+        let lines = "out\n<root>/_work/repo/repo/models\n~/.cache/x\n<root>/home/.cache/y\n<root>/_work/_temp/z";
+        let (one, two) = (on_runner("/opt/runner-1", lines), on_runner("/opt/runner-2", lines));
+        assert_eq!(
+            one.path_lines,
+            [
+                "out",
+                "models",
+                "~/.cache/x",
+                "~/.cache/y",
+                "<runner-temp>/z",
+                "<exact-cache-dir>/torch-inductor/inductor",
+                "<exact-cache-dir>/torch-inductor/triton"
+            ]
+        );
+        assert_eq!(one.version(), two.version());
+        // Each still restores to its own places.
+        assert_eq!(one.root_dirs()[5], PathBuf::from("/opt/runner-1/_work/_exact-cache/torch-inductor/inductor"));
+        assert_eq!(two.root_dirs()[1], PathBuf::from("/opt/runner-2/_work/repo/repo/models"));
     }
 
     #[test]

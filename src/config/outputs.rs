@@ -24,12 +24,20 @@ pub const OUTPUTS: &[OutputSpec] = &[
     OutputSpec {
         output: Output::CacheHit,
         entries: RESTORING,
-        description: "`true` when an entry with exactly this key exists (and, unless `lookup-only`, was downloaded).",
+        description: "`true` when the files are in place: the entry was restored, its manifest verified (the same \
+             as `reused`); with `lookup-only`, when an entry with exactly this key exists. A step guarded by \
+             `if: steps.<id>.outputs.cache-hit != 'true'` regenerates whenever the files are not in place.",
     },
     OutputSpec {
         output: Output::Reused,
         entries: RESTORING,
         description: "`true` when the entry was restored, its manifest verified, and every file is in place.",
+    },
+    OutputSpec {
+        output: Output::EntryExists,
+        entries: RESTORING,
+        description: "`true` when an entry with exactly this key exists, also one that was found and could not be \
+             used (`miss-reason` says why; the save after the regeneration writes its replacement).",
     },
     OutputSpec {
         output: Output::Key,

@@ -312,6 +312,12 @@ pub enum FingerprintError {
     PythonNotFound { python: String },
     #[error("python interpreter `{python}` failed: {detail}")]
     PythonFailed { python: String, detail: String },
+    #[error(
+        "input `python`: interpreter `{python}` has no torch, and `preset: torch-inductor` fingerprints the torch \
+         that compiles the kernels; set `python` to the interpreter that runs your torch code (such as \
+         `.venv/bin/python`), or install torch into `{python}` before this step"
+    )]
+    TorchMissing { python: String },
     #[error("cannot run python interpreter `{python}`")]
     PythonSpawn {
         python: String,

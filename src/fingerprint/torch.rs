@@ -1,6 +1,8 @@
 //! The `torch` component of the `torch-inductor` preset: torch, triton, CUDA runtime and HIP
 //! versions, the C++11 ABI flag, and each GPU torch would see with its compute capability. A
-//! missing torch or triton is recorded as absent.
+//! missing triton is recorded as absent; a `python` without torch is an error (it is the wrong
+//! interpreter: the kernels are compiled by some other one's torch), while a torch whose files
+//! cannot be read is recorded with `torch-error`.
 //!
 //! Nothing here imports torch or triton. Importing them cost every restore 2–7 s (and, on a GPU
 //! runner, a CUDA context on every GPU); the facts are in files and in `nvidia-smi`:
@@ -72,6 +74,9 @@ pub(super) fn collect<'a>(
 ) -> Result<Component, FingerprintError> {
     let mut component = run_script(sys, env, cwd, python, SCRIPT)?;
     let text = |label: &str| component.get(label).and_then(Value::as_text).is_some();
+    if !text("torch") && !component.contains_key("torch-error") {
+        return Err(FingerprintError::TorchMissing { python: python.to_owned() });
+    }
     if text("torch") && text("hip") {
         component.extend(run_script(sys, env, cwd, python, ROCM_DEVICES)?);
     } else if text("torch") && text("cuda") {
@@ -334,12 +339,9 @@ mod tests {
     fn cpu_and_missing_torch_record_no_devices_and_rocm_asks_torch_for_its_devices() {
         let env = Env::default();
         let cpu = r#"{"torch": "2.15.0+cpu", "triton": null, "cuda": null, "hip": null, "cxx11-abi": "True"}"#;
-        let none = r#"{"torch": null, "triton": null, "cuda": null, "hip": null, "cxx11-abi": null}"#;
-        for report in [cpu, none] {
-            let (c, runs) = torch(report, &env);
-            assert_eq!(runs, ["python3"], "{report}");
-            assert_eq!(c.len(), 5, "{report}");
-        }
+        let (c, runs) = torch(cpu, &env);
+        assert_eq!(runs, ["python3"]);
+        assert_eq!(c.len(), 5);
         let rocm =
             r#"{"torch": "2.15.0+rocm7.1", "triton": "3.9.0", "cuda": null, "hip": "7.1.0", "cxx11-abi": "True"}"#;
         let (c, runs) = torch(rocm, &env);
@@ -360,5 +362,14 @@ mod tests {
         let sys = FakeSystem { outputs: [("python3".to_owned(), "not json".to_owned())].into(), ..Default::default() };
         let err = collect(&sys, &Env::default(), Path::new("/"), "python3", || None).unwrap_err();
         assert!(err.to_string().contains("unexpected torch report"), "{err}");
+    }
+
+    #[test]
+    fn an_interpreter_without_torch_is_an_error_naming_it_and_the_fix() {
+        let none = r#"{"torch": null, "triton": null, "cuda": null, "hip": null, "cxx11-abi": null}"#;
+        let sys = FakeSystem { outputs: [("python3".to_owned(), none.to_owned())].into(), ..Default::default() };
+        let err = collect(&sys, &Env::default(), Path::new("/"), "python3", || None).unwrap_err().to_string();
+        assert!(err.starts_with("input `python`: interpreter `python3` has no torch"), "{err}");
+        assert!(err.contains("set `python` to the interpreter"), "{err}");
     }
 }

@@ -38,14 +38,31 @@ pub struct Bases<Entry, Error> {
     pub offered: Option<Key>,
 }
 
-/// The bases of the stack of `base_version`: generation 0 alone without `grow`; with it, rounds of
-/// [`GENERATION_ROUND`] lookups at once, another round only when a round's last one exists.
+/// The rounds of generations a restore looks up, each at once, in order: `grow` asks for
+/// [`GENERATION_ROUND`] generations a round; a key without `grow` is mostly one entry and its
+/// rare replacements, so its first round asks for generation 0 and its first replacement only,
+/// its second for the rest of the first `grow` round. Another round only when the last
+/// generation of a round exists ([`ends_a_round`]).
+fn rounds(grow: bool) -> impl Iterator<Item = std::ops::Range<u32>> {
+    // Without `grow`, the first round is split in two: generations 0 and 1, then 2..8.
+    let split = if grow { 0 } else { 2 };
+    let first = [0..split, split..GENERATION_ROUND].into_iter().filter(|round| !round.is_empty());
+    let later = (1..MAX_GENERATIONS / GENERATION_ROUND).map(|r| r * GENERATION_ROUND..(r + 1) * GENERATION_ROUND);
+    first.chain(later)
+}
+
+/// Whether a restore looks past `generation` only when its base exists: the last generation of
+/// a round, with or without `grow`. Pruning keeps such a base even when a newer one holds what
+/// it did, so the newer one stays reachable.
+pub fn ends_a_round(generation: u32) -> bool {
+    [true, false].into_iter().flat_map(rounds).any(|round| round.end - 1 == generation)
+}
+
+/// The bases of the stack of `base_version`, in rounds of exact lookups at once ([`rounds`]).
 pub fn find_bases<L: SlotLookup>(lookup: &L, base_version: &Version, grow: bool) -> Bases<L::Entry, L::Error> {
     let mut bases = Bases { found: Vec::new(), error: None, offered: None };
-    let round = if grow { GENERATION_ROUND } else { 1 };
-    let mut start = 0;
-    while start < MAX_GENERATIONS {
-        let generations: Vec<u32> = (start..(start + round).min(MAX_GENERATIONS)).collect();
+    for round in rounds(grow) {
+        let generations: Vec<u32> = round.collect();
         let versions: Vec<Version> = generations.iter().map(|g| Slot::base(*g).version(base_version)).collect();
         let mut last_found = false;
         for (g, answer) in generations.iter().zip(lookup.lookup_all(&versions)) {
@@ -64,10 +81,9 @@ pub fn find_bases<L: SlotLookup>(lookup: &L, base_version: &Version, grow: bool)
                 }
             }
         }
-        if !(grow && last_found) {
+        if !last_found {
             break;
         }
-        start += round;
     }
     bases.found.reverse();
     bases
@@ -163,9 +179,27 @@ mod tests {
         let generations: Vec<u32> = bases.found.iter().map(|(g, _)| *g).collect();
         assert_eq!(generations, [9, 7, 6, 5, 4, 3, 2, 1, 0], "newest first");
         assert_eq!(*planted.asked.borrow(), [8, 8], "generation 7 exists, so a second round; 15 does not");
-        let without_grow = Planted::new(&[Slot::base(0), Slot::base(1)]);
-        assert_eq!(find_bases(&without_grow, &base(), false).found.len(), 1);
-        assert_eq!(*without_grow.asked.borrow(), [1], "generation 0 alone");
+    }
+
+    #[test]
+    fn without_grow_a_restore_asks_for_the_entry_and_its_first_replacement() {
+        let healthy = Planted::new(&[Slot::base(0)]);
+        assert_eq!(find_bases(&healthy, &base(), false).found.len(), 1);
+        assert_eq!(*healthy.asked.borrow(), [2], "generation 0 and 1 at once, nothing more");
+        let replaced = Planted::new(&[Slot::base(0), Slot::base(1), Slot::base(2)]);
+        let generations: Vec<u32> = find_bases(&replaced, &base(), false).found.iter().map(|(g, _)| *g).collect();
+        assert_eq!(generations, [2, 1, 0], "the newest replacement first");
+        assert_eq!(*replaced.asked.borrow(), [2, 6], "generation 1 exists: the rest of the first round");
+        let far = Planted::new(&[Slot::base(1), Slot::base(7), Slot::base(9)]);
+        let generations: Vec<u32> = find_bases(&far, &base(), false).found.iter().map(|(g, _)| *g).collect();
+        assert_eq!(generations, [9, 7, 1], "older generations pruned, the ends of rounds kept");
+        assert_eq!(*far.asked.borrow(), [2, 6, 8]);
+    }
+
+    #[test]
+    fn the_ends_of_rounds_are_the_same_with_and_without_grow_past_the_first() {
+        let ends: Vec<u32> = (0..24).filter(|g| ends_a_round(*g)).collect();
+        assert_eq!(ends, [1, 7, 15, 23]);
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //!   placed wins, a corrupt newer one falls back to the next), then layers
 //!   `1..=grow-max-layers` of that generation (the run before the first missing one is
 //!   applied). No listing, so it works with the runtime token alone and under act's server.
+//!   Without `grow` a key is one base and its replacements: the first round asks for
+//!   generations 0 and 1 only.
+//! * **Healing**: an entry a restore found but could not use (corrupt, foreign, hostile,
+//!   incomplete, not matching its manifest) is never written over; the save of the job that
+//!   regenerated writes a replacement one generation above the highest that exists, which
+//!   later restores find first — with or without `grow`.
 //! * **Checking**: a slot's manifest says which slot it is, a layer names as its parent exactly
 //!   what was applied below it, and it only adds ([`check_additions`], [`check_roots`]).
 //! * **Growing**: after a warm restore, the post step saves the files the job added under `path`
@@ -26,7 +32,7 @@ mod plan;
 mod slot;
 
 pub use check::{check_additions, check_roots, check_slot, merge};
-pub use find::{Answer, Gap, SlotLookup, find_bases, find_layers};
+pub use find::{Answer, Gap, SlotLookup, ends_a_round, find_bases, find_layers};
 pub use map::SlotMap;
 pub use plan::{Added, Growth, KeptStack, Limits, plan};
 pub use slot::{MAX_GENERATIONS, MAX_LAYERS, Slot};

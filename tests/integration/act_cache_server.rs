@@ -1,5 +1,6 @@
 //! Our v1 client against nektos/act's real cache server (act 0.2.89, host mode): a round trip
-//! within one run, reuse across runs, and act's prefix matching never restoring another key.
+//! within one run, reuse across runs, a tampered entry replaced by the next run, and act's
+//! prefix matching never restoring another key.
 
 use crate::support::act::{git_repo, run_act};
 use crate::support::exe;
@@ -62,6 +63,69 @@ jobs:
         run: '"$EXE" restore --path trap --native none --prefix act-trap'
       - run: test ! -e trap
 "#;
+
+/// A job guarded as migrated workflows are: the generator runs unless `cache-hit` is `true`.
+const GUARDED_JOB: &str = r#"
+on: push
+jobs:
+  cache:
+    runs-on: ubuntu-latest
+    steps:
+      - id: restore
+        run: '"$EXE" restore --path out --native none --prefix act-demo'
+      - id: generate
+        if: steps.restore.outputs.cache-hit != 'true'
+        run: |
+          mkdir -p out/sub
+          head -c 3000000 /dev/urandom > out/weights.bin
+          echo expected > out/sub/a.expected
+          echo "ran=yes" >> "$GITHUB_OUTPUT"
+      - run: test -s out/weights.bin
+      - id: save
+        run: '"$EXE" save --path out --native none --prefix act-demo'
+"#;
+
+/// The largest file act's cache server keeps: the archive of the one entry saved.
+fn largest_stored_file(storage: &std::path::Path) -> std::path::PathBuf {
+    let mut files = Vec::new();
+    let mut dirs = vec![storage.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() { dirs.push(entry.path()) } else { files.push((meta.len(), entry.path())) }
+        }
+    }
+    files.into_iter().max().expect("act stored something").1
+}
+
+#[test]
+fn a_tampered_entry_on_acts_server_is_replaced_and_the_next_run_hits() {
+    let repo = git_repo(&[(".github/workflows/rt.yml", ROUND_TRIP), (".github/workflows/job.yml", GUARDED_JOB)]);
+    let storage = tempfile::tempdir().unwrap();
+    let exe = exe();
+    let first = run_act(repo.path(), &repo.path().join(".github/workflows/rt.yml"), storage.path(), &[("EXE", exe)]);
+    assert_eq!(first.output("save", "save-result"), "saved", "{}", first.log);
+    let archive = largest_stored_file(storage.path());
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&archive, bytes).unwrap();
+
+    let job = repo.path().join(".github/workflows/job.yml");
+    let refused = run_act(repo.path(), &job, storage.path(), &[("EXE", exe)]);
+    assert!(refused.success, "{}", refused.log);
+    assert_eq!(refused.output("restore", "cache-hit"), "false", "{}", refused.log);
+    assert_eq!(refused.output("restore", "entry-exists"), "true");
+    assert_eq!(refused.output("generate", "ran"), "yes", "the guarded generator ran");
+    assert_eq!(refused.output("save", "save-result"), "saved", "{}", refused.log);
+    assert!(refused.log.contains("saved generation 1 base:"), "{}", refused.log);
+
+    let healed = run_act(repo.path(), &job, storage.path(), &[("EXE", exe)]);
+    assert!(healed.success, "{}", healed.log);
+    assert_eq!(healed.output("restore", "reused"), "true", "{}", healed.log);
+    assert!(!healed.outputs.contains_key("generate"), "the generator was skipped:\n{}", healed.log);
+    assert_eq!(healed.output("save", "save-result"), "exists");
+}
 
 #[test]
 fn round_trip_and_reuse_across_runs_with_acts_cache_server() {

@@ -96,8 +96,8 @@ fn a_flipped_byte_in_the_stored_entry_is_never_reused() {
         let before = snapshot(&step.ws);
         let restore = step.run(&["restore"], &inputs, NO_STATE);
         assert_eq!(restore.code, 0, "{}", restore.stdout);
-        assert_eq!(restore.output("cache-hit"), "true", "{}", restore.stdout);
-        assert_eq!(restore.output("reused"), "false");
+        assert_eq!(restore.output("cache-hit"), "false", "{}", restore.stdout);
+        assert_eq!((restore.output("reused"), restore.output("entry-exists")), ("false", "true"));
         let reason = restore.output("miss-reason");
         assert!(reason == "corrupt" || reason == "manifest-mismatch", "{compression}: {reason}");
         assert!(restore.stdout.contains("::warning::not reused"), "{}", restore.stdout);
@@ -337,7 +337,7 @@ fn fail_on_cache_miss_fires_when_an_existing_entry_is_unusable() {
     std::fs::write(&entry, bytes).unwrap();
     inputs.push(("fail-on-cache-miss", "true"));
     let r = step.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"));
+    assert_eq!((r.output("cache-hit"), r.output("reused"), r.output("entry-exists")), ("false", "false", "true"));
     assert_eq!(r.code, 1, "{}", r.stdout);
 }
 
@@ -746,4 +746,25 @@ fn save_if_false_restores_and_verifies_but_writes_nothing() {
     let bad = step.run(&["save"], &[("path", "out"), ("save-if", "maybe")], NO_STATE);
     assert_eq!(bad.code, 1);
     assert!(bad.stdout.contains("input `save-if`: `maybe` is not `true` or `false`"), "{}", bad.stdout);
+}
+
+/// Two caches in one job write into one step summary: each heading names its cache (the
+/// `prefix`, or with the default prefix the first `path` line), so the reader tells them apart.
+#[test]
+fn two_caches_in_one_job_have_summary_headings_that_tell_them_apart() {
+    let mut step = Step::new();
+    let summary = step.dir.path().join("job-summary.md");
+    step.set_env("GITHUB_STEP_SUMMARY", summary.to_string_lossy());
+    let caches = [
+        [("path", "fixtures"), ("prefix", "fixtures-v1"), ("native", "none")],
+        [("path", "models/**"), ("prefix", "models-v2"), ("native", "none")],
+    ];
+    for inputs in &caches {
+        assert_eq!(step.run(&["restore"], inputs, NO_STATE).output("miss-reason"), "not-found");
+    }
+    step.run(&["restore"], &[("path", "third"), ("native", "none")], NO_STATE);
+    let text = std::fs::read_to_string(&summary).unwrap();
+    let headings: Vec<&str> = text.lines().filter(|l| l.starts_with("### ")).collect();
+    let expected = ["fixtures-v1", "models-v2", "third"].map(|name| format!("### exact-cache restore: {name}"));
+    assert_eq!(headings, expected, "{text}");
 }

@@ -49,14 +49,11 @@ fn render(entry: EntryPoint) -> String {
     ));
     y.push_str("branding:\n  icon: lock\n  color: green\ninputs:\n");
     for spec in INPUTS.iter().filter(|s| entry.takes(s.scope)) {
-        y.push_str(&format!("  {}:\n    description: {}\n", spec.name, quote(spec.description)));
-        if spec.name == "path" {
-            y.push_str("    required: true\n");
-        } else {
-            y.push_str("    required: false\n");
-            if !spec.default.is_empty() || spec.kind == InputKind::Bool {
-                y.push_str(&format!("    default: {}\n", quote(spec.default)));
-            }
+        // Every input is optional to the runner: `path` is required unless `preset` is set, which
+        // the action checks itself (and says in `path`'s description).
+        y.push_str(&format!("  {}:\n    description: {}\n    required: false\n", spec.name, quote(spec.description)));
+        if !spec.default.is_empty() || spec.kind == InputKind::Bool {
+            y.push_str(&format!("    default: {}\n", quote(spec.default)));
         }
     }
     y.push_str("outputs:\n");

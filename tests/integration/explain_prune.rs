@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::support::services::{Fault, Op, REST_TOKEN, Services};
-use crate::support::{NO_STATE, Step, write};
+use crate::support::{NO_STATE, Step, fake_torch, write};
 
 /// A step against the v2 service, with the REST API that explains misses and prunes.
 fn step_with_rest(services: &Services) -> Step {
@@ -220,6 +220,7 @@ fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
     let mut step = Step::new();
     step.set_env("TORCHINDUCTOR_MAX_AUTOTUNE", "1");
     step.set_env("TORCH_LOGS", "+dynamo");
+    fake_torch(&step.ws);
     let inputs = [("preset", "torch-inductor"), ("python", "python3")];
     let r = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!(r.code, 0, "{}", r.stdout);
@@ -232,13 +233,14 @@ fn the_torch_inductor_preset_exports_its_directories_and_fingerprints_torch() {
     for facet in ["native.isa", "native.libc", "native.compiler", "native.gpu", "python.interpreter", "torch"] {
         assert!(components.get(facet).is_some(), "{facet} in {components}");
     }
-    assert!(components["torch"].get("torch").is_some(), "torch's version (absent without torch)");
+    assert_eq!(components["torch"]["torch"], "2.15.0+cpu");
     assert_eq!(components["env"]["TORCHINDUCTOR_MAX_AUTOTUNE"], "1");
     assert!(components["env"].get("TORCH_LOGS").is_none(), "logging does not change codegen");
 
     // A codegen variable changes the key; what the preset cached is saved in the post step.
     let mut other = Step::new();
     other.set_env("TORCHINDUCTOR_MAX_AUTOTUNE", "0");
+    fake_torch(&other.ws);
     let r2 = other.run(&["fingerprint"], &inputs, NO_STATE);
     assert_ne!(r2.output("key"), r.output("key"));
     write(&base.join("inductor/fxgraph/ab/entry"), b"compiled");

@@ -1,5 +1,6 @@
 //! `backend: s3` against a real S3 server (`s3s-fs`, which checks every SigV4 signature): round
-//! trips and exact-key misses, wrong credentials, a missing bucket, a server that dies
+//! trips and exact-key misses, wrong or missing credentials, an `https://` endpoint on a
+//! plain-HTTP server, a missing bucket, a server that dies
 //! mid-transfer, `prune`/`explain`, bounded memory, and secrets; and against doubles for what
 //! s3s-fs does not do: a completion that loses the race, an endpoint echoing signed requests.
 //! What every store must do (tampered and hostile entries, racing saves, `grow`) runs on S3 too,
@@ -98,15 +99,21 @@ fn a_completion_that_loses_the_race_carries_the_condition_and_is_exists() {
     }
 }
 
+/// A restore the store fails: a warning holding `message`, a `service-error` miss, and the job
+/// goes on.
+fn restore_warns(step: &Step, inputs: &[(&str, &str)], message: &str) {
+    let r = step.run(&["restore"], inputs, NO_STATE);
+    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
+    assert!(r.stdout.contains("::warning::") && r.stdout.contains(message), "{}", r.stdout);
+}
+
 #[test]
 fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_strict() {
     let server = S3Server::start();
     let mut wrong = step(&server);
     wrong.set_env("AWS_SECRET_ACCESS_KEY", "not-the-secret-key-0123456789");
     generate(&wrong);
-    let r = wrong.run(&["restore"], &[], NO_STATE);
-    assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
-    assert!(r.stdout.contains("::warning::") && r.stdout.contains("access denied (HTTP 403"), "{}", r.stdout);
+    restore_warns(&wrong, &[], "access denied (HTTP 403");
     let s = wrong.run(&["save"], &[], NO_STATE);
     assert_eq!((s.code, s.output("save-result")), (0, "error"), "{}", s.stdout);
     assert!(s.stdout.contains("access denied"), "{}", s.stdout);
@@ -115,6 +122,53 @@ fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_stri
     let r = step(&server).run(&["restore"], &[("s3-bucket", "no-such-bucket")], NO_STATE);
     assert_eq!(r.output("miss-reason"), "service-error", "{}", r.stdout);
     assert!(r.stdout.contains("bucket `no-such-bucket` does not exist"), "{}", r.stdout);
+}
+
+/// `list` on the command line against `endpoint`, as run from a workstation: it fails, and
+/// what it printed holds `message`.
+fn list_fails(step: &Step, endpoint: &str, message: &str) {
+    let flags = ["list", "--backend", "s3", "--s3-bucket", BUCKET, "--s3-endpoint", endpoint, "--prefix", "p"];
+    let r = step.run(&flags, &[], NO_STATE);
+    let printed = format!("{}{}", r.stdout, r.stderr);
+    assert!(r.code != 0 && printed.contains(message), "{printed}");
+}
+
+/// Run `f`, which must end within 5 s.
+fn at_once(f: impl FnOnce()) {
+    let started = std::time::Instant::now();
+    f();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
+}
+
+#[test]
+fn an_https_endpoint_on_a_plain_http_server_fails_at_once_and_says_use_http() {
+    let server = S3Server::start();
+    let mut s = step(&server);
+    // A transient failure would be retried 10 s, then 20 s later: failing sooner shows it is not.
+    s.set_env("EXACT_CACHE_RETRY_BASE_MS", "10000");
+    generate(&s);
+    let https = server.endpoint().replace("http://", "https://");
+    let use_http = format!("the endpoint does not speak TLS: use `{}`", server.endpoint());
+    at_once(|| restore_warns(&s, &[("s3-endpoint", &https)], &use_http));
+    at_once(|| list_fails(&s, &https, &use_http));
+}
+
+#[test]
+fn missing_credentials_name_the_variables_to_set() {
+    let server = S3Server::start();
+    let mut half = step(&server);
+    half.extra_env.retain(|(name, _)| name != "AWS_ACCESS_KEY_ID");
+    generate(&half);
+    let named = "`AWS_SECRET_ACCESS_KEY` is set but `AWS_ACCESS_KEY_ID` is not";
+    restore_warns(&half, &[], named);
+    list_fails(&half, &server.endpoint(), named);
+
+    // None set: the instance metadata service is the last source (here the S3 server, which
+    // refuses), and the message names what to set.
+    let mut none = step(&server);
+    none.extra_env.retain(|(name, _)| !name.starts_with("AWS_"));
+    none.set_env("AWS_METADATA_ENDPOINT", server.endpoint());
+    list_fails(&none, &server.endpoint(), "no AWS credentials: set `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`");
 }
 
 #[test]

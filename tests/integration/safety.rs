@@ -396,7 +396,12 @@ fn a_tampered_entry_places_nothing(store: Store) {
     write(&victim.ws.join("out/keep.txt"), b"mine");
     let before = snapshot(&victim.ws.join("out"));
     let r = victim.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((r.output("cache-hit"), r.output("reused")), ("true", "false"), "{}", r.stdout);
+    assert_eq!(
+        (r.output("cache-hit"), r.output("reused"), r.output("entry-exists")),
+        ("false", "false", "true"),
+        "{}",
+        r.stdout
+    );
     assert!(matches!(r.output("miss-reason"), "corrupt" | "manifest-mismatch"), "{}", r.stdout);
     assert_eq!(snapshot(&victim.ws.join("out")), before, "nothing was placed");
 }

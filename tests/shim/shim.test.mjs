@@ -136,6 +136,7 @@ function runUnsupported(entry, env = {}) {
 const RESTORE_MISS = {
   'cache-hit': 'false',
   reused: 'false',
+  'entry-exists': 'false',
   key: '',
   'fingerprint-file': '',
   'miss-reason': 'unsupported-platform',

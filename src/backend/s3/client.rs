@@ -25,7 +25,7 @@ use super::SECRET_VARS;
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::download;
 use crate::backend::entries::{self, bounded_listing, forbidden};
-use crate::backend::http::{Check, Http, one_line, read_answer, send, status_error};
+use crate::backend::http::{Check, Http, NOT_TLS, answered_in_plain_http, one_line, read_answer, send, status_error};
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, InitiateMultipartUploadResult, ListBucketResult};
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
@@ -121,6 +121,45 @@ const CREDENTIAL_VARS: [&str; 11] = [
     "AWS_METADATA_ENDPOINT",
 ];
 
+/// Where the credentials come from, as the AWS variables say (object_store's order: keys, a
+/// web-identity role, container credentials, else the instance metadata service).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CredentialSource {
+    /// A variable names a source.
+    Named,
+    /// No variable does: only the instance metadata service is left to ask.
+    InstanceMetadata,
+}
+
+/// The variables that come in pairs: half a pair is a mistake, said before any request
+/// (object_store would say only `Missing AccessKeyId`, or skip a half-set role and ask the
+/// instance metadata service).
+const CREDENTIAL_PAIRS: [(&str, &str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "an access key"),
+    ("AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "a web-identity role"),
+];
+
+impl CredentialSource {
+    fn from_env(env: &Env) -> Result<Self, BackendError> {
+        for (first, second, what) in CREDENTIAL_PAIRS {
+            match (env.non_empty(first), env.non_empty(second)) {
+                (Some(_), Some(_)) => return Ok(Self::Named),
+                (None, None) => {}
+                (given, _) => {
+                    let (set, unset) = if given.is_some() { (first, second) } else { (second, first) };
+                    return Err(BackendError::new(
+                        ErrorKind::Fatal,
+                        format!("no usable AWS credentials: `{set}` is set but `{unset}` is not: set both ({what})"),
+                    ));
+                }
+            }
+        }
+        let container = ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"];
+        let named = container.iter().any(|name| env.non_empty(name).is_some());
+        Ok(if named { Self::Named } else { Self::InstanceMetadata })
+    }
+}
+
 pub struct S3Backend {
     inner: Arc<Inner>,
 }
@@ -133,6 +172,7 @@ struct Inner {
     current_ref: Option<String>,
     /// The bucket was found to exist (checked once, on the first miss).
     bucket_exists: std::sync::OnceLock<()>,
+    credentials: CredentialSource,
 }
 
 impl S3Backend {
@@ -142,6 +182,7 @@ impl S3Backend {
                 http.secrets.add(value);
             }
         }
+        let credentials = CredentialSource::from_env(env)?;
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(&settings.bucket)
             .with_region(&settings.region)
@@ -171,7 +212,14 @@ impl S3Backend {
         })?;
         let current_ref = env.non_empty("GITHUB_REF").map(str::to_owned);
         Ok(Self {
-            inner: Arc::new(Inner { http, store, settings, current_ref, bucket_exists: std::sync::OnceLock::new() }),
+            inner: Arc::new(Inner {
+                http,
+                store,
+                settings,
+                current_ref,
+                bucket_exists: std::sync::OnceLock::new(),
+                credentials,
+            }),
         })
     }
 
@@ -200,7 +248,7 @@ impl Inner {
             tokio::time::timeout(CREDENTIALS_WITHIN, self.store.signed_url_opts(method, path, SIGNED_FOR, &options));
         let url = match signed.await {
             Ok(Ok(url)) => url.to_string(),
-            Ok(Err(e)) => return Err(credential_error(e)),
+            Ok(Err(e)) => return Err(credential_error(e, self.credentials)),
             Err(_) => {
                 return Err(BackendError::new(
                     ErrorKind::Fatal,
@@ -236,7 +284,7 @@ impl Inner {
                 for (name, value) in headers {
                     request = request.header(name.clone(), *value);
                 }
-                let response = send(what, request.body(body.clone())).await.map_err(|e| self.transport(e))?;
+                let response = send(what, request.body(body.clone())).await.map_err(|e| self.transport(what, e))?;
                 let response = response.check_with(refused).await?;
                 let answer_headers = response.headers().clone();
                 let text = read_answer(what, response).await?;
@@ -249,9 +297,15 @@ impl Inner {
             .await
     }
 
-    /// A connection failure ([`send`]'s only error); with a custom endpoint addressed
-    /// virtual-hosted style, the hint that `<bucket>.<host>` may not be served.
-    fn transport(&self, mut error: BackendError) -> BackendError {
+    /// A connection failure ([`send`]'s only error): for an `https://` endpoint that speaks
+    /// plain HTTP, the endpoint to use instead; with a custom endpoint addressed virtual-hosted
+    /// style, the hint that `<bucket>.<host>` may not be served.
+    fn transport(&self, what: &str, mut error: BackendError) -> BackendError {
+        let plain = self.settings.endpoint.as_deref().and_then(|e| e.strip_prefix("https://"));
+        if let (true, Some(rest)) = (answered_in_plain_http(&error), plain) {
+            error.message = format!("{what}: {NOT_TLS}: use `http://{rest}`");
+            return error;
+        }
         if let (false, Some(endpoint)) = (self.settings.path_style, &self.settings.endpoint) {
             error.message.push_str(&format!(
                 " (the bucket is addressed as `{}.` + the host of `{endpoint}`; if the endpoint does not serve \
@@ -352,15 +406,20 @@ fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, set
     }
 }
 
-/// A failure to get credentials or sign: fatal (never retried here), with object_store's words.
-fn credential_error(e: object_store::Error) -> BackendError {
-    BackendError::new(
-        ErrorKind::Fatal,
-        format!(
-            "no usable AWS credentials (keys, a web-identity role, container or instance credentials): {}",
-            one_line(&e.to_string())
+/// A failure to get credentials or sign: fatal (never retried here), with object_store's words;
+/// when no variable named a source, the variables to set.
+fn credential_error(e: object_store::Error, source: CredentialSource) -> BackendError {
+    let detail = one_line(&e.to_string());
+    let message = match source {
+        CredentialSource::InstanceMetadata => format!(
+            "no AWS credentials: set `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (or a role: `AWS_ROLE_ARN` + \
+             `AWS_WEB_IDENTITY_TOKEN_FILE`); none is set, and the instance metadata service gave none ({detail})"
         ),
-    )
+        CredentialSource::Named => format!(
+            "no usable AWS credentials (keys, a web-identity role, container or instance credentials): {detail}"
+        ),
+    };
+    BackendError::new(ErrorKind::Fatal, message)
 }
 
 impl Backend for S3Backend {
@@ -644,6 +703,23 @@ mod tests {
             let s = settings(S3Inputs { endpoint: Some(endpoint.into()), ..bucket("b1") }, &[]);
             assert!(s.path_style, "{endpoint}");
         }
+    }
+
+    #[test]
+    fn half_a_credential_pair_names_the_missing_variable() {
+        let source = |pairs: &[(&str, &str)]| CredentialSource::from_env(&Env::from_pairs(pairs.iter().copied()));
+        let e = source(&[("AWS_SECRET_ACCESS_KEY", "s")]).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Fatal);
+        assert!(e.message.contains("`AWS_SECRET_ACCESS_KEY` is set but `AWS_ACCESS_KEY_ID` is not"), "{}", e.message);
+        let e = source(&[("AWS_ACCESS_KEY_ID", "k")]).unwrap_err();
+        assert!(e.message.contains("`AWS_ACCESS_KEY_ID` is set but `AWS_SECRET_ACCESS_KEY` is not"), "{}", e.message);
+        let e = source(&[("AWS_ROLE_ARN", "arn:aws:iam::1:role/ci")]).unwrap_err();
+        assert!(e.message.contains("`AWS_WEB_IDENTITY_TOKEN_FILE` is not"), "{}", e.message);
+        // Keys win over a half-set role, as object_store reads them.
+        let keys = [("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s"), ("AWS_ROLE_ARN", "r")];
+        assert_eq!(source(&keys).unwrap(), CredentialSource::Named);
+        assert_eq!(source(&[("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2")]).unwrap(), CredentialSource::Named);
+        assert_eq!(source(&[]).unwrap(), CredentialSource::InstanceMetadata);
     }
 
     #[test]

@@ -24,3 +24,10 @@ pub fn torch_venv() -> std::path::PathBuf {
     assert!(venv.join("bin/python").exists(), "{} is missing: scripts/test installs torch there", venv.display());
     venv
 }
+
+/// A torch package in `dir` that the preset reads as torch 2.15.0 for the CPU (a `python -c`
+/// started there finds it first); importing it fails, as the preset never does.
+pub fn fake_torch(dir: &std::path::Path) {
+    write(&dir.join("torch/__init__.py"), b"raise SystemExit('imported')\n");
+    write(&dir.join("torch/version.py"), b"__version__ = '2.15.0+cpu'\ncuda = None\nhip = None\n");
+}
