@@ -361,10 +361,13 @@ fn a_file_holding_the_runtime_token_never_reaches_the_blob_store() {
     let mut step = Step::against(services.v2_env());
     // Small blocks, no compression: blocks go up while packing continues, and the token would be
     // visible in the uploaded bytes if any part of it were sent.
+    // One block in flight and one queued: the packer cannot reach the second file before
+    // several blocks of the first were accepted, however slow the machine.
     step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1");
     step.set_env("EXACT_CACHE_SINGLE_PUT_MIB", "1");
+    step.set_env("EXACT_CACHE_UPLOAD_CONCURRENCY", "1");
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
-    write(&step.ws.join("out/a-weights.bin"), &support::noise(3 << 20, 7));
+    write(&step.ws.join("out/a-weights.bin"), &support::noise(8 << 20, 7));
     let token = services::TOKEN;
     write(&step.ws.join("out/z-config.json"), format!("{{\"token\": \"{token}\"}}").as_bytes());
 
