@@ -205,10 +205,14 @@ fn remove_entry(parent: &Dir, name: &OsStr) -> io::Result<()> {
     if !meta.is_dir() {
         return parent.remove_file_or_symlink(name);
     }
-    let dir = parent.open_dir_nofollow(name)?;
-    let _ = make_writable(&dir);
-    for entry in dir.entries()? {
-        remove_entry(&dir, &entry?.file_name())?;
+    {
+        // Closed before its removal: Windows refuses to remove a directory open without
+        // `FILE_SHARE_DELETE`, as cap-std opens them.
+        let dir = parent.open_dir_nofollow(name)?;
+        let _ = make_writable(&dir);
+        for entry in dir.entries()? {
+            remove_entry(&dir, &entry?.file_name())?;
+        }
     }
     parent.remove_dir(name)
 }

@@ -106,9 +106,12 @@ impl Journal {
         Ok(())
     }
 
-    /// Undo every step, newest first; the failures.
+    /// Undo every step, newest first; the failures. The handles kept only for checks are
+    /// closed first: on Windows an open handle in a directory keeps it from being moved back.
     fn roll_back(self) -> Vec<String> {
-        self.steps.into_iter().rev().filter_map(|step| undo(step).err()).collect()
+        let Journal { steps, relaxed, keep, .. } = self;
+        drop((relaxed, keep));
+        steps.into_iter().rev().filter_map(|step| undo(step).err()).collect()
     }
 }
 
@@ -246,6 +249,9 @@ impl Staged {
                     .tree
                     .dir(staged_parent_rel)
                     .map_err(|source| UnpackError::Io { path: stage.path(), source })?;
+                // Windows refuses to move a directory while a handle is open in it (cap-std
+                // opens directories without `FILE_SHARE_DELETE`): close staging's own first.
+                stage.tree.forget(&staged);
                 staged_parent.rename(staged_name, &parent, &name).map_err(UnpackError::io(&dest_path))?;
                 journal.steps.push(Undo::Placed {
                     parent,
