@@ -1,6 +1,7 @@
 //! The Windows binary under wine (`support::Wine`): a local-store save → restore round trip of
 //! nested directories and a read-only file, byte for byte; a glob line with `\` separators; a
-//! corrupt entry refused; a crashed run's staging swept; the fingerprint's Windows facts.
+//! corrupt entry refused; a crashed run's staging swept; the fingerprint's Windows facts; what
+//! Windows cannot keep (exec bits, links) reported.
 
 use crate::support::{NO_STATE, Step, Wine, noise, snapshot, write};
 use std::os::unix::fs::PermissionsExt;
@@ -135,4 +136,32 @@ fn the_fingerprint_records_the_windows_version_and_msvc() {
     let parts: Vec<&str> = version.split('.').collect();
     assert!(parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()), "major.minor.build: {version}");
     assert_eq!(json["components"]["native.compiler"]["cl"], banner, "{record}");
+}
+
+#[test]
+fn what_windows_cannot_keep_is_reported() {
+    let Some(mut step) = step() else { return };
+    let wine = step.wine.take();
+    // Saved on Linux (same key: no native facets): an exec bit and a link to a directory.
+    write(&step.ws.join("out/d/f"), b"x");
+    write(&step.ws.join("out/run.sh"), b"#!/bin/sh\n");
+    std::fs::set_permissions(step.ws.join("out/run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("d", step.ws.join("out/to-d")).unwrap();
+    let inputs = [("path", "out"), ("native", "none")];
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    step.wine = wine;
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("cache-hit"), "true", "{restore:#?}");
+    assert!(
+        restore.stdout.contains(
+            "::warning::not as saved on Windows: the exec bits of 1 file(s) (Windows has none); 1 symlink(s) are made \
+             as file links"
+        ),
+        "{}",
+        restore.stdout
+    );
+    // (Wine 8's CreateSymbolicLinkW does nothing, so the link itself is not checked here.)
+    assert_eq!(std::fs::read(step.ws.join("out/run.sh")).unwrap(), b"#!/bin/sh\n");
 }
