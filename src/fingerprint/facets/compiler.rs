@@ -20,7 +20,7 @@ pub(super) const FACET: FacetDef = FacetDef {
 fn collect(probe: &Probe) -> Result<Component, FingerprintError> {
     let named = &probe.spec.named_compilers;
     let mut commands: Vec<&str> = probe.spec.compilers.iter().map(String::as_str).collect();
-    if named.is_empty() && probe.sys.os().family == "windows" && !commands.iter().any(|c| is_msvc(c)) {
+    if cfg!(windows) && named.is_empty() && !commands.iter().any(|c| is_msvc(c)) {
         commands.push(MSVC);
     }
     let mut c = Component::new();
