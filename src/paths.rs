@@ -182,10 +182,12 @@ impl Pattern {
             return Ok(Self { line: line.to_owned(), base: locations.resolve(line)?, glob: None });
         }
         // Split at the first component with glob characters; the literal part resolves normally.
-        let parts: Vec<&str> = line.split('/').collect();
+        // On Windows `\` separates components too (and escapes nothing).
+        let separated = if cfg!(windows) { line.replace('\\', "/") } else { line.to_owned() };
+        let parts: Vec<&str> = separated.split('/').collect();
         let first_glob = parts.iter().position(|p| has_glob_meta(p)).unwrap_or(parts.len());
         let literal = parts[..first_glob].join("/");
-        let base = if literal.is_empty() && line.starts_with('/') {
+        let base = if literal.is_empty() && separated.starts_with('/') {
             PathBuf::from("/")
         } else if literal.is_empty() {
             locations.workspace.clone()
@@ -193,8 +195,7 @@ impl Pattern {
             locations.resolve(&literal)?
         };
         let rest = parts[first_glob..].join("/");
-        let base_str = base.to_string_lossy();
-        let full = format!("{}/{}", globset::escape(base_str.trim_end_matches('/')), rest);
+        let full = format!("{}/{}", glob_literal(&base).trim_end_matches('/'), rest);
         let glob = GlobBuilder::new(&full)
             .literal_separator(true)
             .backslash_escape(true)
@@ -203,6 +204,13 @@ impl Pattern {
             .compile_matcher();
         Ok(Self { line: line.to_owned(), base, glob: Some(glob) })
     }
+}
+
+/// A glob that matches exactly `path`: its glob characters escaped, and on Windows its
+/// components joined with `/`, which is how globset matches a Windows path.
+fn glob_literal(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    globset::escape(&if cfg!(windows) { text.replace('\\', "/") } else { text.into_owned() })
 }
 
 /// Include patterns and `!` excludes from one multi-line input.
@@ -223,7 +231,7 @@ impl PatternSet {
                 let p = Pattern::parse(negated.trim(), locations)?;
                 let glob = match p.glob {
                     Some(m) => m.glob().clone(),
-                    None => Glob::new(&globset::escape(&p.base.to_string_lossy()))
+                    None => Glob::new(&glob_literal(&p.base))
                         .map_err(|source| PathError::BadGlob { line: line.to_owned(), source })?,
                 };
                 excludes.add(glob);
@@ -371,7 +379,6 @@ mod tests {
         }
     }
 
-    // Glob lines are unix-only for now: a Windows base's `\` would read as a glob escape.
     #[cfg(unix)]
     #[test]
     fn glob_bases_are_the_literal_prefix() {
@@ -385,6 +392,22 @@ mod tests {
         let star = Pattern::parse("*.expected", &l).unwrap();
         assert_eq!(star.base, PathBuf::from("/ws/repo"));
         assert!(!star.glob.unwrap().is_match("/ws/repo/sub/x.expected"), "`*` does not cross `/`");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn windows_glob_lines_take_backslashes_as_separators() {
+        let l = Locations { workspace: PathBuf::from(r"C:\ws\repo"), home: None };
+        let p = Pattern::parse(r"models\**\*.pth", &l).unwrap();
+        assert_eq!(p.base, PathBuf::from(r"C:\ws\repo\models"));
+        let g = p.glob.as_ref().unwrap();
+        assert!(g.is_match(r"C:\ws\repo\models\a\b\c.pth"));
+        assert!(!g.is_match(r"C:\ws\repo\models\c.pt"));
+        assert!(p.covers("a/c.pth"));
+        let set = PatternSet::parse(&[r"C:\ws\repo\out\*.bin", r"!out\skip.bin"], &l).unwrap();
+        assert_eq!(set.includes[0].base, PathBuf::from(r"C:\ws\repo\out"));
+        assert!(set.is_excluded(Path::new(r"C:\ws\repo\out\skip.bin")));
+        assert!(!set.is_excluded(Path::new(r"C:\ws\repo\out\keep.bin")));
     }
 
     #[cfg(unix)]

@@ -203,14 +203,37 @@ fn remove_entry(parent: &Dir, name: &OsStr) -> io::Result<()> {
         Err(e) => return Err(e),
     };
     if !meta.is_dir() {
-        return parent.remove_file_or_symlink(name);
+        return remove_file_or_link(parent, name);
     }
-    let dir = parent.open_dir_nofollow(name)?;
-    let _ = make_writable(&dir);
-    for entry in dir.entries()? {
-        remove_entry(&dir, &entry?.file_name())?;
+    {
+        // Closed before its removal: Windows refuses to remove a directory open without
+        // `FILE_SHARE_DELETE`, as cap-std opens them.
+        let dir = parent.open_dir_nofollow(name)?;
+        let _ = make_writable(&dir);
+        for entry in dir.entries()? {
+            remove_entry(&dir, &entry?.file_name())?;
+        }
     }
     parent.remove_dir(name)
+}
+
+/// Remove the file or link `name` from `dir`. Windows refuses to delete a read-only file: there
+/// its read-only attribute is cleared first (unix needs only a writable directory).
+pub(crate) fn remove_file_or_link(dir: &Dir, name: impl AsRef<Path>) -> io::Result<()> {
+    let name = name.as_ref();
+    let removed = dir.remove_file_or_symlink(name);
+    #[cfg(windows)]
+    if removed.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied) {
+        let meta = dir.symlink_metadata(name)?;
+        if meta.is_file() && meta.permissions().readonly() {
+            let mut permissions = meta.permissions();
+            #[allow(clippy::permissions_set_readonly_false)] // Windows: the attribute, not modes
+            permissions.set_readonly(false);
+            dir.set_permissions(name, permissions)?;
+            return dir.remove_file_or_symlink(name);
+        }
+    }
+    removed
 }
 
 /// What [`Tree::dir_with`] does where a directory is missing: it gets the parent, the missing

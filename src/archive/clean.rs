@@ -547,10 +547,9 @@ impl Walk<'_> {
 /// Remove the file or link `name` from `dir`, opening a read-only `dir` if needed (its old mode
 /// goes to `relaxed`); whether it was there.
 fn remove_file(dir: &Dir, name: &str, relaxed: &mut Option<u32>) -> io::Result<bool> {
-    use cap_fs_ext::DirExt;
-    let mut result = dir.remove_file_or_symlink(name);
+    let mut result = beneath::remove_file_or_link(dir, name);
     if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied) && relax(dir, relaxed) {
-        result = dir.remove_file_or_symlink(name);
+        result = beneath::remove_file_or_link(dir, name);
     }
     match result {
         Ok(()) => Ok(true),

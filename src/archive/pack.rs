@@ -149,8 +149,12 @@ fn permission_bits(meta: &std::fs::Metadata, kind: EntryKind) -> u32 {
     }
     #[cfg(not(unix))]
     {
-        let _ = meta;
-        if kind == EntryKind::Dir { 0o755 } else { 0o644 }
+        // Windows keeps one permission fact, the read-only attribute of a file.
+        match kind {
+            EntryKind::Dir => 0o755,
+            EntryKind::File if meta.permissions().readonly() => 0o444,
+            _ => 0o644,
+        }
     }
 }
 

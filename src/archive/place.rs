@@ -106,9 +106,12 @@ impl Journal {
         Ok(())
     }
 
-    /// Undo every step, newest first; the failures.
+    /// Undo every step, newest first; the failures. The handles kept only for checks are
+    /// closed first: on Windows an open handle in a directory keeps it from being moved back.
     fn roll_back(self) -> Vec<String> {
-        self.steps.into_iter().rev().filter_map(|step| undo(step).err()).collect()
+        let Journal { steps, relaxed, keep, .. } = self;
+        drop((relaxed, keep));
+        steps.into_iter().rev().filter_map(|step| undo(step).err()).collect()
     }
 }
 
@@ -124,6 +127,13 @@ enum Placing {
 }
 
 impl Staged {
+    /// What of this entry the platform cannot keep as it was saved, as one log line: on
+    /// Windows, files' exec bits (it has none) and symlinks (made as file links, so one that
+    /// leads to a directory does not work there); `None` elsewhere, and when nothing is lost.
+    pub fn not_kept_here(&self) -> Option<String> {
+        if cfg!(windows) { not_kept_on_windows(&self.entries) } else { None }
+    }
+
     /// Move everything into place. On failure every completed step is undone, so the targets
     /// are exactly as they were, and the error is returned. Should undoing fail too, the
     /// staging directory (holding the previous files) is kept and the error names it.
@@ -246,6 +256,9 @@ impl Staged {
                     .tree
                     .dir(staged_parent_rel)
                     .map_err(|source| UnpackError::Io { path: stage.path(), source })?;
+                // Windows refuses to move a directory while a handle is open in it (cap-std
+                // opens directories without `FILE_SHARE_DELETE`): close staging's own first.
+                stage.tree.forget(&staged);
                 staged_parent.rename(staged_name, &parent, &name).map_err(UnpackError::io(&dest_path))?;
                 journal.steps.push(Undo::Placed {
                     parent,
@@ -262,6 +275,23 @@ impl Staged {
 
         set_dir_modes(sites, stages, &mut dests, &dir_modes, (placing, &merged), journal)
     }
+}
+
+/// [`Staged::not_kept_here`] on Windows.
+fn not_kept_on_windows(entries: &[StagedEntry]) -> Option<String> {
+    let count = |kind: EntryKind, lost: fn(u32) -> bool| {
+        entries.iter().filter(|e| e.kind == kind && e.duplicate_of.is_none() && lost(e.mode)).count()
+    };
+    let executables = count(EntryKind::File, |mode| mode & 0o111 != 0);
+    let links = count(EntryKind::Symlink, |_| true);
+    let mut lost = Vec::new();
+    if executables > 0 {
+        lost.push(format!("the exec bits of {executables} file(s) (Windows has none)"));
+    }
+    if links > 0 {
+        lost.push(format!("{links} symlink(s) are made as file links (one to a directory does not work on Windows)"));
+    }
+    (!lost.is_empty()).then(|| format!("not as saved on Windows: {}", lost.join("; ")))
 }
 
 /// Whether what is at `dest_path` (of `kind`) may give way to entry `e`: never another root's
@@ -479,5 +509,24 @@ fn undo(step: Undo) -> Result<(), String> {
             Ok(()) => Ok(()),
             Err(e) => fail("reset the mode of", &path, e),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(rel: &str, kind: EntryKind, mode: u32) -> StagedEntry {
+        let rel = rel.to_owned();
+        StagedEntry { root: 0, rel, kind, mode, size: 0, sha256: None, target: None, duplicate_of: None }
+    }
+
+    #[test]
+    fn windows_reports_exec_bits_and_symlinks_it_cannot_keep() {
+        let plain = [entry("d", EntryKind::Dir, 0o755), entry("d/f", EntryKind::File, 0o444)];
+        assert_eq!(not_kept_on_windows(&plain), None);
+        let lossy = [entry("run.sh", EntryKind::File, 0o755), entry("to-d", EntryKind::Symlink, 0o777)];
+        let line = not_kept_on_windows(&lossy).unwrap();
+        assert!(line.contains("exec bits of 1 file(s)") && line.contains("1 symlink(s)"), "{line}");
     }
 }

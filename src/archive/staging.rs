@@ -47,7 +47,7 @@ pub(super) fn sweep_stale_in(dir: &Dir) {
     }
 }
 
-// Only unix can tell a dead process from a live one (elsewhere every pid counts as alive).
+// A pid that cannot exist is a unix fact (the tests under wine sweep a Windows leftover).
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

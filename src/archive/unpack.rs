@@ -688,8 +688,10 @@ impl Drop for Staged {
         if self.keep_staging {
             return;
         }
-        for stage in self.stages.iter().flatten() {
-            let _ = beneath::remove_tree(&stage.holder, &stage.name);
+        for Stage { holder, name, tree, .. } in std::mem::take(&mut self.stages).into_iter().flatten() {
+            // Its own handles closed first: Windows does not remove a directory open elsewhere.
+            drop(tree);
+            let _ = beneath::remove_tree(&holder, &name);
         }
     }
 }
@@ -701,7 +703,6 @@ fn make_symlink(dir: &Dir, target: &str, name: &str) -> io::Result<()> {
 
 #[cfg(not(unix))]
 fn make_symlink(dir: &Dir, target: &str, name: &str) -> io::Result<()> {
-    use cap_fs_ext::DirExt;
     dir.symlink_file(target, name)
 }
 

@@ -178,6 +178,14 @@ fn close(o: Open, umask: u32) -> Result<Written, Failure> {
         o.file.set_permissions(std::fs::Permissions::from_mode(o.mode)).map_err(|e| (o.path.clone(), e))?;
     }
     #[cfg(not(unix))]
-    let _ = (o.mode, umask);
+    {
+        // Windows keeps one permission fact, the read-only attribute; there is no umask.
+        let _ = umask;
+        if o.mode & 0o200 == 0 {
+            let mut permissions = o.file.metadata().map_err(|e| (o.path.clone(), e))?.permissions();
+            permissions.set_readonly(true);
+            o.file.set_permissions(permissions).map_err(|e| (o.path.clone(), e))?;
+        }
+    }
     Ok(Written { index: o.index, size: o.size, sha256: hex::encode(o.hasher.finalize()) })
 }

@@ -391,6 +391,9 @@ fn place_slot(
     let archive_bytes = reader.progress().bytes();
     let roots = staged.root_locations();
     check(&staged.manifest, &roots)?;
+    if let Some(note) = staged.not_kept_here() {
+        ctx.runner.warning(&note);
+    }
     let manifest = staged.manifest.clone();
     let stats = commit(staged).map_err(|e| miss(classify(&e), error_chain(&e)))?;
     let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };

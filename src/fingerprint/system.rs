@@ -129,6 +129,7 @@ impl System for HostSystem {
                     .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
                 (Some("macos".to_owned()), version)
             }
+            "windows" => windows_version(),
             _ => (None, None),
         };
         OsFacts { family, distro, version }
@@ -157,6 +158,31 @@ impl System for HostSystem {
     fn is_file(&self, path: &Path) -> bool {
         path.is_file()
     }
+}
+
+/// `windows` or `windows-server`, and `major.minor.build` (`10.0.20348` is Server 2022,
+/// `10.0.26100` Server 2025) as the kernel reports it, whatever the program's manifest says.
+/// The monthly update revision is left out, as `/etc/os-release` leaves out package updates.
+#[cfg(windows)]
+fn windows_version() -> (Option<String>, Option<String>) {
+    use windows_sys::Wdk::System::SystemServices::RtlGetVersion;
+    use windows_sys::Win32::System::SystemInformation::{OSVERSIONINFOEXW, OSVERSIONINFOW};
+    // SAFETY: OSVERSIONINFOEXW is plain data, valid when zeroed.
+    let mut info: OSVERSIONINFOEXW = unsafe { std::mem::zeroed() };
+    info.dwOSVersionInfoSize = std::mem::size_of::<OSVERSIONINFOEXW>() as u32;
+    // SAFETY: `info` is an OSVERSIONINFOEXW whose size field says so, which RtlGetVersion fills.
+    if unsafe { RtlGetVersion((&raw mut info).cast::<OSVERSIONINFOW>()) } != 0 {
+        return (Some("windows".to_owned()), None);
+    }
+    const VER_NT_WORKSTATION: u8 = 1;
+    let distro = if info.wProductType == VER_NT_WORKSTATION { "windows" } else { "windows-server" };
+    let version = format!("{}.{}.{}", info.dwMajorVersion, info.dwMinorVersion, info.dwBuildNumber);
+    (Some(distro.to_owned()), Some(version))
+}
+
+#[cfg(not(windows))]
+fn windows_version() -> (Option<String>, Option<String>) {
+    (None, None)
 }
 
 /// The libc named by `ldd --version` output.

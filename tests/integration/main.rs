@@ -43,4 +43,5 @@ mod service_v2;
 mod snapshots;
 mod support;
 mod torch_facts;
+mod wine;
 mod workflow_commands;

@@ -6,7 +6,8 @@ use crate::fingerprint::{Component, FingerprintError, Value};
 pub(super) const FACET: FacetDef = FacetDef {
     component: "native.os",
     records: "`family` (`linux`, `macos`, `windows`), `distro` and `version` (`ID` and `VERSION_ID` of \
-              `/etc/os-release`; on macOS `macos` and the `sw_vers` version)",
+              `/etc/os-release`; on macOS `macos` and the `sw_vers` version; on Windows `windows` or `windows-server` \
+              and `major.minor.build`, e.g. `10.0.20348`)",
     default: true,
     unlabelled: Unlabelled::None,
     collect,

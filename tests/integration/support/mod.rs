@@ -1,6 +1,7 @@
 //! What the integration tests share: files and trees, the binary run as an Actions step, hand-made
 //! archives and manifest lines; the store matrix the shared scenarios run on (`stores`), the
-//! local cache services (`services`), the S3 server (`s3`) and nektos/act (`act`).
+//! local cache services (`services`), the S3 server (`s3`), nektos/act (`act`) and the Windows
+//! binary under wine (`wine`).
 
 pub mod act;
 mod archive;
@@ -9,6 +10,7 @@ pub mod services;
 mod step;
 mod stores;
 mod tree;
+mod wine;
 
 pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
 pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
@@ -17,6 +19,7 @@ pub use stores::{Peer, Store};
 pub use tree::{
     Immutable, counting, generate_model, noise, one_disk_heavy_test_at_a_time, random_file, set_exec, snapshot, write,
 };
+pub use wine::Wine;
 
 /// The torch venv scripts/test prepares (PyPI torch; CPU is enough for TorchInductor).
 pub fn torch_venv() -> std::path::PathBuf {

@@ -1,5 +1,6 @@
 //! The `exact-cache` binary run the way the Actions runner runs a step.
 
+use super::wine::Wine;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,8 @@ pub struct Step {
     /// Run the binary as the last argument of this command line (e.g. `setpriv …` to drop
     /// privileges); empty for none.
     pub wrapper: Vec<String>,
+    /// Run the Windows binary under wine instead, every path it is given as wine names it.
+    pub wine: Option<&'static Wine>,
     runs: std::cell::Cell<usize>,
 }
 
@@ -102,8 +105,14 @@ impl Step {
             standing_inputs: Vec::new(),
             measure: false,
             wrapper: Vec::new(),
+            wine: None,
             runs: Default::default(),
         }
+    }
+
+    /// A step that runs the Windows binary under `wine`.
+    pub fn under_wine(wine: &'static Wine) -> Self {
+        Self { wine: Some(wine), ..Self::new() }
     }
 
     /// A step that reaches a cache service through `env` (`Services::v2_env` and the like),
@@ -133,7 +142,9 @@ impl Step {
         std::fs::create_dir_all(&files).unwrap();
         let (output, state_file, env_file, summary) =
             (files.join("output"), files.join("state"), files.join("env"), files.join("summary"));
-        let mut cmd = if let Some((program, args)) = self.wrapper.split_first() {
+        let mut cmd = if let Some(wine) = self.wine {
+            wine.command(&wine.exe())
+        } else if let Some((program, args)) = self.wrapper.split_first() {
             let mut c = std::process::Command::new(program);
             c.args(args).arg(exe());
             c
@@ -144,18 +155,23 @@ impl Step {
         } else {
             std::process::Command::new(exe())
         };
+        let seen = |path: &Path| match self.wine {
+            Some(wine) => std::ffi::OsString::from(wine.path(path)),
+            None => path.as_os_str().to_owned(),
+        };
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
+            .envs(self.wine.map(Wine::env).unwrap_or_default())
             .env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_WORKSPACE", &self.ws)
-            .env("GITHUB_OUTPUT", &output)
-            .env("GITHUB_STATE", &state_file)
-            .env("GITHUB_ENV", &env_file)
-            .env("GITHUB_STEP_SUMMARY", &summary)
-            .env("RUNNER_TEMP", &self.runner_temp)
-            .env("HOME", &self.home)
-            .env("EXACT_CACHE_DIR", &self.cache)
+            .env("GITHUB_WORKSPACE", seen(&self.ws))
+            .env("GITHUB_OUTPUT", seen(&output))
+            .env("GITHUB_STATE", seen(&state_file))
+            .env("GITHUB_ENV", seen(&env_file))
+            .env("GITHUB_STEP_SUMMARY", seen(&summary))
+            .env("RUNNER_TEMP", seen(&self.runner_temp))
+            .env("HOME", seen(&self.home))
+            .env("EXACT_CACHE_DIR", seen(&self.cache))
             .current_dir(&self.ws);
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
