@@ -141,7 +141,7 @@ fn a_runner_without_a_binary_warns_and_the_job_goes_on_as_on_a_miss() {
 }
 
 #[test]
-fn a_tampered_entry_is_refused_and_the_job_regenerates() {
+fn a_tampered_entry_is_refused_the_job_regenerates_and_the_next_run_hits() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
     assert!(run(repo.path(), "fixtures", storage.path(), &[]).success);
@@ -159,12 +159,20 @@ fn a_tampered_entry_is_refused_and_the_job_regenerates() {
 
     let warm = run(repo.path(), "fixtures", storage.path(), &[]);
     assert!(warm.success, "the job regenerates and passes:\n{}", warm.log);
-    assert_eq!(warm.output("cache", "cache-hit"), "true");
+    assert_eq!(warm.output("cache", "cache-hit"), "false", "the files are not in place");
+    assert_eq!(warm.output("cache", "entry-exists"), "true");
     assert_eq!(warm.output("cache", "reused"), "false");
     let reason = warm.output("cache", "miss-reason");
     assert!(reason == "corrupt" || reason == "manifest-mismatch", "{reason}");
     assert!(warm.log.contains("not reused ("), "the reason is reported:\n{}", warm.log);
     assert!(generated(&warm));
+    assert!(warm.log.contains("saved generation 1 base:"), "the post step saves the replacement:\n{}", warm.log);
+
+    // The entry healed: the next run is an exact hit on the replacement.
+    let healed = run(repo.path(), "fixtures", storage.path(), &[]);
+    assert!(healed.success, "{}", healed.log);
+    assert_eq!(healed.output("cache", "reused"), "true", "{}", healed.log);
+    assert!(!generated(&healed));
 }
 
 #[test]
