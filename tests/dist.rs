@@ -73,6 +73,7 @@ const SYSTEM_DLLS: &[&str] = &[
     "advapi32.dll",
     "bcrypt.dll",
     "bcryptprimitives.dll",
+    "combase.dll",
     "crypt32.dll",
     "iphlpapi.dll",
     "kernel32.dll",
@@ -221,6 +222,16 @@ fn the_native_binary_runs_and_reports_the_crate_version() {
     let out = Command::new(binary("exact-cache-x86_64-unknown-linux-gnu")).arg("--version").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), format!("exact-cache {}", env!("CARGO_PKG_VERSION")));
+}
+
+/// `scripts/smoke-binary`, which the release workflow runs on macOS, passes on the native binary.
+#[test]
+fn the_smoke_test_passes_on_the_native_binary() {
+    let out = Command::new(root().join("scripts/smoke-binary"))
+        .arg(binary("exact-cache-x86_64-unknown-linux-gnu"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
 /// The committed binaries are exactly what the current sources build. SLOW: a full release (LTO)

@@ -76,15 +76,16 @@ test('runner platforms map to binary targets, with Node as the fallback', () => 
   assert.equal(shim.binaryName('aarch64-unknown-linux-gnu'), 'exact-cache-aarch64-unknown-linux-gnu');
 });
 
+/** The platforms whose binaries scripts/build-dist builds and dist/ carries, with their files. */
+const BUILT_HERE = [
+  ['Linux', 'X64', 'exact-cache-x86_64-unknown-linux-gnu'],
+  ['Linux', 'ARM64', 'exact-cache-aarch64-unknown-linux-gnu'],
+  ['Windows', 'X64', 'exact-cache-x86_64-pc-windows-gnu.exe'],
+];
+
 test('each platform with a binary runs its own: Linux arm64 and Windows x64 next to Linux x64', () => {
-  const targets = ['x86_64-unknown-linux-gnu', 'aarch64-unknown-linux-gnu', 'x86_64-pc-windows-gnu'];
-  const dir = fakeDist(targets);
-  const cases = [
-    ['Linux', 'X64', 'exact-cache-x86_64-unknown-linux-gnu'],
-    ['Linux', 'ARM64', 'exact-cache-aarch64-unknown-linux-gnu'],
-    ['Windows', 'X64', 'exact-cache-x86_64-pc-windows-gnu.exe'],
-  ];
-  for (const [os, arch, name] of cases) {
+  const dir = fakeDist(['x86_64-unknown-linux-gnu', 'aarch64-unknown-linux-gnu', 'x86_64-pc-windows-gnu']);
+  for (const [os, arch, name] of BUILT_HERE) {
     const file = shim.resolveBinary(dir, { RUNNER_OS: os, RUNNER_ARCH: arch });
     assert.equal(path.basename(file), name, `${os}/${arch}`);
     // The fake binaries are shell scripts, so each runs here whatever platform it stands for.
@@ -248,12 +249,7 @@ test('a platform without a binary is told apart from a binary missing on disk', 
 });
 
 test('the committed dist binaries match the committed SHA256SUMS', () => {
-  const committed = [
-    ['Linux', 'X64', 'exact-cache-x86_64-unknown-linux-gnu'],
-    ['Linux', 'ARM64', 'exact-cache-aarch64-unknown-linux-gnu'],
-    ['Windows', 'X64', 'exact-cache-x86_64-pc-windows-gnu.exe'],
-  ];
-  for (const [os, arch, name] of committed) {
+  for (const [os, arch, name] of BUILT_HERE) {
     const file = shim.resolveBinary(distDir, { RUNNER_OS: os, RUNNER_ARCH: arch });
     assert.equal(path.basename(file), name);
   }
