@@ -133,8 +133,12 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - run: cp -a "$SRC"/. .
+      # act in host mode sets RUNNER_ARCH from its own machine (`--env` does not override it);
+      # the step's env does, for the shim.
       - id: cache
         uses: ./
+        env:
+          RUNNER_ARCH: ARM64
         with:
           prefix: arm64
           path: out
@@ -189,7 +193,7 @@ fn an_act_workflow_on_linux_arm64_runs_the_aarch64_binary_through_the_shim() {
     let storage = tempfile::tempdir().unwrap();
     let workflow = repo.path().join(".github/workflows/arm64.yml");
     let src = repo.path().to_string_lossy().into_owned();
-    let env = [("SRC", src.as_str()), ("RUNNER_ARCH", "ARM64")];
+    let env = [("SRC", src.as_str())];
 
     let cold = run_act(repo.path(), &workflow, storage.path(), &env);
     assert!(cold.success, "{}", cold.log);
