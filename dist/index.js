@@ -21,7 +21,7 @@ const TARGETS = {
   'Linux/ARM64': 'aarch64-unknown-linux-gnu',
   'macOS/X64': 'x86_64-apple-darwin',
   'macOS/ARM64': 'aarch64-apple-darwin',
-  'Windows/X64': 'x86_64-pc-windows-msvc',
+  'Windows/X64': 'x86_64-pc-windows-gnu',
 };
 
 const NODE_OS = { linux: 'Linux', darwin: 'macOS', win32: 'Windows' };

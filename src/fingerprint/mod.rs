@@ -35,6 +35,7 @@
 pub mod collect;
 mod facets;
 mod files;
+mod hwcaps;
 mod python;
 pub mod system;
 mod torch;
@@ -42,6 +43,7 @@ mod torch;
 pub use collect::{EnvPatterns, FingerprintSpec, collect};
 pub use facets::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION, aarch64_isa, x86_64_level};
 pub use files::sha256_file;
+pub use hwcaps::HwCaps;
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
 
 use crate::ids::{Key, Version};

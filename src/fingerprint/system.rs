@@ -4,6 +4,7 @@
 //! appears, glibc moves, a compiler is missing) and check that exactly that facet changes.
 //! [`HostSystem`] is the real machine.
 
+use super::hwcaps::HwCaps;
 use crate::env::Env;
 use std::collections::BTreeSet;
 use std::io::{self, Read};
@@ -38,8 +39,22 @@ impl CommandOutput {
 pub struct CpuFacts {
     /// `std::env::consts::ARCH` (`x86_64`, `aarch64`, …).
     pub arch: String,
-    /// CPU feature flags, named as Linux's `/proc/cpuinfo` names them.
+    /// CPU feature flags, named as Linux's `/proc/cpuinfo` names them: its `flags` line on x86,
+    /// its `Features` line on arm (never the other architecture's line).
     pub flags: BTreeSet<String>,
+    /// On arm64 Linux, the hardware capability words, which name the features when present.
+    pub hwcaps: Option<HwCaps>,
+}
+
+impl CpuFacts {
+    /// The CPU's features by their Linux names: from the hardware capabilities where there are
+    /// some (arm64 Linux), else `flags`.
+    pub fn features(&self) -> BTreeSet<String> {
+        match self.hwcaps {
+            Some(caps) if self.arch == "aarch64" => caps.names(),
+            _ => self.flags.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -110,8 +125,8 @@ impl System for HostSystem {
 
     fn cpu(&self) -> CpuFacts {
         let arch = std::env::consts::ARCH.to_owned();
-        let flags = proc_cpuinfo_flags().unwrap_or_else(detected_flags);
-        CpuFacts { arch, flags }
+        let flags = proc_cpuinfo_flags(&arch).unwrap_or_else(detected_flags);
+        CpuFacts { arch, flags, hwcaps: HwCaps::of_this_process() }
     }
 
     fn os(&self) -> OsFacts {
@@ -209,17 +224,21 @@ pub fn parse_os_release(text: &str) -> (Option<String>, Option<String>) {
     (field("ID"), field("VERSION_ID"))
 }
 
-fn proc_cpuinfo_flags() -> Option<BTreeSet<String>> {
+fn proc_cpuinfo_flags(arch: &str) -> Option<BTreeSet<String>> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    parse_cpuinfo_flags(&text)
+    parse_cpuinfo_flags(&text, arch)
 }
 
-/// The first `flags` (x86) or `Features` (arm) line of `/proc/cpuinfo`.
-pub fn parse_cpuinfo_flags(text: &str) -> Option<BTreeSet<String>> {
-    let line = text.lines().find(|l| {
-        let name = l.split(':').next().unwrap_or("").trim();
-        name == "flags" || name == "Features"
-    })?;
+/// The first line of `/proc/cpuinfo` that lists `arch`'s features: `flags` on x86, `Features` on
+/// arm. An emulator (qemu-user) shows the host's file, so the other architecture's line is
+/// never read.
+pub fn parse_cpuinfo_flags(text: &str, arch: &str) -> Option<BTreeSet<String>> {
+    let field = match arch {
+        "x86_64" | "x86" => "flags",
+        "aarch64" | "arm" => "Features",
+        _ => return None,
+    };
+    let line = text.lines().find(|l| l.split(':').next().unwrap_or("").trim() == field)?;
     let (_, values) = line.split_once(':')?;
     Some(values.split_whitespace().map(str::to_owned).collect())
 }
@@ -351,8 +370,35 @@ mod tests {
         let (id, version) = parse_os_release("NAME=\"Ubuntu\"\nID=ubuntu\nVERSION_ID=\"24.04\"\n");
         assert_eq!(id.as_deref(), Some("ubuntu"));
         assert_eq!(version.as_deref(), Some("24.04"));
-        let flags = parse_cpuinfo_flags("processor\t: 0\nflags\t\t: fpu sse2 avx2\nbugs\t: x\n").unwrap();
+        let x86 = "processor\t: 0\nflags\t\t: fpu sse2 avx2\nbugs\t: x\n";
+        let flags = parse_cpuinfo_flags(x86, "x86_64").unwrap();
         assert!(flags.contains("avx2") && flags.contains("fpu"));
+        let arm = "processor\t: 0\nFeatures\t: fp asimd aes\nCPU implementer\t: 0x41\n";
+        assert_eq!(parse_cpuinfo_flags(arm, "aarch64").unwrap(), ["aes", "asimd", "fp"].map(str::to_owned).into());
+    }
+
+    #[test]
+    fn an_emulated_cpu_never_reads_the_hosts_line() {
+        // qemu-aarch64 on an x86 host shows the host's /proc/cpuinfo.
+        let x86 = "processor\t: 0\nflags\t\t: fpu sse2 avx512f aes\n";
+        assert_eq!(parse_cpuinfo_flags(x86, "aarch64"), None);
+        assert_eq!(parse_cpuinfo_flags("Features\t: fp asimd\n", "x86_64"), None);
+        assert_eq!(parse_cpuinfo_flags(x86, "riscv64"), None);
+    }
+
+    #[test]
+    fn arm64_features_come_from_the_hardware_capabilities() {
+        let cpu = CpuFacts {
+            arch: "aarch64".into(),
+            flags: ["avx512f".to_owned()].into(),
+            hwcaps: Some(HwCaps { hwcap: 0b11, hwcap2: 0 }),
+        };
+        assert_eq!(cpu.features(), ["asimd", "fp"].map(str::to_owned).into());
+        let without = CpuFacts { hwcaps: None, ..cpu.clone() };
+        assert_eq!(without.features(), without.flags);
+        // Words on another architecture are not arm64's.
+        let x86 = CpuFacts { arch: "x86_64".into(), ..cpu };
+        assert_eq!(x86.features(), x86.flags);
     }
 
     #[test]

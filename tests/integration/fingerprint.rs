@@ -4,8 +4,8 @@
 use crate::support::{set_exec, write};
 use exact_cache::env::Env;
 use exact_cache::fingerprint::{
-    CommandOutput, CpuFacts, Facet, Fingerprint, FingerprintError, FingerprintSpec, HostSystem, OsFacts, System, Value,
-    collect,
+    CommandOutput, CpuFacts, Facet, Fingerprint, FingerprintError, FingerprintSpec, HostSystem, HwCaps, OsFacts,
+    System, Value, collect,
 };
 use exact_cache::paths::Locations;
 use std::collections::{BTreeSet, HashMap};
@@ -45,7 +45,7 @@ impl FakeSystem {
     fn baseline() -> Self {
         let flags = "cx16 lahf_lm popcnt pni sse4_1 sse4_2 ssse3 avx avx2 bmi1 bmi2 f16c fma abm movbe xsave fpu";
         Self {
-            cpu: CpuFacts { arch: "x86_64".into(), flags: flags.split(' ').map(str::to_owned).collect() },
+            cpu: CpuFacts { arch: "x86_64".into(), flags: flags.split(' ').map(str::to_owned).collect(), hwcaps: None },
             os: OsFacts { family: "linux".into(), distro: Some("ubuntu".into()), version: Some("24.04".into()) },
             libc: Some("glibc 2.39".into()),
             programs: [
@@ -140,6 +140,16 @@ fn each_native_facet_changes_only_its_component() {
     arm.cpu.arch = "aarch64".into();
     let fp = collect(&spec, &arm, &env).unwrap();
     assert_eq!(changed_components(&base, &fp), BTreeSet::from(["native.arch".into(), "native.isa".into()]));
+
+    // On arm64 the hardware capabilities name the features, whatever flags the (emulated)
+    // /proc/cpuinfo shows: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics, and sve2.
+    arm.cpu.hwcaps = Some(HwCaps { hwcap: 0x1ff, hwcap2: 0b10 });
+    let fp = collect(&spec, &arm, &env).unwrap();
+    assert_eq!(fp.components["native.isa"]["features"], Value::text("asimd sve2 atomics crc32 aes sha2"));
+    assert_eq!(
+        fp.components["native.cpu-flags"]["flags"],
+        Value::text("aes asimd atomics crc32 evtstrm fp pmull sha1 sha2 sve2")
+    );
 
     // AVX-512 raises the ISA level; the full flag list changes too (cpu-flags is on here).
     let mut v4 = base_sys.clone();

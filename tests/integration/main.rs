@@ -6,7 +6,8 @@
 //! (and `.venv-torch` for the TorchInductor example), `torch_facts` needs `.venv-torch` for its
 //! comparison with importing torch, `s3` and the S3 store of the matrix that `grow`, `safety` and
 //! `concurrency` run on (`support::stores`) need s3s-fs in `.tools/` (`scripts/test` installs all
-//! of them), `large` writes gigabytes; filter by module
+//! of them), `emulated` runs the committed aarch64 binary under qemu-user (`qemu-user` and
+//! `libc6-arm64-cross` from apt), `large` writes gigabytes; filter by module
 //! (`cargo test --test integration -- --skip act_`). The slowest tests are marked
 //! `#[ignore = "slow: …"]`: a plain `cargo test` leaves them out, `-- --include-ignored` (CI) runs
 //! them. tests/dist.rs is a crate of its own (it says
@@ -25,6 +26,7 @@ mod azure;
 mod bounds;
 mod catalog_refs;
 mod concurrency;
+mod emulated;
 mod explain_prune;
 mod fault_matrix;
 mod fingerprint;

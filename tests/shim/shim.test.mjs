@@ -70,7 +70,36 @@ test('runner platforms map to binary targets, with Node as the fallback', () => 
   assert.equal(shim.platformOf({}, 'darwin', 'arm64'), 'macOS/ARM64');
   assert.equal(shim.platformOf({}, 'win32', 'x64'), 'Windows/X64');
   assert.equal(shim.TARGETS['Linux/X64'], 'x86_64-unknown-linux-gnu');
-  assert.equal(shim.binaryName('x86_64-pc-windows-msvc'), 'exact-cache-x86_64-pc-windows-msvc.exe');
+  assert.equal(shim.TARGETS['Linux/ARM64'], 'aarch64-unknown-linux-gnu');
+  assert.equal(shim.TARGETS['Windows/X64'], 'x86_64-pc-windows-gnu');
+  assert.equal(shim.binaryName('x86_64-pc-windows-gnu'), 'exact-cache-x86_64-pc-windows-gnu.exe');
+  assert.equal(shim.binaryName('aarch64-unknown-linux-gnu'), 'exact-cache-aarch64-unknown-linux-gnu');
+});
+
+/** The platforms whose binaries scripts/build-dist builds and dist/ carries, with their files. */
+const BUILT_HERE = [
+  ['Linux', 'X64', 'exact-cache-x86_64-unknown-linux-gnu'],
+  ['Linux', 'ARM64', 'exact-cache-aarch64-unknown-linux-gnu'],
+  ['Windows', 'X64', 'exact-cache-x86_64-pc-windows-gnu.exe'],
+];
+
+test('each platform with a binary runs its own: Linux arm64 and Windows x64 next to Linux x64', () => {
+  const dir = fakeDist(['x86_64-unknown-linux-gnu', 'aarch64-unknown-linux-gnu', 'x86_64-pc-windows-gnu']);
+  for (const [os, arch, name] of BUILT_HERE) {
+    const file = shim.resolveBinary(dir, { RUNNER_OS: os, RUNNER_ARCH: arch });
+    assert.equal(path.basename(file), name, `${os}/${arch}`);
+    // The fake binaries are shell scripts, so each runs here whatever platform it stands for.
+    const r = runEntry(dir, 'restore', { RUNNER_OS: os, RUNNER_ARCH: arch });
+    assert.equal(r.status, 0, `${os}/${arch}: ${r.stdout}${r.stderr}`);
+    assert.match(r.stdout, /^fake binary restore$/m);
+  }
+  // macOS still has none: a miss, naming the three that exist.
+  assert.throws(
+    () => shim.resolveBinary(dir, { RUNNER_OS: 'macOS', RUNNER_ARCH: 'ARM64' }),
+    (e) =>
+      e instanceof shim.UnsupportedPlatform &&
+      /no binary for macOS\/ARM64; this release has binaries for: Linux\/X64, Linux\/ARM64, Windows\/X64$/.test(e.message),
+  );
 });
 
 test('each entry point runs the binary with its mode, inherited stdio, env and exit code', () => {
@@ -219,7 +248,10 @@ test('a platform without a binary is told apart from a binary missing on disk', 
   assert.throws(() => shim.resolveBinary(dir, { RUNNER_OS: 'Windows', RUNNER_ARCH: 'ARM64' }), shim.UnsupportedPlatform);
 });
 
-test('the committed dist binary matches the committed SHA256SUMS', () => {
-  const file = shim.resolveBinary(distDir, { RUNNER_OS: 'Linux', RUNNER_ARCH: 'X64' });
-  assert.equal(path.basename(file), 'exact-cache-x86_64-unknown-linux-gnu');
+test('the committed dist binaries match the committed SHA256SUMS', () => {
+  for (const [os, arch, name] of BUILT_HERE) {
+    const file = shim.resolveBinary(distDir, { RUNNER_OS: os, RUNNER_ARCH: arch });
+    assert.equal(path.basename(file), name);
+  }
+  assert.throws(() => shim.resolveBinary(distDir, { RUNNER_OS: 'macOS', RUNNER_ARCH: 'ARM64' }), shim.UnsupportedPlatform);
 });

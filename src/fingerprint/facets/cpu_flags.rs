@@ -6,13 +6,14 @@ use crate::fingerprint::{Component, FingerprintError, Value};
 
 pub(super) const FACET: FacetDef = FacetDef {
     component: "native.cpu-flags",
-    records: "`flags`: every CPU flag, as `/proc/cpuinfo` names them (opt-in: it changes with every CPU stepping)",
+    records: "`flags`: every CPU flag, as `/proc/cpuinfo` names them (on arm64, from the hardware capabilities; \
+              opt-in: it changes with every CPU stepping)",
     default: false,
     unlabelled: Unlabelled::Label("flags"),
     collect,
 };
 
 fn collect(probe: &Probe) -> Result<Component, FingerprintError> {
-    let flags: Vec<&str> = probe.cpu().flags.iter().map(String::as_str).collect();
+    let flags: Vec<String> = probe.cpu().features().into_iter().collect();
     Ok([("flags".to_owned(), Value::text(flags.join(" ")))].into())
 }

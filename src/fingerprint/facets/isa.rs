@@ -1,6 +1,7 @@
 //! `native.isa`: what compiled kernels depend on — the x86-64 micro-architecture level (psABI
-//! levels v1..v4) or, on aarch64, the set of SIMD/atomics features. The full flag list is the
-//! separate, opt-in `cpu-flags` facet, because it changes with every CPU stepping.
+//! levels v1..v4) or, on aarch64, the set of SIMD/atomics features (from the hardware
+//! capabilities, [`CpuFacts::features`]). The full flag list is the separate, opt-in `cpu-flags`
+//! facet, because it changes with every CPU stepping.
 
 use super::{FacetDef, Probe, Unlabelled};
 use crate::fingerprint::system::CpuFacts;
@@ -63,7 +64,7 @@ fn isa(cpu: &CpuFacts, extensions: bool) -> Component {
             .into()
         }
         "x86_64" => [("level".to_owned(), Value::text(x86_64_level(&cpu.flags)))].into(),
-        "aarch64" => [("features".to_owned(), Value::text(aarch64_isa(&cpu.flags)))].into(),
+        "aarch64" => [("features".to_owned(), Value::text(aarch64_isa(&cpu.features())))].into(),
         _ => [("level".to_owned(), Value::Absent)].into(),
     }
 }
@@ -93,8 +94,11 @@ mod tests {
 
     #[test]
     fn isa_extensions_are_listed_only_when_asked_for() {
-        let cpu =
-            CpuFacts { arch: "x86_64".into(), flags: flags(&format!("{V2} {V3} {V4} amx_tile avx512_bf16 rdrand")) };
+        let cpu = CpuFacts {
+            arch: "x86_64".into(),
+            flags: flags(&format!("{V2} {V3} {V4} amx_tile avx512_bf16 rdrand")),
+            hwcaps: None,
+        };
         assert_eq!(isa(&cpu, false).len(), 1);
         assert_eq!(isa(&cpu, true)["extensions"], Value::text("amx_tile avx512_bf16"));
     }
@@ -102,5 +106,18 @@ mod tests {
     #[test]
     fn aarch64_isa_keeps_only_codegen_features_in_a_fixed_order() {
         assert_eq!(aarch64_isa(&flags("fp cpuid sve asimd evtstrm asimddp")), "asimd asimddp sve");
+    }
+
+    #[test]
+    fn aarch64_features_come_from_the_hardware_capabilities_not_an_x86_flags_line() {
+        // What qemu-aarch64 on an x86 host shows: the host's flags, the emulated CPU's words.
+        let cpu = CpuFacts {
+            arch: "aarch64".into(),
+            flags: flags(&format!("{V2} {V3} {V4} aes")),
+            // fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics | sve2
+            hwcaps: Some(crate::fingerprint::HwCaps { hwcap: 0x1ff, hwcap2: 0b10 }),
+        };
+        assert_eq!(isa(&cpu, true)["features"], Value::text("asimd sve2 atomics crc32 aes sha2"));
+        assert_eq!(isa(&cpu, true).len(), 1);
     }
 }
