@@ -25,7 +25,7 @@ use crate::runner::SecretSink;
 use reqwest::header::HeaderMap;
 use reqwest::{Response, StatusCode};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
@@ -132,7 +132,8 @@ pub struct Http {
     pub download_client: reqwest::Client,
     pub tuning: Tuning,
     pub secrets: SecretSink,
-    rate_limited: AtomicBool,
+    /// The first rate-limit answer of this run: every later call is refused, naming it.
+    rate_limited: OnceLock<BackendError>,
 }
 
 impl Http {
@@ -156,7 +157,7 @@ impl Http {
         };
         let client = build(None)?;
         let download_client = build(Some(tuning.read_timeout))?;
-        Ok(Self { rt: Some(rt), client, download_client, tuning, secrets, rate_limited: AtomicBool::new(false) })
+        Ok(Self { rt: Some(rt), client, download_client, tuning, secrets, rate_limited: OnceLock::new() })
     }
 
     pub fn rt(&self) -> &tokio::runtime::Runtime {
@@ -191,16 +192,19 @@ impl Http {
     {
         let mut attempt = 1;
         loop {
-            if self.rate_limited.load(Ordering::Relaxed) {
-                return Err(BackendError::new(
-                    ErrorKind::RateLimited { retry_after: None },
-                    "the cache service rate-limited an earlier call; no more calls in this run",
-                ));
+            if let Some(first) = self.rate_limited.get() {
+                // Lookups run at once: whichever is refused here names the answer that tripped
+                // the breaker, so the log says the same whatever the order.
+                let message = format!(
+                    "the cache service rate-limited an earlier call ({}); no more calls in this run",
+                    first.message
+                );
+                return Err(BackendError::new(first.kind, message));
             }
             match call().await {
                 Ok(v) => return Ok(v),
                 Err(e) if matches!(e.kind, ErrorKind::RateLimited { .. }) => {
-                    self.rate_limited.store(true, Ordering::Relaxed);
+                    let _ = self.rate_limited.set(BackendError::new(e.kind, e.message.clone()));
                     return Err(e);
                 }
                 // A conflict (or a refused condition) after a retried request may be our own
@@ -419,6 +423,7 @@ pub fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn statuses_map_to_kinds() {
