@@ -1,13 +1,14 @@
 //! The committed portable binaries in dist/: their checksums, what each needs from the system it
 //! runs on (the Linux ones: glibc ≤ 2.17 and only base system libraries, the right machine, and
 //! on aarch64 LOAD segments aligned for 64 KiB pages; the Windows one: AMD64, only system DLLs),
-//! that the native one runs, and that they are what the current sources build
-//! (`scripts/build-dist --check`). The emulated runs of the others are in
-//! `tests/integration/emulated.rs`.
+//! that the native one runs, and that they are what the current sources build: each one's
+//! digest of its build's inputs (`dist/SOURCES`, `scripts/build-dist --check-sources`), and the
+//! native one rebuilt bit for bit (`scripts/build-dist --check`). The emulated runs of the others
+//! are in `tests/integration/emulated.rs`.
 //!
 //! A crate of its own, not a module of tests/integration: it checks the committed artifacts, not
-//! the library, and its slow test is a from-scratch release (LTO) build of every target that takes
-//! every core and gigabytes of disk for minutes, which the integration tests' sub-second read
+//! the library, and its slow test is a from-scratch release (LTO) build that takes every core and
+//! gigabytes of disk for minutes, which the integration tests' sub-second read
 //! timeouts and gigabyte round trips should not run beside.
 
 use sha2::{Digest, Sha256};
@@ -234,19 +235,103 @@ fn the_smoke_test_passes_on_the_native_binary() {
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
-/// The committed binaries are exactly what the current sources build. SLOW: a full release (LTO)
-/// build of every target from scratch in a temporary directory, minutes each; on a fresh clone
-/// the script also installs its pinned tools (cargo-zigbuild into .tools/, zig into .venv) first.
+/// `scripts/build-dist` with `args` in `dir`: (exit status, stderr).
+fn build_dist(dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(dir.join("scripts/build-dist")).args(args).current_dir(dir).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Every committed binary was built from the sources as they are (its `dist/SOURCES` digest):
+/// what makes a stale binary fail CI. Left out of a plain `cargo test`, where every source edit
+/// would fail it until the binaries are rebuilt.
 #[test]
-#[ignore = "slow: an LTO release rebuild of every target (minutes each); scripts/test runs it"]
-fn dist_is_up_to_date_with_the_sources() {
-    let out = Command::new(root().join("scripts/build-dist")).arg("--check").output().unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/build-dist --check failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+#[ignore = "release check: fails after any source change until scripts/build-dist runs; scripts/test runs it"]
+fn every_binary_was_built_from_these_sources() {
+    let (ok, log) = build_dist(root(), &["--check-sources"]);
+    assert!(ok, "scripts/build-dist --check-sources failed:\n{log}");
+}
+
+/// `dist/SOURCES` has one line for each binary dist/ carries, in SHA256SUMS's order.
+#[test]
+fn sources_has_a_line_for_every_binary() {
+    let text = std::fs::read_to_string(root().join("dist/SOURCES")).unwrap();
+    let names: Vec<&str> = text.lines().map(|line| line.split_once("  ").map_or("", |(_, name)| name)).collect();
+    let binaries: Vec<&str> = BINARIES.iter().map(|(artifact, _)| *artifact).collect();
+    let mut sorted = binaries.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "dist/SOURCES:\n{text}");
+}
+
+/// The digest check fails for every binary once any input changes: an edited or new file in
+/// `src/`, the lock file, the build script. In a scratch repository holding copies of the
+/// inputs, with a `dist/SOURCES` recording their digest.
+#[test]
+fn a_change_to_any_input_makes_every_binary_stale() {
+    let (ok, listed) = build_dist(root(), &["--inputs"]);
+    assert!(ok, "{listed}");
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    for file in listed.lines() {
+        let to = dir.join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root().join(file), &to).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    let (ok, digest) = build_dist(dir, &["--inputs-digest"]);
+    assert!(ok && digest.trim().len() == 64, "{digest}");
+    let record = |digest: &str| {
+        let lines: String = BINARIES.iter().map(|(artifact, _)| format!("{digest}  {artifact}\n")).collect();
+        write_file(&dir.join("dist/SOURCES"), &lines);
+    };
+    record(digest.trim());
+    let (ok, log) = build_dist(dir, &["--check-sources"]);
+    assert!(ok, "unchanged inputs are current:\n{log}");
+
+    let changes: [(&str, &dyn Fn()); 4] = [
+        ("an edited source", &|| append(&dir.join("src/lib.rs"), "// edited\n")),
+        ("a new source file, not yet tracked", &|| write_file(&dir.join("src/new.rs"), "")),
+        ("the lock file", &|| append(&dir.join("Cargo.lock"), "\n")),
+        ("the build script", &|| append(&dir.join("scripts/build-dist"), "# edited\n")),
+    ];
+    for (change, make) in changes {
+        let (_, before) = build_dist(dir, &["--inputs-digest"]);
+        record(before.trim());
+        make();
+        let (ok, log) = build_dist(dir, &["--check-sources"]);
+        assert!(!ok, "{change}: the check passed:\n{log}");
+        for (artifact, _) in BINARIES {
+            assert!(log.contains(&format!("dist/{artifact} is stale")), "{change}: {artifact} not reported:\n{log}");
+        }
+        let (_, one) = build_dist(dir, &["--check-sources", "x86_64-unknown-linux-gnu"]);
+        assert_eq!(one.matches(" is stale").count(), 1, "{change}: only the named target is checked:\n{one}");
+    }
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+}
+
+/// The native binary is exactly what these sources build, bit for bit, and its build read no
+/// project file outside the digest's inputs: what shows that `dist/SOURCES` stands for the
+/// binaries. SLOW: a release (LTO) build from scratch in a temporary directory, minutes; on a
+/// fresh clone the script also installs its pinned tools (the Rust targets, cargo-zigbuild into
+/// .tools/, zig into .venv) first. The CI workflow's `dist` job rebuilds every target.
+#[test]
+#[ignore = "slow: an LTO release rebuild (minutes); scripts/test runs it"]
+fn the_native_binary_rebuilds_bit_for_bit() {
+    let (ok, log) = build_dist(root(), &["--check", "x86_64-unknown-linux-gnu"]);
+    assert!(ok, "scripts/build-dist --check x86_64-unknown-linux-gnu failed:\n{log}");
 }
 
 /// What a dynamically linked ELF64 little-endian executable needs from the system, read from its

@@ -4,6 +4,7 @@
 
 use crate::support::act::{git_repo, run_act};
 use crate::support::exe;
+use crate::support::needs;
 
 const ROUND_TRIP: &str = r#"
 on: push
@@ -98,7 +99,7 @@ fn largest_stored_file(storage: &std::path::Path) -> std::path::PathBuf {
     files.into_iter().max().expect("act stored something").1
 }
 
-#[test]
+#[needs(act)]
 fn a_tampered_entry_on_acts_server_is_replaced_and_the_next_run_hits() {
     let repo = git_repo(&[(".github/workflows/rt.yml", ROUND_TRIP), (".github/workflows/job.yml", GUARDED_JOB)]);
     let storage = tempfile::tempdir().unwrap();
@@ -127,7 +128,7 @@ fn a_tampered_entry_on_acts_server_is_replaced_and_the_next_run_hits() {
     assert_eq!(healed.output("save", "save-result"), "exists");
 }
 
-#[test]
+#[needs(act)]
 fn round_trip_and_reuse_across_runs_with_acts_cache_server() {
     let repo = git_repo(&[(".github/workflows/rt.yml", ROUND_TRIP), (".github/workflows/again.yml", RESTORE_ONLY)]);
     let storage = tempfile::tempdir().unwrap();
@@ -144,7 +145,7 @@ fn round_trip_and_reuse_across_runs_with_acts_cache_server() {
     assert_eq!(again.output("restore", "reused"), "true");
 }
 
-#[test]
+#[needs(act)]
 fn acts_prefix_match_is_never_restored() {
     let repo = git_repo(&[(".github/workflows/trap.yml", PREFIX_TRAP)]);
     let storage = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::support::act::{ActRun, git_repo, run_act};
+use crate::support::needs;
 use crate::support::torch_venv;
 
 const FILES: &[&str] = &["action.yml", "restore/action.yml", "save/action.yml", "fingerprint/action.yml"];
@@ -69,7 +70,7 @@ fn generated(run: &ActRun) -> bool {
     run.log.contains("GENERATING fixtures")
 }
 
-#[test]
+#[needs(act)]
 fn fixtures_cold_then_warm() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -97,7 +98,7 @@ fn fixtures_cold_then_warm() {
     assert_eq!(a, b, "byte-identical, modes kept");
 }
 
-#[test]
+#[needs(act)]
 fn a_failed_job_saves_nothing() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -115,7 +116,7 @@ fn a_failed_job_saves_nothing() {
     assert_eq!(next.output("cache", "miss-reason"), "not-found", "nothing was saved by the failed job");
 }
 
-#[test]
+#[needs(act)]
 fn a_runner_without_a_binary_warns_and_the_job_goes_on_as_on_a_miss() {
     let repo = repo();
     // A release without a binary for this runner (Linux/X64 here, as macOS/ARM64 is today).
@@ -140,7 +141,7 @@ fn a_runner_without_a_binary_warns_and_the_job_goes_on_as_on_a_miss() {
     assert!(r.log.contains("cache-hit=false reused=false miss-reason=unsupported-platform"), "{}", r.log);
 }
 
-#[test]
+#[needs(act)]
 fn a_tampered_entry_is_refused_the_job_regenerates_and_the_next_run_hits() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -175,7 +176,7 @@ fn a_tampered_entry_is_refused_the_job_regenerates_and_the_next_run_hits() {
     assert!(!generated(&healed));
 }
 
-#[test]
+#[needs(act)]
 fn a_changed_generator_is_a_miss_under_a_new_key() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -192,7 +193,7 @@ fn a_changed_generator_is_a_miss_under_a_new_key() {
     assert!(generated(&second));
 }
 
-#[test]
+#[needs(act)]
 fn restore_and_save_building_blocks_cold_then_warm() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -206,7 +207,7 @@ fn restore_and_save_building_blocks_cold_then_warm() {
     assert!(!generated(&warm));
 }
 
-#[test]
+#[needs(act)]
 fn a_composite_action_wrapping_restore_and_save() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -222,7 +223,7 @@ fn a_composite_action_wrapping_restore_and_save() {
 
 /// `backend: s3` under act: the example workflow against s3s-fs, cold then warm, with the
 /// credentials and endpoint in the environment as the AWS tools read them.
-#[test]
+#[needs(act, s3s_fs)]
 fn s3_backend_cold_then_warm() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -254,7 +255,7 @@ fn inductor_report(run: &ActRun) -> serde_json::Value {
 
 /// Issue 14's sequence: model A cold; A and a new model B warm (B is kept as a layer); A and B
 /// again on a fresh machine: nothing compiles, and the stack has one layer.
-#[test]
+#[needs(act, torch)]
 #[ignore = "slow: real torch.compile under act, three runs"]
 fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     let repo = repo();
@@ -330,7 +331,7 @@ fn one_step_workflow(repo: &Path, name: &str, with: &str) {
     std::fs::write(repo.join(format!(".github/workflows/{name}.yml")), workflow).unwrap();
 }
 
-#[test]
+#[needs(act)]
 fn a_step_migrated_from_actions_cache_fails_with_a_hint_and_restores_nothing() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
@@ -344,7 +345,7 @@ fn a_step_migrated_from_actions_cache_fails_with_a_hint_and_restores_nothing() {
     assert!(!repo.path().join("fixtures").exists());
 }
 
-#[test]
+#[needs(act)]
 fn an_empty_prefix_is_an_input_error_under_act() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 //! the binary. What every store must do (tampered and hostile entries, racing saves, `grow`) runs
 //! on Azure Blob too, in the store matrix of `safety`, `concurrency` and `grow`.
 
+use crate::support::needs;
 use crate::support::noise;
 use crate::support::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
 use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
@@ -70,7 +71,7 @@ fn download(backend: &AzureBlobBackend, key: &str) -> Vec<u8> {
     bytes
 }
 
-#[test]
+#[needs(azurite)]
 fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
     let c = azurite::container("round-trip");
     let backend = backend(&c);
@@ -96,7 +97,7 @@ fn entries_round_trip_in_one_put_and_in_blocks_and_only_exact_keys_hit() {
     assert!(matches!(backend.reserve(&Key::from("k-small"), &Version::from(VERSION)).unwrap(), Reservation::Exists));
 }
 
-#[test]
+#[needs(azurite)]
 fn racing_saves_give_one_saved_and_one_exists() {
     let c = azurite::container("race");
     let backend = backend(&c);
@@ -118,7 +119,7 @@ fn racing_saves_give_one_saved_and_one_exists() {
     }
 }
 
-#[test]
+#[needs(azurite)]
 fn the_catalog_lists_with_the_ref_and_deletes() {
     let c = azurite::container("catalog");
     let backend = backend_with(&c, &env(&[], &[("GITHUB_REF", "refs/heads/café")]), SecretSink::detached());
@@ -146,7 +147,7 @@ fn the_catalog_lists_with_the_ref_and_deletes() {
     assert!(backend.lookup(&listed[0].key, &Version::from(VERSION)).unwrap().is_none());
 }
 
-#[test]
+#[needs(azurite)]
 fn a_sas_token_works_in_place_of_the_key_and_is_masked() {
     let c = azurite::container("sas");
     let sas = azurite::account_sas();
@@ -160,7 +161,7 @@ fn a_sas_token_works_in_place_of_the_key_and_is_masked() {
     assert!(sink.contains(&azurite::account_sas_signature()), "its signature alone");
 }
 
-#[test]
+#[needs(azurite)]
 fn a_wrong_key_is_forbidden_at_once_and_never_shown() {
     let c = azurite::container("wrong-key");
     let wrong = "d3Jvbmcga2V5IGZvciB0aGUgdGVzdCwgbm90IGEgcmVhbCBvbmUgYXQgYWxsIQ==";
@@ -185,7 +186,7 @@ fn a_wrong_key_is_forbidden_at_once_and_never_shown() {
     }
 }
 
-#[test]
+#[needs(azurite)]
 fn a_missing_container_is_an_error_not_a_miss() {
     let backend = backend("no-such-container");
     let e = backend.lookup(&Key::from("k"), &Version::from(VERSION)).unwrap_err();
@@ -195,7 +196,7 @@ fn a_missing_container_is_an_error_not_a_miss() {
 
 /// `backend: azure-blob` through the binary, as a workflow sets it: the account and key from
 /// the Azure environment, the container and endpoint as inputs.
-#[test]
+#[needs(azurite)]
 fn the_azure_blob_backend_input_saves_restores_lists_and_prunes_through_the_binary() {
     use crate::support::{NO_STATE, Step, write};
     let name = azurite::container("binary");

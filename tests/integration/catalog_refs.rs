@@ -16,16 +16,16 @@ const FEATURE: &str = "refs/heads/feature";
 macro_rules! on_stores_that_record_refs {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            use crate::support::Store;
+            use crate::support::{Store, needs};
             #[test]
             fn local_store() {
                 super::$scenario(Store::Local);
             }
-            #[test]
+            #[needs(s3s_fs)]
             fn s3_store() {
                 super::$scenario(Store::S3);
             }
-            #[test]
+            #[needs(azurite)]
             fn azure_blob() {
                 super::$scenario(Store::AzureBlob);
             }

@@ -9,6 +9,7 @@
 //! both (`.github/workflows/ci.yml`).
 
 use crate::support::act::{git_repo, run_act};
+use crate::support::needs;
 use crate::support::{NO_STATE, Step, snapshot, write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -46,7 +47,7 @@ fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-#[test]
+#[needs(qemu)]
 fn the_aarch64_binary_runs_under_qemu() {
     let out =
         Command::new("qemu-aarch64").args(["-L", SYSROOT]).arg(aarch64_binary()).arg("--version").output().unwrap();
@@ -54,7 +55,7 @@ fn the_aarch64_binary_runs_under_qemu() {
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), format!("exact-cache {}", env!("CARGO_PKG_VERSION")));
 }
 
-#[test]
+#[needs(qemu)]
 fn the_aarch64_binary_saves_and_restores_a_tree_byte_identical_under_qemu() {
     let step = emulated_step();
     let inputs = [("path", "out\nmore/deep"), ("native", "os,arch,isa,libc"), ("prefix", "emulated")];
@@ -96,7 +97,7 @@ fn the_aarch64_binary_saves_and_restores_a_tree_byte_identical_under_qemu() {
     assert!(!step.ws.join("out").exists(), "a refused entry places nothing");
 }
 
-#[test]
+#[needs(qemu)]
 fn the_aarch64_fingerprint_has_arm64_isa_facts_under_qemu() {
     let step = emulated_step();
     let inputs = [("path", "out"), ("native", "arch,isa,cpu-flags,libc")];
@@ -187,7 +188,7 @@ fn arm64_release(binary: &Path) -> tempfile::TempDir {
     git_repo(&borrowed)
 }
 
-#[test]
+#[needs(qemu, act)]
 fn an_act_workflow_on_linux_arm64_runs_the_aarch64_binary_through_the_shim() {
     let repo = arm64_release(&aarch64_binary());
     let storage = tempfile::tempdir().unwrap();

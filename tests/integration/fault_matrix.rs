@@ -3,7 +3,8 @@
 //! whether an entry was committed. The table below is the test; docs/fault-matrix.md is
 //! generated from it (`UPDATE_FAULT_MATRIX=1` rewrites it; otherwise a stale file fails).
 
-use crate::support::services::{self, Fault, Op, Services};
+use crate::support::needs;
+use crate::support::services::{self, BlobStore, Fault, Op, Services};
 use crate::support::{self, NO_STATE, Step, generate_model, snapshot, write};
 
 const INPUTS: [(&str, &str); 3] = [("path", "out"), ("native", "none"), ("variant", "fault-matrix")];
@@ -113,7 +114,7 @@ fn inputs(strict: bool) -> Vec<(&'static str, &'static str)> {
 }
 
 fn observe(row: &Row) -> Observed {
-    let services = Services::start();
+    let services = Services::start_with(BlobStore::AzuriteFront);
     let step = step_for_op(&services, row.op);
     generate_model(&step.ws, 100_000);
     let mut inject = row.inject.clone();
@@ -225,7 +226,7 @@ fn markdown(rows: &[Row]) -> String {
     md
 }
 
-#[test]
+#[needs(azurite)]
 #[ignore = "slow: every fault on restore and save, v1 and v2"]
 fn every_fault_on_restore_and_save_ends_as_documented() {
     let rows = rows();

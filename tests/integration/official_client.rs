@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::support::needs;
 use crate::support::services::{BlobStore, Services, azurite};
 use crate::support::{NO_STATE, Step, counting, snapshot, write};
 
@@ -43,23 +44,23 @@ fn official_round_trip(env: Vec<(String, String)>) {
     assert_eq!(missed["matchedKey"], serde_json::Value::Null);
 }
 
-#[test]
+#[needs(azurite, actions_cache)]
 fn the_official_client_saves_and_restores_through_the_v2_service() {
-    let services = Services::start();
+    let services = Services::start_with(BlobStore::AzuriteFront);
     official_round_trip(services.v2_env());
     assert_eq!(*services.faults.auth_to_blob.lock().unwrap(), 0);
     assert!(services.entries().iter().any(|e| e.key == "peer-key-1" && e.finalized));
 }
 
-#[test]
+#[needs(azurite, actions_cache)]
 fn the_official_client_saves_and_restores_through_the_v1_service() {
-    let services = Services::start();
+    let services = Services::start_with(BlobStore::AzuriteFront);
     official_round_trip(services.v1_env());
 }
 
-#[test]
+#[needs(azurite, actions_cache)]
 fn our_entries_and_the_official_clients_never_see_each_other() {
-    let services = Services::start();
+    let services = Services::start_with(BlobStore::AzuriteFront);
     let mut step = Step::new();
     step.extra_env = services.v2_env();
     let inputs = [("path", "out"), ("native", "none"), ("prefix", "shared")];
@@ -96,7 +97,7 @@ fn our_entries_and_the_official_clients_never_see_each_other() {
 }
 
 /// The benchmark's minimal blob store serves both clients like Azurite does.
-#[test]
+#[needs(actions_cache)]
 fn the_fast_blob_store_serves_both_clients() {
     let services = Services::start_with(BlobStore::Fast { name: String::new() });
     official_round_trip(services.v2_env());

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::support::needs;
 use crate::support::s3::{ACCESS_KEY, BUCKET, EchoingS3, RacedS3, S3Server, SECRET_KEY, credentials};
 use crate::support::{NO_STATE, Step, noise, snapshot, write};
 
@@ -35,7 +36,7 @@ fn only_object(server: &S3Server) -> std::path::PathBuf {
     objects.into_iter().next().unwrap()
 }
 
-#[test]
+#[needs(s3s_fs)]
 fn a_round_trip_reuses_exactly_and_another_fingerprint_misses() {
     let server = S3Server::start();
     let saver = step(&server);
@@ -107,7 +108,7 @@ fn restore_warns(step: &Step, inputs: &[(&str, &str)], message: &str) {
     assert!(r.stdout.contains("::warning::") && r.stdout.contains(message), "{}", r.stdout);
 }
 
-#[test]
+#[needs(s3s_fs)]
 fn wrong_credentials_and_a_missing_bucket_are_clear_warnings_and_fail_under_strict() {
     let server = S3Server::start();
     let mut wrong = step(&server);
@@ -140,7 +141,7 @@ fn at_once(f: impl FnOnce()) {
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "never retried: {:?}", started.elapsed());
 }
 
-#[test]
+#[needs(s3s_fs)]
 fn an_https_endpoint_on_a_plain_http_server_fails_at_once_and_says_use_http() {
     let server = S3Server::start();
     let mut s = step(&server);
@@ -153,7 +154,7 @@ fn an_https_endpoint_on_a_plain_http_server_fails_at_once_and_says_use_http() {
     at_once(|| list_fails(&s, &https, &use_http));
 }
 
-#[test]
+#[needs(s3s_fs)]
 fn missing_credentials_name_the_variables_to_set() {
     let server = S3Server::start();
     let mut half = step(&server);
@@ -171,7 +172,7 @@ fn missing_credentials_name_the_variables_to_set() {
     list_fails(&none, &server.endpoint(), "no AWS credentials: set `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`");
 }
 
-#[test]
+#[needs(s3s_fs)]
 fn the_secret_key_and_signatures_never_reach_the_log() {
     let server = S3Server::start();
     let mut s = step(&server);
@@ -206,7 +207,7 @@ fn windows(text: &str, len: usize) -> Vec<String> {
     chars.windows(len).map(|w| w.iter().collect()).collect()
 }
 
-#[test]
+#[needs(s3s_fs)]
 #[ignore = "slow: 300 paddings of a signed request"]
 fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_padding() {
     // The server answers the listing with `n` characters, then the signed request: whatever
@@ -276,7 +277,7 @@ fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_paddi
     assert!(first.contains("HTTP 400: /ci-cache/?") && first.contains("X-Amz-Security-Token=***"), "{first}");
 }
 
-#[test]
+#[needs(s3s_fs)]
 #[ignore = "slow: kills and restarts the S3 server mid-transfer"]
 fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing() {
     let _disk = crate::support::one_disk_heavy_test_at_a_time();
@@ -316,7 +317,7 @@ fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing
     assert_eq!(snapshot(&victim.ws.join("out")), before, "targets untouched");
 }
 
-#[test]
+#[needs(s3s_fs)]
 fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
     let server = S3Server::start();
     let s = step(&server);
@@ -350,7 +351,7 @@ fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
     assert_eq!(s.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
 }
 
-#[test]
+#[needs(s3s_fs)]
 #[ignore = "slow: 30k files and 1 GiB through S3"]
 fn thirty_thousand_files_and_a_gigabyte_of_weights_round_trip_in_bounded_memory() {
     let _disk = crate::support::one_disk_heavy_test_at_a_time();

@@ -1,16 +1,18 @@
-//! The v2 protocol end to end against the local Twirp service and Azurite: round trips and
+//! The v2 protocol end to end against the local Twirp service, its blobs in the in-repo fast blob
+//! store (and in Azurite for the round trips that prove it against the real one): round trips and
 //! every injected fault, with the outcome a user would expect.
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::{Key, cache_version};
 use std::collections::BTreeMap;
 
-use crate::support::services::{self, Fault, Op, Services};
+use crate::support::needs;
+use crate::support::services::{self, BlobStore, Fault, Op, Services};
 use crate::support::{self, NO_STATE, Step, generate_model, random_file, snapshot, write};
 
-#[test]
+#[needs(azurite)]
 fn round_trip_through_twirp_and_azurite_is_byte_identical() {
-    let services = Services::start();
+    let services = Services::start_with(BlobStore::AzuriteFront);
     let step = Step::against(services.v2_env());
     write(&step.ws.join("out/a.bin"), &vec![7u8; 300_000]);
     write(&step.ws.join("out/sub/b.txt"), b"hello");
@@ -281,11 +283,11 @@ fn cache_mode_read_skips_saving() {
 }
 
 /// 1 GiB through Twirp and Azurite with bounded memory on both sides.
-#[test]
+#[needs(azurite)]
 #[ignore = "slow: a 1 GiB entry through the v2 service and Azurite"]
 fn a_1_gib_entry_round_trips_in_bounded_memory() {
     let _disk = support::one_disk_heavy_test_at_a_time();
-    let services = Services::start();
+    let services = Services::start_with(BlobStore::AzuriteFront);
     let mut step = Step::against(services.v2_env());
     step.measure = true;
     random_file(&step.ws.join("big/blob.bin"), 1 << 30);

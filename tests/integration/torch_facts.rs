@@ -2,6 +2,7 @@
 //! hand-made torch and triton packages that fail if imported, and the installed `.venv-torch`,
 //! where it must equal what importing torch says.
 
+use crate::support::needs;
 use crate::support::{torch_venv, write};
 use exact_cache::env::Env;
 use exact_cache::fingerprint::{FingerprintSpec, HostSystem, Value, collect};
@@ -136,7 +137,7 @@ fn unreadable_versions_are_reported_without_paths() {
 
 /// Needs `.venv-torch` (scripts/test installs it): the new way must record exactly what
 /// importing torch and triton reports, or keys made before and after the change would differ.
-#[test]
+#[needs(torch)]
 #[ignore = "slow: imports real torch"]
 fn the_torch_component_equals_what_importing_torch_says() {
     let python = torch_venv().join("bin/python");

@@ -3,13 +3,14 @@
 //! corrupt entry refused; a crashed run's staging swept; the fingerprint's Windows facts; what
 //! Windows cannot keep (exec bits, links) reported.
 
+use crate::support::needs;
 use crate::support::{NO_STATE, Step, Wine, noise, snapshot, write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// A step under wine, or `None` (the test is skipped) where wine is not installed.
-fn step() -> Option<Step> {
-    Wine::get().map(Step::under_wine)
+/// A step under wine.
+fn step() -> Step {
+    Step::under_wine(Wine::get())
 }
 
 /// Files, a read-only file, nested and empty directories under `ws/out`.
@@ -30,9 +31,9 @@ fn staging_left(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
+#[needs(wine)]
 fn a_tree_of_nested_directories_and_a_read_only_file_round_trips_byte_identical() {
-    let Some(step) = step() else { return };
+    let step = step();
     generate(&step.ws);
     let saved_tree = snapshot(&step.ws.join("out"));
     let inputs = [("path", "out")];
@@ -54,9 +55,9 @@ fn a_tree_of_nested_directories_and_a_read_only_file_round_trips_byte_identical(
     assert_eq!(staging_left(&step.ws), Vec::<String>::new(), "staging is removed, the replaced files with it");
 }
 
-#[test]
+#[needs(wine)]
 fn a_glob_line_with_backslashes_saves_and_restores_its_matches() {
-    let Some(step) = step() else { return };
+    let step = step();
     generate(&step.ws);
     let inputs = [("path", r"out\sub\**\*.bin"), ("native", "none")];
     let save = step.run(&["save"], &inputs, NO_STATE);
@@ -74,9 +75,9 @@ fn a_glob_line_with_backslashes_saves_and_restores_its_matches() {
     assert_eq!(snapshot(&step.ws.join("out/sub")), only_matches);
 }
 
-#[test]
+#[needs(wine)]
 fn a_corrupt_entry_is_refused_and_the_target_left_as_it_was() {
-    let Some(step) = step() else { return };
+    let step = step();
     generate(&step.ws);
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
@@ -95,9 +96,9 @@ fn a_corrupt_entry_is_refused_and_the_target_left_as_it_was() {
     assert_eq!(snapshot(&step.ws), before, "target untouched, no staging left");
 }
 
-#[test]
+#[needs(wine)]
 fn a_crashed_runs_staging_is_swept_by_the_next_restore() {
-    let Some(step) = step() else { return };
+    let step = step();
     generate(&step.ws);
     let inputs = [("path", "out"), ("native", "none")];
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
@@ -116,9 +117,9 @@ fn a_crashed_runs_staging_is_swept_by_the_next_restore() {
     assert_eq!(staging_left(&step.ws), Vec::<String>::new());
 }
 
-#[test]
+#[needs(wine)]
 fn the_fingerprint_records_the_windows_version_and_msvc() {
-    let Some(mut step) = step() else { return };
+    let mut step = step();
     let wine = step.wine.unwrap();
     // A stand-in for MSVC's `cl`, which prints its banner on stderr when run without arguments.
     let tools = step.dir.path().join("msvc");
@@ -138,9 +139,9 @@ fn the_fingerprint_records_the_windows_version_and_msvc() {
     assert_eq!(json["components"]["native.compiler"]["cl"], banner, "{record}");
 }
 
-#[test]
+#[needs(wine)]
 fn what_windows_cannot_keep_is_reported() {
-    let Some(mut step) = step() else { return };
+    let mut step = step();
     let wine = step.wine.take();
     // Saved on Linux (same key: no native facets): an exec bit and a link to a directory.
     write(&step.ws.join("out/d/f"), b"x");

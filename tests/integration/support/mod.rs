@@ -2,6 +2,12 @@
 //! archives and manifest lines; the store matrix the shared scenarios run on (`stores`), the
 //! local cache services (`services`), the S3 server (`s3`), nektos/act (`act`) and the Windows
 //! binary under wine (`wine`).
+//!
+//! A test that needs a tool from outside cargo is a `#[needs(tool)]` test instead of a `#[test]`
+//! (the `exact-cache-test-macros` crate): a plain `cargo test` skips it and names the tool, and
+//! `scripts/test` runs it. Each tool's locator here panics with its install step when it is
+//! missing: [`s3::s3s_fs`], [`services::azurite::azurite`], [`act::act_bin`], [`torch_venv`],
+//! [`qemu`], [`Wine::get`].
 
 pub mod act;
 mod archive;
@@ -13,6 +19,7 @@ mod tree;
 mod wine;
 
 pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
+pub use exact_cache_test_macros::needs;
 pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
 pub(crate) use stores::on_every_store;
 pub use stores::{Peer, Store};
@@ -24,7 +31,11 @@ pub use wine::Wine;
 /// The torch venv scripts/test prepares (PyPI torch; CPU is enough for TorchInductor).
 pub fn torch_venv() -> std::path::PathBuf {
     let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-torch");
-    assert!(venv.join("bin/python").exists(), "{} is missing: scripts/test installs torch there", venv.display());
+    assert!(
+        venv.join("bin/python").exists(),
+        "{} is missing: scripts/test installs torch there (pip install torch)",
+        venv.display()
+    );
     venv
 }
 

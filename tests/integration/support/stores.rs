@@ -50,19 +50,20 @@ impl Store {
 }
 
 /// One test per store for each scenario `fn name(store: Store)`, in a module of its name:
-/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`.
+/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`;
+/// the S3 and Azure ones need their servers (`#[needs(…)]`: a plain `cargo test` skips them).
 macro_rules! on_every_store {
     ($($scenario:ident),* $(,)?) => {$(
         mod $scenario {
-            $crate::support::on_every_store!(@test $scenario local_store Local);
-            $crate::support::on_every_store!(@test $scenario v1_service V1);
-            $crate::support::on_every_store!(@test $scenario v2_service V2);
-            $crate::support::on_every_store!(@test $scenario s3_store S3);
-            $crate::support::on_every_store!(@test $scenario azure_blob AzureBlob);
+            $crate::support::on_every_store!(@test $scenario local_store Local []);
+            $crate::support::on_every_store!(@test $scenario v1_service V1 []);
+            $crate::support::on_every_store!(@test $scenario v2_service V2 []);
+            $crate::support::on_every_store!(@test $scenario s3_store S3 [s3s_fs]);
+            $crate::support::on_every_store!(@test $scenario azure_blob AzureBlob [azurite]);
         }
     )*};
-    (@test $scenario:ident $test:ident $store:ident) => {
-        #[test]
+    (@test $scenario:ident $test:ident $store:ident [$($tool:ident)*]) => {
+        #[$crate::support::needs($($tool),*)]
         fn $test() {
             super::$scenario($crate::support::Store::$store);
         }

@@ -2,7 +2,8 @@
 //! with cargo-zigbuild (or taken from `EXACT_CACHE_WINDOWS_EXE`, e.g. what the dist check
 //! built), next to a test-only `bcryptprimitives.dll` that wine 8 lacks
 //! (`tests/wine/bcryptprimitives.c`), in a wine prefix of its own under the target directory.
-//! Only a missing wine skips these tests; scripts/test installs it.
+//! They are `#[needs(wine)]` tests: a plain `cargo test` skips them; scripts/test installs wine and
+//! runs them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,18 +19,13 @@ pub struct Wine {
 }
 
 impl Wine {
-    /// The shared set-up, made once per test run; `None` (with a message) where wine is not
-    /// installed.
-    pub fn get() -> Option<&'static Wine> {
-        static WINE: OnceLock<Option<Wine>> = OnceLock::new();
-        let wine = WINE.get_or_init(|| {
-            let Some(wine) = ["wine", "wine64"].into_iter().find_map(on_path) else {
-                eprintln!("skipped: wine is not installed (scripts/test installs it: apt-get install wine64)");
-                return None;
-            };
-            Some(Wine::prepare(wine))
-        });
-        wine.as_ref()
+    /// The shared set-up, made once per test run.
+    pub fn get() -> &'static Wine {
+        static WINE: OnceLock<Wine> = OnceLock::new();
+        WINE.get_or_init(|| {
+            let wine = ["wine", "wine64"].into_iter().find_map(on_path);
+            Wine::prepare(wine.expect("wine is missing: scripts/test installs it (apt-get install wine64)"))
+        })
     }
 
     fn prepare(wine: PathBuf) -> Wine {

@@ -1,7 +1,9 @@
 //! A minimal blob store speaking the part of the Azure Blob REST API both clients use — Put
 //! Blob, Put Block, Put Block List, Get Blob (with `Range` or `x-ms-range`), Get Blob
-//! Properties, Create Container — with blobs as files in a directory. The benchmark uses it to
-//! show client overhead where Azurite itself is the bottleneck. It checks no signatures.
+//! Properties, Create Container — with blobs as files in a directory. The tests' default blob
+//! store (behind the service's fault front), so that they need no outside tool; the benchmark
+//! uses it to show client overhead where Azurite itself is the bottleneck. It checks no
+//! signatures: tests of the real Azure Blob behaviour use Azurite (`#[needs(azurite)]`).
 
 use axum::Router;
 use axum::body::{Body, Bytes};

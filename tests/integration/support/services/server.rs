@@ -1,7 +1,8 @@
 //! The cache service itself (axum on its own runtime): v2 Twirp at
 //! `/twirp/github.actions.results.api.v1.CacheService/<Method>`, v1 REST under
 //! `/v1/<secret>/_apis/artifactcache/`, and the blob front at `/devstoreaccount1/…`, which
-//! forwards to Azurite and injects faults.
+//! injects faults and forwards to the blob store behind it: the in-repo fast blob store by
+//! default, Azurite where a test proves something against the real one.
 //!
 //! Matching follows the real service: among finalized entries with the same version, an exact
 //! key first, else the newest entry whose key starts with the requested one. Creating an
@@ -52,7 +53,9 @@ struct Store {
 /// Where v2 blobs live and how signed URLs address them.
 #[derive(Clone, Debug)]
 pub enum BlobStore {
-    /// Azurite behind the fault-injecting front (the tests).
+    /// The fast blob store behind the fault-injecting front (the tests' default: no outside tool).
+    FastFront,
+    /// Azurite behind the fault-injecting front (tests that need the real Azure Blob behaviour).
     AzuriteFront,
     /// Azurite addressed host-style, `http://<host>/<container>/<blob>?<sas>`, with `host` like
     /// `devstoreaccount1.blob.core.windows.net:10000` mapped to 127.0.0.1 (the benchmark: the
@@ -65,8 +68,9 @@ pub enum BlobStore {
 
 struct Shared {
     blob_store: BlobStore,
-    /// For `BlobStore::Fast`: its directory and the host:port signed URLs name.
-    fast: Option<(std::path::PathBuf, String)>,
+    /// For `BlobStore::Fast` and `FastFront`: its directory, the host:port signed URLs name,
+    /// and its port on 127.0.0.1 (where the front forwards).
+    fast: Option<(std::path::PathBuf, String, u16)>,
     /// The ref new entries are saved under (what the runtime token's scope would be).
     current_ref: Mutex<String>,
     faults: Arc<Faults>,
@@ -86,8 +90,9 @@ pub struct Services {
 }
 
 impl Services {
+    /// The services with the fast blob store behind the front.
     pub fn start() -> Self {
-        Self::start_with(BlobStore::AzuriteFront)
+        Self::start_with(BlobStore::FastFront)
     }
 
     pub fn start_with(blob_store: BlobStore) -> Self {
@@ -100,7 +105,7 @@ impl Services {
         let client = reqwest::Client::new();
         let mut fast = None;
         let mut fast_dir = None;
-        if let BlobStore::Fast { name } = &blob_store {
+        if matches!(blob_store, BlobStore::Fast { .. } | BlobStore::FastFront) {
             let temp = tempfile::Builder::new().prefix("exact-cache-fast-blobs-").tempdir().unwrap();
             let dir = temp.path().to_owned();
             fast_dir = Some(temp);
@@ -108,12 +113,11 @@ impl Services {
             let port = fast_listener.local_addr().unwrap().port();
             let app = super::fast_blob::router(dir.clone());
             rt.spawn(async move { axum::serve(fast_listener, app).await.unwrap() });
-            let host = if name.is_empty() {
-                format!("127.0.0.1:{port}")
-            } else {
-                format!("{name}.blob.core.windows.net:{port}")
+            let host = match &blob_store {
+                BlobStore::Fast { name } if !name.is_empty() => format!("{name}.blob.core.windows.net:{port}"),
+                _ => format!("127.0.0.1:{port}"),
             };
-            fast = Some((dir, host));
+            fast = Some((dir, host, port));
         } else {
             let azurite = azurite::azurite();
             let create = format!("{}/{container}?restype=container&{}", azurite.base(), azurite::account_sas());
@@ -246,7 +250,7 @@ impl Services {
             let mut bytes = stored.to_vec();
             flip(&mut bytes);
             *stored = Bytes::from(bytes);
-        } else if let Some((dir, _)) = &self.shared.fast {
+        } else if let Some((dir, ..)) = &self.shared.fast {
             let path = dir.join(&self.shared.container).join(&blob);
             let mut bytes = std::fs::read(&path).unwrap();
             flip(&mut bytes);
@@ -287,7 +291,7 @@ impl Services {
     pub fn plant(&self, key: &str, version: &str, bytes: &[u8]) {
         // One blob per slot: a test may plant several versions of one key.
         let blob = format!("planted-{key}-{}", &version[..16.min(version.len())]);
-        if let Some((dir, _)) = &self.shared.fast {
+        if let Some((dir, ..)) = &self.shared.fast {
             let path = dir.join(&self.shared.container).join(&blob);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, bytes).unwrap();
@@ -313,7 +317,7 @@ impl Shared {
     /// The signed URL of `blob` as the configured blob store is addressed.
     fn signed_url(&self, blob: &str, sas: &str) -> String {
         match (&self.blob_store, &self.fast) {
-            (BlobStore::Fast { .. }, Some((_, host))) => format!("http://{host}/{}/{blob}?{sas}", self.container),
+            (BlobStore::Fast { .. }, Some((_, host, _))) => format!("http://{host}/{}/{blob}?{sas}", self.container),
             (BlobStore::AzuriteHostStyle { host }, _) => format!("http://{host}/{}/{blob}?{sas}", self.container),
             _ => format!("{}/{ACCOUNT}/{}/{blob}?{sas}", self.front, self.container),
         }
@@ -451,7 +455,7 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
                     None => return json(serde_json::json!({ "ok": false, "message": "no reservation" })),
                 }
             };
-            let actual = if let Some((dir, _)) = &s.fast {
+            let actual = if let Some((dir, ..)) = &s.fast {
                 std::fs::metadata(dir.join(&s.container).join(&blob)).ok().map(|m| m.len())
             } else {
                 let url = format!("{}/{}/{blob}?{sas}", azurite::azurite().base(), s.container);
@@ -497,11 +501,17 @@ async fn blob_front(
     if let Some(answer) = answer {
         return answer;
     }
-    let target = format!(
-        "http://127.0.0.1:{}{}",
-        azurite::azurite().port,
-        uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
-    );
+    let path_and_query = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    // Azurite takes the account as the path's first segment; the fast store has no accounts.
+    let target = match &s.fast {
+        Some((.., port)) => {
+            format!(
+                "http://127.0.0.1:{port}{}",
+                path_and_query.strip_prefix(&format!("/{ACCOUNT}")).unwrap_or(path_and_query)
+            )
+        }
+        None => format!("http://127.0.0.1:{}{path_and_query}", azurite::azurite().port),
+    };
     let mut request = s.client.request(method.clone(), &target);
     for (name, value) in &headers {
         if !matches!(name.as_str(), "host" | "connection" | "content-length" | "transfer-encoding") {
