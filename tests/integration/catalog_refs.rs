@@ -6,37 +6,17 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::support::{NO_STATE, Peer, Step, StepResult, Store, write};
+use crate::support::{NO_STATE, Peer, Step, StepResult, Store, on_every_store, write};
 
 const PREFIX: &str = "refs";
 const MAIN: &str = "refs/heads/main";
 const FEATURE: &str = "refs/heads/feature";
 
-/// One test per store that records refs itself, for each scenario `fn name(store: Store)`.
-macro_rules! on_stores_that_record_refs {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            use crate::support::{Store, needs};
-            #[test]
-            fn local_store() {
-                super::$scenario(Store::Local);
-            }
-            #[needs(s3s_fs)]
-            fn s3_store() {
-                super::$scenario(Store::S3);
-            }
-            #[needs(azurite)]
-            fn azure_blob() {
-                super::$scenario(Store::AzureBlob);
-            }
-        }
-    )*};
-}
-
-on_stores_that_record_refs!(
+on_every_store!(where records_refs:
     prune_on_a_feature_branch_never_deletes_mains_entry,
     without_a_ref_list_and_prune_see_every_ref,
     older_than_deletes_what_was_created_before,
+    explain_names_what_changed_and_prune_keeps_the_newest_of_each_ref,
 );
 
 /// A step of `peer` on `r#ref` (`None`: no ref, as on a workstation), with a file to save.
@@ -63,10 +43,8 @@ fn save(step: &Step, variant: &str, extra: &[(&str, &str)]) -> (String, StepResu
     (r.output("key").to_owned(), r)
 }
 
-/// Object stores keep creation times in whole seconds: saves to be told apart are a second apart.
-fn tick() {
-    std::thread::sleep(Duration::from_millis(1100));
-}
+/// Stores keep creation times in whole seconds: saves to be told apart are planted apart.
+const APART: Duration = Duration::from_secs(10);
 
 fn lines(r: &StepResult, output: &str) -> Vec<String> {
     r.output(output).lines().map(str::to_owned).collect()
@@ -82,10 +60,10 @@ fn prune_on_a_feature_branch_never_deletes_mains_entry(store: Store) {
     let peer = store.start();
     let main = on_ref(&*peer, Some(MAIN));
     let (mains, _) = save(&main, "main", &[]);
-    tick();
+    peer.backdate(&mains, 2 * APART);
     let feature = on_ref(&*peer, Some(FEATURE));
-    save(&feature, "f1", &[]);
-    tick();
+    let (f1, _) = save(&feature, "f1", &[]);
+    peer.backdate(&f1, APART);
     let (newest, saved) = save(&feature, "f2", &[("prune", "true"), ("prune-keep", "1")]);
     let line = format!("prune: kept the newest 1, deleted 1 older entry of `{PREFIX}` on `{FEATURE}`");
     assert!(saved.stdout.contains(&line), "{}", saved.stdout);
@@ -104,10 +82,10 @@ fn prune_on_a_feature_branch_never_deletes_mains_entry(store: Store) {
 fn without_a_ref_list_and_prune_see_every_ref(store: Store) {
     let peer = store.start();
     let (m1, _) = save(&on_ref(&*peer, Some(MAIN)), "m1", &[]);
-    tick();
+    peer.backdate(&m1, 2 * APART);
     let feature = on_ref(&*peer, Some(FEATURE));
     let (f1, _) = save(&feature, "f1", &[]);
-    tick();
+    peer.backdate(&f1, APART);
     let (f2, _) = save(&feature, "f2", &[]);
 
     let workstation = on_ref(&*peer, None);
@@ -137,15 +115,48 @@ fn older_than_deletes_what_was_created_before(store: Store) {
     let peer = store.start();
     let step = on_ref(&*peer, Some(MAIN));
     let (old, _) = save(&step, "old", &[]);
-    // More than 2 s in whole seconds, whatever the fractions.
-    std::thread::sleep(Duration::from_millis(3200));
+    peer.backdate(&old, APART);
     let (new, _) = save(&step, "new", &[]);
-    let dry = run(&step, &["prune", "--older-than=2s", "--dry-run"]);
+    let dry = run(&step, &["prune", "--older-than=5s", "--dry-run"]);
     assert_eq!(lines(&dry, "would-delete"), [old.as_str()]);
-    let pruned = run(&step, &["prune", "--older-than=2s"]);
+    let pruned = run(&step, &["prune", "--older-than=5s"]);
     assert_eq!(lines(&pruned, "deleted"), [old], "the newest of its ref or not");
-    assert!(pruned.stdout.contains("kept 1 entry created or used within 2s, deleted 1"), "{}", pruned.stdout);
+    assert!(pruned.stdout.contains("kept 1 entry created or used within 5s, deleted 1"), "{}", pruned.stdout);
     assert_eq!(lines(&run(&step, &["list"]), "keys"), [new]);
+}
+
+/// A changed generator: the miss names it, and `prune` keeps the newest entry of this ref and
+/// every entry of other refs, or of none (saved outside Actions).
+fn explain_names_what_changed_and_prune_keeps_the_newest_of_each_ref(store: Store) {
+    let peer = store.start();
+    let job = |r#ref: Option<&str>, generator: &[u8]| {
+        let step = on_ref(&*peer, r#ref);
+        write(&step.ws.join("gen.py"), generator);
+        step
+    };
+    let inputs = inputs("gen", &[("hash-files", "gen.py")]);
+    let main = job(Some(MAIN), b"v1");
+    let first = main.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
+    peer.backdate(first.output("key"), APART);
+    write(&main.ws.join("gen.py"), b"v2");
+    let missed = main.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(missed.output("miss-reason"), "not-found", "{}", missed.stdout);
+    assert!(missed.stdout.contains("files: gen.py changed"), "the miss is explained: {}", missed.stdout);
+    let (second, _) = save(&main, "gen", &[("hash-files", "gen.py")]);
+    assert!(run(&main, &["list"]).stdout.contains(&format!("2 entries of `{PREFIX}` on `{MAIN}`")));
+    for (r#ref, generator) in [(Some("refs/pull/7/merge"), b"pr".as_slice()), (None, b"local")] {
+        let saved = job(r#ref, generator).run(&["save"], &inputs, NO_STATE);
+        assert_eq!(saved.output("save-result"), "saved", "{ref:?}: {}", saved.stdout);
+    }
+
+    let dry = run(&main, &["prune", "--dry-run", "--prune-keep=1"]);
+    assert_eq!(lines(&dry, "would-delete"), [first.output("key")], "{}", dry.stdout);
+    let pruned = run(&main, &["prune", "--prune-keep=1"]);
+    assert!(pruned.stdout.contains("kept the newest 1 key (1 entry), deleted 1"), "{}", pruned.stdout);
+    assert_eq!(peer.entries(), 3, "the newest on main, the pull request's and the one without a ref");
+    assert_eq!(lines(&run(&main, &["list"]), "keys"), [second]);
+    assert_eq!(main.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
 }
 
 /// Set the modification time of every file of the local store's `dir` (`entries`, `meta`) that

@@ -2,11 +2,11 @@
 //! qemu-user on this x86_64 machine: a local-store save → restore round trip, the fingerprint, and
 //! a workflow under nektos/act on a runner that says it is Linux/ARM64.
 //!
-//! These run the binary `scripts/build-dist --check` (tests/dist.rs) proves is what the sources
-//! build, not a build of their own: the release build is the expensive part, and it happens once.
+//! These run the committed binary, which tests/dist.rs proves was built from these sources,
+//! not a build of their own: the release build is the expensive part.
 //! They need Debian's `qemu-user` (`qemu-aarch64`) and `libc6-arm64-cross` (an aarch64 glibc in
-//! `/usr/aarch64-linux-gnu`, the `-L` root qemu loads the binary's libraries from); CI installs
-//! both (`.github/workflows/ci.yml`).
+//! `/usr/aarch64-linux-gnu`, the `-L` root qemu loads the binary's libraries from): `#[needs(qemu)]`,
+//! which scripts/test installs.
 
 use crate::support::act::{git_repo, run_act};
 use crate::support::needs;

@@ -163,29 +163,6 @@ fn listing_pages_through_many_entries() {
 }
 
 #[test]
-fn local_backend_explain_list_and_prune_from_the_cli() {
-    let step = Step::new();
-    write(&step.ws.join("gen.py"), b"v1");
-    write(&step.ws.join("out/a"), b"a");
-    let inputs = [("path", "out"), ("native", "none"), ("prefix", "loc"), ("hash-files", "gen.py")];
-    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    write(&step.ws.join("gen.py"), b"v2");
-    let r = step.run(&["restore"], &inputs, NO_STATE);
-    assert!(r.stdout.contains("files: gen.py changed"), "the local store explains too: {}", r.stdout);
-    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
-    let list = step.run(&["list"], &[("prefix", "loc")], NO_STATE);
-    assert!(list.stdout.contains("2 entries of `loc`"), "{}", list.stdout);
-    let dry = step.run(&["prune", "--dry-run"], &[("prefix", "loc")], NO_STATE);
-    assert!(dry.stdout.contains("kept the newest 1 key (1 entry), would delete 1"), "{}", dry.stdout);
-    let pruned = step.run(&["prune"], &[("prefix", "loc")], NO_STATE);
-    assert!(pruned.stdout.contains("kept the newest 1 key (1 entry), deleted 1"), "{}", pruned.stdout);
-    assert_eq!(std::fs::read_dir(step.cache.join("entries")).unwrap().count(), 1);
-    // The newest one stays: it restores.
-    assert_eq!(step.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
-}
-
-#[test]
 fn verify_reuse_names_what_changed_after_a_warm_restore() {
     let step = Step::new();
     write(&step.ws.join("out/a.bin"), b"a");

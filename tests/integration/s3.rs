@@ -318,40 +318,6 @@ fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing
 }
 
 #[needs(s3s_fs)]
-fn prune_keeps_the_newest_per_ref_and_explain_names_what_changed() {
-    let server = S3Server::start();
-    let s = step(&server);
-    write(&s.ws.join("gen.py"), b"v1");
-    generate(&s);
-    let inputs = [("prefix", "s3p"), ("hash-files", "gen.py")];
-    assert_eq!(s.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    write(&s.ws.join("gen.py"), b"v2");
-    let r = s.run(&["restore"], &inputs, NO_STATE);
-    assert!(r.stdout.contains("files: gen.py changed"), "{}", r.stdout);
-    assert_eq!(s.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
-    // An entry of another ref is never pruned from this one.
-    let mut other_ref = step(&server);
-    other_ref.set_env("GITHUB_REF", "refs/pull/7/merge");
-    generate(&other_ref);
-    write(&other_ref.ws.join("gen.py"), b"pr");
-    assert_eq!(other_ref.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
-    // Nor one saved outside Actions, without a ref: it is no ref's.
-    let mut no_ref = step(&server);
-    no_ref.extra_env.retain(|(k, _)| k != "GITHUB_REF");
-    generate(&no_ref);
-    write(&no_ref.ws.join("gen.py"), b"local");
-    assert_eq!(no_ref.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
-
-    let pruned = s.run(&["prune"], &[("prefix", "s3p"), ("prune-keep", "1")], NO_STATE);
-    assert_eq!(pruned.code, 0, "{}", pruned.stdout);
-    assert!(pruned.stdout.contains("deleted 1"), "{}", pruned.stdout);
-    let left: Vec<_> = server.objects().into_iter().filter(|o| o.starts_with("ci")).collect();
-    assert_eq!(left.len(), 3, "the newest on main, the pull request's and the one without a ref: {left:?}");
-    assert_eq!(s.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
-}
-
-#[needs(s3s_fs)]
 #[ignore = "slow: 30k files and 1 GiB through S3"]
 fn thirty_thousand_files_and_a_gigabyte_of_weights_round_trip_in_bounded_memory() {
     let _disk = crate::support::one_disk_heavy_test_at_a_time();

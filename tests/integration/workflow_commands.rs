@@ -8,8 +8,7 @@ use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive}
 use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
 use exact_cache::runner::log_model;
 
-use crate::support::services::{self, BlobStore, Services};
-use crate::support::{NO_STATE, Step, StepResult, write};
+use crate::support::{NO_STATE, Step, StepResult, Store, on_every_store, write};
 
 /// What an attacker would have the runner do: an error annotation with a title, a mask that
 /// hides `backend` in the rest of the log, an output, through v2 and v1 commands and every line
@@ -79,43 +78,36 @@ fn hostile_entry(prefix: &str) -> (String, Vec<u8>) {
     (record.key.to_string(), bytes)
 }
 
-/// Where the hostile entry is served from: the local store's directory, or the v2 service
-/// (listed by its REST API, read with one ranged request).
-enum Served {
-    Local,
-    V2(Services),
+// The hostile entries are planted in every store that lists entries (GitHub's through its REST
+// API, each read with one ranged request); changed files are reported on every store.
+on_every_store!(where lists_entries:
+    explain_misses_against_a_hostile_entry_never_starts_a_command,
+    their_values_show_escaped_and_never_as_links,
+);
+on_every_store!(a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files);
+
+/// `inputs` and those the store's catalog needs (`Peer::catalog_inputs`).
+fn with_catalog<'a>(catalog: &'a [(&'static str, String)], inputs: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut all = inputs.to_vec();
+    all.extend(catalog.iter().map(|(name, value)| (*name, value.as_str())));
+    all
 }
 
-#[test]
-fn explain_misses_against_a_hostile_entry_never_starts_a_command_local_store() {
-    explain_misses_against_a_hostile_entry(Served::Local);
-}
-
-#[test]
-fn explain_misses_against_a_hostile_entry_never_starts_a_command_v2_service() {
-    explain_misses_against_a_hostile_entry(Served::V2(Services::start_with(BlobStore::Fast { name: String::new() })));
-}
-
-fn explain_misses_against_a_hostile_entry(served: Served) {
-    let mut step = Step::new();
+fn explain_misses_against_a_hostile_entry_never_starts_a_command(store: Store) {
+    let peer = store.start();
+    let mut step = peer.step();
     let (theirs, bytes) = hostile_entry("inj");
-    let mut github_token = None;
-    match &served {
-        Served::Local => write(&step.cache.join(format!("entries/{theirs}@v1")), &bytes),
-        Served::V2(services) => {
-            step.extra_env = services.v2_env();
-            step.extra_env.extend(services.rest_env());
-            services.plant(&theirs, "v1", &bytes);
-            github_token = Some(services::REST_TOKEN);
-        }
-    }
+    peer.plant(&theirs, "v1", &bytes);
     for i in 0..PAYLOADS.len() {
         step.set_env(format!("EVIL_{i}"), "harmless");
     }
     let names: Vec<String> = (0..PAYLOADS.len()).map(|i| format!("EVIL_{i}")).chain(["A_TABLE".into()]).collect();
     let hash_env = names.join(",");
-    let mut inputs = vec![("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", hash_env.as_str())];
-    inputs.extend(github_token.map(|t| ("github-token", t)));
+    let catalog = peer.catalog_inputs();
+    let inputs = with_catalog(
+        &catalog,
+        &[("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", hash_env.as_str())],
+    );
     let r = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!((r.code, r.output("miss-reason")), (0, "not-found"), "{}", r.stdout);
     assert!(r.stdout.contains(&format!("compared with `{theirs}`")), "explained: {}", r.stdout);
@@ -196,19 +188,6 @@ fn a_secret_in_a_file_name_is_redacted_in_mixed_case_and_partial_url_encodings()
     assert!(readable.contains("***.log"), "the cleaned files are not named:\n{readable}");
 }
 
-/// Where a step finds its entries: the local store, or the v2 service (and its REST API).
-fn served_step(served: &Served) -> (Step, Option<&'static str>) {
-    let mut step = Step::new();
-    match served {
-        Served::Local => (step, None),
-        Served::V2(services) => {
-            step.extra_env = services.v2_env();
-            step.extra_env.extend(services.rest_env());
-            (step, Some(services::REST_TOKEN))
-        }
-    }
-}
-
 /// No invisible character of theirs is shown raw in the log, on stderr or in the summary.
 fn assert_none_raw(r: &StepResult) {
     for (what, text) in [("log", &r.stdout), ("stderr", &r.stderr), ("summary", &r.summary)] {
@@ -223,19 +202,9 @@ fn outside_code(summary: &str) -> String {
     summary.split('`').step_by(2).collect()
 }
 
-#[test]
-fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files_local_store() {
-    a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(Served::Local);
-}
-
-#[test]
-fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files_v2_service() {
-    let services = Services::start_with(BlobStore::Fast { name: String::new() });
-    a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(Served::V2(services));
-}
-
-fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(served: Served) {
-    let (step, _) = served_step(&served);
+fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(store: Store) {
+    let peer = store.start();
+    let step = peer.step();
     let inputs = [("path", "out"), ("native", "none"), ("verify-reuse", "warn")];
     write(&step.ws.join("out/a.bin"), b"a");
     assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
@@ -256,23 +225,12 @@ fn a_line_break_in_a_file_name_stays_inside_one_item_of_changed_files(served: Se
     assert!(post.summary.contains("bidi\\u{202e}txt.exe"), "{}", post.summary);
 }
 
-#[test]
-fn their_values_show_escaped_and_never_as_links_local_store() {
-    their_values_show_escaped_and_never_as_links(Served::Local);
-}
-
-#[test]
-fn their_values_show_escaped_and_never_as_links_v2_service() {
-    their_values_show_escaped_and_never_as_links(Served::V2(Services::start_with(BlobStore::Fast {
-        name: String::new(),
-    })));
-}
-
 /// An entry of someone else's under `inj` whose fingerprint holds a bidi override, a URL and a
 /// label with a line break; our own values hold the same kinds of text. `explain-misses`
 /// shows both sides in the log and the summary, and `explain` lists the changes as an output.
-fn their_values_show_escaped_and_never_as_links(served: Served) {
-    let (mut step, github_token) = served_step(&served);
+fn their_values_show_escaped_and_never_as_links(store: Store) {
+    let peer = store.start();
+    let mut step = peer.step();
     let mut env = Component::new();
     env.insert("EVIL_URL".into(), Value::text("https://evil.example/theirs"));
     env.insert("BIDI".into(), Value::text("theirs\u{202e}gnp.exe\u{200b}"));
@@ -281,14 +239,14 @@ fn their_values_show_escaped_and_never_as_links(served: Served) {
     fp.insert("env", env);
     let record = FingerprintRecord::new("inj", &"v1".into(), fp);
     let bytes = archive_of_nothing(&record);
-    match &served {
-        Served::Local => write(&step.cache.join(format!("entries/{}@v1", record.key)), &bytes),
-        Served::V2(services) => services.plant(&record.key, "v1", &bytes),
-    }
+    peer.plant(&record.key, "v1", &bytes);
     step.set_env("EVIL_URL", "https://evil.example/ours");
     step.set_env("BIDI", "ours\u{202e}gnp.exe");
-    let mut inputs = vec![("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", "EVIL_URL,BIDI")];
-    inputs.extend(github_token.map(|t| ("github-token", t)));
+    let catalog = peer.catalog_inputs();
+    let inputs = with_catalog(
+        &catalog,
+        &[("path", "out"), ("native", "none"), ("prefix", "inj"), ("hash-env", "EVIL_URL,BIDI")],
+    );
 
     let r = step.run(&["restore"], &inputs, NO_STATE);
     assert!(r.stdout.contains(&format!("compared with `{}`", record.key)), "explained: {}", r.stdout);

@@ -99,6 +99,21 @@ impl S3Server {
         self.dir.path().join(BUCKET).join(object)
     }
 
+    /// Change the user metadata (`x-amz-meta-<name>`) of `object` with `edit`, where s3s-fs
+    /// keeps it: `.bucket-<name>.object-<name>.metadata.json` (names in unpadded URL-safe
+    /// base64) beside the bucket.
+    pub fn edit_metadata(&self, object: &Path, edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
+        use base64::Engine;
+        let encode = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let name = format!(".bucket-{}.object-{}.metadata.json", encode(BUCKET), encode(&object.to_string_lossy()));
+        let file = self.dir.path().join(name);
+        let text = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let mut attributes: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let metadata = attributes["user_metadata"].as_object_mut().expect("the object has user metadata");
+        edit(metadata);
+        std::fs::write(&file, serde_json::to_vec(&attributes).unwrap()).unwrap();
+    }
+
     /// The parts of multipart uploads neither completed nor aborted.
     pub fn unfinished_uploads(&self) -> Vec<String> {
         std::fs::read_dir(self.dir.path())

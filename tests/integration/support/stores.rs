@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
 
 use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
 use exact_cache::backend::http::Http;
@@ -18,7 +19,7 @@ use exact_cache::runner::SecretSink;
 
 use super::s3::{BUCKET, S3Server};
 use super::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
-use super::services::{BlobStore, Services};
+use super::services::{BlobStore, REST_TOKEN, Services};
 use super::{Step, write};
 
 /// A store the shared scenarios run on.
@@ -49,24 +50,70 @@ impl Store {
     }
 }
 
+/// What a store can do that not every store can, as facts of its kind; a started store answers
+/// through [`Peer`]. Keep [`on_every_store!`]'s lists of the stores with each in step.
+impl Store {
+    /// Whether `list` and `prune` reach the store's entries (the v1 service has no catalog).
+    pub const fn lists_entries(self) -> bool {
+        !matches!(self, Store::V1)
+    }
+
+    /// Whether the store keeps the ref and the time of each save in the entry itself, as the
+    /// product writes them (the local store's use records, S3's and Azure's metadata), so that a
+    /// test can plant past times ([`Peer::backdate`]). GitHub's service keeps its own.
+    pub const fn records_refs(self) -> bool {
+        matches!(self, Store::Local | Store::S3 | Store::AzureBlob)
+    }
+
+    /// Whether, of saves racing to commit one entry, exactly one wins and the others learn that
+    /// it exists. s3s-fs checks `If-None-Match: *` without a lock: racing completions can each
+    /// pass it, and the last one's object stays (S3 itself refuses all but one; `RacedS3` in
+    /// `s3.rs` checks that the condition is sent and its refusal read).
+    pub const fn refuses_racing_commits(self) -> bool {
+        !matches!(self, Store::S3)
+    }
+}
+
 /// One test per store for each scenario `fn name(store: Store)`, in a module of its name:
 /// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`;
 /// the S3 and Azure ones need their servers (`#[needs(…)]`: a plain `cargo test` skips them).
+/// `on_every_store!(where CAPABILITY: name, …)` runs a scenario on the stores that have that
+/// capability of [`Store`]'s (`lists_entries`, `records_refs`), and checks that they do.
 macro_rules! on_every_store {
-    ($($scenario:ident),* $(,)?) => {$(
+    (where lists_entries: $($scenario:ident),+ $(,)?) => {
+        $crate::support::on_every_store!(@each lists_entries [$($scenario)+] [
+            (local_store Local []) (v2_service V2 []) (s3_store S3 [s3s_fs]) (azure_blob AzureBlob [azurite])
+        ]);
+    };
+    (where records_refs: $($scenario:ident),+ $(,)?) => {
+        $crate::support::on_every_store!(@each records_refs [$($scenario)+] [
+            (local_store Local []) (s3_store S3 [s3s_fs]) (azure_blob AzureBlob [azurite])
+        ]);
+    };
+    ($($scenario:ident),+ $(,)?) => {
+        $crate::support::on_every_store!(@each any [$($scenario)+] [
+            (local_store Local []) (v1_service V1 []) (v2_service V2 [])
+            (s3_store S3 [s3s_fs]) (azure_blob AzureBlob [azurite])
+        ]);
+    };
+    (@each $capability:ident [$($scenario:ident)+] $stores:tt) => {$(
+        $crate::support::on_every_store!(@module $capability $scenario $stores);
+    )+};
+    (@module $capability:ident $scenario:ident [$(($test:ident $store:ident [$($tool:ident)*]))+]) => {
         mod $scenario {
-            $crate::support::on_every_store!(@test $scenario local_store Local []);
-            $crate::support::on_every_store!(@test $scenario v1_service V1 []);
-            $crate::support::on_every_store!(@test $scenario v2_service V2 []);
-            $crate::support::on_every_store!(@test $scenario s3_store S3 [s3s_fs]);
-            $crate::support::on_every_store!(@test $scenario azure_blob AzureBlob [azurite]);
+            $(
+                #[$crate::support::needs($($tool),*)]
+                fn $test() {
+                    let store = $crate::support::Store::$store;
+                    $crate::support::on_every_store!(@check $capability store);
+                    super::$scenario(store);
+                }
+            )+
         }
-    )*};
-    (@test $scenario:ident $test:ident $store:ident [$($tool:ident)*]) => {
-        #[$crate::support::needs($($tool),*)]
-        fn $test() {
-            super::$scenario($crate::support::Store::$store);
-        }
+    };
+    (@check any $store:ident) => {};
+    (@check $capability:ident $store:ident) => {
+        assert!($store.$capability(), "{:?} is listed for `{}` but has it not", $store, stringify!($capability));
     };
 }
 pub(crate) use on_every_store;
@@ -89,11 +136,29 @@ pub trait Peer: Send + Sync {
     fn unfinished_uploads(&self) -> Vec<String>;
     /// Another empty store of this kind, on the same server where there is one.
     fn another(&self) -> Box<dyn Peer>;
-    /// Whether `list` and `prune` reach the store's entries.
-    fn lists_entries(&self) -> bool;
+    /// The kind of store this is: what it can do.
+    fn store(&self) -> Store;
+    /// Make every entry of `key` look saved (and last used) `by` earlier, as time passing
+    /// would: for the stores that [`Store::records_refs`].
+    fn backdate(&self, key: &str, by: Duration) {
+        let _ = (key, by);
+        panic!("{:?} keeps no times of its own to plant", self.store());
+    }
+
+    /// Whether `list` and `prune` reach the store's entries ([`Store::lists_entries`]).
+    fn lists_entries(&self) -> bool {
+        self.store().lists_entries()
+    }
     /// Whether, of saves racing to commit one entry, exactly one wins and the others learn that
-    /// it exists.
-    fn refuses_racing_commits(&self) -> bool;
+    /// it exists ([`Store::refuses_racing_commits`]).
+    fn refuses_racing_commits(&self) -> bool {
+        self.store().refuses_racing_commits()
+    }
+    /// The inputs `list`, `prune` and `explain-misses` need besides [`Peer::inputs`] (the REST
+    /// token of GitHub's catalog).
+    fn catalog_inputs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
 
     /// A scratch step that reaches this store, its inputs given to every run.
     fn step(&self) -> Step {
@@ -132,6 +197,22 @@ fn evict_through(catalog: &dyn Catalog, key: &str, version: &str) {
 fn listed(catalog: &dyn Catalog, key: &str, version: &str) -> Listed {
     let listed = catalog.list(key, None).unwrap();
     listed.into_iter().find(|l| l.key == key && l.version == version).expect("the entry is stored")
+}
+
+/// The metadata field in which the product keeps an object store entry's creation time.
+const CREATED: &str = "created";
+
+/// The `created` metadata value (seconds since the epoch) `by` earlier.
+fn earlier(created: &str, by: Duration) -> String {
+    let seconds: u64 = created.parse().unwrap_or_else(|_| panic!("created = {created:?}"));
+    (seconds - by.as_secs()).to_string()
+}
+
+/// The entries of `key`, as the product's own catalog lists them.
+fn listed_of(catalog: &dyn Catalog, key: &str) -> Vec<Listed> {
+    let listed: Vec<Listed> = catalog.list(key, None).unwrap().into_iter().filter(|l| l.key == key).collect();
+    assert!(!listed.is_empty(), "no entry of {key}");
+    listed
 }
 
 fn flip_middle_byte(file: &Path) {
@@ -194,12 +275,22 @@ impl Peer for LocalDir {
         Box::new(Self::new())
     }
 
-    fn lists_entries(&self) -> bool {
-        true
+    fn store(&self) -> Store {
+        Store::Local
     }
 
-    fn refuses_racing_commits(&self) -> bool {
-        true
+    /// The modification times of its files (`entries/`) and use records (`meta/`).
+    fn backdate(&self, key: &str, by: Duration) {
+        let mut moved = 0;
+        for sub in ["entries", "meta"] {
+            for name in self.files_in(sub).into_iter().filter(|name| name.starts_with(&format!("{key}@"))) {
+                let file = std::fs::File::options().write(true).open(self.dir.path().join(sub).join(name)).unwrap();
+                let modified = file.metadata().unwrap().modified().unwrap();
+                file.set_modified(modified - by).unwrap();
+                moved += 1;
+            }
+        }
+        assert!(moved > 0, "no entry of {key}");
     }
 }
 
@@ -261,13 +352,15 @@ impl Peer for TestService {
         Box::new(Self::start(self.protocol))
     }
 
-    /// The v2 service's REST catalog lists and deletes; the v1 one has none.
-    fn lists_entries(&self) -> bool {
-        matches!(self.protocol, Protocol::V2)
+    fn store(&self) -> Store {
+        match self.protocol {
+            Protocol::V1 => Store::V1,
+            Protocol::V2 => Store::V2,
+        }
     }
 
-    fn refuses_racing_commits(&self) -> bool {
-        true
+    fn catalog_inputs(&self) -> Vec<(&'static str, String)> {
+        vec![("github-token", REST_TOKEN.into())]
     }
 }
 
@@ -335,15 +428,21 @@ impl Peer for S3Prefix {
         Box::new(Self { server: Arc::clone(&self.server), prefix })
     }
 
-    fn lists_entries(&self) -> bool {
-        true
+    fn store(&self) -> Store {
+        Store::S3
     }
 
-    /// s3s-fs checks `If-None-Match: *` without a lock: racing completions can each pass it, and
-    /// the last one's object stays (S3 itself refuses all but one; `RacedS3` in `s3.rs` checks
-    /// that the condition is sent and its refusal read).
-    fn refuses_racing_commits(&self) -> bool {
-        false
+    /// Its `created` metadata and the object's modification time (S3's `LastModified`).
+    fn backdate(&self, key: &str, by: Duration) {
+        for entry in listed_of(&self.client(), key) {
+            let object = Path::new(&entry.id);
+            self.server.edit_metadata(object, |metadata| {
+                let created = metadata[CREATED].as_str().unwrap().to_owned();
+                metadata.insert(CREATED.into(), earlier(&created, by).into());
+            });
+            let file = std::fs::File::options().write(true).open(self.server.object_file(object)).unwrap();
+            file.set_modified(SystemTime::now() - by).unwrap();
+        }
     }
 }
 
@@ -427,13 +526,17 @@ impl Peer for AzureContainer {
         Box::new(Self::start())
     }
 
-    fn lists_entries(&self) -> bool {
-        true
+    fn store(&self) -> Store {
+        Store::AzureBlob
     }
 
-    /// Put Blob and Put Block List with `If-None-Match: *`: Azurite, like Azure, lets one create
-    /// the blob and refuses the others.
-    fn refuses_racing_commits(&self) -> bool {
-        true
+    /// Its `created` metadata, through Set Blob Metadata.
+    fn backdate(&self, key: &str, by: Duration) {
+        for entry in listed_of(&self.client(), key) {
+            azurite::edit_metadata(&self.container, &entry.id, |metadata| {
+                let created = metadata.iter_mut().find(|(name, _)| name == CREATED).expect("a created time");
+                created.1 = earlier(&created.1, by);
+            });
+        }
     }
 }

@@ -128,6 +128,26 @@ pub fn corrupt_blob(container: &str, blob: &str) {
     assert!(status.is_success(), "put {blob} back: {status}");
 }
 
+/// Change the metadata of `blob` (`x-ms-meta-<name>` → value) with `edit`, through Set Blob
+/// Metadata, which replaces all of it and keeps the blob's bytes.
+pub fn edit_metadata(container: &str, blob: &str, edit: impl FnOnce(&mut Vec<(String, String)>)) {
+    let url = blob_url(container, blob);
+    let (status, headers, _) = request(reqwest::Method::HEAD, &url, |head| head);
+    assert!(status.is_success(), "properties of {blob}: {status}");
+    let mut metadata: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = name.as_str().strip_prefix("x-ms-meta-")?;
+            Some((name.to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect();
+    edit(&mut metadata);
+    let (status, ..) = request(reqwest::Method::PUT, &format!("{url}&comp=metadata"), |put| {
+        metadata.iter().fold(put.header("content-length", "0"), |put, (n, v)| put.header(format!("x-ms-meta-{n}"), v))
+    });
+    assert!(status.is_success(), "set the metadata of {blob}: {status}");
+}
+
 /// Blob names in `container` that have staged blocks and no committed blob: uploads stopped
 /// before their Put Block List. (Blocks staged on the name of a committed blob do not show; a
 /// commit discards them, or Azure after a week.)

@@ -69,6 +69,25 @@ pub struct Faults {
     pub auth_to_blob: Mutex<usize>,
     /// Every byte PUT to the blob front (blocks, blobs and block lists), in arrival order.
     pub blob_put_bytes: Mutex<Vec<u8>>,
+    /// Requests the blob front is answering now (a stalled one among them).
+    pub blob_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a blob front request in [`Faults::blob_in_flight`] while it lives (also when the
+/// server drops it for a client that went away).
+pub(crate) struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    pub(crate) fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Faults {
@@ -89,6 +108,18 @@ impl Faults {
     pub fn next(&self, op: Op) -> Option<Fault> {
         *self.calls.lock().unwrap().entry(op).or_default() += 1;
         self.queued.lock().unwrap().get_mut(&op).and_then(VecDeque::pop_front)
+    }
+
+    /// Wait until the blob front answers no request (at most `limit`); whether it got there.
+    pub fn wait_until_blob_front_is_idle(&self, limit: std::time::Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.blob_in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            if start.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        true
     }
 
     pub fn calls(&self, op: Op) -> usize {

@@ -490,6 +490,7 @@ async fn blob_front(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let _in_flight = super::InFlight::new(&s.faults.blob_in_flight);
     if headers.contains_key(header::AUTHORIZATION) {
         *s.faults.auth_to_blob.lock().unwrap() += 1;
     }
@@ -740,6 +741,7 @@ async fn v1_download(
     if !v1_ok_secret(&secret) {
         return StatusCode::NOT_FOUND.into_response();
     }
+    let _in_flight = super::InFlight::new(&s.faults.blob_in_flight);
     if headers.contains_key(header::AUTHORIZATION) {
         *s.faults.auth_to_blob.lock().unwrap() += 1;
     }
