@@ -292,11 +292,15 @@ fn a_change_to_any_input_makes_every_binary_stale() {
     let (ok, log) = build_dist(dir, &["--check-sources"]);
     assert!(ok, "unchanged inputs are current:\n{log}");
 
-    let changes: [(&str, &dyn Fn()); 4] = [
+    // The input listed last: removed but still tracked, it is where a listing that stops at a
+    // missing file would end.
+    let last = listed.lines().last().unwrap().to_owned();
+    let changes: [(&str, &dyn Fn()); 5] = [
         ("an edited source", &|| append(&dir.join("src/lib.rs"), "// edited\n")),
         ("a new source file, not yet tracked", &|| write_file(&dir.join("src/new.rs"), "")),
         ("the lock file", &|| append(&dir.join("Cargo.lock"), "\n")),
         ("the build script", &|| append(&dir.join("scripts/build-dist"), "# edited\n")),
+        ("a source removed but still tracked", &|| std::fs::remove_file(dir.join(&last)).unwrap()),
     ];
     for (change, make) in changes {
         let (_, before) = build_dist(dir, &["--inputs-digest"]);
@@ -310,6 +314,35 @@ fn a_change_to_any_input_makes_every_binary_stale() {
         let (_, one) = build_dist(dir, &["--check-sources", "x86_64-unknown-linux-gnu"]);
         assert_eq!(one.matches(" is stale").count(), 1, "{change}: only the named target is checked:\n{one}");
     }
+}
+
+/// `--check`'s test of what a build read (the dependency list cargo writes beside the binary):
+/// a project file outside the digest's inputs is named and fails it; a generated file under the
+/// target directory, or a registry's, does not count; a missing list, or one that does not name
+/// `src/main.rs` (relative paths, say), fails it rather than passing for an empty one.
+#[test]
+fn a_build_that_read_a_file_outside_the_inputs_fails_the_check() {
+    let project = std::fs::canonicalize(root()).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let check = |files: &[String]| {
+        let list = scratch.path().join("exact-cache.d");
+        write_file(&list, &format!("{}/target/x/release/exact-cache: {}\n", project.display(), files.join(" ")));
+        build_dist(root(), &["--outside-inputs", list.to_str().unwrap()])
+    };
+    let at = |file: &str| format!("{}/{file}", project.display());
+    let inputs = [
+        at("src/main.rs"),
+        at("src/lib.rs"),
+        at("target/x/build/out/generated.rs"),
+        "/cargo/registry/zstd/lib.rs".into(),
+    ];
+    assert_eq!(check(&inputs), (true, String::new()));
+    let (ok, log) = check(&[&inputs[..], &[at("docs/fault-matrix.md"), at("README.md")]].concat());
+    assert!(!ok && log == "README.md\ndocs/fault-matrix.md\n", "{log}");
+    let (ok, log) = check(&["src/main.rs".into(), "src/lib.rs".into()]);
+    assert!(!ok && log.contains("does not name"), "relative paths: {log}");
+    let (ok, log) = build_dist(root(), &["--outside-inputs", scratch.path().join("missing.d").to_str().unwrap()]);
+    assert!(!ok && log.contains("no dependency list"), "{log}");
 }
 
 fn write_file(path: &Path, text: &str) {

@@ -38,6 +38,9 @@ pub enum Store {
 }
 
 impl Store {
+    /// Every store, in the matrix's order.
+    pub const ALL: [Store; 5] = [Store::Local, Store::V1, Store::V2, Store::S3, Store::AzureBlob];
+
     /// An empty store of this kind, for one test.
     pub fn start(self) -> Box<dyn Peer> {
         match self {
@@ -51,7 +54,7 @@ impl Store {
 }
 
 /// What a store can do that not every store can, as facts of its kind; a started store answers
-/// through [`Peer`]. Keep [`on_every_store!`]'s lists of the stores with each in step.
+/// through [`Peer`]. [`on_every_store!`]'s lists of the stores with each are checked against these.
 impl Store {
     /// Whether `list` and `prune` reach the store's entries (the v1 service has no catalog).
     pub const fn lists_entries(self) -> bool {
@@ -78,7 +81,8 @@ impl Store {
 /// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`;
 /// the S3 and Azure ones need their servers (`#[needs(…)]`: a plain `cargo test` skips them).
 /// `on_every_store!(where CAPABILITY: name, …)` runs a scenario on the stores that have that
-/// capability of [`Store`]'s (`lists_entries`, `records_refs`), and checks that they do.
+/// capability of [`Store`]'s (`lists_entries`, `records_refs`); each scenario's module also
+/// checks that its list is exactly the stores that have it (`runs_on_every_store_it_can`).
 macro_rules! on_every_store {
     (where lists_entries: $($scenario:ident),+ $(,)?) => {
         $crate::support::on_every_store!(@each lists_entries [$($scenario)+] [
@@ -104,17 +108,26 @@ macro_rules! on_every_store {
             $(
                 #[$crate::support::needs($($tool),*)]
                 fn $test() {
-                    let store = $crate::support::Store::$store;
-                    $crate::support::on_every_store!(@check $capability store);
-                    super::$scenario(store);
+                    super::$scenario($crate::support::Store::$store);
                 }
             )+
+
+            /// The scenario runs on exactly the stores with its capability: none left out.
+            #[test]
+            fn runs_on_every_store_it_can() {
+                use $crate::support::Store;
+                let listed = [$(Store::$store),+];
+                let able: Vec<Store> =
+                    Store::ALL.into_iter().filter(|s| $crate::support::on_every_store!(@has $capability s)).collect();
+                assert_eq!(listed.to_vec(), able, "the stores listed for `{}`", stringify!($capability));
+            }
         }
     };
-    (@check any $store:ident) => {};
-    (@check $capability:ident $store:ident) => {
-        assert!($store.$capability(), "{:?} is listed for `{}` but has it not", $store, stringify!($capability));
-    };
+    (@has any $store:ident) => {{
+        let _ = $store;
+        true
+    }};
+    (@has $capability:ident $store:ident) => { $store.$capability() };
 }
 pub(crate) use on_every_store;
 

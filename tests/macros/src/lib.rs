@@ -6,8 +6,9 @@
 //! missing tool fails the test with its install step (the tests' locators in `support` panic so).
 //!
 //! A test that is also slow keeps its `#[ignore = "slow: …"]`: the reasons are joined into one.
-//! An unknown tool name is a compile error that lists the known ones. No dependencies: the item is
-//! passed through token by token.
+//! An unknown tool name is a compile error that lists the known ones; `#[needs()]`, no tool, is a
+//! plain `#[test]` (the store matrix writes it for the stores that need none). No dependencies:
+//! the item is passed through token by token.
 
 use proc_macro::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
 
@@ -60,10 +61,16 @@ pub fn needs(attr: TokenStream, item: TokenStream) -> TokenStream {
                 return error(name.span(), "`#[needs(...)]` makes the function a test: remove `#[test]`");
             }
             Some(TokenTree::Ident(name)) if name.to_string() == "ignore" => {
-                let Some(TokenTree::Literal(reason)) = inner.get(2) else {
-                    return error(name.span(), "write the other reason as `#[ignore = \"…\"]`");
+                let reason = match inner.get(2) {
+                    Some(TokenTree::Literal(reason)) => plain_string(&reason.to_string()),
+                    _ => None,
                 };
-                own_reason = Some(unquote(&reason.to_string()));
+                let Some(reason) = reason else {
+                    return error(name.span(), "write the other reason as `#[ignore = \"…\"]`, a plain string");
+                };
+                if own_reason.replace(reason).is_some() {
+                    return error(name.span(), "one `#[ignore = \"…\"]` at most");
+                }
                 tokens.drain(at..at + 2);
             }
             _ => at += 2,
@@ -92,10 +99,11 @@ fn attribute(inner: Vec<TokenTree>) -> TokenStream {
     [TokenTree::Punct(Punct::new('#', Spacing::Alone)), TokenTree::Group(group)].into_iter().collect()
 }
 
-/// The text of a plain string literal as the tokenizer prints it (`"…"`, escapes kept simple).
-fn unquote(literal: &str) -> String {
-    let text = literal.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(literal);
-    text.replace("\\\"", "\"").replace("\\\\", "\\")
+/// The text of a plain string literal as the tokenizer prints it (`"…"`, its escapes of quotes
+/// and backslashes undone); `None` for a raw or byte string, or anything else.
+fn plain_string(literal: &str) -> Option<String> {
+    let text = literal.strip_prefix('"')?.strip_suffix('"')?;
+    Some(text.replace("\\\"", "\"").replace("\\\\", "\\"))
 }
 
 fn error(span: Span, message: &str) -> TokenStream {

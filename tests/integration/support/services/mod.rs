@@ -69,24 +69,25 @@ pub struct Faults {
     pub auth_to_blob: Mutex<usize>,
     /// Every byte PUT to the blob front (blocks, blobs and block lists), in arrival order.
     pub blob_put_bytes: Mutex<Vec<u8>>,
-    /// Requests the blob front is answering now (a stalled one among them).
+    /// Requests the blob front is answering now, their bodies not yet sent (a stalled one among
+    /// them).
     pub blob_in_flight: std::sync::atomic::AtomicUsize,
 }
 
-/// Counts a blob front request in [`Faults::blob_in_flight`] while it lives (also when the
-/// server drops it for a client that went away).
-pub(crate) struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+/// Counts a blob front request in [`Faults::blob_in_flight`] while it lives: held by the
+/// answer's body, so until the body is sent (or the client went away).
+pub(crate) struct InFlight(std::sync::Arc<Faults>);
 
-impl<'a> InFlight<'a> {
-    pub(crate) fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
-        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Self(count)
+impl InFlight {
+    pub(crate) fn new(faults: &std::sync::Arc<Faults>) -> Self {
+        faults.blob_in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(std::sync::Arc::clone(faults))
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.blob_in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -490,7 +490,17 @@ async fn blob_front(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let _in_flight = super::InFlight::new(&s.faults.blob_in_flight);
+    let in_flight = super::InFlight::new(&s.faults);
+    let (parts, body) = blob_front_answer(s, method, uri, headers, body).await.into_parts();
+    // The body holds the count until it is sent.
+    let body = futures_util::StreamExt::map(body.into_data_stream(), move |chunk| {
+        let _held = &in_flight;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
+async fn blob_front_answer(s: Arc<Shared>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     if headers.contains_key(header::AUTHORIZATION) {
         *s.faults.auth_to_blob.lock().unwrap() += 1;
     }
@@ -741,7 +751,6 @@ async fn v1_download(
     if !v1_ok_secret(&secret) {
         return StatusCode::NOT_FOUND.into_response();
     }
-    let _in_flight = super::InFlight::new(&s.faults.blob_in_flight);
     if headers.contains_key(header::AUTHORIZATION) {
         *s.faults.auth_to_blob.lock().unwrap() += 1;
     }
