@@ -251,15 +251,16 @@ fn every_binary_was_built_from_these_sources() {
     assert!(ok, "scripts/build-dist --check-sources failed:\n{log}");
 }
 
-/// `dist/SOURCES` has one line for each binary dist/ carries, in SHA256SUMS's order.
+/// `dist/SOURCES` has one line for each binary dist/ carries (the macOS ones where present),
+/// sorted by name as SHA256SUMS is.
 #[test]
 fn sources_has_a_line_for_every_binary() {
     let text = std::fs::read_to_string(root().join("dist/SOURCES")).unwrap();
     let names: Vec<&str> = text.lines().map(|line| line.split_once("  ").map_or("", |(_, name)| name)).collect();
-    let binaries: Vec<&str> = BINARIES.iter().map(|(artifact, _)| *artifact).collect();
-    let mut sorted = binaries.clone();
-    sorted.sort();
-    assert_eq!(names, sorted, "dist/SOURCES:\n{text}");
+    let macos = MACOS_BINARIES.iter().map(|(artifact, _)| *artifact).filter(|artifact| binary(artifact).exists());
+    let mut binaries: Vec<&str> = BINARIES.iter().map(|(artifact, _)| *artifact).chain(macos).collect();
+    binaries.sort();
+    assert_eq!(names, binaries, "dist/SOURCES:\n{text}");
 }
 
 /// The digest check fails for every binary once any input changes: an edited or new file in
@@ -284,13 +285,30 @@ fn a_change_to_any_input_makes_every_binary_stale() {
     git(&["add", "-A"]);
     let (ok, digest) = build_dist(dir, &["--inputs-digest"]);
     assert!(ok && digest.trim().len() == 64, "{digest}");
+    // Lines for the binaries the scratch dist/ carries (the macOS one once it is there).
+    let macos = MACOS_BINARIES[0].0;
     let record = |digest: &str| {
-        let lines: String = BINARIES.iter().map(|(artifact, _)| format!("{digest}  {artifact}\n")).collect();
+        let present = dir.join("dist").join(macos).exists().then_some(macos);
+        let lines: String = BINARIES
+            .iter()
+            .map(|(artifact, _)| *artifact)
+            .chain(present)
+            .map(|artifact| format!("{digest}  {artifact}\n"))
+            .collect();
         write_file(&dir.join("dist/SOURCES"), &lines);
     };
     record(digest.trim());
     let (ok, log) = build_dist(dir, &["--check-sources"]);
     assert!(ok, "unchanged inputs are current:\n{log}");
+
+    // A macOS binary the release workflow committed is checked too, by its own line.
+    write_file(&dir.join("dist").join(macos), "a Mach-O binary");
+    let (ok, log) = build_dist(dir, &["--check-sources"]);
+    let stale = format!("dist/{macos} is stale: it was built from other sources than these; run the release workflow");
+    assert!(!ok && log.contains(&stale), "a macOS binary without its line:\n{log}");
+    append(&dir.join("dist/SOURCES"), &format!("{}  {macos}\n", digest.trim()));
+    let (ok, log) = build_dist(dir, &["--check-sources"]);
+    assert!(ok, "with its line:\n{log}");
 
     // The input listed last: removed but still tracked, it is where a listing that stops at a
     // missing file would end.
@@ -308,7 +326,7 @@ fn a_change_to_any_input_makes_every_binary_stale() {
         make();
         let (ok, log) = build_dist(dir, &["--check-sources"]);
         assert!(!ok, "{change}: the check passed:\n{log}");
-        for (artifact, _) in BINARIES {
+        for artifact in BINARIES.iter().map(|(artifact, _)| *artifact).chain([macos]) {
             assert!(log.contains(&format!("dist/{artifact} is stale")), "{change}: {artifact} not reported:\n{log}");
         }
         let (_, one) = build_dist(dir, &["--check-sources", "x86_64-unknown-linux-gnu"]);
