@@ -14,8 +14,14 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::Deref;
 
-/// Longest prefix that keeps a key within the service's 512 characters.
-pub const MAX_PREFIX_LEN: usize = 512 - 1 - 64;
+/// What the key of a later generation's base adds to its key, before the generation's number
+/// (`crate::stack` owns generations).
+pub const GENERATION_MARK: &str = "~g";
+/// Room a key leaves for a later generation's mark and number (`~g9999`).
+pub const GENERATION_ROOM: usize = 6;
+/// Longest prefix that keeps a key, and a later generation's key, within the service's 512
+/// characters.
+pub const MAX_PREFIX_LEN: usize = 512 - 1 - 64 - GENERATION_ROOM;
 
 /// An entry's key: ours are `<prefix>-<64 lowercase hex>`; a store may name others.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,8 +46,9 @@ impl Key {
         Ok(Key(text.to_owned()))
     }
 
-    /// Whether this is a key of exactly `prefix`: `<prefix>-<64 lowercase hex>` (so not a key
-    /// of a longer prefix that starts with `prefix`).
+    /// Whether this is a key of exactly `prefix`: `<prefix>-<64 lowercase hex>`, or a later
+    /// generation's base key of one (`~g` and 1 to 4 digits after it); so not a key of a longer
+    /// prefix that starts with `prefix`.
     pub fn is_of(&self, prefix: &str) -> bool {
         is_key_of(prefix, &self.0)
     }
@@ -127,7 +134,12 @@ fn is_digest(digest: &str) -> bool {
 
 /// Whether `key` is a key of exactly `prefix` ([`Key::is_of`]).
 fn is_key_of(prefix: &str, key: &str) -> bool {
-    key.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).is_some_and(is_digest)
+    let Some(rest) = key.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')) else { return false };
+    let (digest, generation) = match rest.split_once(GENERATION_MARK) {
+        Some((digest, n)) => (digest, Some(n)),
+        None => (rest, None),
+    };
+    is_digest(digest) && generation.is_none_or(|n| (1..=4).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A valid explicit key: a valid prefix, `-`, and 64 lowercase hex characters.
@@ -163,6 +175,9 @@ mod tests {
         assert!(Key::from(key.as_str()).is_of("p"));
         assert!(!Key::from(format!("p-x-{}", "a".repeat(64))).is_of("p"), "a longer prefix is not ours");
         assert!(!Key::from(key.to_uppercase()).is_of("p"));
+        assert!(Key::from(format!("{key}~g12")).is_of("p"), "a later generation's base");
+        assert!(!Key::from(format!("{key}~g")).is_of("p"));
+        assert!(!Key::from(format!("{key}~g12345")).is_of("p"));
     }
 
     #[test]

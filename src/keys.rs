@@ -12,8 +12,9 @@
 //!   [`crate::paths::VersionRoots`]), so that every runner of a pool has the same version. The
 //!   `exact-cache` salt keeps our entries invisible to `actions/cache`, whose versions hash
 //!   `paths|compression|1.0`.
-//! * **Slots** (`grow`): an entry's stack is the base and its layers, all under the same key, each
-//!   under a version of its own: [`crate::stack`] owns slots and their versions.
+//! * **Slots** (`grow`, replacements): an entry's stack is its bases and their layers: a later
+//!   generation's base under a key of its own (`<key>~g<n>`), a layer under a version of its
+//!   own: [`crate::stack`] owns slots and their names.
 
 use crate::archive::{ARCHIVE_FORMAT, Compression};
 use crate::choice::Named;
@@ -25,10 +26,11 @@ pub use crate::ids::{Key, Version, normalize_prefix};
 /// `grow-max-layers` is at most this.
 pub use crate::stack::MAX_LAYERS;
 
-/// The version of slot `(generation, layer)` of the stack whose generation-0 base has
-/// `base_version` ([`Slot::version`]; outside the crate, the tests plant slots with it).
-pub fn slot_version(base_version: &Version, generation: u32, layer: u32) -> Version {
-    Slot::new(generation, layer).version(base_version)
+/// The key and version slot `(generation, layer)` of `key`'s stack is stored under, when its
+/// generation-0 base has `base_version` ([`Slot::names`]; outside the crate, the tests plant
+/// slots with it).
+pub fn slot_names(key: &Key, base_version: &Version, generation: u32, layer: u32) -> (Key, Version) {
+    Slot::new(generation, layer).names(key, base_version)
 }
 
 pub fn cache_version<S: AsRef<str>>(paths: &[S], compression: Compression) -> Version {

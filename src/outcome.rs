@@ -285,10 +285,8 @@ pub struct SameKey {
     /// compression; `None` when its `path` lines differ (or the archive format does).
     pub compression: Option<String>,
     /// Its slot when it is part of this very stack: a layer whose base is gone, or a later
-    /// generation's base that a restore without `grow` does not reach.
+    /// generation's base that this run's lookup did not find.
     pub slot: Option<Slot>,
-    /// This run looked for the slots of stacks (`grow`).
-    pub grow: bool,
 }
 
 impl SameKey {
@@ -296,13 +294,9 @@ impl SameKey {
     pub fn sentence(&self) -> String {
         if let Some(slot) = self.slot {
             return match slot.is_base() {
-                true if !self.grow => format!(
-                    "this key's stack has a {slot}; a restore without `grow` looks past generation 1 only when \
-                     generation 1 exists (with `grow`, generations 0-7 at once)"
-                ),
                 true => format!(
-                    "this key's stack has a {slot} that this run's lookups did not find (saved on a ref this run \
-                     cannot read?)"
+                    "this key's stack has a {slot} that this run's lookup did not find (saved on a ref this run \
+                     cannot read, or since this run looked)"
                 ),
                 false => format!(
                     "only {slot} of this key's stack exists: its base is gone (evicted or deleted), and a layer is \

@@ -65,6 +65,17 @@ pub fn split_name<'a>(name: &'a str, prefix: &str, key_prefix: &str) -> Option<(
     Some((format!("{key_prefix}{key_rest}"), short_version))
 }
 
+/// Of listed objects (their name's parts, [`split_name`], and their modification time), the key
+/// of the newest one of `version` (by its name's short version; a lookup checks the whole): the
+/// one modified last, the higher generation on a tie (the longer key, then the greater).
+pub fn newest_key<'a>(objects: impl Iterator<Item = ((String, &'a str), i64)>, version: &Version) -> Option<Key> {
+    let short: String = version.chars().take(VERSION_CHARS).collect();
+    objects
+        .filter(|((_, listed_short), _)| *listed_short == short)
+        .max_by(|((a, _), a_time), ((b, _), b_time)| (a_time, a.len(), a).cmp(&(b_time, b.len(), b)))
+        .map(|((key, _), _)| Key::from(key))
+}
+
 /// A listed entry from its name's parts and its metadata (`meta`: a field's value). An entry
 /// saved without a ref (outside Actions) has the empty ref: it belongs to runs without one,
 /// never to every ref.
@@ -203,6 +214,20 @@ mod tests {
         assert_eq!((hit.size, hit.location.as_str()), (Some(12), "p/k/v1-full"));
         assert!(found(&headers, "x-ms-meta-", "p/k/v1-full", &"k".into(), &"v1-other".into()).is_none());
         assert!(found(&headers, "x-amz-meta-", "p/k/v1-full", &"k".into(), &"v1-full".into()).is_none());
+    }
+
+    #[test]
+    fn the_newest_key_is_the_last_modified_of_the_version_then_the_higher_generation() {
+        let v = Version::from(format!("{}{}", "a".repeat(16), "b".repeat(48)));
+        let short = &v[..16];
+        let objects = vec![
+            (("k~g9".to_owned(), short), 5),
+            (("k~g10".to_owned(), short), 5),
+            (("k~g2".to_owned(), "cccccccccccccccc"), 9),
+            (("k~g3".to_owned(), short), 1),
+        ];
+        assert_eq!(newest_key(objects.into_iter(), &v), Some(Key::from("k~g10")), "a tie: the higher generation");
+        assert_eq!(newest_key(std::iter::empty(), &v), None);
     }
 
     #[test]

@@ -39,20 +39,17 @@ pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: boo
     let entries: Vec<ListedEntry> = entries
         .into_iter()
         .map(|e| ListedEntry {
+            slot: Some(slots.slot(&e)),
             created: iso_time(e.created),
             last_used: e.last_used.map(iso_time),
             key: e.key,
             size: e.size,
             r#ref: e.r#ref,
-            slot: slots.slot(&e.version),
             version: e.version,
         })
         .collect();
     for line in table(&entries) {
         runner.info(&format!("  {line}"));
-    }
-    if entries.iter().any(|e| e.slot.is_none()) && !args.versions_known {
-        runner.info("  (slot `-`: no stack of the listing; `--path` or `--preset` names the rest)");
     }
     Ok(CatalogOutcome::List { entries, json })
 }
@@ -126,9 +123,9 @@ pub(super) fn prune(
     let entries = pruning::ours(catalog.as_ref(), &config.prefix, &refs)?;
     runner.info(&format!("{} {}", heading(config, &refs, entries.len()), catalog.describe()));
     let slots = ListedSlots::new(&entries, args.versions_known.then(|| config.version()).as_ref());
-    let report = pruning::delete(catalog.as_ref(), entries, &refs, rule, &|v| slots.slot(v), dry_run)?;
+    let report = pruning::delete(catalog.as_ref(), entries, &refs, rule, &slots, dry_run)?;
     let verb = if dry_run { "would delete" } else { "deleted" };
-    let name = |e: &Listed| pruning::named(e, slots.slot(&e.version));
+    let name = |e: &Listed| pruning::named(e, slots.slot(e));
     for e in &report.deleted {
         runner.info(&format!("{verb} {}", name(e)));
     }

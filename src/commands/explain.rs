@@ -11,7 +11,8 @@ use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
 use crate::keys::{self, Key};
-use crate::stack::{Slot, SlotMap};
+use super::prune::ListedSlots;
+use crate::stack::Slot;
 use crate::units::count_of;
 
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
@@ -75,7 +76,7 @@ pub(super) fn explain_and_log(
     let env = runner.env();
     let shown = Shown::new(runner, config);
     let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
-    match explain(&shown, backend, catalog, ours, (&config.path_lines, config.grow), refs) {
+    match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
         Ok(explanation) => {
             super::report::log_explanation(runner, &explanation, limit);
             Ok(explanation)
@@ -90,25 +91,26 @@ pub(super) fn explain_and_log(
 
 /// Compare `ours` with the newest other entry of its prefix. An entry with exactly our key but
 /// another version comes first: it has our fingerprint, and was saved for other `path` lines or
-/// another compression (`path_lines` are ours, to tell which; `grow` says whether this run looked
-/// for the slots of a stack).
+/// another compression (`path_lines` are ours, to tell which).
 pub(super) fn explain(
     shown: &Shown,
     backend: &dyn Backend,
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
-    (path_lines, grow): (&[String], bool),
+    path_lines: &[String],
     (current_ref, base_ref): (Option<&str>, Option<&str>),
 ) -> Result<Explanation, ExplainError> {
-    let (same, mut listed): (Vec<Listed>, Vec<Listed>) = catalog
-        .list(&format!("{}-", ours.prefix), None)?
-        .into_iter()
-        .filter(|l| l.key.is_of(&ours.prefix))
-        .partition(|l| l.key == ours.key);
+    let all: Vec<Listed> =
+        catalog.list(&format!("{}-", ours.prefix), None)?.into_iter().filter(|l| l.key.is_of(&ours.prefix)).collect();
+    // Every entry of our key's stacks (later generations' bases have keys of their own).
+    let slots = ListedSlots::new(&all, Some(&ours.version));
+    let (same, mut listed): (Vec<Listed>, Vec<Listed>) = all.into_iter().partition(|l| slots.placed(l).key == ours.key);
     // A slot of our own stack says most (a base before a layer): prefer it to an entry of other
     // `path` lines.
-    let slots = SlotMap::of(&ours.version);
-    let slot = |l: &Listed| slots.slot(&l.version).filter(|s| *s != Slot::FIRST_BASE);
+    let slot = |l: &Listed| {
+        let placed = slots.placed(l);
+        (placed.base_version == ours.version && placed.slot != Slot::FIRST_BASE).then_some(placed.slot)
+    };
     let theirs = same
         .iter()
         .find(|l| slot(l).is_some_and(Slot::is_base))
@@ -118,7 +120,6 @@ pub(super) fn explain(
         let same_key = SameKey {
             compression: keys::compression_of(&theirs.version, path_lines).map(str::to_owned),
             slot: slot(theirs),
-            grow,
         };
         return Ok(Explanation {
             against_key: theirs.key.clone(),

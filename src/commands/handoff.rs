@@ -1,7 +1,8 @@
 //! What one step leaves on disk for a later one: the fingerprint file (restore or fingerprint →
-//! save), the manifest of a reused entry (restore → save, for `verify-reuse`), the base a save
-//! writes to replace an entry the restore could not use (restore → save), and the
-//! `.exact-cache-root` marker (restore or save → a later job's `clean-on-miss`).
+//! save), the restore's record of what it did with a key and version (restore → save: the
+//! stack it reused, for `verify-reuse` and `grow`, or that the entries it found could not be
+//! used, so the save writes a replacement), and the `.exact-cache-root` marker (restore or
+//! save → a later job's `clean-on-miss`).
 
 use super::Error;
 use super::verify::Kept;
@@ -9,9 +10,8 @@ use crate::backend::LocalBackend;
 use crate::config::Config;
 use crate::env::Env;
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::Key;
+use crate::ids::{Key, Version};
 use crate::runner::Runner;
-use crate::stack::{MAX_GENERATIONS, Slot};
 use std::path::{Path, PathBuf};
 
 /// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
@@ -27,34 +27,58 @@ pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &Key) -> PathBuf
     })
 }
 
-/// Where the manifest of a restored entry is kept for `verify-reuse`.
-pub(super) fn manifest_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
-    fingerprint_path(config, env, key).with_file_name(format!("{key}.manifest.json"))
+/// What a restore did with a key and version, for the save of the same job: every restore
+/// writes it (replacing an earlier one), and a save that computes the same key and version
+/// reads it. The save checks what it says against the store before it writes a
+/// new generation (a step could write anything here): it never numbers one from this file.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct RestoreRecord {
+    pub key: Key,
+    pub version: Version,
+    pub restored: Restored,
 }
 
-/// Where a restore that could not use the bases it found tells the save which generation's
-/// base replaces them.
-fn replacement_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
-    fingerprint_path(config, env, key).with_file_name(format!("{key}.replacement"))
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub(super) enum Restored {
+    /// The stack was put in place: the save compares the tree with it, grows it, or saves nothing.
+    Reused(Kept),
+    /// Bases were found and none could be used for what it holds: the save of the job that
+    /// regenerated writes a replacement above the newest, unless one newer than `newest` exists.
+    Unusable { newest: u32 },
+    /// Nothing was reused (nothing found, service trouble, `lookup-only`, a file in the way).
+    NotReused,
 }
 
-/// Record (or, with `None`, forget) that this job's save of `key` writes `slot`, a replacement.
-pub(super) fn expect_replacement(config: &Config, env: &Env, key: &Key, slot: Option<Slot>) -> std::io::Result<()> {
-    let path = replacement_path(config, env, key);
-    match slot {
-        Some(slot) => write_atomically(&path, &slot.generation.to_string()),
-        None => match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        },
+/// Where the restore record of `key` and `version` lives: beside the fingerprint file, named by
+/// both (two caches can share a key when their `path` lines differ).
+pub(super) fn record_path(config: &Config, env: &Env, key: &Key, version: &Version) -> PathBuf {
+    let short: String = version.chars().take(16).collect();
+    fingerprint_path(config, env, key).with_file_name(format!("{key}.{short}.restore.json"))
+}
+
+/// Write the restore's record; its path.
+pub(super) fn write_record(config: &Config, env: &Env, record: &RestoreRecord) -> std::io::Result<PathBuf> {
+    let path = record_path(config, env, &record.key, &record.version);
+    write_atomically(&path, &serde_json::to_string(record).expect("records serialize"))?;
+    Ok(path)
+}
+
+/// The restore's record of `key` and `version`: `Ok(None)` when no restore left one; an error
+/// names a record that cannot be read or is another's.
+pub(super) fn read_record(config: &Config, env: &Env, key: &Key, version: &Version) -> Result<Option<Restored>, String> {
+    let path = record_path(config, env, key, version);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
+    };
+    let record: RestoreRecord =
+        serde_json::from_slice(&bytes).map_err(|e| format!("`{}` is not a restore record: {e}", path.display()))?;
+    if record.key != *key || record.version != *version {
+        return Err(format!("`{}` is the record of another key or version", path.display()));
     }
-}
-
-/// The base a restore in this job asked the save of `key` to write as a replacement.
-pub(super) fn replacement(config: &Config, env: &Env, key: &Key) -> Option<Slot> {
-    let text = std::fs::read_to_string(replacement_path(config, env, key)).ok()?;
-    let generation: u32 = text.trim().parse().ok()?;
-    (generation > 0 && generation < MAX_GENERATIONS).then(|| Slot::base(generation))
+    Ok(Some(record.restored))
 }
 
 pub(super) fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {
@@ -75,19 +99,6 @@ pub(super) fn read_fingerprint(path: &Path, key: &Key) -> Result<FingerprintReco
         return Err(Error::WrongFingerprint { key: key.clone(), path: path.to_owned() });
     }
     Ok(record)
-}
-
-/// Keep the manifest of the entry reused under `key` (and what was there before) for the save
-/// step's `verify-reuse`; `None` (with a warning) when it cannot be written.
-pub(super) fn keep_manifest(runner: &Runner, config: &Config, key: &Key, kept: &Kept) -> Option<PathBuf> {
-    let path = manifest_path(config, runner.env(), key);
-    match write_atomically(&path, &serde_json::to_string(kept).expect("manifests serialize")) {
-        Ok(()) => Some(path),
-        Err(e) => {
-            runner.warning(&format!("cannot keep the restored manifest for `verify-reuse`: {e}"));
-            None
-        }
-    }
 }
 
 /// Write `text` through a temporary file renamed into place: an existing file or symlink at

@@ -199,6 +199,9 @@ mod tests {
         fn lookup(&self, _: &Key, _: &Version) -> Result<Option<CacheEntry>, BackendError> {
             Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
         }
+        fn lookup_newest_or(&self, _: &str, _: &Key, _: &Version) -> Result<Option<CacheEntry>, BackendError> {
+            Err(BackendError::new(ErrorKind::Timeout, "no answer in 30 s"))
+        }
         fn open(&self, _: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
             unreachable!("nothing was found")
         }

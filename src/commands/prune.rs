@@ -15,18 +15,18 @@
 //! (where the store records uses) within that time is deleted, whether or not it is its ref's
 //! newest — retention where nothing evicts.
 //!
-//! A key is a stack of entries (a base and its layers, one version each; without `grow`, a base
-//! and its replacements): prune counts keys, never deletes a layer of a kept key's live base,
-//! and deletes the slots of older generations once a newer base holds what they did (when it
-//! knows which slot each entry is: [`ListedSlots`]) — except a base at the end of a round of
-//! lookups, which a restore steps through to reach the newer one ([`stack::ends_a_round`]).
+//! A key is a stack of entries (its bases and their layers; without `grow`, a base and its
+//! replacements), named from the listing alone ([`ListedSlots`]): prune counts keys and, of each
+//! stack of a kept key, keeps exactly what a restore reaches ([`stack::reach::reached`]) and
+//! deletes the rest — the rule the restore itself follows, so nothing it keeps depends on
+//! anything it deletes.
 
 use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::DEFAULT_PREFIX;
 use crate::ids::{Key, Version};
-use crate::stack::{self, Slot, SlotMap};
+use crate::stack::Slot;
+use crate::stack::reach::{self, Placed};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Why `prune` refuses `prefix`, if it does: the default prefix is shared by every workflow
@@ -97,57 +97,48 @@ impl Refs {
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Rule<'a> {
     /// All but the newest `keep` keys (in each group of [`Refs`]) and their stacks; the key a
-    /// save just wrote is always kept; the slots of generations older than a kept key's newest
-    /// base go too, but for the bases that end a round of lookups.
+    /// save just wrote is always kept; of a kept key's stacks, what no restore reaches goes too.
     Newest { keep: usize, just_saved: Option<&'a Key> },
-    /// Every entry neither created nor used in the `age` before `now` (seconds since the epoch).
+    /// Every entry neither created nor used in the `age` before `now` (seconds since the epoch),
+    /// and what no restore reaches; never the base of a layer that stays.
     OlderThan { age: Duration, now: i64 },
 }
 
-/// Which slot of which stack each listed entry is: the slots of the stack of the version given
-/// (the `path` lines' and compression's, when they are known), and of every listed version
-/// whose slots are other listed versions — a stack found from the listing alone. Naming them
-/// from the listing costs one map of 1,088 slot versions (SHA-256 each, about a millisecond) per
-/// listed version not yet named, and no request. A generation that lost its generation-0 base
-/// (pruned after a compaction) cannot be named without the `path` lines.
+/// Which stack and slot each listed entry is ([`reach::classify`]): bases by their key, layers
+/// by their version among the layers of the listed bases (16 digests per base, no request).
 pub(super) struct ListedSlots {
-    maps: Vec<Arc<SlotMap>>,
+    placed: HashMap<(Key, Version), Placed>,
 }
 
 impl ListedSlots {
+    /// `known`: the `path` lines' version, when they were given (names the layers of its stacks
+    /// whose base is gone).
     pub(super) fn new(entries: &[Listed], known: Option<&Version>) -> Self {
-        let mut maps: Vec<Arc<SlotMap>> = known.map(SlotMap::of).into_iter().collect();
-        let versions: BTreeSet<&Version> = entries.iter().map(|e| &e.version).collect();
-        for candidate in &versions {
-            if maps.iter().any(|m| m.slot(candidate).is_some()) {
-                continue;
-            }
-            let map = SlotMap::of(candidate);
-            if versions.iter().any(|v| v != candidate && map.slot(v).is_some()) {
-                maps.push(map);
-            }
-        }
-        Self { maps }
+        let names: Vec<(&Key, &Version)> = entries.iter().map(|e| (&e.key, &e.version)).collect();
+        let placed =
+            names.iter().map(|(k, v)| ((*k).clone(), (*v).clone())).zip(reach::classify(&names, known)).collect();
+        Self { placed }
     }
 
-    /// The slot of an entry of `version`, when it is known.
-    pub(super) fn slot(&self, version: &Version) -> Option<Slot> {
-        self.maps.iter().find_map(|m| m.slot(version))
+    /// Where `entry` sits (an entry not in the listing this was made of: a base of its own).
+    pub(super) fn placed(&self, entry: &Listed) -> Placed {
+        self.placed
+            .get(&(entry.key.clone(), entry.version.clone()))
+            .cloned()
+            .unwrap_or_else(|| reach::classify(&[(&entry.key, &entry.version)], None).remove(0))
+    }
+
+    pub(super) fn slot(&self, entry: &Listed) -> Slot {
+        self.placed(entry).slot
     }
 }
 
-/// An entry as prune's log names it: its key, and its slot unless it is a generation-0 base (or
-/// not known).
-pub(super) fn named(entry: &Listed, slot: Option<Slot>) -> String {
+/// An entry as prune's log names it: its key, and its slot unless it is a generation-0 base.
+pub(super) fn named(entry: &Listed, slot: Slot) -> String {
     match slot {
-        Some(Slot::FIRST_BASE) | None => entry.key.to_string(),
-        Some(slot) => format!("{} ({slot})", entry.key),
+        Slot::FIRST_BASE => entry.key.to_string(),
+        slot => format!("{} ({slot})", entry.key),
     }
-}
-
-/// [`named`], the slot from the stack of `slots`.
-pub(super) fn entry_name(entry: &Listed, slots: &SlotMap) -> String {
-    named(entry, slots.slot(&entry.version))
 }
 
 pub(super) struct PruneReport {
@@ -180,11 +171,11 @@ pub(super) fn prune(
     keep: usize,
     dry_run: bool,
     just_saved: Option<&Key>,
-    slots: &SlotMap,
-) -> Result<PruneReport, CatalogError> {
+) -> Result<(PruneReport, ListedSlots), CatalogError> {
     let entries = ours(catalog, prefix, &Refs::of_save(current_ref))?;
+    let slots = ListedSlots::new(&entries, None);
     let rule = Rule::Newest { keep, just_saved };
-    delete(catalog, entries, &Refs::of_save(current_ref), rule, &|v| slots.slot(v), dry_run)
+    Ok((delete(catalog, entries, &Refs::of_save(current_ref), rule, &slots, dry_run)?, slots))
 }
 
 /// Delete what `rule` does not keep of `entries` (newest first, of `refs`).
@@ -193,7 +184,7 @@ pub(super) fn delete(
     entries: Vec<Listed>,
     refs: &Refs,
     rule: Rule,
-    slot: &dyn Fn(&Version) -> Option<Slot>,
+    slots: &ListedSlots,
     dry_run: bool,
 ) -> Result<PruneReport, CatalogError> {
     let mut groups: HashMap<Option<&str>, Vec<usize>> = HashMap::new();
@@ -201,13 +192,17 @@ pub(super) fn delete(
         groups.entry(refs.group(entry)).or_default().push(i);
     }
     let group_count = groups.len().max(1);
-    let keeps = match rule {
+    let placed: Vec<Placed> = entries.iter().map(|e| slots.placed(e)).collect();
+    let mut keeps = match rule {
         Rule::Newest { keep, just_saved } => {
             let mut keeps = vec![false; entries.len()];
             for members in groups.values() {
-                let group: Vec<&Listed> = members.iter().map(|&i| &entries[i]).collect();
-                for (kept, &i) in newest(&group, keep, just_saved, slot).into_iter().zip(members) {
-                    keeps[i] = kept;
+                let kept: Vec<&Key> = newest_keys(members.iter().map(|&i| &placed[i].key), keep, just_saved)
+                    .into_iter()
+                    .map(|first| &placed[members[first]].key)
+                    .collect();
+                for &i in members {
+                    keeps[i] = kept.contains(&&placed[i].key);
                 }
             }
             keeps
@@ -217,11 +212,13 @@ pub(super) fn delete(
             entries.iter().map(|e| e.last_touched() >= cutoff).collect()
         }
     };
+    let group_of: Vec<Option<&str>> = entries.iter().map(|e| refs.group(e)).collect();
+    keep_what_restores_reach(&entries, (&placed, &group_of), &mut keeps);
     let (mut kept, mut older) = (Vec::new(), Vec::new());
     for (entry, keep) in entries.into_iter().zip(keeps) {
         if keep { kept.push(entry) } else { older.push(entry) }
     }
-    let kept_keys = kept.iter().map(|e| &e.key).collect::<BTreeSet<_>>().len();
+    let kept_keys = kept.iter().map(|e| slots.placed(e).key).collect::<BTreeSet<_>>().len();
     let mut report = PruneReport { kept, kept_keys, groups: group_count, deleted: Vec::new(), failed: Vec::new() };
     for entry in older {
         if dry_run {
@@ -237,42 +234,44 @@ pub(super) fn delete(
     Ok(report)
 }
 
-/// Which of `entries` (one group, newest first) [`Rule::Newest`] keeps.
-fn newest(
-    entries: &[&Listed],
-    keep: usize,
-    just_saved: Option<&Key>,
-    slot: &dyn Fn(&Version) -> Option<Slot>,
-) -> Vec<bool> {
-    // Keys, newest first; the key this step saved is always kept and counts among those kept,
-    // whatever the listing order says (clock ties, a concurrent job's newer entry).
-    let mut keys: Vec<&Key> = Vec::new();
-    for entry in entries {
-        if !keys.contains(&&entry.key) {
-            keys.push(&entry.key);
+/// Of `keys` (one per entry of a group, newest first), the positions of the first entry of each
+/// of the newest `keep` keys: the key this step saved is always among them, whatever the
+/// listing order says (clock ties, a concurrent job's newer entry).
+fn newest_keys<'a>(keys: impl Iterator<Item = &'a Key>, keep: usize, just_saved: Option<&Key>) -> Vec<usize> {
+    let mut firsts: Vec<(usize, &Key)> = Vec::new();
+    for (i, key) in keys.enumerate() {
+        if !firsts.iter().any(|(_, k)| *k == key) {
+            firsts.push((i, key));
         }
     }
-    if let Some(i) = just_saved.and_then(|saved| keys.iter().position(|k| *k == saved)) {
-        let saved = keys.remove(i);
-        keys.insert(0, saved);
+    if let Some(i) = just_saved.and_then(|saved| firsts.iter().position(|(_, k)| *k == saved)) {
+        let saved = firsts.remove(i);
+        firsts.insert(0, saved);
     }
-    keys.truncate(keep);
-    // A kept key's entries stay — its base and every layer — except the slots of generations
-    // older than its newest base: that base holds everything they did.
-    let mut newest_base: HashMap<&str, u32> = HashMap::new();
-    for (entry, slot) in entries.iter().filter_map(|e| Some((e, slot(&e.version)?))) {
-        if slot.is_base() {
-            let newest = newest_base.entry(&entry.key).or_insert(slot.generation);
-            *newest = slot.generation.max(*newest);
+    firsts.truncate(keep);
+    firsts.into_iter().map(|(i, _)| i).collect()
+}
+
+/// Of each stack (in each group of [`Refs`]), what the rule keeps stays only if a restore
+/// reaches it ([`reach::reached`]); a generation's base stays while a layer of it does.
+fn keep_what_restores_reach(entries: &[Listed], (placed, group_of): (&[Placed], &[Option<&str>]), keeps: &mut [bool]) {
+    let mut stacks: HashMap<(Option<&str>, &Key, &Version), Vec<usize>> = HashMap::new();
+    for (i, p) in placed.iter().enumerate() {
+        stacks.entry((group_of[i], &p.key, &p.base_version)).or_default().push(i);
+    }
+    for members in stacks.values() {
+        let slots: Vec<(Slot, i64)> = members.iter().map(|&i| (placed[i].slot, entries[i].created)).collect();
+        for (&i, reached) in members.iter().zip(reach::reached(&slots)) {
+            keeps[i] &= reached;
+        }
+        let layered: Vec<u32> =
+            members.iter().filter(|&&i| keeps[i] && !placed[i].slot.is_base()).map(|&i| placed[i].slot.generation).collect();
+        for &i in members {
+            if placed[i].slot.is_base() && layered.contains(&placed[i].slot.generation) {
+                keeps[i] = true;
+            }
         }
     }
-    let superseded = |e: &Listed| match (slot(&e.version), newest_base.get(e.key.as_str())) {
-        (Some(slot), Some(newest)) => {
-            slot.generation < *newest && !(slot.is_base() && stack::ends_a_round(slot.generation))
-        }
-        _ => false,
-    };
-    entries.iter().map(|e| keys.contains(&&e.key) && !superseded(e)).collect()
 }
 
 #[cfg(test)]
@@ -313,7 +312,8 @@ mod tests {
 
     fn deleted_keys(catalog: &Fixed, refs: Refs, rule: Rule) -> Vec<String> {
         let entries = ours(catalog, "p", &refs).unwrap();
-        let report = delete(catalog, entries, &refs, rule, &|_| None, false).unwrap();
+        let slots = ListedSlots::new(&entries, None);
+        let report = delete(catalog, entries, &refs, rule, &slots, false).unwrap();
         report.deleted.iter().map(|e| format!("{}@{}", &e.key[..4], e.r#ref.as_deref().unwrap_or("?"))).collect()
     }
 
@@ -354,20 +354,61 @@ mod tests {
     #[test]
     fn a_stack_is_named_from_the_listing_alone() {
         let base = Version::from("b".repeat(64));
-        let other = Version::from("c".repeat(64));
-        let layer = Slot::new(0, 1).version(&base);
-        let next = Slot::base(1).version(&base);
-        let entries =
-            [listed(&key(1), &base, None, 1), listed(&key(1), &layer, None, 2), listed(&key(2), &next, None, 3)];
+        let k = Key::from(key(1));
+        let at = |slot: Slot, created| {
+            let (key, version) = slot.names(&k, &base);
+            listed(&key, &version, None, created)
+        };
+        let entries = [at(Slot::FIRST_BASE, 1), at(Slot::new(0, 1), 2), at(Slot::base(4), 3), at(Slot::new(4, 2), 4)];
         let slots = ListedSlots::new(&entries, None);
-        assert_eq!(slots.slot(&base), Some(Slot::FIRST_BASE));
-        assert_eq!(slots.slot(&layer), Some(Slot::new(0, 1)));
-        assert_eq!(slots.slot(&next), Some(Slot::base(1)));
-        assert_eq!(slots.slot(&other), None);
-        // A lone entry is no stack's, unless its version is known.
-        let lone = [listed(&key(3), &other, None, 1)];
-        assert_eq!(ListedSlots::new(&lone, None).slot(&other), None);
-        assert_eq!(ListedSlots::new(&lone, Some(&other)).slot(&other), Some(Slot::FIRST_BASE));
-        assert_eq!(named(&entries[1], slots.slot(&layer)), format!("{} (layer 1)", key(1)));
+        let named: Vec<Slot> = entries.iter().map(|e| slots.slot(e)).collect();
+        assert_eq!(named, [Slot::FIRST_BASE, Slot::new(0, 1), Slot::base(4), Slot::new(4, 2)]);
+        assert!(entries.iter().all(|e| slots.placed(e).key == k), "one key: a later generation's is its own");
+        assert_eq!(named_line(&entries[2], &slots), format!("{}~g4 (generation 4 base)", key(1)));
+    }
+
+    fn named_line(entry: &Listed, slots: &ListedSlots) -> String {
+        named(entry, slots.slot(entry))
+    }
+
+    #[test]
+    fn prune_keeps_what_a_restore_reaches_and_deletes_what_it_never_would() {
+        let base = Version::from("b".repeat(64));
+        let other_paths = Version::from("c".repeat(64));
+        let k = Key::from(key(1));
+        let at = |slot: Slot, version: &Version, created| {
+            let (key, version) = slot.names(&k, version);
+            listed(&key, &version, Some("r"), created)
+        };
+        // Newest first, as catalogs list.
+        let entries = vec![
+            at(Slot::new(3, 1), &base, 60),
+            at(Slot::base(3), &base, 50),
+            at(Slot::base(2), &base, 40),
+            at(Slot::new(1, 1), &base, 31),
+            at(Slot::base(1), &base, 30),
+            at(Slot::new(0, 1), &base, 11),
+            at(Slot::FIRST_BASE, &base, 10),
+            // A cache of the same key for other `path` lines: a stack of its own, whose
+            // generation 1 is its newest, whatever the first stack holds.
+            at(Slot::base(1), &other_paths, 9),
+            at(Slot::FIRST_BASE, &other_paths, 8),
+        ];
+        let catalog = Fixed(entries.clone(), Default::default());
+        let slots = ListedSlots::new(&entries, None);
+        let rule = Rule::Newest { keep: 1, just_saved: None };
+        let report = delete(&catalog, entries.clone(), &Refs::One("r".into()), rule, &slots, false).unwrap();
+        let deleted: Vec<String> = report.deleted.iter().map(|e| named(e, slots.slot(e))).collect();
+        let expected: Vec<String> =
+            [2, 3, 4, 5, 6, 8].iter().map(|&i| named(&entries[i], slots.slot(&entries[i]))).collect();
+        assert_eq!(deleted, expected, "every base but the newest of each stack, and their layers");
+        assert_eq!(report.kept.len(), 3);
+        // By age: the old base of a layer that stays, stays.
+        let aged = vec![at(Slot::new(0, 1), &base, 100), at(Slot::FIRST_BASE, &base, 10)];
+        let catalog = Fixed(aged.clone(), Default::default());
+        let slots = ListedSlots::new(&aged, None);
+        let rule = Rule::OlderThan { age: Duration::from_secs(50), now: 120 };
+        let report = delete(&catalog, aged, &Refs::Each, rule, &slots, false).unwrap();
+        assert!(report.deleted.is_empty(), "{:?}", report.deleted);
     }
 }

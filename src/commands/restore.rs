@@ -3,6 +3,7 @@
 
 use super::fingerprint::compute;
 use super::lookups::KeyLookups;
+use super::handoff::{RestoreRecord, Restored};
 use super::{Context, Error, explain, handoff};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
@@ -75,8 +76,15 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         runner.info(&format!("backend: {}", backend.describe()));
         let tried = reuse(ctx, config, backend.as_ref(), &record.key);
         log_attempt(ctx, &tried);
-        let replacement = expect_replacement(ctx, config, &record.key, &tried);
+        let replacement = replacement(ctx, &tried);
         (tried, replacement)
+    };
+    let version = config.version();
+    let keep = |restored: Restored| {
+        let kept = RestoreRecord { key: record.key.clone(), version: version.clone(), restored };
+        handoff::write_record(config, runner.env(), &kept)
+            .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
+            .ok()
     };
     let mut attempt = match tried {
         Ok(reuse) => {
@@ -91,7 +99,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
                 preexisting: reuse.preexisting,
                 stack: Some(reuse.kept),
             };
-            let manifest_file = handoff::keep_manifest(runner, config, &record.key, &kept);
+            let manifest_file = keep(Restored::Reused(kept));
             handoff::mark_owned(runner, config, &roots);
             Attempt::Reused {
                 restored: reuse.restored,
@@ -100,7 +108,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
                 manifest_file,
             }
         }
-        Err(other) => other.into(),
+        Err(other) => {
+            keep(match &other {
+                NotReused::Unusable { newest, .. } => Restored::Unusable { newest: *newest },
+                _ => Restored::NotReused,
+            });
+            other.into()
+        }
     };
     let (explanation, unexplained) = match &attempt {
         Attempt::Miss { reason: MissReason::NotFound | MissReason::PrefixOnly, .. } => {
@@ -176,11 +190,11 @@ enum NotReused {
         detail: Option<String>,
     },
     /// The bases found could not be used for what they hold: the save of this job, which
-    /// regenerates, writes the base above the highest generation found.
+    /// regenerates, writes a replacement above the newest generation, `newest`.
     Unusable {
         reason: MissReason,
         detail: Option<String>,
-        highest: u32,
+        newest: u32,
     },
 }
 
@@ -199,10 +213,12 @@ fn miss(reason: MissReason, detail: String) -> NotReused {
     NotReused::Miss { reason, detail: Some(detail) }
 }
 
-/// Look the key up, download, verify and place the base — and with `grow`, its layers.
+/// Look the key up, download, verify and place the base — and with `grow`, its layers — as
+/// [`stack::reach`] says.
 fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Result<Reuse, NotReused> {
-    let bases = stack::find_bases(&KeyLookups { backend, key }, &config.version(), config.grow);
-    if bases.found.is_empty() {
+    let lookups = KeyLookups { backend, key };
+    let bases = stack::find_bases(&lookups, key, &config.version());
+    let Some((newest, entry)) = bases.newest else {
         return Err(match (bases.error, bases.offered) {
             (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
             (None, Some(other)) => miss(
@@ -211,33 +227,29 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
             ),
             (None, None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
         });
-    }
-    if let Some(e) = &bases.error {
-        ctx.runner.warning(&format!("a lookup of the stack failed: {}", error_chain(e)));
-    }
+    };
     if config.lookup_only {
         return Err(NotReused::Found);
     }
-    let highest = bases.found[0].0;
-    let (generation, base, mut manifest, skipped, roots) =
-        place_base(ctx, config, backend, &bases.found).map_err(|not_reused| match not_reused {
-            NotReused::Miss { reason, detail } if reason.calls_for_replacement() => {
-                NotReused::Unusable { reason, detail, highest }
+    let (generation, base, mut manifest, roots) =
+        place_base(ctx, config, &lookups, (newest, entry)).map_err(|failed| match failed {
+            SlotFailure { reason, detail } if reason.calls_for_replacement() => {
+                NotReused::Unusable { reason, detail: Some(detail), newest }
             }
-            other => other,
+            SlotFailure { reason, detail } => miss(reason, detail),
         })?;
     let mut kept = KeptStack {
         generation,
-        highest,
+        highest: newest,
         probed: if config.grow { config.grow_max_layers } else { 0 },
         base_bytes: base.content_bytes,
         top: manifest.digest(),
         ..KeptStack::default()
     };
-    let mut applied = StackApplied { generation, base, layers: Vec::new(), stopped: skipped };
+    let mut applied = StackApplied { generation, base, layers: Vec::new(), stopped: None };
     if config.grow {
         let below = Below { manifest: &mut manifest, roots: &roots };
-        apply_layers(ctx, config, backend, key, &mut applied, &mut kept, below);
+        apply_layers(ctx, config, &lookups, &mut applied, &mut kept, below);
     }
     kept.stopped = applied.stopped.is_some() && !kept.trouble;
     let (preexisting, extra_files) =
@@ -258,48 +270,38 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
     Ok(Reuse { restored, stack: applied, manifest, kept, extra_files, preexisting })
 }
 
-/// The base placed: its generation, what it put in place, its manifest, why newer ones were
-/// skipped, and where each root landed.
-type PlacedBase = (u32, Transfer, Manifest, Option<String>, Vec<PathBuf>);
+/// The base placed: its generation, what it put in place, its manifest, and where each root
+/// landed.
+type PlacedBase = (u32, Transfer, Manifest, Vec<PathBuf>);
 
-/// Place the newest base that can be placed (`found` is newest first): a corrupt or foreign
-/// newer one falls back to the next, with a warning. Service trouble (a timeout, a failed
-/// download) ends the attempt: older bases come from the same service.
+/// Place the newest base: the only one a restore uses ([`stack::reach`]).
 fn place_base(
     ctx: &Context,
     config: &Config,
-    backend: &dyn Backend,
-    found: &[(u32, CacheEntry)],
-) -> Result<PlacedBase, NotReused> {
-    let mut first_failure: Option<NotReused> = None;
-    let mut skipped: Option<String> = None;
-    for (generation, entry) in found {
-        let generation = *generation;
-        let placed = place_slot(ctx, config, backend, entry, &config.required, Staged::commit, |m, _| {
-            stack::check_slot(m, Slot::base(generation), None).map_err(|why| miss(MissReason::Corrupt, why.to_string()))
-        });
-        match placed {
-            Ok((base, manifest, roots)) => return Ok((generation, base, manifest, skipped, roots)),
-            Err(NotReused::Miss { reason, detail }) => {
-                let why = format!(
-                    "{} not applied ({reason}): {}",
-                    Slot::base(generation),
-                    detail.clone().unwrap_or_default()
-                );
-                if found.len() > 1 {
-                    ctx.runner.warning(&why);
-                }
-                skipped.get_or_insert(why);
-                let trouble = matches!(reason, MissReason::Timeout | MissReason::ServiceError);
-                first_failure.get_or_insert(NotReused::Miss { reason, detail });
-                if trouble {
-                    break;
-                }
-            }
-            Err(_) => unreachable!("only a lookup finds without placing"),
-        }
+    lookups: &KeyLookups,
+    (newest, entry): (u32, CacheEntry),
+) -> Result<PlacedBase, SlotFailure> {
+    let (base, manifest, roots) = place_slot(ctx, config, lookups, &entry, &config.required, Staged::commit, |m, _| {
+        stack::check_slot(m, Slot::base(newest), None).map_err(|why| SlotFailure::corrupt(why.to_string()))
+    })?;
+    Ok((newest, base, manifest, roots))
+}
+
+/// Why a slot was not put in place.
+struct SlotFailure {
+    reason: MissReason,
+    detail: String,
+}
+
+impl SlotFailure {
+    fn corrupt(detail: String) -> SlotFailure {
+        SlotFailure { reason: MissReason::Corrupt, detail }
     }
-    Err(first_failure.expect("at least one base was tried"))
+
+    /// The service's trouble, not the entry's.
+    fn is_trouble(&self) -> bool {
+        matches!(self.reason, MissReason::Timeout | MissReason::ServiceError)
+    }
 }
 
 /// What lies below the next layer: the stack's merged manifest, and where each root landed when
@@ -315,26 +317,24 @@ struct Below<'a> {
 fn apply_layers(
     ctx: &Context,
     config: &Config,
-    backend: &dyn Backend,
-    key: &Key,
+    lookups: &KeyLookups,
     applied: &mut StackApplied,
     kept: &mut KeptStack,
     below: Below<'_>,
 ) {
     let Below { manifest, roots: base_roots } = below;
     let generation = applied.generation;
-    let lookups = KeyLookups { backend, key };
-    let (layers, gap) = stack::find_layers(&lookups, &config.version(), generation, config.grow_max_layers);
+    let (layers, gap) = stack::find_layers(lookups, lookups.key, &config.version(), generation, config.grow_max_layers);
     let lines: Vec<&str> = config.paths.includes.iter().map(|p| p.line.as_str()).collect();
     for (i, layer) in layers.iter().enumerate() {
         let n = i as u32 + 1;
         let top = kept.top.clone();
         let below: &Manifest = manifest;
-        let placed = place_slot(ctx, config, backend, layer, &[], Staged::commit_layer, |m, roots| {
+        let placed = place_slot(ctx, config, lookups, layer, &[], Staged::commit_layer, |m, roots| {
             stack::check_slot(m, Slot::new(generation, n), Some(&top))
                 .and_then(|()| stack::check_additions(m, below))
                 .and_then(|()| stack::check_roots(&lines, roots, base_roots))
-                .map_err(|why| miss(MissReason::Corrupt, why.to_string()))
+                .map_err(|why| SlotFailure::corrupt(why.to_string()))
         });
         match placed {
             Ok((transfer, layer_manifest, _)) => {
@@ -344,16 +344,15 @@ fn apply_layers(
                 stack::merge(manifest, &layer_manifest);
                 applied.layers.push(transfer);
             }
-            Err(NotReused::Miss { reason, detail }) => {
-                let why = format!("layer {n} not applied ({reason}): {}", detail.unwrap_or_default());
+            Err(failed) => {
+                let why = format!("layer {n} not applied ({}): {}", failed.reason, failed.detail);
                 ctx.runner.warning(&format!("{why}; the stack stops at {}", Slot::new(generation, n - 1)));
                 // Only the service's trouble skips growth; anything else about the layer (what
                 // it holds, or what is in its way here) makes the next save compact.
-                kept.trouble = matches!(reason, MissReason::Timeout | MissReason::ServiceError);
+                kept.trouble = failed.is_trouble();
                 applied.stopped = Some(why);
                 return;
             }
-            Err(_) => unreachable!("only a lookup finds without placing"),
         }
     }
     match gap {
@@ -376,17 +375,20 @@ fn apply_layers(
 fn place_slot(
     ctx: &Context,
     config: &Config,
-    backend: &dyn Backend,
+    lookups: &KeyLookups,
     entry: &CacheEntry,
     required: &[PathBuf],
     commit: fn(Staged) -> Result<RestoreStats, UnpackError>,
-    check: impl FnOnce(&Manifest, &[PathBuf]) -> Result<(), NotReused>,
-) -> Result<(Transfer, Manifest, Vec<PathBuf>), NotReused> {
+    check: impl FnOnce(&Manifest, &[PathBuf]) -> Result<(), SlotFailure>,
+) -> Result<(Transfer, Manifest, Vec<PathBuf>), SlotFailure> {
+    let failure = |reason, detail| SlotFailure { reason, detail };
     let started = Instant::now();
-    let stream = backend.open(entry).map_err(|e| miss(miss_reason(e.kind), error_chain(&e)))?;
+    let stream = lookups.backend.open(entry).map_err(|e| failure(miss_reason(e.kind), error_chain(&e)))?;
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
-    let plan = RestorePlan { key: &entry.key, paths: &config.paths, required, compression: config.compression };
-    let staged = unpack(&mut reader, &plan).map_err(|e| miss(classify(&e), error_chain(&e)))?;
+    // Every slot's manifest names the stack's key (a later generation's base is stored under a
+    // key of its own).
+    let plan = RestorePlan { key: lookups.key, paths: &config.paths, required, compression: config.compression };
+    let staged = unpack(&mut reader, &plan).map_err(|e| failure(classify(&e), error_chain(&e)))?;
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();
     let roots = staged.root_locations();
@@ -395,7 +397,7 @@ fn place_slot(
         ctx.runner.warning(&note);
     }
     let manifest = staged.manifest.clone();
-    let stats = commit(staged).map_err(|e| miss(classify(&e), error_chain(&e)))?;
+    let stats = commit(staged).map_err(|e| failure(classify(&e), error_chain(&e)))?;
     let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
     Ok((placed, manifest, roots))
 }
@@ -428,28 +430,22 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     }
 }
 
-/// Tell this job's save whether it writes a replacement: only after bases were found and none
-/// could be used for what it holds (and never above the last generation). The replacement.
-fn expect_replacement(ctx: &Context, config: &Config, key: &Key, tried: &Result<Reuse, NotReused>) -> Option<Slot> {
-    let replacement = match tried {
-        Err(NotReused::Unusable { highest, .. }) => Some(Slot::base(highest + 1)),
-        _ => None,
-    };
-    match replacement {
-        Some(slot) if slot.generation < MAX_GENERATIONS => ctx.runner.info(&format!(
+/// The replacement this job's save writes, as the log and the summary name it: after bases were
+/// found and none could be used for what it holds, the base above the newest (the save checks
+/// the store again and numbers it: [`Slot::next_base`]).
+fn replacement(ctx: &Context, tried: &Result<Reuse, NotReused>) -> Option<Slot> {
+    let Err(NotReused::Unusable { newest, .. }) = tried else { return None };
+    let slot = Slot::next_base([*newest]);
+    match slot {
+        Some(slot) => ctx.runner.info(&format!(
             "the job regenerates; its save writes {slot} as this key's replacement, which later restores find first"
         )),
-        Some(_) => ctx.runner.warning(&format!(
+        None => ctx.runner.warning(&format!(
             "this key has used all {MAX_GENERATIONS} generations: no replacement can be saved until the fingerprint \
              changes"
         )),
-        None => {}
     }
-    let replacement = replacement.filter(|slot| slot.generation < MAX_GENERATIONS);
-    if let Err(e) = handoff::expect_replacement(config, ctx.runner.env(), key, replacement) {
-        ctx.runner.warning(&format!("cannot tell the save step to write a replacement: {e}"));
-    }
-    replacement
+    slot
 }
 
 /// The miss reason for a backend failure.

@@ -2,7 +2,7 @@
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
 use super::fingerprint::compute;
-use super::handoff::{self, fingerprint_path, read_fingerprint};
+use super::handoff::{self, Restored, fingerprint_path, read_fingerprint};
 use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify};
@@ -10,10 +10,10 @@ use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archi
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::{Key, Version};
+use crate::ids::Key;
 use crate::manifest::EntryKind;
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
-use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot, SlotMap};
+use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
 use std::collections::{HashMap, HashSet};
@@ -25,52 +25,29 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutc
     Ok(finish(ctx, config, outcome))
 }
 
-/// Which key to save under (the restore step's, `key`'s, or computed here), then the save.
+/// Which key to save under (the restore step's, `key`'s, or computed here), what the restore of
+/// that key and version did in this job ([`handoff::read_record`]), then the save.
 fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Error> {
     let runner = ctx.runner;
     let env = runner.env();
-    let record = if post {
+    let version = config.version();
+    let mut record = if post {
         let Some(key) = runner.state(State::Key).map(Key::from) else {
             runner.info("the restore step computed no key; nothing to save");
             return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
         };
-        let fingerprint_file = || {
-            runner
-                .state(State::FingerprintFile)
-                .map(PathBuf::from)
-                .unwrap_or_else(|| fingerprint_path(config, env, &key))
-        };
-        match runner.state(State::SkipSave).as_deref() {
-            Some("true") => {
-                let hit = Hit {
-                    key: &key,
-                    manifest_file: runner.state(State::ManifestFile).map(PathBuf::from),
-                    fingerprint_file: fingerprint_file(),
-                    found_by: "was found by the restore step",
-                };
-                return after_hit(ctx, config, hit);
-            }
-            Some(SKIP_SAVE_STALE) => {
-                let detail = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
-                runner.warning(detail);
-                return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
-            }
-            _ => {}
+        if runner.state(State::SkipSave).as_deref() == Some(SKIP_SAVE_STALE) {
+            let detail = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
+            runner.warning(detail);
+            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
         }
-        read_fingerprint(&fingerprint_file(), &key)?
+        let fingerprint_file =
+            runner.state(State::FingerprintFile).map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key));
+        read_fingerprint(&fingerprint_file, &key)?
     } else if let Some(key) = &config.key {
-        let path = fingerprint_path(config, env, key);
-        let record = read_fingerprint(&path, key)?;
-        if record.version != config.version() {
+        let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
+        if record.version != version {
             return Err(Error::VersionMismatch { key: key.clone() });
-        }
-        // The restore step of this job reused the entry (it kept its manifest): check what
-        // changed since, and do not save what exists.
-        let restored = handoff::manifest_path(config, env, key);
-        if restored.exists() {
-            let hit =
-                Hit { key, manifest_file: Some(restored), fingerprint_file: path, found_by: "was reused in this job" };
-            return after_hit(ctx, config, hit);
         }
         record
     } else {
@@ -78,24 +55,38 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         handoff::write_fingerprint(config, env, &record)?;
         record
     };
+    // Two caches of one key (other `path` lines) share its fingerprint file: this save's version
+    // is its own `path` lines'.
+    record.version = version;
+    let restored = handoff::read_record(config, env, &record.key, &record.version).unwrap_or_else(|why| {
+        runner.warning(&format!("{why}; saving as after a miss"));
+        None
+    });
+    let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
+    let place = match restored {
+        Some(Restored::Reused(kept)) => return after_hit(ctx, config, Hit { record: &record, kept: Some(kept), found_by }),
+        // `lookup-only` found it, or the restore could not leave its record.
+        _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
+            return after_hit(ctx, config, Hit { record: &record, kept: None, found_by });
+        }
+        Some(Restored::Unusable { newest }) => {
+            runner.info("the restore step could not use this key's entry: saving a replacement");
+            Place::Above { seen: newest, replacing: true }
+        }
+        Some(Restored::NotReused) | None => Place::Slot(Slot::FIRST_BASE),
+    };
     if !config.save_if {
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
         return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
     }
-    let slot = handoff::replacement(config, env, &record.key).unwrap_or(Slot::FIRST_BASE);
-    if slot != Slot::FIRST_BASE {
-        runner.info(&format!("the restore step could not use this key's entry: saving {slot} to replace it"));
-    }
-    let target = Target::base(slot.version(&record.version), slot);
-    Ok(save(ctx, config, &record, &target))
+    Ok(save(ctx, config, &record, &Target::whole(place)))
 }
 
 /// An entry restored earlier in the job.
 struct Hit<'a> {
-    key: &'a Key,
+    record: &'a FingerprintRecord,
     /// What the restore kept: the manifest of what it put in place, and its stack.
-    manifest_file: Option<PathBuf>,
-    fingerprint_file: PathBuf,
+    kept: Option<verify::Kept>,
     /// `was found by the restore step`, …
     found_by: &'static str,
 }
@@ -105,17 +96,31 @@ struct Hit<'a> {
 /// restore kept.
 fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Error> {
     let runner = ctx.runner;
+    let key = &hit.record.key;
     let verifying = config.verify_reuse != VerifyReuse::Off;
-    let compared = if verifying || config.grow {
-        compare_with_restore(ctx, config, hit.manifest_file.as_deref(), if verifying { "verify-reuse" } else { "grow" })
-    } else {
-        None
+    let compared = match &hit.kept {
+        None if verifying || config.grow => {
+            let what = if verifying { "verify-reuse" } else { "grow" };
+            runner.info(&format!("{what}: the restore step kept no manifest; nothing to compare with"));
+            None
+        }
+        Some(kept) if verifying || config.grow => {
+            let what = if verifying { "verify-reuse" } else { "grow" };
+            match verify::compare(kept, config) {
+                Ok(changes) => Some((kept, changes)),
+                Err(e) => {
+                    runner.warning(&format!("{what}: {}", error_chain(&e)));
+                    None
+                }
+            }
+        }
+        _ => None,
     };
     if config.grow && !config.save_if {
         runner.info("`save-if` is false: what the job added is not saved as a layer");
     }
     let grown = match &compared {
-        Some((kept, changes)) if config.grow && config.save_if => grow_stack(ctx, config, &hit, kept, changes)?,
+        Some((kept, changes)) if config.grow && config.save_if => grow_stack(ctx, config, &hit, kept, changes),
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
@@ -125,33 +130,10 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         grown.verified = verified;
         return Ok(grown);
     }
-    runner.info(&format!("entry `{}` {}; not saving", hit.key, hit.found_by));
-    let mut outcome = SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, "restored");
+    runner.info(&format!("entry `{key}` {}; not saving", hit.found_by));
+    let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, "restored");
     outcome.verified = verified;
     Ok(outcome)
-}
-
-/// What the restore kept, and how the tree under `path` differs from it now; `None` (said in
-/// the log under `what`) when the restore kept nothing or the tree cannot be read.
-fn compare_with_restore(
-    ctx: &Context,
-    config: &Config,
-    manifest_file: Option<&std::path::Path>,
-    what: &str,
-) -> Option<(verify::Kept, verify::TreeChanges)> {
-    let runner = ctx.runner;
-    let Some(path) = manifest_file else {
-        runner.info(&format!("{what}: the restore step kept no manifest; nothing to compare with"));
-        return None;
-    };
-    let kept = read_kept(ctx, path, what)?;
-    match verify::compare(&kept, config) {
-        Ok(changes) => Some((kept, changes)),
-        Err(e) => {
-            runner.warning(&format!("{what}: {}", error_chain(&e)));
-            None
-        }
-    }
 }
 
 /// `grow`: save what the job added since the restore as the next layer, or compact; `None`
@@ -162,7 +144,7 @@ fn grow_stack(
     hit: &Hit,
     kept: &verify::Kept,
     changes: &verify::TreeChanges,
-) -> Result<Option<SaveOutcome>, Error> {
+) -> Option<SaveOutcome> {
     let runner = ctx.runner;
     if !changes.removed.is_empty() {
         runner.info(&format!(
@@ -180,60 +162,45 @@ fn grow_stack(
     let limits = Limits { max_layers: config.grow_max_layers, max_share: config.grow_max_share };
     let applied = kept.stack.clone().unwrap_or_default();
     let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
-    let (target, slot_line) = match stack::plan(limits, &applied, &kept.manifest, added) {
+    let target = match stack::plan(limits, &applied, &kept.manifest, added) {
         Growth::Nothing => {
             runner.info("grow: no file was added under `path` since the restore");
-            return Ok(None);
+            return None;
         }
         Growth::Skip(why) => {
             runner.info(&format!("grow: not this run: {why}"));
-            return Ok(None);
-        }
-        Growth::Full => {
-            let detail = format!(
-                "the stack of this key has used all {MAX_GENERATIONS} generations; what this job added is not kept \
-                 until the fingerprint changes"
-            );
-            runner.warning(&format!("grow: {detail}"));
-            return Ok(Some(SaveOutcome::skipped(Some(hit.key), SaveResult::SkippedHit, &detail)));
+            return None;
         }
         Growth::Layer { slot, parent, paths, stack_dirs } => {
-            let line = format!(
+            runner.info(&format!(
                 "grow: saving {} added since the restore ({}) as {slot}",
                 units::count_of(paths.len(), "file"),
                 units::bytes(changes.layer_bytes),
-            );
-            let version = slot.version(&config.version());
-            (Target { version, slot, parent: Some(parent), only: Some(paths), stack_dirs }, line)
+            ));
+            Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, announce: None }
         }
-        Growth::Compact { slot, paths, why } => {
-            let line = format!("grow: compacting the stack into {slot}: {why}");
-            (Target { only: Some(paths), ..Target::base(slot.version(&config.version()), slot) }, line)
+        Growth::Compact { paths, why } => {
+            let seen = applied.highest.max(applied.generation);
+            let announce = Some(format!("grow: compacting the stack into {{slot}}: {why}"));
+            Target { only: Some(paths), announce, ..Target::whole(Place::Above { seen, replacing: false }) }
         }
     };
-    runner.info(&slot_line);
-    let record = read_fingerprint(&hit.fingerprint_file, hit.key)?;
-    Ok(Some(save(ctx, config, &record, &target)))
+    Some(save(ctx, config, hit.record, &target))
 }
 
-/// What the restore step kept; `None` with a warning naming `what` wanted it.
-fn read_kept(ctx: &Context, path: &std::path::Path, what: &str) -> Option<verify::Kept> {
-    match std::fs::read(path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(kept) => Some(kept),
-        Err(e) => {
-            ctx.runner.warning(&format!("{what}: cannot read `{}`: {e}", path.display()));
-            None
-        }
-    }
+/// Where in the key's stack a save writes.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// Generation 0's base (a save after a miss) or a layer on top of what the restore applied.
+    Slot(Slot),
+    /// A new base above the newest generation — a replacement of what the restore could not use
+    /// (`replacing`), or a compaction — numbered by [`next_base`] against the store.
+    Above { seen: u32, replacing: bool },
 }
 
 /// Which slot of the key's stack a save writes, and which entries go into it.
 struct Target {
-    version: Version,
-    slot: Slot,
+    place: Place,
     /// A layer's parent: the digest of the manifest of the slot below.
     parent: Option<String>,
     /// A layer or a compacted base: only these entry paths, and the directories above them.
@@ -241,42 +208,44 @@ struct Target {
     /// A layer: the modes of the stack's directories, which its own directory entries keep (a
     /// restore refuses a layer that would change one).
     stack_dirs: HashMap<String, u32>,
+    /// The log line that says why, once the slot is known (`{slot}` stands for it).
+    announce: Option<String>,
 }
 
 impl Target {
-    /// Everything under `path` as the base `slot`, whose version is `version`.
-    fn base(version: Version, slot: Slot) -> Target {
-        Target { version, slot, parent: None, only: None, stack_dirs: HashMap::new() }
-    }
-
-    /// The slot as the log names it, unless it is the generation-0 base every save without
-    /// `grow` writes.
-    fn named_slot(&self) -> Option<Slot> {
-        (self.slot != Slot::FIRST_BASE).then_some(self.slot)
+    /// Everything under `path`, at `place`.
+    fn whole(place: Place) -> Target {
+        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), announce: None }
     }
 }
 
-/// With `grow`, a base saved after a miss goes one generation above the highest base that exists
-/// (the restore missed because it could not place one, which cannot be replaced); `None`: the
-/// target stands.
-fn base_above_existing(
-    ctx: &Context,
-    config: &Config,
-    backend: &dyn Backend,
-    record: &FingerprintRecord,
-    target: &Target,
-) -> Option<Target> {
-    if !config.grow || target.slot != Slot::FIRST_BASE {
-        return None;
+/// The one place a save decides which slot it writes: a fixed slot as it is; a new base above
+/// both what the restore saw (`seen`) and the newest base the store answers now
+/// ([`Slot::next_base`]). A replacement that another job already wrote (the store's newest is
+/// above `seen`) is `exists`; so is a key whose generations are used up.
+fn next_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord, place: Place) -> Result<Slot, SaveOutcome> {
+    let (seen, replacing) = match place {
+        Place::Slot(slot) => return Ok(slot),
+        Place::Above { seen, replacing } => (seen, replacing),
+    };
+    let key = &record.key;
+    let bases = stack::find_bases(&KeyLookups { backend, key }, key, &record.version);
+    if let Some(e) = &bases.error {
+        ctx.runner.warning(&format!("the newest base of this key could not be looked up: {}", error_chain(e)));
     }
-    let lookups = KeyLookups { backend, key: &record.key };
-    let highest = stack::find_bases(&lookups, &config.version(), config.grow).found.first()?.0;
-    let slot = Slot::base(highest + 1);
-    if slot.generation >= MAX_GENERATIONS {
-        return None;
+    let now = bases.newest.map(|(generation, _)| generation);
+    if let Some(now) = now.filter(|now| replacing && *now > seen) {
+        let detail = format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
+        return Err(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail));
     }
-    ctx.runner.info(&format!("grow: {} exists but was not restored; saving {slot}", Slot::base(highest)));
-    Some(Target::base(slot.version(&config.version()), slot))
+    Slot::next_base([seen].into_iter().chain(now)).ok_or_else(|| {
+        let detail = format!(
+            "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
+             changes"
+        );
+        ctx.runner.warning(&detail);
+        SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail)
+    })
 }
 
 /// Keep only a layer's entries: `paths` and the directories above them, those of the stack
@@ -329,7 +298,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
             list.join(", ")
         ));
     }
-    let is_layer = !target.slot.is_base();
+    let is_layer = matches!(target.place, Place::Slot(slot) if !slot.is_base());
     let required: &[PathBuf] = if is_layer { &[] } else { &config.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
         let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
@@ -363,8 +332,16 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
 
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
-    let above = base_above_existing(ctx, config, backend.as_ref(), record, target);
-    upload(ctx, config, backend.as_ref(), record, above.as_ref().unwrap_or(target), &inv, &secrets)
+    let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
+        Ok(slot) => slot,
+        Err(settled) => return settled,
+    };
+    match (&target.announce, target.place) {
+        (Some(line), _) => runner.info(&line.replace("{slot}", &slot.to_string())),
+        (None, Place::Above { replacing: true, .. }) => runner.info(&format!("saving {slot} as the replacement")),
+        _ => {}
+    }
+    upload(ctx, config, backend.as_ref(), record, (slot, target), &inv, &secrets)
 }
 
 fn upload(
@@ -372,7 +349,7 @@ fn upload(
     config: &Config,
     backend: &dyn Backend,
     record: &FingerprintRecord,
-    target: &Target,
+    (slot, target): (Slot, &Target),
     inv: &Inventory,
     secrets: &SecretScanner,
 ) -> SaveOutcome {
@@ -388,8 +365,11 @@ fn upload(
         };
         SaveOutcome::trouble(key, result, &error_chain(e))
     };
-    let slot = target.named_slot();
-    let upload = match backend.reserve(&record.key, &target.version) {
+    let (entry_key, entry_version) = slot.names(&record.key, &record.version);
+    let written = slot;
+    // As the log names it, unless it is the generation-0 base every save without `grow` writes.
+    let slot = (slot != Slot::FIRST_BASE).then_some(slot);
+    let upload = match backend.reserve(&entry_key, &entry_version) {
         Ok(Reservation::Reserved(upload)) => upload,
         Ok(Reservation::Exists) => {
             let detail = match slot {
@@ -407,7 +387,7 @@ fn upload(
         inv,
         record,
         config.compression,
-        target.slot.record(target.parent.clone()),
+        written.record(target.parent.clone()),
         secrets,
         CountingWriter { inner: upload, count: 0 },
         &mut |n| progress.add(n),
@@ -549,11 +529,9 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    let slots = SlotMap::of(&config.version());
-    let pruned =
-        super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key), &slots);
+    let pruned = super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key));
     match pruned {
-        Ok(report) => {
+        Ok((report, slots)) => {
             for (entry, why) in &report.failed {
                 runner.warning(&format!("prune: could not delete `{}`: {why}", entry.key));
             }
@@ -566,7 +544,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
             );
             runner.info(&format!("prune: {line}"));
             for entry in &report.deleted {
-                runner.info(&format!("  deleted {}", super::prune::entry_name(entry, &slots)));
+                runner.info(&format!("  deleted {}", super::prune::named(entry, slots.slot(entry))));
             }
             line
         }

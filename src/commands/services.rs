@@ -40,6 +40,10 @@ impl Backend for Unavailable {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }
 
+    fn lookup_newest_or(&self, _: &str, _key: &Key, _version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
+    }
+
     fn open(&self, _entry: &CacheEntry) -> Result<Box<dyn std::io::Read + Send + '_>, BackendError> {
         Err(BackendError::new(ErrorKind::Fatal, self.reason.clone()))
     }

@@ -1,91 +1,60 @@
-//! Finding a stack: the bases in bounded rounds of exact lookups, then the layers of the
-//! generation placed, all through [`SlotLookup`] (the caller does the lookups).
+//! Finding a stack, as [`super::reach`] says: the newest base in one call, then the layers of its
+//! generation in one round — all through [`SlotLookup`] (the caller does the lookups).
 
-use super::slot::{GENERATION_ROUND, MAX_GENERATIONS, Slot};
+use super::slot::{Slot, generation_of, generations_prefix};
 use crate::ids::{Key, Version};
 
-/// What one exact lookup of a slot's version answered.
+/// What one lookup answered.
 #[derive(Debug)]
 pub enum Answer<Entry> {
-    /// An entry of exactly the stack's key.
-    Ours(Entry),
+    /// An entry of the stack: the key it was found under, and the entry.
+    Ours(Key, Entry),
     /// An entry of another key (a service that prefix-matches keys offered it).
     Offered(Key),
     Absent,
 }
 
-/// Exact lookups of the slots of one key's stack: the caller's I/O.
+/// The lookups of one key's stack: the caller's I/O.
 pub trait SlotLookup {
     type Entry;
     type Error;
 
-    /// Look up each of `versions` under the stack's key (at once, as the caller sees fit);
-    /// the answers in the same order.
-    fn lookup_all(&self, versions: &[Version]) -> Vec<Result<Answer<Self::Entry>, Self::Error>>;
+    /// The newest entry of `version` whose key starts with `newest_of` (a later generation's
+    /// base), else the entry of exactly `key`: one call where the store can.
+    fn newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Answer<Self::Entry>, Self::Error>;
+
+    /// Look up each of `names` exactly (at once, as the caller sees fit); the answers in the
+    /// same order.
+    fn lookup_all(&self, names: &[(Key, Version)]) -> Vec<Result<Answer<Self::Entry>, Self::Error>>;
 
     /// A failed lookup, with its causes, for one log line.
     fn describe(&self, error: &Self::Error) -> String;
 }
 
-/// The bases a restore found.
+/// The base a restore tries first.
 #[derive(Debug)]
 pub struct Bases<Entry, Error> {
-    /// `(generation, entry)`, newest first.
-    pub found: Vec<(u32, Entry)>,
-    /// A lookup that failed (the first).
+    /// `(generation, entry)`: the newest base.
+    pub newest: Option<(u32, Entry)>,
+    /// The lookup failed.
     pub error: Option<Error>,
     /// A key the service offered instead of ours (a prefix match).
     pub offered: Option<Key>,
 }
 
-/// The rounds of generations a restore looks up, each at once, in order: `grow` asks for
-/// [`GENERATION_ROUND`] generations a round; a key without `grow` is mostly one entry and its
-/// rare replacements, so its first round asks for generation 0 and its first replacement only,
-/// its second for the rest of the first `grow` round. Another round only when the last
-/// generation of a round exists ([`ends_a_round`]).
-fn rounds(grow: bool) -> impl Iterator<Item = std::ops::Range<u32>> {
-    // Without `grow`, the first round is split in two: generations 0 and 1, then 2..8.
-    let split = if grow { 0 } else { 2 };
-    let first = [0..split, split..GENERATION_ROUND].into_iter().filter(|round| !round.is_empty());
-    let later = (1..MAX_GENERATIONS / GENERATION_ROUND).map(|r| r * GENERATION_ROUND..(r + 1) * GENERATION_ROUND);
-    first.chain(later)
-}
-
-/// Whether a restore looks past `generation` only when its base exists: the last generation of
-/// a round, with or without `grow`. Pruning keeps such a base even when a newer one holds what
-/// it did, so the newer one stays reachable.
-pub fn ends_a_round(generation: u32) -> bool {
-    [true, false].into_iter().flat_map(rounds).any(|round| round.end - 1 == generation)
-}
-
-/// The bases of the stack of `base_version`, in rounds of exact lookups at once ([`rounds`]).
-pub fn find_bases<L: SlotLookup>(lookup: &L, base_version: &Version, grow: bool) -> Bases<L::Entry, L::Error> {
-    let mut bases = Bases { found: Vec::new(), error: None, offered: None };
-    for round in rounds(grow) {
-        let generations: Vec<u32> = round.collect();
-        let versions: Vec<Version> = generations.iter().map(|g| Slot::base(*g).version(base_version)).collect();
-        let mut last_found = false;
-        for (g, answer) in generations.iter().zip(lookup.lookup_all(&versions)) {
-            last_found = false;
-            match answer {
-                Ok(Answer::Ours(entry)) => {
-                    bases.found.push((*g, entry));
-                    last_found = true;
-                }
-                Ok(Answer::Offered(other)) => {
-                    bases.offered.get_or_insert(other);
-                }
-                Ok(Answer::Absent) => {}
-                Err(e) => {
-                    bases.error.get_or_insert(e);
-                }
-            }
-        }
-        if !last_found {
-            break;
-        }
+/// The newest base of `key`'s stack: one lookup ([`SlotLookup::newest_or`]). Only a key of this
+/// stack ([`generation_of`]) is ours; any other key a service offers is not.
+pub fn find_bases<L: SlotLookup>(lookup: &L, key: &Key, base_version: &Version) -> Bases<L::Entry, L::Error> {
+    let mut bases = Bases { newest: None, error: None, offered: None };
+    match lookup.newest_or(&generations_prefix(key), key, base_version) {
+        Ok(Answer::Ours(found, entry)) => match generation_of(key, &found) {
+            Some(generation) => bases.newest = Some((generation, entry)),
+            None => bases.offered = Some(found),
+        },
+        Ok(Answer::Offered(other)) => bases.offered = Some(other),
+        Ok(Answer::Absent) => {}
+        Err(e) => bases.error = Some(e),
     }
-    bases.found.reverse();
     bases
 }
 
@@ -102,16 +71,19 @@ pub enum Gap {
 /// that is not there; and why a later one is not applied, when one exists past a gap.
 pub fn find_layers<L: SlotLookup>(
     lookup: &L,
+    key: &Key,
     base_version: &Version,
     generation: u32,
     max_layers: u32,
 ) -> (Vec<L::Entry>, Option<Gap>) {
-    let versions: Vec<Version> = (1..=max_layers).map(|n| Slot::new(generation, n).version(base_version)).collect();
+    let names: Vec<(Key, Version)> =
+        (1..=max_layers).map(|n| Slot::new(generation, n).names(key, base_version)).collect();
     let mut found = Vec::new();
-    let mut answers = lookup.lookup_all(&versions).into_iter().enumerate();
+    let ours = |answer: &Answer<L::Entry>| matches!(answer, Answer::Ours(k, _) if k == key);
+    let mut answers = lookup.lookup_all(&names).into_iter().enumerate();
     for (i, answer) in answers.by_ref() {
         match answer {
-            Ok(Answer::Ours(entry)) => found.push(entry),
+            Ok(Answer::Ours(k, entry)) if k == *key => found.push(entry),
             Ok(_) => break,
             Err(e) => {
                 let why = format!("layer {} could not be looked up: {}", i + 1, lookup.describe(&e));
@@ -119,7 +91,7 @@ pub fn find_layers<L: SlotLookup>(
             }
         }
     }
-    let past_gap = answers.find_map(|(i, answer)| matches!(answer, Ok(Answer::Ours(_))).then_some(i + 1));
+    let past_gap = answers.find_map(|(i, answer)| answer.as_ref().is_ok_and(ours).then_some(i + 1));
     let gap = past_gap.map(|later| {
         Gap::Missing(format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1))
     });
@@ -132,21 +104,35 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
+    fn key() -> Key {
+        Key::from(format!("p-{}", "a".repeat(64)))
+    }
+
     fn base() -> Version {
         Version::from("b")
     }
 
-    /// Slots present (their version → the slot), and every round of versions asked for.
+    /// Slots present (by their names, with a creation order), and every call made.
     struct Planted {
-        present: HashMap<Version, Slot>,
+        present: HashMap<(Key, Version), (Slot, u32)>,
         failing: Option<Slot>,
-        asked: RefCell<Vec<usize>>,
+        calls: RefCell<Vec<usize>>,
     }
 
     impl Planted {
+        /// `slots` in the order they were created.
         fn new(slots: &[Slot]) -> Planted {
-            let present = slots.iter().map(|s| (s.version(&base()), *s)).collect();
-            Planted { present, failing: None, asked: RefCell::default() }
+            let present =
+                slots.iter().enumerate().map(|(i, s)| (s.names(&key(), &base()), (*s, i as u32))).collect();
+            Planted { present, failing: None, calls: RefCell::default() }
+        }
+
+        fn answer(&self, name: &(Key, Version)) -> Result<Answer<Slot>, String> {
+            match self.present.get(name) {
+                _ if self.failing.map(|s| s.names(&key(), &base())).as_ref() == Some(name) => Err("down".to_owned()),
+                Some((slot, _)) => Ok(Answer::Ours(name.0.clone(), *slot)),
+                None => Ok(Answer::Absent),
+            }
         }
     }
 
@@ -154,17 +140,22 @@ mod tests {
         type Entry = Slot;
         type Error = String;
 
-        fn lookup_all(&self, versions: &[Version]) -> Vec<Result<Answer<Slot>, String>> {
-            self.asked.borrow_mut().push(versions.len());
-            let failing = self.failing.map(|s| s.version(&base()));
-            versions
+        fn newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Answer<Slot>, String> {
+            self.calls.borrow_mut().push(1);
+            let newest = self
+                .present
                 .iter()
-                .map(|v| match self.present.get(v) {
-                    _ if Some(v) == failing.as_ref() => Err("down".to_owned()),
-                    Some(slot) => Ok(Answer::Ours(*slot)),
-                    None => Ok(Answer::Absent),
-                })
-                .collect()
+                .filter(|((k, v), _)| k.starts_with(newest_of) && v == version)
+                .max_by_key(|(_, (_, created))| *created);
+            match newest {
+                Some(((k, _), (slot, _))) => Ok(Answer::Ours(k.clone(), *slot)),
+                None => self.answer(&(key.clone(), version.clone())),
+            }
+        }
+
+        fn lookup_all(&self, names: &[(Key, Version)]) -> Vec<Result<Answer<Slot>, String>> {
+            self.calls.borrow_mut().push(names.len());
+            names.iter().map(|n| self.answer(n)).collect()
         }
 
         fn describe(&self, error: &String) -> String {
@@ -173,46 +164,53 @@ mod tests {
     }
 
     #[test]
-    fn bases_are_looked_up_in_rounds_while_a_round_ends_found() {
-        let planted = Planted::new(&(0..=7).map(Slot::base).chain([Slot::base(9)]).collect::<Vec<_>>());
-        let bases = find_bases(&planted, &base(), true);
-        let generations: Vec<u32> = bases.found.iter().map(|(g, _)| *g).collect();
-        assert_eq!(generations, [9, 7, 6, 5, 4, 3, 2, 1, 0], "newest first");
-        assert_eq!(*planted.asked.borrow(), [8, 8], "generation 7 exists, so a second round; 15 does not");
+    fn the_newest_base_is_one_call_whatever_generations_exist_or_were_deleted() {
+        let healthy = Planted::new(&[Slot::FIRST_BASE]);
+        assert_eq!(find_bases(&healthy, &key(), &base()).newest.map(|(g, _)| g), Some(0));
+        assert_eq!(*healthy.calls.borrow(), [1], "one call");
+        // Generations 1 and 2 deleted or evicted: generation 3 is reached all the same.
+        let gaps = Planted::new(&[Slot::FIRST_BASE, Slot::base(3)]);
+        assert_eq!(find_bases(&gaps, &key(), &base()).newest.map(|(g, _)| g), Some(3));
+        assert_eq!(*gaps.calls.borrow(), [1]);
+        let far = Planted::new(&[Slot::base(9_999)]);
+        assert_eq!(find_bases(&far, &key(), &base()).newest.map(|(g, _)| g), Some(9_999));
+        assert!(find_bases(&Planted::new(&[]), &key(), &base()).newest.is_none());
     }
 
     #[test]
-    fn without_grow_a_restore_asks_for_the_entry_and_its_first_replacement() {
-        let healthy = Planted::new(&[Slot::base(0)]);
-        assert_eq!(find_bases(&healthy, &base(), false).found.len(), 1);
-        assert_eq!(*healthy.asked.borrow(), [2], "generation 0 and 1 at once, nothing more");
-        let replaced = Planted::new(&[Slot::base(0), Slot::base(1), Slot::base(2)]);
-        let generations: Vec<u32> = find_bases(&replaced, &base(), false).found.iter().map(|(g, _)| *g).collect();
-        assert_eq!(generations, [2, 1, 0], "the newest replacement first");
-        assert_eq!(*replaced.asked.borrow(), [2, 6], "generation 1 exists: the rest of the first round");
-        let far = Planted::new(&[Slot::base(1), Slot::base(7), Slot::base(9)]);
-        let generations: Vec<u32> = find_bases(&far, &base(), false).found.iter().map(|(g, _)| *g).collect();
-        assert_eq!(generations, [9, 7, 1], "older generations pruned, the ends of rounds kept");
-        assert_eq!(*far.asked.borrow(), [2, 6, 8]);
-    }
-
-    #[test]
-    fn the_ends_of_rounds_are_the_same_with_and_without_grow_past_the_first() {
-        let ends: Vec<u32> = (0..24).filter(|g| ends_a_round(*g)).collect();
-        assert_eq!(ends, [1, 7, 15, 23]);
+    fn a_key_that_is_not_a_generation_of_ours_is_offered_not_taken() {
+        struct Offering(&'static str);
+        impl SlotLookup for Offering {
+            type Entry = ();
+            type Error = String;
+            fn newest_or(&self, newest_of: &str, _: &Key, _: &Version) -> Result<Answer<()>, String> {
+                Ok(Answer::Ours(Key::from(format!("{newest_of}{}", self.0)), ()))
+            }
+            fn lookup_all(&self, _: &[(Key, Version)]) -> Vec<Result<Answer<()>, String>> {
+                unreachable!()
+            }
+            fn describe(&self, e: &String) -> String {
+                e.clone()
+            }
+        }
+        for forged in ["", "0", "01", "1-x", "99999"] {
+            let bases = find_bases(&Offering(forged), &key(), &base());
+            assert!(bases.newest.is_none(), "{forged}");
+            assert_eq!(bases.offered, Some(Key::from(format!("{}~g{forged}", key()))));
+        }
     }
 
     #[test]
     fn layers_stop_at_the_first_gap_and_say_why() {
         let planted = Planted::new(&[Slot::new(1, 1), Slot::new(1, 2), Slot::new(1, 4), Slot::new(0, 3)]);
-        let (layers, gap) = find_layers(&planted, &base(), 1, 5);
+        let (layers, gap) = find_layers(&planted, &key(), &base(), 1, 5);
         assert_eq!(layers, [Slot::new(1, 1), Slot::new(1, 2)]);
         assert_eq!(gap, Some(Gap::Missing("layer 3 is missing, so layer 4 and later are not applied".into())));
         let mut failing = Planted::new(&[Slot::new(0, 1), Slot::new(0, 2)]);
         failing.failing = Some(Slot::new(0, 2));
-        let (layers, gap) = find_layers(&failing, &base(), 0, 4);
+        let (layers, gap) = find_layers(&failing, &key(), &base(), 0, 4);
         assert_eq!(layers, [Slot::new(0, 1)]);
         assert_eq!(gap, Some(Gap::Trouble("layer 2 could not be looked up: (down)".into())));
-        assert_eq!(find_layers(&Planted::new(&[]), &base(), 0, 4), (vec![], None));
+        assert_eq!(find_layers(&Planted::new(&[]), &key(), &base(), 0, 4), (vec![], None));
     }
 }

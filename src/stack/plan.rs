@@ -1,7 +1,7 @@
 //! Planning what a save after a warm restore adds to the stack: the next layer, or a compaction
 //! into a new base.
 
-use super::slot::{MAX_GENERATIONS, Slot};
+use super::slot::Slot;
 use crate::manifest::{EntryKind, Manifest};
 use crate::units;
 use std::collections::{HashMap, HashSet};
@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KeptStack {
     pub generation: u32,
-    /// The highest generation whose base exists (above `generation` when a newer one could not
-    /// be placed): a compaction goes one above it.
+    /// The newest generation whose base the restore found (above `generation` when it could not
+    /// be placed): a compaction goes above it ([`Slot::next_base`]).
     #[serde(default)]
     pub highest: u32,
     /// Layers the restore looked for: a layer number above it may exist unseen.
@@ -58,11 +58,9 @@ pub enum Growth {
     /// entry paths (and the directories above them, which keep the modes `stack_dirs` gives the
     /// stack's directories).
     Layer { slot: Slot, parent: String, paths: HashSet<String>, stack_dirs: HashMap<String, u32> },
-    /// A base one generation above the highest that exists, holding what the stack held and
+    /// A new base (the save numbers it: [`Slot::next_base`]), holding what the stack held and
     /// what the job added (nothing that was there before the restore and not in the stack); why.
-    Compact { slot: Slot, paths: HashSet<String>, why: String },
-    /// Every generation is used up.
-    Full,
+    Compact { paths: HashSet<String>, why: String },
 }
 
 /// What to save of `added` on top of the stack the restore applied (`stack`, its merged
@@ -74,14 +72,12 @@ pub fn plan(limits: Limits, stack: &KeptStack, manifest: &Manifest, added: Added
     if stack.trouble {
         return Growth::Skip("a layer could not be read in the restore step (service trouble)".to_owned());
     }
-    let target = stack.highest.max(stack.generation) + 1;
     match compaction(limits, stack, added.bytes) {
-        Some(_) if target >= MAX_GENERATIONS => Growth::Full,
         Some(why) => {
             let mut paths: HashSet<String> =
                 manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| e.path.clone()).collect();
             paths.extend(added.paths.iter().cloned());
-            Growth::Compact { slot: Slot::base(target), paths, why }
+            Growth::Compact { paths, why }
         }
         None => Growth::Layer {
             slot: Slot::new(stack.generation, stack.layers + 1),
@@ -101,7 +97,7 @@ pub fn plan(limits: Limits, stack: &KeptStack, manifest: &Manifest, added: Added
 fn compaction(limits: Limits, stack: &KeptStack, new_bytes: u64) -> Option<String> {
     let layers = |n: u32| units::count_of(n as usize, "layer");
     if stack.stopped {
-        Some("a layer or a newer base of the stack could not be applied".to_owned())
+        Some("a layer of the stack could not be applied".to_owned())
     } else if stack.layers >= limits.max_layers {
         Some(format!("the stack has {} (`grow-max-layers`)", layers(stack.layers)))
     } else if stack.layers >= stack.probed {
@@ -174,10 +170,9 @@ mod tests {
     }
 
     #[test]
-    fn a_stack_compacts_above_its_highest_base_when_it_is_full_heavy_or_stopped() {
+    fn a_stack_compacts_when_it_is_full_heavy_or_stopped() {
         let compacted = |stack: KeptStack, bytes: u64| match plan_adding(&stack, bytes) {
-            Growth::Compact { slot, paths, why } => {
-                assert_eq!(slot, Slot::base(3), "one above the highest base that exists");
+            Growth::Compact { paths, why } => {
                 assert_eq!(paths, HashSet::from(["0/a".to_owned(), "0/b".to_owned()]), "the stack and what was added");
                 why
             }
@@ -190,11 +185,5 @@ mod tests {
         );
         assert!(compacted(stack(), 401).contains("(`grow-max-share` 50%)"));
         assert!(compacted(KeptStack { stopped: true, ..stack() }, 10).contains("could not be applied"));
-        let last = KeptStack { highest: MAX_GENERATIONS - 1, stopped: true, ..stack() };
-        assert_eq!(plan_adding(&last, 10), Growth::Full);
-        assert!(matches!(
-            plan_adding(&KeptStack { highest: MAX_GENERATIONS - 1, ..stack() }, 10),
-            Growth::Layer { .. }
-        ));
     }
 }

@@ -4,7 +4,7 @@
 //! restores, changes `out`, and runs the post step with the restore's state.
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
-use exact_cache::keys::{cache_version, slot_version};
+use exact_cache::keys::{Key, cache_version, slot_names};
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot};
 use std::path::Path;
 
@@ -84,19 +84,23 @@ impl Scene {
         fp.output("key").to_owned()
     }
 
-    /// The version of slot `(generation, layer)`.
-    fn version(&self, (generation, layer): (u32, u32)) -> String {
-        slot_version(&cache_version(self.lines, Compression::None), generation, layer).to_string()
+    /// The key and version of slot `(generation, layer)` of `key`.
+    fn names(&self, key: &str, (generation, layer): (u32, u32)) -> (String, String) {
+        let base = cache_version(self.lines, Compression::None);
+        let (key, version) = slot_names(&Key::from(key), &base, generation, layer);
+        (key.to_string(), version.to_string())
     }
 
     /// Store `bytes` at `slot` of `key`, as a hostile or broken writer would.
     fn plant(&self, key: &str, slot: (u32, u32), bytes: &[u8]) {
-        self.peer.plant(key, &self.version(slot), bytes);
+        let (key, version) = self.names(key, slot);
+        self.peer.plant(&key, &version, bytes);
     }
 
     /// Remove `slot` of `key`, as eviction would.
     fn evict(&self, key: &str, slot: (u32, u32)) {
-        self.peer.evict(key, &self.version(slot));
+        let (key, version) = self.names(key, slot);
+        self.peer.evict(&key, &version);
     }
 
     /// A job that restores, writes `files` into `out`, and saves in its post step.
@@ -190,14 +194,14 @@ fn layer_archive(record: &[u8], key: &str, members: &[(&str, Option<&str>, &[u8]
 fn restored_digest(job: &Job) -> String {
     let kept: serde_json::Value =
         serde_json::from_slice(&std::fs::read(job.restore.state.get("manifest-file").unwrap()).unwrap()).unwrap();
-    let manifest: Manifest = serde_json::from_value(kept["manifest"].clone()).unwrap();
+    let manifest: Manifest = serde_json::from_value(kept["restored"]["manifest"].clone()).unwrap();
     manifest.digest()
 }
 
 on_every_store!(
     a_warm_run_keeps_what_it_added_and_layers_apply_in_order,
     a_layer_that_would_change_a_file_below_it_is_refused,
-    a_corrupt_newer_base_falls_back_and_growth_goes_above_it,
+    a_corrupt_newest_base_is_a_miss_and_its_replacement_goes_above_it,
     a_restore_that_looked_for_fewer_layers_compacts_instead_of_sticking,
     compaction_never_takes_files_that_were_there_before_the_restore,
     a_corrupt_layer_stops_the_stack_and_the_next_save_compacts,
@@ -271,7 +275,7 @@ fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     assert!(saved.stdout.contains(
-        "compacting the stack into generation 1 base: a layer or a newer base of the stack could not be applied"
+        "compacting the stack into generation 1 base: a layer of the stack could not be applied"
     ));
 
     let next = scene.restore();
@@ -432,7 +436,7 @@ fn in_own_places(path: &str) -> bool {
 }
 
 #[test]
-fn explain_names_layers_whose_base_is_gone_and_a_compacted_base_a_plain_restore_misses() {
+fn evicted_generations_never_strand_the_newest_and_layers_without_their_base_are_explained() {
     let mut scene = Scene::new(Store::Local);
     scene.max_layers = "1";
     scene.job(&[("a.bin", "graph a")]);
@@ -444,22 +448,19 @@ fn explain_names_layers_whose_base_is_gone_and_a_compacted_base_a_plain_restore_
     let plain: Vec<(&str, &str)> =
         scene.inputs().into_iter().map(|(k, v)| if k == "grow" { (k, "false") } else { (k, v) }).collect();
 
-    // Without `grow`, generations 0 and 1 are looked for, and the rest of the first round
-    // because generation 1 exists: the compacted base is reused (without layers).
+    // With or without `grow`, one lookup answers the newest base: the compacted one.
     let r = scene.step().run(&["restore"], &plain, NO_STATE);
     assert_eq!(outputs(&r, &["reused", "layers"]), ["true", "0"], "{}", r.stdout);
     assert!(r.stdout.contains("stack: generation 2 base"), "{}", r.stdout);
 
-    // Generations 0 and 1 gone: a restore without `grow` does not reach generation 2; explained.
+    // Generations 0 and 1 evicted: the newest is reached all the same.
     scene.evict(&key, (0, 0));
     scene.evict(&key, (1, 0));
-    let r = scene.step().run(&["restore"], &plain, NO_STATE);
-    assert_eq!(outputs(&r, &["reused", "miss-reason"]), ["false", "not-found"]);
-    assert!(
-        r.stdout.contains("this key's stack has a generation 2 base; a restore without `grow` looks past generation 1"),
-        "{}",
-        r.stdout
-    );
+    for inputs in [&plain, &scene.inputs()] {
+        let r = scene.step().run(&["restore"], inputs, NO_STATE);
+        assert_eq!(outputs(&r, &["reused", "miss-reason"]), ["true", "none"], "{}", r.stdout);
+        assert!(r.stdout.contains("stack: generation 2 base"), "{}", r.stdout);
+    }
 
     // Only layers left: their bases were evicted, and a layer never applies without its base.
     scene.evict(&key, (2, 0));
@@ -673,12 +674,17 @@ fn a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact(stor
     assert_eq!(next.names(), ["a.bin", "c.bin"]);
 }
 
-fn a_corrupt_newer_base_falls_back_and_growth_goes_above_it(store: Store) {
+fn a_corrupt_newest_base_is_a_miss_and_its_replacement_goes_above_it(store: Store) {
     let scene = Scene::new(store);
-    let (job, saved) = scene.job_over_garbage_at((3, 0), b"garbage at generation 3");
-    assert!(job.restore.stdout.contains("generation 3 base not applied (corrupt)"), "{}", job.restore.stdout);
+    scene.job(&[("a.bin", "graph a")]);
+    scene.plant(&scene.key(), (3, 0), b"garbage at generation 3");
+    // The newest base is the only one a restore uses: unusable, it is a miss, and the job that
+    // regenerates writes the replacement above it.
+    let (job, saved) = scene.job(&[("a.bin", "graph a"), ("b.bin", "graph b")]);
+    assert_eq!(outputs(&job.restore, &["reused", "miss-reason"]), ["false", "corrupt"], "{}", job.restore.stdout);
+    assert!(job.restore.stdout.contains("its save writes generation 4 base"), "{}", job.restore.stdout);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains("compacting the stack into generation 4 base"), "{}", saved.stdout);
+    assert!(saved.stdout.contains("saving generation 4 base as the replacement"), "{}", saved.stdout);
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "restored-files"]), ["true", "2"]);
     assert!(next.restore.stdout.contains("stack: generation 4 base"), "{}", next.restore.stdout);
@@ -692,7 +698,7 @@ fn a_corrupt_newer_base_falls_back_and_growth_goes_above_it(store: Store) {
     let (miss, saved) = lone.job(&[("a.bin", "graph a")]);
     assert_eq!(outputs(&miss.restore, &["reused", "miss-reason"]), ["false", "corrupt"]);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains("saving generation 1 base to replace it"), "{}", saved.stdout);
+    assert!(saved.stdout.contains("saving generation 1 base as the replacement"), "{}", saved.stdout);
     assert_eq!(lone.restore().restore.output("reused"), "true");
 }
 

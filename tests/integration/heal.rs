@@ -5,7 +5,7 @@
 //! and `cache-hit` is `true` only when the files are in place.
 
 use exact_cache::archive::Compression;
-use exact_cache::keys::{cache_version, slot_version};
+use exact_cache::keys::{Key, cache_version, slot_names};
 use std::collections::BTreeMap;
 
 use crate::support::{NO_STATE, Peer, Step, StepResult, Store, noise, on_every_store, snapshot, write};
@@ -52,8 +52,16 @@ fn first_entry(peer: &dyn Peer) -> (String, BTreeMap<String, String>) {
     (cold.save.output("key").to_owned(), cold.files)
 }
 
-fn version(generation: u32) -> String {
-    slot_version(&cache_version(&["out"], Compression::Zstd), generation, 0).to_string()
+/// The key and version of `key`'s generation-`generation` base.
+fn base_of(key: &str, generation: u32) -> (String, String) {
+    let (key, version) = slot_names(&Key::from(key), &cache_version(&["out"], Compression::Zstd), generation, 0);
+    (key.to_string(), version.to_string())
+}
+
+/// Flip bytes of `key`'s generation-`generation` base.
+fn corrupt_base(peer: &dyn Peer, key: &str, generation: u32) {
+    let (key, version) = base_of(key, generation);
+    peer.corrupt(&key, &version);
 }
 
 /// Tamper with the entry; the next job regenerates and saves the replacement; the one after it
@@ -61,7 +69,7 @@ fn version(generation: u32) -> String {
 fn a_tampered_entry_is_replaced_and_the_next_job_hits(store: Store) {
     let peer = store.start();
     let (key, files) = first_entry(peer.as_ref());
-    peer.corrupt(&key, &version(0));
+    corrupt_base(peer.as_ref(), &key, 0);
 
     let refused = job(peer.as_ref(), &INPUTS);
     let r = &refused.restore;
@@ -136,24 +144,24 @@ fn an_entry_that_lacks_a_newly_required_path_is_replaced() {
 fn the_save_entry_point_writes_the_replacement_the_restore_asked_for() {
     let peer = Store::Local.start();
     let (key, files) = first_entry(peer.as_ref());
-    peer.corrupt(&key, &version(0));
+    corrupt_base(peer.as_ref(), &key, 0);
     let step = peer.step();
     let restore = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!(restore.output("cache-hit"), "false", "{}", restore.stdout);
     generate(&step);
     let save = step.run(&["save"], &[INPUTS.as_slice(), &[("key", key.as_str())]].concat(), NO_STATE);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("saving generation 1 base to replace it"), "{}", save.stdout);
+    assert!(save.stdout.contains("saving generation 1 base as the replacement"), "{}", save.stdout);
 
-    // The same runner's next restore reuses the replacement; its save (a forced one) finds the
-    // entry and writes nothing above it.
+    // The same runner's next restore reuses the replacement; its save, without `key`, finds the
+    // restore's record by the key it computes and writes nothing.
     let restore = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!(outputs(&restore, &["cache-hit", "reused"]), ["true", "true"], "{}", restore.stdout);
     assert_eq!(snapshot(&step.ws.join("out")), files);
     std::fs::remove_dir_all(step.ws.join("out")).unwrap();
     generate(&step);
-    let forced = step.run(&["save"], &INPUTS, NO_STATE);
-    assert_eq!(forced.output("save-result"), "exists", "{}", forced.stdout);
+    let after_hit = step.run(&["save"], &INPUTS, NO_STATE);
+    assert_eq!(after_hit.output("save-result"), "skipped-hit", "{}", after_hit.stdout);
 }
 
 /// `lookup-only` reports `cache-hit=true` when an entry exists, without downloading it.
@@ -169,24 +177,24 @@ fn lookup_only_hits_when_an_entry_exists() {
     );
 }
 
-/// With `prune`, the save of the replacement deletes the entry it replaces; the key stays an
-/// exact hit, and a second replacement keeps generation 1 (restores step through it).
+/// With `prune`, the save of the replacement deletes the entry it replaces, and a second
+/// replacement the first: a restore reaches the newest base alone, so nothing else is kept.
 #[test]
-fn prune_deletes_the_replaced_entry_and_keeps_the_ends_of_rounds() {
+fn prune_deletes_every_replaced_entry() {
     let peer = Store::Local.start();
     let inputs = [INPUTS.as_slice(), &[("prune", "true")]].concat();
     let (key, files) = first_entry(peer.as_ref());
-    peer.corrupt(&key, &version(0));
+    corrupt_base(peer.as_ref(), &key, 0);
     let refused = job(peer.as_ref(), &inputs);
     assert_eq!(refused.save.output("save-result"), "saved", "{}", refused.save.stdout);
     assert!(refused.save.stdout.contains("deleted 1 older entry"), "{}", refused.save.stdout);
     assert_eq!(peer.entries(), 1, "only the replacement is left");
 
-    peer.corrupt(&key, &version(1));
+    corrupt_base(peer.as_ref(), &key, 1);
     let again = job(peer.as_ref(), &inputs);
     assert!(again.restore.stdout.contains("its save writes generation 2 base"), "{}", again.restore.stdout);
     assert_eq!(again.save.output("save-result"), "saved", "{}", again.save.stdout);
-    assert_eq!(peer.entries(), 2, "generation 1 stays: a restore without `grow` reaches 2 through it");
+    assert_eq!(peer.entries(), 1, "generation 1 goes: no restore reaches it once generation 2 exists");
     let healed = job(peer.as_ref(), &inputs);
     assert_eq!(outputs(&healed.restore, &["reused"]), ["true"], "{}", healed.restore.stdout);
     assert!(healed.restore.stdout.contains("stack: generation 2 base"), "{}", healed.restore.stdout);

@@ -113,23 +113,13 @@ impl Backend for V1Backend {
     }
 
     fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
-        let mut url = self.api.url("cache");
-        url.query_pairs_mut().append_pair("keys", key).append_pair("version", version);
-        let answer = self.api.http.rt().block_on(self.api.call("lookup", Method::GET, url, None, None))?;
-        if answer.status == StatusCode::NO_CONTENT || answer.text.trim().is_empty() {
-            return Ok(None);
-        }
-        let found: LookupAnswer = Api::json("lookup", &answer.text)?;
-        if found.archive_location.is_empty() {
-            return Err(BackendError::new(ErrorKind::Fatal, "lookup: a hit without `archiveLocation`"));
-        }
-        self.api.http.mask_url(&found.archive_location);
-        Ok(Some(CacheEntry {
-            key: Key::from(found.cache_key),
-            version: version.to_owned(),
-            size: None,
-            location: found.archive_location,
-        }))
+        self.lookup_keys(&[key.as_str()], version)
+    }
+
+    /// `keys=<newest_of>,<key>`: the service tries each in order, an exact match first, then the
+    /// newest entry the key is a prefix of.
+    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        self.lookup_keys(&[newest_of, key.as_str()], version)
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
@@ -150,6 +140,29 @@ impl Backend for V1Backend {
             version: version.to_owned(),
             spool: tempfile::spooled_tempfile(SPOOL_IN_MEMORY),
         })))
+    }
+}
+
+impl V1Backend {
+    /// One lookup of `keys` (joined with commas; none holds one) at `version`.
+    fn lookup_keys(&self, keys: &[&str], version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        let mut url = self.api.url("cache");
+        url.query_pairs_mut().append_pair("keys", &keys.join(",")).append_pair("version", version);
+        let answer = self.api.http.rt().block_on(self.api.call("lookup", Method::GET, url, None, None))?;
+        if answer.status == StatusCode::NO_CONTENT || answer.text.trim().is_empty() {
+            return Ok(None);
+        }
+        let found: LookupAnswer = Api::json("lookup", &answer.text)?;
+        if found.archive_location.is_empty() {
+            return Err(BackendError::new(ErrorKind::Fatal, "lookup: a hit without `archiveLocation`"));
+        }
+        self.api.http.mask_url(&found.archive_location);
+        Ok(Some(CacheEntry {
+            key: Key::from(found.cache_key),
+            version: version.to_owned(),
+            size: None,
+            location: found.archive_location,
+        }))
     }
 }
 

@@ -77,20 +77,13 @@ impl Backend for V2Backend {
     }
 
     fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
-        let twirp = &self.twirp;
-        let body = serde_json::json!({ "key": key, "version": version });
-        let r: DownloadUrlResponse = twirp.http.rt().block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
-        if !r.ok || r.signed_download_url.is_empty() {
-            return Ok(None);
-        }
-        twirp.http.mask_url(&r.signed_download_url);
-        Ok(Some(CacheEntry {
-            // No matched key is no proof of an exact match: the caller treats it as a miss.
-            key: Key::from(r.matched_key),
-            version: version.to_owned(),
-            size: None,
-            location: r.signed_download_url,
-        }))
+        self.lookup_with(key, &[], version)
+    }
+
+    /// `newest_of` as the key and, as restore keys (each matched as a prefix, the newest
+    /// first), `newest_of` and then `key`.
+    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        self.lookup_with(newest_of, &[newest_of, key.as_str()], version)
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
@@ -136,6 +129,31 @@ impl Backend for V2Backend {
             writer: Some(writer),
         })))
     }
+}
+
+impl V2Backend {
+    /// One GetCacheEntryDownloadURL of `key` (and `restore_keys`, sent only when there are some)
+    /// at `version`.
+    fn lookup_with(&self, key: &str, restore_keys: &[&str], version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        let mut body = serde_json::json!({ "key": key, "version": version });
+        if !restore_keys.is_empty() {
+            body["restore_keys"] = serde_json::json!(restore_keys);
+        }
+        let twirp = &self.twirp;
+        let r: DownloadUrlResponse = twirp.http.rt().block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
+        if !r.ok || r.signed_download_url.is_empty() {
+            return Ok(None);
+        }
+        twirp.http.mask_url(&r.signed_download_url);
+        Ok(Some(CacheEntry {
+            // No matched key is no proof of an exact match: the caller treats it as a miss.
+            key: Key::from(r.matched_key),
+            version: version.to_owned(),
+            size: None,
+            location: r.signed_download_url,
+        }))
+    }
+
 }
 
 /// Azure block blob at a signed URL.

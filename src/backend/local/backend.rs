@@ -67,7 +67,7 @@ impl LocalBackend {
 
     fn entry_path(&self, key: &Key, version: &Version) -> Result<PathBuf, BackendError> {
         let safe =
-            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~'));
         if !safe(key) || !safe(version) || key.starts_with('.') {
             return Err(BackendError::new(
                 ErrorKind::Fatal,
@@ -99,6 +99,41 @@ impl Backend for LocalBackend {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io_error("read", &path, e)),
         }
+    }
+
+    /// The entry files named `<newest_of>…@<version>` (plain files, never followed), the last
+    /// modified (entries are never written after they appear), then a lookup of it.
+    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        let dir = self.root.join("entries");
+        let suffix = format!("@{version}");
+        let listing = match fs::read_dir(&dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error("list", &dir, e)),
+        };
+        let mut newest: Option<(SystemTime, String)> = None;
+        for item in listing {
+            let item = item.map_err(|e| self.io_error("list", &dir, e))?;
+            let name = item.file_name();
+            let Some(found) = name.to_str().and_then(|n| n.strip_suffix(&suffix)).filter(|k| k.starts_with(newest_of))
+            else {
+                continue;
+            };
+            // `DirEntry::metadata` does not follow a link.
+            let Some(meta) = item.metadata().ok().filter(|m| m.is_file()) else { continue };
+            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let rank = |(time, key): &(SystemTime, String)| (*time, key.len(), key.clone());
+            let candidate = (modified, found.to_owned());
+            if newest.as_ref().is_none_or(|n| rank(&candidate) > rank(n)) {
+                newest = Some(candidate);
+            }
+        }
+        if let Some((_, found)) = newest
+            && let Some(entry) = self.lookup(&Key::from(found), version)?
+        {
+            return Ok(Some(entry));
+        }
+        self.lookup(key, version)
     }
 
     /// The entry's file; the use is recorded (a restore opens what it applies).

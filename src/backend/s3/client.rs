@@ -452,6 +452,28 @@ impl Backend for S3Backend {
         }
     }
 
+    /// One listing of the objects named `<newest_of>…`, then a lookup of the newest; a policy
+    /// that does not allow listing leaves generation 0 (`s3:ListBucket` reaches later ones).
+    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        let inner = &self.inner;
+        let prefix = format!("{}{newest_of}", inner.settings.prefix);
+        match inner.http.rt().block_on(inner.list_objects(&prefix)) {
+            Ok(objects) => {
+                let named = objects.iter().filter_map(|(name, _, modified)| {
+                    Some((entries::split_name(name, &prefix, newest_of)?, *modified))
+                });
+                if let Some(newest) = entries::newest_key(named, version)
+                    && let Some(entry) = self.lookup(&newest, version)?
+                {
+                    return Ok(Some(entry));
+                }
+            }
+            Err(e) if e.kind == ErrorKind::Forbidden => {}
+            Err(e) => return Err(e),
+        }
+        self.lookup(key, version)
+    }
+
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
         let inner = &self.inner;
         let path = StorePath::from(entry.location.as_str());

@@ -383,9 +383,12 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
     };
     let key = req["key"].as_str().unwrap_or("").to_owned();
     let version = req["version"].as_str().unwrap_or("").to_owned();
-    if req.get("restore_keys").is_some_and(|k| k.as_array().is_some_and(|a| !a.is_empty())) {
-        return twirp_error(StatusCode::BAD_REQUEST, "invalid_argument", "this test service rejects restore keys");
-    }
+    // As github.com: the key (an exact match first, then the newest it is a prefix of), then
+    // each restore key as a prefix.
+    let restore_keys: Vec<String> = req["restore_keys"]
+        .as_array()
+        .map(|keys| keys.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
     let op = match method.as_str() {
         "GetCacheEntryDownloadURL" => Op::Lookup,
         "CreateCacheEntry" => Op::Create,
@@ -400,7 +403,8 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
     match op {
         Op::Lookup => {
             let store = s.store.lock().unwrap();
-            let Some(entry) = find(&store, &key, &version) else { return json(serde_json::json!({})) };
+            let found = std::iter::once(&key).chain(&restore_keys).find_map(|k| find(&store, k, &version));
+            let Some(entry) = found else { return json(serde_json::json!({})) };
             let matched = match fault {
                 Some(Fault::WrongMatchedKey(other)) => other,
                 _ => entry.key.clone(),
