@@ -16,8 +16,8 @@ use std::ops::Deref;
 
 /// What the key of a later generation's base adds to its key, before the generation's number
 /// (`crate::stack` owns generations).
-pub const GENERATION_MARK: &str = "~g";
-/// Room a key leaves for a later generation's mark and number (`~g9999`).
+pub const GENERATION_MARK: &str = ".g";
+/// Room a key leaves for a later generation's mark and number (`.g9999`).
 pub const GENERATION_ROOM: usize = 6;
 /// Longest prefix that keeps a key, and a later generation's key, within the service's 512
 /// characters.
@@ -47,7 +47,7 @@ impl Key {
     }
 
     /// Whether this is a key of exactly `prefix`: `<prefix>-<64 lowercase hex>`, or a later
-    /// generation's base key of one (`~g` and 1 to 4 digits after it); so not a key of a longer
+    /// generation's base key of one (`.g` and 1 to 4 digits after it); so not a key of a longer
     /// prefix that starts with `prefix`.
     pub fn is_of(&self, prefix: &str) -> bool {
         is_key_of(prefix, &self.0)
@@ -175,9 +175,9 @@ mod tests {
         assert!(Key::from(key.as_str()).is_of("p"));
         assert!(!Key::from(format!("p-x-{}", "a".repeat(64))).is_of("p"), "a longer prefix is not ours");
         assert!(!Key::from(key.to_uppercase()).is_of("p"));
-        assert!(Key::from(format!("{key}~g12")).is_of("p"), "a later generation's base");
-        assert!(!Key::from(format!("{key}~g")).is_of("p"));
-        assert!(!Key::from(format!("{key}~g12345")).is_of("p"));
+        assert!(Key::from(format!("{key}.g12")).is_of("p"), "a later generation's base");
+        assert!(!Key::from(format!("{key}.g")).is_of("p"));
+        assert!(!Key::from(format!("{key}.g12345")).is_of("p"));
     }
 
     #[test]

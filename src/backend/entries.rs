@@ -221,12 +221,12 @@ mod tests {
         let v = Version::from(format!("{}{}", "a".repeat(16), "b".repeat(48)));
         let short = &v[..16];
         let objects = vec![
-            (("k~g9".to_owned(), short), 5),
-            (("k~g10".to_owned(), short), 5),
-            (("k~g2".to_owned(), "cccccccccccccccc"), 9),
-            (("k~g3".to_owned(), short), 1),
+            (("k.g9".to_owned(), short), 5),
+            (("k.g10".to_owned(), short), 5),
+            (("k.g2".to_owned(), "cccccccccccccccc"), 9),
+            (("k.g3".to_owned(), short), 1),
         ];
-        assert_eq!(newest_key(objects.into_iter(), &v), Some(Key::from("k~g10")), "a tie: the higher generation");
+        assert_eq!(newest_key(objects.into_iter(), &v), Some(Key::from("k.g10")), "a tie: the higher generation");
         assert_eq!(newest_key(std::iter::empty(), &v), None);
     }
 

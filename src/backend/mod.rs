@@ -182,7 +182,12 @@ pub trait Backend: Send + Sync {
     /// The cache services answer it in one call (their lookups match a key as a prefix and
     /// answer the newest); the stores that list read one listing, then look the newest up.
     /// Callers check the key.
-    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError>;
+    fn lookup_newest_or(
+        &self,
+        newest_of: &str,
+        key: &Key,
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError>;
 
     /// Stream the entry's bytes. Errors inside the stream wrap a [`BackendError`].
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError>;

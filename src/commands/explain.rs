@@ -4,6 +4,7 @@
 //! entry — and name every component that differs from ours.
 
 use super::Context;
+use super::prune::ListedSlots;
 use super::report::Shown;
 use crate::archive::{Compression, UnpackError, read_fingerprint};
 use crate::backend::{Backend, BackendError};
@@ -11,7 +12,6 @@ use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
 use crate::keys::{self, Key};
-use super::prune::ListedSlots;
 use crate::stack::Slot;
 use crate::units::count_of;
 

@@ -66,7 +66,12 @@ pub(super) fn write_record(config: &Config, env: &Env, record: &RestoreRecord) -
 
 /// The restore's record of `key` and `version`: `Ok(None)` when no restore left one; an error
 /// names a record that cannot be read or is another's.
-pub(super) fn read_record(config: &Config, env: &Env, key: &Key, version: &Version) -> Result<Option<Restored>, String> {
+pub(super) fn read_record(
+    config: &Config,
+    env: &Env,
+    key: &Key,
+    version: &Version,
+) -> Result<Option<Restored>, String> {
     let path = record_path(config, env, key, version);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,

@@ -16,7 +16,9 @@ impl KeyLookups<'_> {
     /// later generation's); the service offered any other.
     fn answer(&self, found: Option<CacheEntry>) -> Answer<CacheEntry> {
         match found {
-            Some(entry) if stack::generation_of(self.key, &entry.key).is_some() => Answer::Ours(entry.key.clone(), entry),
+            Some(entry) if stack::generation_of(self.key, &entry.key).is_some() => {
+                Answer::Ours(entry.key.clone(), entry)
+            }
             Some(other) => Answer::Offered(other.key),
             None => Answer::Absent,
         }

@@ -264,8 +264,11 @@ fn keep_what_restores_reach(entries: &[Listed], (placed, group_of): (&[Placed], 
         for (&i, reached) in members.iter().zip(reach::reached(&slots)) {
             keeps[i] &= reached;
         }
-        let layered: Vec<u32> =
-            members.iter().filter(|&&i| keeps[i] && !placed[i].slot.is_base()).map(|&i| placed[i].slot.generation).collect();
+        let layered: Vec<u32> = members
+            .iter()
+            .filter(|&&i| keeps[i] && !placed[i].slot.is_base())
+            .map(|&i| placed[i].slot.generation)
+            .collect();
         for &i in members {
             if placed[i].slot.is_base() && layered.contains(&placed[i].slot.generation) {
                 keeps[i] = true;
@@ -364,7 +367,7 @@ mod tests {
         let named: Vec<Slot> = entries.iter().map(|e| slots.slot(e)).collect();
         assert_eq!(named, [Slot::FIRST_BASE, Slot::new(0, 1), Slot::base(4), Slot::new(4, 2)]);
         assert!(entries.iter().all(|e| slots.placed(e).key == k), "one key: a later generation's is its own");
-        assert_eq!(named_line(&entries[2], &slots), format!("{}~g4 (generation 4 base)", key(1)));
+        assert_eq!(named_line(&entries[2], &slots), format!("{}.g4 (generation 4 base)", key(1)));
     }
 
     fn named_line(entry: &Listed, slots: &ListedSlots) -> String {

@@ -2,8 +2,8 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute;
-use super::lookups::KeyLookups;
 use super::handoff::{RestoreRecord, Restored};
+use super::lookups::KeyLookups;
 use super::{Context, Error, explain, handoff};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
@@ -281,9 +281,10 @@ fn place_base(
     lookups: &KeyLookups,
     (newest, entry): (u32, CacheEntry),
 ) -> Result<PlacedBase, SlotFailure> {
-    let (base, manifest, roots) = place_slot(ctx, config, lookups, &entry, &config.required, Staged::commit, |m, _| {
-        stack::check_slot(m, Slot::base(newest), None).map_err(|why| SlotFailure::corrupt(why.to_string()))
-    })?;
+    let (base, manifest, roots) =
+        place_slot(ctx, config, lookups, &entry, &config.required, Staged::commit, |m, _| {
+            stack::check_slot(m, Slot::base(newest), None).map_err(|why| SlotFailure::corrupt(why.to_string()))
+        })?;
     Ok((newest, base, manifest, roots))
 }
 

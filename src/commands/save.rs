@@ -41,8 +41,10 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             runner.warning(detail);
             return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
         }
-        let fingerprint_file =
-            runner.state(State::FingerprintFile).map(PathBuf::from).unwrap_or_else(|| fingerprint_path(config, env, &key));
+        let fingerprint_file = runner
+            .state(State::FingerprintFile)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| fingerprint_path(config, env, &key));
         read_fingerprint(&fingerprint_file, &key)?
     } else if let Some(key) = &config.key {
         let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
@@ -64,7 +66,9 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     });
     let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
     let place = match restored {
-        Some(Restored::Reused(kept)) => return after_hit(ctx, config, Hit { record: &record, kept: Some(kept), found_by }),
+        Some(Restored::Reused(kept)) => {
+            return after_hit(ctx, config, Hit { record: &record, kept: Some(kept), found_by });
+        }
         // `lookup-only` found it, or the restore could not leave its record.
         _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
             return after_hit(ctx, config, Hit { record: &record, kept: None, found_by });
@@ -223,7 +227,12 @@ impl Target {
 /// both what the restore saw (`seen`) and the newest base the store answers now
 /// ([`Slot::next_base`]). A replacement that another job already wrote (the store's newest is
 /// above `seen`) is `exists`; so is a key whose generations are used up.
-fn next_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord, place: Place) -> Result<Slot, SaveOutcome> {
+fn next_base(
+    ctx: &Context,
+    backend: &dyn Backend,
+    record: &FingerprintRecord,
+    place: Place,
+) -> Result<Slot, SaveOutcome> {
     let (seen, replacing) = match place {
         Place::Slot(slot) => return Ok(slot),
         Place::Above { seen, replacing } => (seen, replacing),
@@ -235,7 +244,8 @@ fn next_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord, p
     }
     let now = bases.newest.map(|(generation, _)| generation);
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
-        let detail = format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
+        let detail =
+            format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
         return Err(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail));
     }
     Slot::next_base([seen].into_iter().chain(now)).ok_or_else(|| {

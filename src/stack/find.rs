@@ -122,8 +122,7 @@ mod tests {
     impl Planted {
         /// `slots` in the order they were created.
         fn new(slots: &[Slot]) -> Planted {
-            let present =
-                slots.iter().enumerate().map(|(i, s)| (s.names(&key(), &base()), (*s, i as u32))).collect();
+            let present = slots.iter().enumerate().map(|(i, s)| (s.names(&key(), &base()), (*s, i as u32))).collect();
             Planted { present, failing: None, calls: RefCell::default() }
         }
 
@@ -196,7 +195,7 @@ mod tests {
         for forged in ["", "0", "01", "1-x", "99999"] {
             let bases = find_bases(&Offering(forged), &key(), &base());
             assert!(bases.newest.is_none(), "{forged}");
-            assert_eq!(bases.offered, Some(Key::from(format!("{}~g{forged}", key()))));
+            assert_eq!(bases.offered, Some(Key::from(format!("{}.g{forged}", key()))));
         }
     }
 

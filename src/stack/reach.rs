@@ -2,7 +2,7 @@
 //! all ask it, so none of them can disagree about what is live.
 //!
 //! A restore of key `K` (base version `V`) asks the store once for the newest base
-//! ([`super::find_bases`]): the newest entry whose key starts with `K~g` (a later generation's
+//! ([`super::find_bases`]): the newest entry whose key starts with `K.g` (a later generation's
 //! base, [`super::generations_prefix`]), else generation 0's `(K, V)`. It uses that base or
 //! nothing (an unusable one is replaced by the save of the job that regenerates), then the
 //! layers of its generation, in one round. So a restore **reaches** one base, the newest, and its
@@ -32,7 +32,7 @@ pub struct Placed {
 const KNOWN_GENERATIONS: u32 = 64;
 
 /// Which stack and slot each listed `(key, version)` is. Every entry whose key is ours
-/// (`<key>` or `<key>~g<g>`) is a base of the stack of its version unless it is a layer of a base
+/// (`<key>` or `<key>.g<g>`) is a base of the stack of its version unless it is a layer of a base
 /// the listing holds, or of the first generations of the `known` base version (the `path`
 /// lines'); any other layer whose base is not listed is named as a base of its own version (no
 /// restore reaches it; it is kept or deleted with its key).
@@ -98,7 +98,9 @@ pub fn reached(slots: &[(Slot, i64)]) -> Vec<bool> {
             let newest = later.iter().map(|(_, created)| *created).max().unwrap_or(highest_created);
             later
                 .iter()
-                .filter(|(generation, created)| *generation == highest || (newest > highest_created && *created == newest))
+                .filter(|(generation, created)| {
+                    *generation == highest || (newest > highest_created && *created == newest)
+                })
                 .map(|(generation, _)| *generation)
                 .collect()
         }

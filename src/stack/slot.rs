@@ -2,11 +2,13 @@
 //!
 //! In the stack of key `K` whose generation-0 base has version `V`:
 //! * generation 0's base is `(K, V)`, as every entry saved before stacks existed;
-//! * generation `g ≥ 1`'s base is `(K~g<g>, V)`: a key of its own that starts with
-//!   `K~g` ([`generations_prefix`]), so that one lookup of that prefix finds the newest base
-//!   whatever generations exist (the cache services match a primary key as a prefix and answer
-//!   the newest; stores that list read them from one listing). `~` is never in a prefix and `K`
-//!   is of fixed length, so no other key of ours starts with `K~g`;
+//! * generation `g ≥ 1`'s base is `(K.g<g>, V)`: a key of its own that starts with `K.g`
+//!   ([`generations_prefix`]), so that one lookup of that prefix finds the newest base whatever
+//!   generations exist (the cache services match a primary key as a prefix and answer the
+//!   newest; stores that list read them from one listing). `K` ends in 64 hex digits, so only
+//!   a prefix made to hold another key whole could start with `K.g`; a lookup takes nothing but
+//!   `K.g<g>` itself ([`generation_of`]). The mark is made of characters every store keeps as
+//!   they are in object names, URLs and file names;
 //! * layer `n ≥ 1` of generation `g` is `(K, SHA-256 hex of
 //!   exact-cache-slot|<V>|generation=<g>|layer=<n>)`: the key stays, the version varies, so every
 //!   layer is an exact lookup, also on act's server, which prefix-matches keys but never versions.
@@ -30,13 +32,13 @@ pub struct Slot {
     pub layer: u32,
 }
 
-/// The prefix every later generation's base key of `key` starts with: `<key>~g`.
+/// The prefix every later generation's base key of `key` starts with: `<key>.g`.
 pub fn generations_prefix(key: &Key) -> String {
     format!("{key}{GENERATION_MARK}")
 }
 
 /// Which generation's base key `found` is in `key`'s stack: 0 for `key` itself, `g` for
-/// `<key>~g<g>` (`g` from 1 below [`MAX_GENERATIONS`], no leading zero); `None` for any other
+/// `<key>.g<g>` (`g` from 1 below [`MAX_GENERATIONS`], no leading zero); `None` for any other
 /// key, a near-match of another fingerprint among them.
 pub fn generation_of(key: &Key, found: &str) -> Option<u32> {
     if found == key.as_str() {
@@ -48,7 +50,7 @@ pub fn generation_of(key: &Key, found: &str) -> Option<u32> {
     (generation < MAX_GENERATIONS).then_some(generation)
 }
 
-/// The key a base key of a later generation belongs to (`<key>~g<g>` → `<key>`), and the
+/// The key a base key of a later generation belongs to (`<key>.g<g>` → `<key>`), and the
 /// generation; a key of generation 0 is its own.
 pub fn split_generation(found: &Key) -> (Key, u32) {
     if let Some((key, _)) = found.rsplit_once(GENERATION_MARK) {
@@ -163,7 +165,7 @@ mod tests {
             "f66ca52452885bb538bc1a0334542669478523e275a7b64ced01616879ce3d48"
         );
         let (later, version) = Slot::base(12).names(&key(), &BASE.into());
-        assert_eq!((later.as_str(), version.as_str()), (format!("{}~g12", key()).as_str(), BASE));
+        assert_eq!((later.as_str(), version.as_str()), (format!("{}.g12", key()).as_str(), BASE));
         assert_ne!(Slot::new(1, 1).version(&BASE.into()), Slot::new(0, 1).version(&BASE.into()));
     }
 
@@ -171,16 +173,16 @@ mod tests {
     fn only_well_formed_generation_keys_of_this_key_are_generations() {
         let k = key();
         assert_eq!(generation_of(&k, &k), Some(0));
-        assert_eq!(generation_of(&k, &format!("{k}~g1")), Some(1));
-        assert_eq!(generation_of(&k, &format!("{k}~g9999")), Some(9999));
-        for not in ["~g", "~g0", "~g01", "~g10000", "~g1x", "~g+1", "~g 1", "~h1", "x", "-1"] {
+        assert_eq!(generation_of(&k, &format!("{k}.g1")), Some(1));
+        assert_eq!(generation_of(&k, &format!("{k}.g9999")), Some(9999));
+        for not in [".g", ".g0", ".g01", ".g10000", ".g1x", ".g+1", ".g 1", "~h1", "x", "-1"] {
             assert_eq!(generation_of(&k, &format!("{k}{not}")), None, "{not}");
         }
         let other = Key::from(format!("p-{}", "b".repeat(64)));
-        assert_eq!(generation_of(&k, &format!("{other}~g1")), None, "another fingerprint's");
-        assert_eq!(split_generation(&Key::from(format!("{k}~g7"))), (k.clone(), 7));
+        assert_eq!(generation_of(&k, &format!("{other}.g1")), None, "another fingerprint's");
+        assert_eq!(split_generation(&Key::from(format!("{k}.g7"))), (k.clone(), 7));
         assert_eq!(split_generation(&k), (k.clone(), 0));
-        let odd = Key::from(format!("{k}~g07"));
+        let odd = Key::from(format!("{k}.g07"));
         assert_eq!(split_generation(&odd), (odd.clone(), 0), "not a generation: a key of its own");
         let longest = format!("{GENERATION_MARK}{}", MAX_GENERATIONS - 1);
         assert_eq!(longest.len(), crate::ids::GENERATION_ROOM, "a key leaves room for the longest mark");

@@ -274,9 +274,9 @@ fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     assert_eq!(job.names(), ["a.bin", "b.bin"]);
     // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains(
-        "compacting the stack into generation 1 base: a layer of the stack could not be applied"
-    ));
+    assert!(
+        saved.stdout.contains("compacting the stack into generation 1 base: a layer of the stack could not be applied")
+    );
 
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "layers", "restored-files"]), ["true", "0", "2"]);

@@ -82,14 +82,19 @@ impl Backend for AzureBlobBackend {
 
     /// One listing of the blobs named `<newest_of>…`, then a lookup of the newest; a role that
     /// may not list leaves generation 0.
-    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup_newest_or(
+        &self,
+        newest_of: &str,
+        key: &Key,
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
         let prefix = format!("{}{newest_of}", self.client.settings.prefix);
         match self.block_on(self.client.list_blobs(&prefix)) {
             Ok(blobs) => {
                 let named = blobs.iter().filter_map(|blob| {
                     let parts = entries::split_name(blob.name.as_deref()?, &prefix, newest_of)?;
-                    let modified =
-                        chrono::DateTime::parse_from_rfc2822(&blob.properties.last_modified).map_or(0, |t| t.timestamp());
+                    let modified = chrono::DateTime::parse_from_rfc2822(&blob.properties.last_modified)
+                        .map_or(0, |t| t.timestamp());
                     Some((parts, modified))
                 });
                 if let Some(newest) = entries::newest_key(named, version)

@@ -118,7 +118,12 @@ impl Backend for V1Backend {
 
     /// `keys=<newest_of>,<key>`: the service tries each in order, an exact match first, then the
     /// newest entry the key is a prefix of.
-    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup_newest_or(
+        &self,
+        newest_of: &str,
+        key: &Key,
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
         self.lookup_keys(&[newest_of, key.as_str()], version)
     }
 

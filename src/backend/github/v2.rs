@@ -82,7 +82,12 @@ impl Backend for V2Backend {
 
     /// `newest_of` as the key and, as restore keys (each matched as a prefix, the newest
     /// first), `newest_of` and then `key`.
-    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup_newest_or(
+        &self,
+        newest_of: &str,
+        key: &Key,
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
         self.lookup_with(newest_of, &[newest_of, key.as_str()], version)
     }
 
@@ -134,7 +139,12 @@ impl Backend for V2Backend {
 impl V2Backend {
     /// One GetCacheEntryDownloadURL of `key` (and `restore_keys`, sent only when there are some)
     /// at `version`.
-    fn lookup_with(&self, key: &str, restore_keys: &[&str], version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup_with(
+        &self,
+        key: &str,
+        restore_keys: &[&str],
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
         let mut body = serde_json::json!({ "key": key, "version": version });
         if !restore_keys.is_empty() {
             body["restore_keys"] = serde_json::json!(restore_keys);
@@ -153,7 +163,6 @@ impl V2Backend {
             location: r.signed_download_url,
         }))
     }
-
 }
 
 /// Azure block blob at a signed URL.

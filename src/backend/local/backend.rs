@@ -67,7 +67,7 @@ impl LocalBackend {
 
     fn entry_path(&self, key: &Key, version: &Version) -> Result<PathBuf, BackendError> {
         let safe =
-            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~'));
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
         if !safe(key) || !safe(version) || key.starts_with('.') {
             return Err(BackendError::new(
                 ErrorKind::Fatal,
@@ -103,7 +103,12 @@ impl Backend for LocalBackend {
 
     /// The entry files named `<newest_of>…@<version>` (plain files, never followed), the last
     /// modified (entries are never written after they appear), then a lookup of it.
-    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup_newest_or(
+        &self,
+        newest_of: &str,
+        key: &Key,
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
         let dir = self.root.join("entries");
         let suffix = format!("@{version}");
         let listing = match fs::read_dir(&dir) {

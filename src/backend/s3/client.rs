@@ -454,7 +454,12 @@ impl Backend for S3Backend {
 
     /// One listing of the objects named `<newest_of>…`, then a lookup of the newest; a policy
     /// that does not allow listing leaves generation 0 (`s3:ListBucket` reaches later ones).
-    fn lookup_newest_or(&self, newest_of: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+    fn lookup_newest_or(
+        &self,
+        newest_of: &str,
+        key: &Key,
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
         let inner = &self.inner;
         let prefix = format!("{}{newest_of}", inner.settings.prefix);
         match inner.http.rt().block_on(inner.list_objects(&prefix)) {

@@ -177,8 +177,13 @@ fn echo(mut stream: std::net::TcpStream) {
     let head = String::from_utf8_lossy(&head).into_owned();
     let mut request = head.lines().next().unwrap_or_default().split(' ');
     let (method, target) = (request.next().unwrap_or_default(), request.next().unwrap_or_default());
+    let empty = "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>";
     let answer = if method == "HEAD" {
         "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+    } else if target.contains(".g&") {
+        // The listing of a key's later generations: none, so the restore goes on to the
+        // bucket check, whose signed request (with the short prefix) is echoed.
+        format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{empty}", empty.len())
     } else {
         let digits: String =
             target.split("prefix=p").nth(1).unwrap_or_default().chars().take_while(char::is_ascii_digit).collect();
