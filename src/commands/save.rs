@@ -224,9 +224,10 @@ impl Target {
 }
 
 /// The one place a save decides which slot it writes: a fixed slot as it is; a new base above
-/// both what the restore saw (`seen`) and the newest base the store answers now
-/// ([`Slot::next_base`]). A replacement that another job already wrote (the store's newest is
-/// above `seen`) is `exists`; so is a key whose generations are used up.
+/// the newest base the store answers now ([`Slot::next_base`]) — what the restore saw
+/// (`seen`, from its record, which a step could have written) only when the store cannot be
+/// asked. A replacement that another job already wrote (the store's newest is above `seen`) is
+/// `exists`; a key whose generations are used up saves nothing.
 fn next_base(
     ctx: &Context,
     backend: &dyn Backend,
@@ -248,7 +249,8 @@ fn next_base(
             format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
         return Err(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail));
     }
-    Slot::next_base([seen].into_iter().chain(now)).ok_or_else(|| {
+    let basis = if bases.error.is_some() { now.or(Some(seen)) } else { now };
+    Slot::next_base(basis).ok_or_else(|| {
         let detail = format!(
             "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
              changes"

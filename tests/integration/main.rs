@@ -31,6 +31,7 @@ mod explain_prune;
 mod fault_matrix;
 mod fingerprint;
 mod fuzz_replay;
+mod generations;
 mod grow;
 mod heal;
 mod large;
