@@ -2,7 +2,9 @@
 //! falcondev-oss/github-actions-cache-server does where it differs from github.com): multi-block
 //! uploads with the Azure SDK's block ids, a key another job is creating reported as `exists`,
 //! entries that stay as saved although the server accepts a second upload of a key, and the
-//! catalog commands naming the REST API such a server lacks.
+//! catalog commands naming the REST API such a server lacks. The last two tests use the
+//! github.com-like services: the refusals both kinds of server share, and what the lookups that
+//! keep entries immutable cost in calls.
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
@@ -239,5 +241,40 @@ fn the_official_client_works_with_the_strict_server() {
     for protocol in [Protocol::V2, Protocol::V1] {
         let services = Services::start_strict();
         crate::official_client::official_round_trip(env(&services, protocol));
+    }
+}
+
+/// 409 and 412 refusals of a reservation are `exists` on both protocols, as on github.com and
+/// GHES (a 412 is how a conditional create says the entry is there).
+#[test]
+fn conflicts_and_refused_conditions_are_exists() {
+    let services = Services::start();
+    for (protocol, op) in [(Protocol::V2, Op::Create), (Protocol::V1, Op::V1Reserve)] {
+        for code in [409, 412] {
+            let step = Step::against(env(&services, protocol));
+            write(&step.ws.join("out/a"), b"a");
+            services.faults.push(op, Fault::Status { code, retry_after: None, msg: "the entry exists" }, 1);
+            let r = step.run(&["save"], &INPUTS, NO_STATE);
+            assert_eq!((r.code, r.output("save-result")), (0, "exists"), "{protocol:?} {code}: {}", r.stdout);
+            assert!(!r.stdout.contains("::warning"), "{protocol:?} {code}: {}", r.stdout);
+        }
+    }
+}
+
+/// What the lookups cost: a save that uploads asks for its key twice more than it did before
+/// self-hosted servers were accounted for — v2 before `CreateCacheEntry` and before
+/// `FinalizeCacheEntryUpload`, v1 before packing, before reserving and before committing.
+#[test]
+fn a_save_looks_its_key_up_before_uploading_and_before_finishing() {
+    for protocol in [Protocol::V2, Protocol::V1] {
+        let services = Services::start();
+        let step = Step::against(env(&services, protocol));
+        write(&step.ws.join("out/a"), b"a");
+        assert_eq!(step.run(&["save"], &INPUTS, NO_STATE).output("save-result"), "saved");
+        let calls = |ops: [Op; 4]| ops.map(|op| services.faults.calls(op));
+        match protocol {
+            Protocol::V2 => assert_eq!(calls([Op::Lookup, Op::Create, Op::Finalize, Op::V1Lookup]), [2, 1, 1, 0]),
+            Protocol::V1 => assert_eq!(calls([Op::V1Lookup, Op::V1Reserve, Op::V1Commit, Op::Lookup]), [3, 1, 1, 0]),
+        }
     }
 }
