@@ -244,8 +244,8 @@ impl Upload for V2Upload {
                 total
             }
         };
-        // A server that re-accepts keys may have let this upload start while another job's entry
-        // was being finalized: only an entry that is still missing is finalized.
+        // A server that re-accepts keys took this upload also if another job's entry was
+        // finalized after the lookup before it: only an entry that is still missing is finalized.
         if http.rt().block_on(self.twirp.exists(&self.key, &self.version))? {
             return Ok(Committed::Exists);
         }
