@@ -4,8 +4,8 @@
 //!
 //! Answers are read with a size limit ([`MAX_ANSWER_BYTES`]), and a listing has an overall
 //! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit. A call that finds no
-//! cache API where it asked (no answer, an error status but a refused token, an answer that is
-//! no listing) names the URL and says that self-hosted cache servers usually lack it: a runner
+//! cache API where it asked (no answer, an error status other than a refused token's or a rate
+//! limit, an answer that is no listing) names the URL and says that self-hosted cache servers usually lack it: a runner
 //! pointed at one still has `GITHUB_API_URL`, which cannot list or delete that server's entries.
 
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
@@ -102,6 +102,7 @@ impl GithubCatalog {
             // A deleted entry is gone; a listing that is not found has no API to ask.
             404 if delete => CatalogError::NotFound { what, message },
             404 => missing(CatalogError::NotFound { what, message }),
+            429 => CatalogError::Status { what, status, message },
             _ => missing(CatalogError::Status { what, status, message }),
         })
     }
