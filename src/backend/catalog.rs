@@ -96,6 +96,14 @@ pub enum CatalogError {
         #[source]
         source: serde_json::Error,
     },
+    /// A REST call that found no cache API of GitHub's kind where it asked (`url`, without its
+    /// query): a server in its place, none at all, or trouble on GitHub's side.
+    #[error("GitHub's REST cache API at `{url}` did not answer (self-hosted cache servers usually lack it)")]
+    NoCacheApi {
+        url: String,
+        #[source]
+        source: Box<CatalogError>,
+    },
     #[error("list caches: the listing did not end within {within} ({pages} pages)")]
     ListDeadline { within: String, pages: u32 },
     #[error("`{id}` is not a cache id")]

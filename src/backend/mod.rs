@@ -162,6 +162,9 @@ pub enum Committed {
     Saved,
     /// Another writer committed the same key and version first.
     Exists,
+    /// The service refused because another writer is creating the same key and version (it
+    /// cannot say whether that entry will appear).
+    Creating,
 }
 
 /// A reserved entry being written. Dropping it without [`Upload::commit`] abandons it.

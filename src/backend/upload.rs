@@ -8,13 +8,18 @@
 //! the last). An archive that fits in one block never starts the machinery when the backend
 //! asks for that, so v2 can send it with a single Put Blob. The first block that fails stops
 //! the upload, and every later write fails with its error, whole (kind, status and source).
+//!
+//! Azure block ids ([`BlockIds`]) follow the Azure SDK's layout: self-hosted cache servers parse
+//! it to order the blocks, where Azure itself only asks for ids of one length.
 
 use super::http::Http;
 use super::{BackendError, ErrorKind};
+use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use std::future::Future;
+use std::hash::{BuildHasher, RandomState};
 use std::io::{self, Write};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,6 +32,46 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait BlockSink: Send + Sync + 'static {
     /// Upload block number `index`, whose bytes start at `offset` of the archive.
     fn put_block(&self, index: usize, offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>>;
+}
+
+/// The block ids of one upload, as the Azure SDK (`@azure/storage-blob`'s `uploadStream` and
+/// `uploadData`, which the official cache client uses) makes them: base64 of 48 characters, a
+/// random UUID (36) and the block's index zero-padded to 12 digits. Servers that stand in for
+/// Azure (falcondev-oss/github-actions-cache-server) read the index from that layout and refuse
+/// any other ("Invalid block id"); the random part keeps a racing writer's blocks apart.
+pub struct BlockIds {
+    uuid: String,
+}
+
+impl BlockIds {
+    pub fn new() -> Self {
+        // RandomState is seeded from the OS once per process and differs per instance.
+        let bits = |salt: u64| RandomState::new().hash_one((salt, std::time::SystemTime::now()));
+        let (hi, lo) = (bits(1), bits(2));
+        // A version 4 UUID: version nibble 4, variant bits 10.
+        let hi = (hi & !0xf000) | 0x4000;
+        let lo = (lo & !(0b11 << 62)) | (0b10 << 62);
+        let uuid = format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            hi >> 32,
+            (hi >> 16) & 0xffff,
+            hi & 0xffff,
+            lo >> 48,
+            lo & 0xffff_ffff_ffff
+        );
+        Self { uuid }
+    }
+
+    /// The id of block number `index` (at most 50,000 blocks: Azure's limit).
+    pub fn id(&self, index: usize) -> String {
+        base64::engine::general_purpose::STANDARD.encode(format!("{}{index:012}", self.uuid))
+    }
+}
+
+impl Default for BlockIds {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// How a finished upload ended.
@@ -172,5 +217,36 @@ impl Write for BlockWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout a server that stands in for Azure parses: 48 bytes, a UUID, then the index.
+    fn parse(id: &str) -> (String, usize) {
+        let raw = base64::engine::general_purpose::STANDARD.decode(id).expect("base64");
+        assert_eq!(raw.len(), 48, "{id}");
+        let text = String::from_utf8(raw).expect("text");
+        let (uuid, index) = text.split_at(36);
+        assert!(index.bytes().all(|b| b.is_ascii_digit()), "{text}");
+        (uuid.to_owned(), index.parse().expect("digits"))
+    }
+
+    #[test]
+    fn block_ids_are_the_azure_sdks_layout() {
+        let ids = BlockIds::new();
+        for index in [0, 1, 9, 10, 4_999, 49_999] {
+            let (uuid, parsed) = parse(&ids.id(index));
+            assert_eq!(parsed, index);
+            let groups: Vec<usize> = uuid.split('-').map(str::len).collect();
+            assert_eq!(groups, [8, 4, 4, 4, 12], "{uuid}");
+            assert!(uuid.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()), "{uuid}");
+            assert_eq!(&uuid[14..15], "4", "a version 4 UUID: {uuid}");
+        }
+        assert_eq!(ids.id(0).len(), ids.id(49_999).len(), "one width");
+        assert_eq!(parse(&ids.id(0)).0, parse(&ids.id(7)).0, "one upload, one UUID");
+        assert_ne!(parse(&BlockIds::new().id(0)).0, parse(&ids.id(0)).0, "another upload, another UUID");
     }
 }

@@ -65,11 +65,13 @@ pub struct LookupAnswer {
     pub archive_location: String,
 }
 
-/// v1 `POST caches`.
+/// v1 `POST caches`. `cacheId` must be there; `null` is a self-hosted server's (falcondev's)
+/// "another job is creating this entry".
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReserveAnswer {
-    pub cache_id: i64,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub cache_id: Option<i64>,
 }
 
 /// An XML answer body as `T` (the root element's name is not checked: see [`error_document`]).
@@ -294,6 +296,8 @@ mod tests {
         let r: DownloadUrlResponse = decode("{}").unwrap();
         assert!(!r.ok);
         assert!(decode::<ReserveAnswer>("{}").is_err());
+        assert_eq!(decode::<ReserveAnswer>(r#"{"cacheId":null}"#).unwrap().cache_id, None);
+        assert_eq!(decode::<ReserveAnswer>(r#"{"cacheId":7}"#).unwrap().cache_id, Some(7));
     }
 
     #[test]

@@ -82,7 +82,13 @@ pub(super) fn explain_and_log(
             Ok(explanation)
         }
         Err(reason) => {
-            let why = crate::text::error_line(&reason);
+            let why = match &reason {
+                // As under act: there is nothing to ask, not a failed attempt.
+                ExplainError::Catalog(missing @ CatalogError::NoCacheApi { .. }) => {
+                    format!("skipped: {}", crate::text::error_line(missing))
+                }
+                _ => crate::text::error_line(&reason),
+            };
             runner.info(&format!("{unexplained}: {why}"));
             Err(why)
         }

@@ -372,7 +372,9 @@ fn upload(
         let result = match e.kind {
             ErrorKind::RateLimited { .. } => SaveResult::RateLimited,
             ErrorKind::ReadOnly => SaveResult::ReadOnly,
-            ErrorKind::AlreadyExists => return SaveOutcome::skipped(key, SaveResult::Exists, &error_chain(e)),
+            ErrorKind::AlreadyExists | ErrorKind::Precondition => {
+                return SaveOutcome::skipped(key, SaveResult::Exists, &error_chain(e));
+            }
             _ => SaveResult::Error,
         };
         SaveOutcome::trouble(key, result, &error_chain(e))
@@ -451,6 +453,10 @@ fn upload(
         Ok(Committed::Exists) => SaveOutcome {
             archived: Some(archived),
             ..SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry first")
+        },
+        Ok(Committed::Creating) => SaveOutcome {
+            archived: Some(archived),
+            ..SaveOutcome::skipped(key, SaveResult::Exists, "another job is creating this entry")
         },
         Err(e) => trouble(&e),
     }

@@ -41,6 +41,7 @@ mod placement_property;
 mod pool;
 mod s3;
 mod safety;
+mod self_hosted;
 mod service_v1;
 mod service_v2;
 mod snapshots;

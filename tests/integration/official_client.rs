@@ -29,7 +29,7 @@ fn official(env: &[(String, String)], ws: &Path, op: &str, key: &str, paths: &[&
         .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)))
 }
 
-fn official_round_trip(env: Vec<(String, String)>) {
+pub(crate) fn official_round_trip(env: Vec<(String, String)>) {
     let ws = tempfile::tempdir().unwrap();
     write(&ws.path().join("out/model.pth"), &vec![5u8; 2_000_000]);
     write(&ws.path().join("out/sub/x.expected"), b"x");

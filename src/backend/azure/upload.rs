@@ -2,20 +2,18 @@
 //! in flight) and one Put Block List, each creating the blob only if it does not exist
 //! (`If-None-Match: *`), with the entry's metadata.
 //!
-//! Block ids carry a random tag of their upload: two writers racing on one name each stage
-//! their own blocks (uncommitted blocks belong to the blob name, not to a writer), so the
-//! winner's list never picks up a block of the loser. Nothing is cleaned up after a failed or
+//! Block ids are the Azure SDK's ([`BlockIds`]), with a random UUID per upload: two writers
+//! racing on one name each stage their own blocks (uncommitted blocks belong to the blob name,
+//! not to a writer), so the winner's list never picks up a block of the loser. Nothing is cleaned up after a failed or
 //! lost upload: Azure discards uncommitted blocks when a list is committed, or after a week.
 
 use super::client::Client;
-use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use crate::backend::upload::{BlockIds, BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::{BackendError, Committed, ErrorKind, Upload};
 use crate::ids::{Key, Version};
-use base64::Engine;
 use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{CONTENT_TYPE, HeaderName, IF_NONE_MATCH};
-use std::hash::{BuildHasher, RandomState};
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -26,19 +24,16 @@ pub(super) struct BlobSink {
     /// `x-ms-meta-*` headers and their values.
     metadata: Vec<(HeaderName, String)>,
     /// Sets this upload's block ids apart from another writer's.
-    tag: u64,
+    ids: BlockIds,
 }
 
 impl BlobSink {
     pub fn new(client: Arc<Client>, name: String, metadata: Vec<(HeaderName, String)>) -> Self {
-        // RandomState is seeded from the OS per process and differs per instance.
-        let tag = RandomState::new().hash_one(std::time::SystemTime::now());
-        Self { client, name, metadata, tag }
+        Self { client, name, metadata, ids: BlockIds::new() }
     }
 
-    /// Block ids must all have the same length in one blob: base64 of a fixed-width text.
     fn block_id(&self, index: usize) -> String {
-        base64::engine::general_purpose::STANDARD.encode(format!("exact-cache-{:016x}-{index:010}", self.tag))
+        self.ids.id(index)
     }
 
     /// Create the blob from `body` (Put Blob with `query` empty, or Put Block List), only if

@@ -3,7 +3,10 @@
 //! list or delete, and the runtime token does not work with REST.
 //!
 //! Answers are read with a size limit ([`MAX_ANSWER_BYTES`]), and a listing has an overall
-//! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit.
+//! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit. A call that finds no
+//! cache API where it asked (no answer, an error status other than a refused token's or a rate
+//! limit, an answer that is no listing) names the URL and says that self-hosted cache servers usually lack it: a runner
+//! pointed at one still has `GITHUB_API_URL`, which cannot list or delete that server's entries.
 
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::http::{MAX_ANSWER_BYTES, list_deadline};
@@ -68,9 +71,11 @@ impl GithubCatalog {
         route: String,
         needs: &'static str,
     ) -> Result<Vec<u8>, CatalogError> {
+        let url = format!("{}{}", self.api, route.split('?').next().unwrap_or_default());
+        let missing = |source| CatalogError::NoCacheApi { url: url.clone(), source: Box::new(source) };
         let request = |source| CatalogError::Request { what: what.to_owned(), source };
         let response = if delete { self.crab._delete(route, None::<&()>).await } else { self.crab._get(route).await }
-            .map_err(request)?;
+            .map_err(|e| missing(request(e)))?;
         let status = response.status().as_u16();
         let mut body = response.into_body();
         let mut bytes = Vec::new();
@@ -94,8 +99,11 @@ impl GithubCatalog {
         let what = what.to_owned();
         Err(match status {
             401 | 403 => CatalogError::Forbidden { what, status, message, needs },
-            404 => CatalogError::NotFound { what, message },
-            _ => CatalogError::Status { what, status, message },
+            // A deleted entry is gone; a listing that is not found has no API to ask.
+            404 if delete => CatalogError::NotFound { what, message },
+            404 => missing(CatalogError::NotFound { what, message }),
+            429 => CatalogError::Status { what, status, message },
+            _ => missing(CatalogError::Status { what, status, message }),
         })
     }
 }
@@ -127,8 +135,11 @@ impl Catalog for GithubCatalog {
                 let route = format!("/repos/{}/{}/actions/caches?{}", self.owner, self.repo, query.finish());
                 let body = self.call("list caches", false, route, "actions: read").await?;
                 pages = page;
-                let list: octocrab::models::actions::ActionsCacheList = serde_json::from_slice(&body)
-                    .map_err(|source| CatalogError::Unreadable { what: "list caches".into(), source })?;
+                let list: octocrab::models::actions::ActionsCacheList =
+                    serde_json::from_slice(&body).map_err(|source| CatalogError::NoCacheApi {
+                        url: format!("{}/repos/{}/{}/actions/caches", self.api, self.owner, self.repo),
+                        source: Box::new(CatalogError::Unreadable { what: "list caches".into(), source }),
+                    })?;
                 let count = list.actions_caches.len();
                 found.extend(list.actions_caches.into_iter().filter(|c| seen.insert(c.id)).map(|c| Listed {
                     id: c.id.to_string(),

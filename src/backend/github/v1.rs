@@ -9,7 +9,11 @@
 //! The reservation must carry the exact `cacheSize` (GHES checks its size limit with it), so a
 //! v1 save first spools the archive — in memory up to 64 MiB, then in a temporary file — and
 //! reserves, uploads and commits once it is complete. Before that, an exact lookup detects an
-//! entry that exists already, so nothing is packed for nothing.
+//! entry that exists already, so nothing is packed for nothing; and once the archive is
+//! spooled, another just before the reservation and another before the commit, since self-hosted
+//! servers (act, falcondev-oss/github-actions-cache-server) accept a reservation for an entry
+//! that exists and let its commit replace it. A reservation refused with 409 or 412, or answered
+//! `{"cacheId": null}` (falcondev's "another job is creating it"), is `exists`.
 
 use crate::backend::download;
 use crate::backend::http::{Check, Http, read_answer, send};
@@ -87,6 +91,37 @@ impl Api {
             .await
     }
 
+    async fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        self.lookup_keys(&[key.as_str()], version).await
+    }
+
+    /// One lookup of `keys` (joined with commas; none holds one) at `version`: the service tries
+    /// each in order, an exact match first, then the newest entry the key is a prefix of.
+    async fn lookup_keys(&self, keys: &[&str], version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        let mut url = self.url("cache");
+        url.query_pairs_mut().append_pair("keys", &keys.join(",")).append_pair("version", version);
+        let answer = self.call("lookup", Method::GET, url, None, None).await?;
+        if answer.status == StatusCode::NO_CONTENT || answer.text.trim().is_empty() {
+            return Ok(None);
+        }
+        let found: LookupAnswer = Api::json("lookup", &answer.text)?;
+        if found.archive_location.is_empty() {
+            return Err(BackendError::new(ErrorKind::Fatal, "lookup: a hit without `archiveLocation`"));
+        }
+        self.http.mask_url(&found.archive_location);
+        Ok(Some(CacheEntry {
+            key: Key::from(found.cache_key),
+            version: version.to_owned(),
+            size: None,
+            location: found.archive_location,
+        }))
+    }
+
+    /// Whether an entry with exactly this key and version exists.
+    fn exists(&self, key: &Key, version: &Version) -> Result<bool, BackendError> {
+        Ok(self.http.rt().block_on(self.lookup(key, version))?.is_some_and(|entry| entry.key == *key))
+    }
+
     fn json<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> Result<T, BackendError> {
         wire::decode(text)
             .map_err(|e| BackendError::new(ErrorKind::Fatal, format!("{what}: unreadable response")).with_source(e))
@@ -113,7 +148,7 @@ impl Backend for V1Backend {
     }
 
     fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
-        self.lookup_keys(&[key.as_str()], version)
+        self.api.http.rt().block_on(self.api.lookup_keys(&[key.as_str()], version))
     }
 
     /// `keys=<newest_of>,<key>`: the service tries each in order, an exact match first, then the
@@ -124,7 +159,7 @@ impl Backend for V1Backend {
         key: &Key,
         version: &Version,
     ) -> Result<Option<CacheEntry>, BackendError> {
-        self.lookup_keys(&[newest_of, key.as_str()], version)
+        self.api.http.rt().block_on(self.api.lookup_keys(&[newest_of, key.as_str()], version))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
@@ -136,7 +171,7 @@ impl Backend for V1Backend {
     }
 
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
-        if self.lookup(key, version)?.is_some_and(|entry| entry.key == *key) {
+        if self.api.exists(key, version)? {
             return Ok(Reservation::Exists);
         }
         Ok(Reservation::Reserved(Box::new(V1Upload {
@@ -145,29 +180,6 @@ impl Backend for V1Backend {
             version: version.to_owned(),
             spool: tempfile::spooled_tempfile(SPOOL_IN_MEMORY),
         })))
-    }
-}
-
-impl V1Backend {
-    /// One lookup of `keys` (joined with commas; none holds one) at `version`.
-    fn lookup_keys(&self, keys: &[&str], version: &Version) -> Result<Option<CacheEntry>, BackendError> {
-        let mut url = self.api.url("cache");
-        url.query_pairs_mut().append_pair("keys", &keys.join(",")).append_pair("version", version);
-        let answer = self.api.http.rt().block_on(self.api.call("lookup", Method::GET, url, None, None))?;
-        if answer.status == StatusCode::NO_CONTENT || answer.text.trim().is_empty() {
-            return Ok(None);
-        }
-        let found: LookupAnswer = Api::json("lookup", &answer.text)?;
-        if found.archive_location.is_empty() {
-            return Err(BackendError::new(ErrorKind::Fatal, "lookup: a hit without `archiveLocation`"));
-        }
-        self.api.http.mask_url(&found.archive_location);
-        Ok(Some(CacheEntry {
-            key: Key::from(found.cache_key),
-            version: version.to_owned(),
-            size: None,
-            location: found.archive_location,
-        }))
     }
 }
 
@@ -209,15 +221,23 @@ impl Upload for V1Upload {
         let size = self.spool.seek(SeekFrom::End(0)).map_err(local)?;
         self.spool.seek(SeekFrom::Start(0)).map_err(local)?;
         let api = &self.api;
+        // Packing took a while: another job may have saved the entry meanwhile.
+        if api.exists(&self.key, &self.version)? {
+            return Ok(Committed::Exists);
+        }
         let body = serde_json::json!({ "key": self.key, "version": self.version, "cacheSize": size }).to_string();
         let answer =
             match api.http.rt().block_on(api.call("reserve", Method::POST, api.url("caches"), Some(body.into()), None))
             {
                 Ok(a) => a,
-                Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Committed::Exists),
+                Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::Precondition) => {
+                    return Ok(Committed::Exists);
+                }
                 Err(e) => return Err(e),
             };
-        let id = Api::json::<ReserveAnswer>("reserve", &answer.text)?.cache_id;
+        let Some(id) = Api::json::<ReserveAnswer>("reserve", &answer.text)?.cache_id else {
+            return Ok(Committed::Creating);
+        };
         let sink = Arc::new(ChunkSink { api: Arc::clone(api), id });
         let mut writer = BlockWriter::new(Arc::clone(&api.http), sink, false);
         if let Err(e) = io::copy(&mut self.spool, &mut writer) {
@@ -227,11 +247,15 @@ impl Upload for V1Upload {
             Finished::Blocks { total, .. } if total == size => {}
             _ => return Err(BackendError::new(ErrorKind::Fatal, "upload: the spooled archive changed size")),
         }
+        // A reservation accepted for an entry that exists (see the module's doc) is not committed.
+        if api.exists(&self.key, &self.version)? {
+            return Ok(Committed::Exists);
+        }
         let body = serde_json::json!({ "size": size }).to_string();
         let url = api.url(&format!("caches/{id}"));
         match api.http.rt().block_on(api.call("commit", Method::POST, url, Some(body.into()), None)) {
             Ok(_) => Ok(Committed::Saved),
-            Err(e) if e.kind == ErrorKind::AlreadyExists => Ok(Committed::Exists),
+            Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::Precondition) => Ok(Committed::Exists),
             Err(e) => Err(e),
         }
     }

@@ -4,17 +4,20 @@
 //! Twirp JSON uses the protobuf field names in snake_case (responses are decoded in
 //! [`crate::backend::wire`]); int64 goes out as a string. Restore keys are never sent.
 //!
-//! Uploads: an archive that fits in one block goes up as a single Put Blob; a larger one as Put
-//! Block (fixed-width ids, several in flight) and one Put Block List. Then
-//! `FinalizeCacheEntryUpload` with the exact byte count.
+//! Saves: an exact lookup first, since self-hosted servers (falcondev-oss/github-actions-cache-
+//! server) accept a second `CreateCacheEntry` for an entry that exists and let its upload replace
+//! it, where github.com answers 409. Then an archive that fits in one block goes up as a single
+//! Put Blob, a larger one as Put Block (the Azure SDK's block ids, several in flight) and one Put
+//! Block List; then, after a second exact lookup, `FinalizeCacheEntryUpload` with the exact byte
+//! count. A refusal to create — 409, 412, or `ok: false` without a message (such a server's
+//! "another job is creating it") — is `exists`.
 
 use crate::backend::download;
 use crate::backend::http::{Check, Http, one_line, read_answer, send, urlencode};
-use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
+use crate::backend::upload::{BlockIds, BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
 use crate::ids::{Key, Version};
-use base64::Engine;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use std::io::{self, Read, Write};
@@ -69,6 +72,41 @@ impl Twirp {
             })
             .await
     }
+
+    async fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        self.lookup_with(key, &[], version).await
+    }
+
+    /// One GetCacheEntryDownloadURL of `key` (and `restore_keys`, sent only when there are some)
+    /// at `version`.
+    async fn lookup_with(
+        &self,
+        key: &str,
+        restore_keys: &[&str],
+        version: &Version,
+    ) -> Result<Option<CacheEntry>, BackendError> {
+        let mut body = serde_json::json!({ "key": key, "version": version });
+        if !restore_keys.is_empty() {
+            body["restore_keys"] = serde_json::json!(restore_keys);
+        }
+        let r: DownloadUrlResponse = self.call("GetCacheEntryDownloadURL", body).await?;
+        if !r.ok || r.signed_download_url.is_empty() {
+            return Ok(None);
+        }
+        self.http.mask_url(&r.signed_download_url);
+        Ok(Some(CacheEntry {
+            // No matched key is no proof of an exact match: the caller treats it as a miss.
+            key: Key::from(r.matched_key),
+            version: version.to_owned(),
+            size: None,
+            location: r.signed_download_url,
+        }))
+    }
+
+    /// Whether an entry with exactly this key and version exists.
+    async fn exists(&self, key: &Key, version: &Version) -> Result<bool, BackendError> {
+        Ok(self.lookup(key, version).await?.is_some_and(|entry| entry.key == *key))
+    }
 }
 
 impl Backend for V2Backend {
@@ -77,7 +115,7 @@ impl Backend for V2Backend {
     }
 
     fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
-        self.lookup_with(key, &[], version)
+        self.twirp.http.rt().block_on(self.twirp.lookup(key, version))
     }
 
     /// `newest_of` as the key and, as restore keys (each matched as a prefix, the newest
@@ -88,7 +126,7 @@ impl Backend for V2Backend {
         key: &Key,
         version: &Version,
     ) -> Result<Option<CacheEntry>, BackendError> {
-        self.lookup_with(newest_of, &[newest_of, key.as_str()], version)
+        self.twirp.http.rt().block_on(self.twirp.lookup_with(newest_of, &[newest_of, key.as_str()], version))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
@@ -101,30 +139,36 @@ impl Backend for V2Backend {
 
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         let twirp = &self.twirp;
+        let rt = twirp.http.rt();
+        if rt.block_on(twirp.exists(key, version))? {
+            return Ok(Reservation::Exists);
+        }
         let body = serde_json::json!({ "key": key, "version": version });
-        let r: CreateResponse = match twirp.http.rt().block_on(twirp.call("CreateCacheEntry", body)) {
+        let r: CreateResponse = match rt.block_on(twirp.call("CreateCacheEntry", body)) {
             Ok(r) => r,
-            Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Reservation::Exists),
+            Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::Precondition) => {
+                return Ok(Reservation::Exists);
+            }
             Err(e) => return Err(e),
         };
-        if !r.ok || r.signed_upload_url.is_empty() {
+        if !r.ok {
             let lower = r.message.to_ascii_lowercase();
-            let kind = if lower.contains("already exists") {
+            // Without a message, a self-hosted server's "another job is creating it"; the
+            // official client reads every refusal so. A read-only token's refusal says so.
+            let kind = if r.message.trim().is_empty() || lower.contains("already exists") {
                 return Ok(Reservation::Exists);
             } else if lower.contains("denied") || lower.contains("writable") || lower.contains("read-only") {
                 ErrorKind::ReadOnly
             } else {
                 ErrorKind::Fatal
             };
-            let detail = if r.message.is_empty() {
-                "the service refused to create the entry".to_owned()
-            } else {
-                one_line(&r.message)
-            };
-            return Err(BackendError::new(kind, format!("CreateCacheEntry: {detail}")));
+            return Err(BackendError::new(kind, format!("CreateCacheEntry: {}", one_line(&r.message))));
+        }
+        if r.signed_upload_url.is_empty() {
+            return Err(BackendError::new(ErrorKind::Fatal, "CreateCacheEntry: an answer without an upload URL"));
         }
         twirp.http.mask_url(&r.signed_upload_url);
-        let blob = Arc::new(BlobSink { http: Arc::clone(&twirp.http), url: r.signed_upload_url });
+        let blob = Arc::new(BlobSink { http: Arc::clone(&twirp.http), url: r.signed_upload_url, ids: BlockIds::new() });
         let writer = BlockWriter::new(Arc::clone(&twirp.http), blob.clone(), true);
         Ok(Reservation::Reserved(Box::new(V2Upload {
             twirp: Arc::clone(twirp),
@@ -136,44 +180,11 @@ impl Backend for V2Backend {
     }
 }
 
-impl V2Backend {
-    /// One GetCacheEntryDownloadURL of `key` (and `restore_keys`, sent only when there are some)
-    /// at `version`.
-    fn lookup_with(
-        &self,
-        key: &str,
-        restore_keys: &[&str],
-        version: &Version,
-    ) -> Result<Option<CacheEntry>, BackendError> {
-        let mut body = serde_json::json!({ "key": key, "version": version });
-        if !restore_keys.is_empty() {
-            body["restore_keys"] = serde_json::json!(restore_keys);
-        }
-        let twirp = &self.twirp;
-        let r: DownloadUrlResponse = twirp.http.rt().block_on(twirp.call("GetCacheEntryDownloadURL", body))?;
-        if !r.ok || r.signed_download_url.is_empty() {
-            return Ok(None);
-        }
-        twirp.http.mask_url(&r.signed_download_url);
-        Ok(Some(CacheEntry {
-            // No matched key is no proof of an exact match: the caller treats it as a miss.
-            key: Key::from(r.matched_key),
-            version: version.to_owned(),
-            size: None,
-            location: r.signed_download_url,
-        }))
-    }
-}
-
 /// Azure block blob at a signed URL.
 struct BlobSink {
     http: Arc<Http>,
     url: String,
-}
-
-/// Block ids must all have the same length: base64 of `exact-cache-block-NNNNNNNNNN`.
-fn block_id(index: usize) -> String {
-    base64::engine::general_purpose::STANDARD.encode(format!("exact-cache-block-{index:010}"))
+    ids: BlockIds,
 }
 
 impl BlobSink {
@@ -208,7 +219,7 @@ impl BlobSink {
     async fn put_block_list(&self, blocks: usize) -> Result<(), BackendError> {
         let mut xml = String::from(r#"<?xml version="1.0" encoding="utf-8"?><BlockList>"#);
         for i in 0..blocks {
-            xml.push_str(&format!("<Latest>{}</Latest>", block_id(i)));
+            xml.push_str(&format!("<Latest>{}</Latest>", self.ids.id(i)));
         }
         xml.push_str("</BlockList>");
         let url = self.with_query("comp=blocklist");
@@ -219,7 +230,7 @@ impl BlobSink {
 impl BlockSink for BlobSink {
     fn put_block(&self, index: usize, _offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            let url = self.with_query(&format!("comp=block&blockid={}", urlencode(&block_id(index))));
+            let url = self.with_query(&format!("comp=block&blockid={}", urlencode(&self.ids.id(index))));
             self.put("Put Block", url, &[], data).await
         })
     }
@@ -258,10 +269,17 @@ impl Upload for V2Upload {
                 total
             }
         };
+        // A server that re-accepts keys took this upload also if another job's entry was
+        // finalized after the lookup before it: only an entry that is still missing is finalized.
+        if http.rt().block_on(self.twirp.exists(&self.key, &self.version))? {
+            return Ok(Committed::Exists);
+        }
         let body = serde_json::json!({ "key": self.key, "version": self.version, "size_bytes": size.to_string() });
         let r: FinalizeResponse = match http.rt().block_on(self.twirp.call("FinalizeCacheEntryUpload", body)) {
             Ok(r) => r,
-            Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(Committed::Exists),
+            Err(e) if matches!(e.kind, ErrorKind::AlreadyExists | ErrorKind::Precondition) => {
+                return Ok(Committed::Exists);
+            }
             Err(e) => return Err(e),
         };
         if !r.ok {
@@ -271,15 +289,5 @@ impl Upload for V2Upload {
         }
         let _ = r.entry_id;
         Ok(Committed::Saved)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn block_ids_have_one_width() {
-        assert_eq!(block_id(0).len(), block_id(49_999).len());
     }
 }

@@ -1,7 +1,9 @@
 //! Local peers for the cache-service tests: a GitHub cache service (v2 Twirp and v1 REST) on
 //! 127.0.0.1, storing v2 blobs in Azurite through real SAS-signed URLs, with scriptable
-//! faults. The official `@actions/cache` client is run against it to prove it speaks the real
-//! protocol (tests/integration/official_client.rs).
+//! faults, and a strict self-hosted mode that behaves as falcondev-oss/github-actions-cache-server
+//! does (`Services::start_strict`). The official `@actions/cache` client is run against it in both
+//! modes to prove it speaks the real protocol (tests/integration/official_client.rs,
+//! tests/integration/self_hosted.rs).
 
 pub mod azurite;
 mod fast_blob;

@@ -7,6 +7,14 @@
 //! Matching follows the real service: among finalized entries with the same version, an exact
 //! key first, else the newest entry whose key starts with the requested one. Creating an
 //! existing (key, version) answers 409.
+//!
+//! [`Services::start_strict`] plays a strict self-hosted cache server instead, as
+//! falcondev-oss/github-actions-cache-server behaves: Put Block takes only the Azure SDK's
+//! block ids (base64 of a 36-character UUID and a 12-digit index; anything else is HTTP 400
+//! "Invalid block id") and a block list must name the blocks in index order (the server orders
+//! them by that index); a key being created is refused with `{"ok": false}` (v2) or
+//! `200 {"cacheId": null}` (v1); a key that exists is accepted again, and the new upload
+//! replaces the entry when it is finalized; there is no REST cache API (its routes answer 404).
 
 use super::azurite::{self, ACCOUNT};
 use super::{Fault, Faults, Op};
@@ -68,6 +76,8 @@ pub enum BlobStore {
 
 struct Shared {
     blob_store: BlobStore,
+    /// A strict self-hosted server ([`Services::start_strict`]).
+    strict: bool,
     /// For `BlobStore::Fast` and `FastFront`: its directory, the host:port signed URLs name,
     /// and its port on 127.0.0.1 (where the front forwards).
     fast: Option<(std::path::PathBuf, String, u16)>,
@@ -96,6 +106,16 @@ impl Services {
     }
 
     pub fn start_with(blob_store: BlobStore) -> Self {
+        Self::start_as(blob_store, false)
+    }
+
+    /// A strict self-hosted cache server (see the module's doc), its blobs in the fast blob store
+    /// behind the front.
+    pub fn start_strict() -> Self {
+        Self::start_as(BlobStore::FastFront, true)
+    }
+
+    fn start_as(blob_store: BlobStore, strict: bool) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
@@ -128,6 +148,7 @@ impl Services {
         let faults = Arc::new(Faults::default());
         let shared = Arc::new(Shared {
             blob_store,
+            strict,
             fast,
             current_ref: Mutex::new("refs/heads/main".into()),
             faults: Arc::clone(&faults),
@@ -194,6 +215,26 @@ impl Services {
     /// Drop the entry of `key` and `version`, as eviction would.
     pub fn forget(&self, key: &str, version: &str) {
         self.shared.store.lock().unwrap().entries.retain(|e| !(e.key == key && e.version == version));
+    }
+
+    /// Another job's upload of `key` and `version` under way, on both protocols: created (v2)
+    /// and reserved (v1), never finished.
+    pub fn plant_pending(&self, key: &str, version: &str) {
+        let mut store = self.shared.store.lock().unwrap();
+        store.seq += 1;
+        let seq = store.seq;
+        let r#ref = self.shared.current_ref.lock().unwrap().clone();
+        let blob = format!("pending-{seq}");
+        store.entries.push(Entry {
+            key: key.into(),
+            version: version.into(),
+            blob,
+            size: 0,
+            finalized: false,
+            seq,
+            r#ref,
+        });
+        store.v1_uploads.insert(seq as i64, (key.into(), version.into(), None, BTreeMap::new()));
     }
 
     /// Entries saved from now on belong to `r`.
@@ -422,7 +463,11 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
                 );
             }
             let mut store = s.store.lock().unwrap();
-            if store.entries.iter().any(|e| e.key == key && e.version == version) {
+            let same = |e: &&Entry| e.key == key && e.version == version;
+            if s.strict && store.entries.iter().filter(same).any(|e| !e.finalized) {
+                return json(serde_json::json!({ "ok": false }));
+            }
+            if !s.strict && store.entries.iter().any(|e| e.key == key && e.version == version) {
                 return twirp_error(
                     StatusCode::CONFLICT,
                     "already_exists",
@@ -477,6 +522,8 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
                 );
             }
             let mut store = s.store.lock().unwrap();
+            // A strict server's second upload of a key replaces its entry.
+            store.entries.retain(|e| !(e.key == key && e.version == version && e.finalized));
             let entry = store.entries.iter_mut().find(|e| e.blob == blob).unwrap();
             entry.finalized = true;
             entry.size = size;
@@ -515,6 +562,12 @@ async fn blob_front_answer(s: Arc<Shared>, method: Method, uri: Uri, headers: He
     let (answer, fault) = strike(&s.faults, op).await;
     if let Some(answer) = answer {
         return answer;
+    }
+    if s.strict
+        && op == Op::BlobPut
+        && let Some(refused) = strict_blob_put(uri.query().unwrap_or(""), &body)
+    {
+        return refused;
     }
     let path_and_query = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     // Azurite takes the account as the path's first segment; the fast store has no accounts.
@@ -611,6 +664,37 @@ async fn blob_front_answer(s: Arc<Shared>, method: Method, uri: Uri, headers: He
     }
 }
 
+/// The index in an Azure SDK block id (base64 of a 36-character UUID and a 12-digit index, 48
+/// bytes), as a strict self-hosted server reads it; `None` for any other id.
+fn sdk_block_index(id: &str) -> Option<usize> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD.decode(id).ok()?;
+    let text = String::from_utf8(raw).ok().filter(|t| t.len() == 48)?;
+    let (_, index) = text.split_at(36);
+    index.bytes().all(|b| b.is_ascii_digit()).then(|| index.parse().ok())?
+}
+
+/// A strict server's checks of a Put Block (its id) and a Put Block List (its blocks in index
+/// order, as the server assembles them): the refusal, if any.
+fn strict_blob_put(query: &str, body: &[u8]) -> Option<Response> {
+    let q: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    match q.get("comp").map(String::as_str) {
+        Some("block") => {
+            let id = q.get("blockid").map(String::as_str).unwrap_or("");
+            sdk_block_index(id)
+                .is_none()
+                .then(|| (StatusCode::BAD_REQUEST, format!("Invalid block id: {id}")).into_response())
+        }
+        Some("blocklist") => {
+            let xml = String::from_utf8_lossy(body);
+            let ids = xml.split("<Latest>").skip(1).filter_map(|t| t.split_once("</Latest>").map(|(id, _)| id));
+            let in_order = ids.enumerate().all(|(i, id)| sdk_block_index(id) == Some(i));
+            (!in_order).then(|| (StatusCode::BAD_REQUEST, "block list not in index order").into_response())
+        }
+        _ => None,
+    }
+}
+
 /// A stream fed by a task.
 fn async_stream<F, Fut>(producer: F) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>>
 where
@@ -668,9 +752,12 @@ async fn v1_reserve(State(s): State<Arc<Shared>>, Path(secret): Path<String>, bo
     let key = req["key"].as_str().unwrap_or("").to_owned();
     let version = req["version"].as_str().unwrap_or("").to_owned();
     let mut store = s.store.lock().unwrap();
-    // As GitHub's service: refused while the entry exists or another job is creating it.
     let pending = store.v1_uploads.values().any(|(k, v, ..)| *k == key && *v == version);
-    if pending || store.entries.iter().any(|e| e.key == key && e.version == version) {
+    if s.strict && pending {
+        return json(serde_json::json!({ "cacheId": null }));
+    }
+    // As GitHub's service: refused while the entry exists or another job is creating it.
+    if !s.strict && (pending || store.entries.iter().any(|e| e.key == key && e.version == version)) {
         return (StatusCode::CONFLICT, json(serde_json::json!({ "message": "Cache already exists." }))).into_response();
     }
     store.seq += 1;
@@ -735,6 +822,8 @@ async fn v1_commit(State(s): State<Arc<Shared>>, Path((secret, id)): Path<(Strin
             .into_response();
     }
     store.v1_blobs.insert(id, Bytes::from(data.clone()));
+    // A strict server's second upload of a key replaces its entry.
+    store.entries.retain(|e| !(e.key == key && e.version == version && e.finalized));
     store.entries.push(Entry {
         key,
         version,
@@ -811,6 +900,9 @@ async fn rest_list(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
+    if s.strict {
+        return (StatusCode::NOT_FOUND, "Cannot find any route matching /repos").into_response();
+    }
     if !rest_authorized(&headers) {
         return rest_error(StatusCode::UNAUTHORIZED, "Bad credentials");
     }
@@ -850,6 +942,9 @@ async fn rest_delete(
     headers: HeaderMap,
     Path((_, _, id)): Path<(String, String, u64)>,
 ) -> Response {
+    if s.strict {
+        return (StatusCode::NOT_FOUND, "Cannot find any route matching /repos").into_response();
+    }
     if !rest_authorized(&headers) {
         return rest_error(StatusCode::UNAUTHORIZED, "Bad credentials");
     }
