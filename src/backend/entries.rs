@@ -76,6 +76,32 @@ pub fn newest_key<'a>(objects: impl Iterator<Item = ((String, &'a str), i64)>, v
         .map(|((key, _), _)| Key::from(key))
 }
 
+/// A restore's first lookup in object storage ([`crate::backend::Backend::lookup_newest_or`]):
+/// of the `listing` of the objects named `prefix` + `newest_of`… (name, modification time), the
+/// newest of `version`, looked up (`lookup`); else `key` itself. A listing the credentials may
+/// not make leaves `key` alone: such a store reaches no later generation.
+pub fn newest_or(
+    listing: Result<Vec<(String, i64)>, BackendError>,
+    (prefix, newest_of): (&str, &str),
+    (key, version): (&Key, &Version),
+    lookup: impl Fn(&Key) -> Result<Option<CacheEntry>, BackendError>,
+) -> Result<Option<CacheEntry>, BackendError> {
+    match listing {
+        Ok(objects) => {
+            let named =
+                objects.iter().filter_map(|(name, modified)| Some((split_name(name, prefix, newest_of)?, *modified)));
+            if let Some(newest) = newest_key(named, version)
+                && let Some(entry) = lookup(&newest)?
+            {
+                return Ok(Some(entry));
+            }
+        }
+        Err(e) if e.kind == ErrorKind::Forbidden => {}
+        Err(e) => return Err(e),
+    }
+    lookup(key)
+}
+
 /// A listed entry from its name's parts and its metadata (`meta`: a field's value). An entry
 /// saved without a ref (outside Actions) has the empty ref: it belongs to runs without one,
 /// never to every ref.

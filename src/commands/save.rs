@@ -233,7 +233,7 @@ fn next_base(
     backend: &dyn Backend,
     record: &FingerprintRecord,
     place: Place,
-) -> Result<Slot, SaveOutcome> {
+) -> Result<Slot, Box<SaveOutcome>> {
     let (seen, replacing) = match place {
         Place::Slot(slot) => return Ok(slot),
         Place::Above { seen, replacing } => (seen, replacing),
@@ -247,7 +247,7 @@ fn next_base(
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
         let detail =
             format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
-        return Err(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail));
+        return Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)));
     }
     let basis = if bases.error.is_some() { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
@@ -256,7 +256,7 @@ fn next_base(
              changes"
         );
         ctx.runner.warning(&detail);
-        SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail)
+        Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
     })
 }
 
@@ -346,7 +346,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
     runner.info(&format!("backend: {}", backend.describe()));
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
         Ok(slot) => slot,
-        Err(settled) => return settled,
+        Err(settled) => return *settled,
     };
     match (&target.announce, target.place) {
         (Some(line), _) => runner.info(&line.replace("{slot}", &slot.to_string())),

@@ -60,7 +60,7 @@ fn prune(peer: &dyn Peer, args: &[&str]) -> StepResult {
     r
 }
 
-/// 1. The CLI's `restore` then `save` (and the sub-actions without `key`): the save finds the
+/// Scenario 1: The CLI's `restore` then `save` (and the sub-actions without `key`): the save finds the
 /// restore's record by the key it computes. After a warm restore it writes a layer or nothing,
 /// and `verify-reuse` runs — never a new base on every run.
 fn a_save_after_a_warm_restore_writes_a_layer_or_nothing(store: Store) {
@@ -88,7 +88,7 @@ fn a_save_after_a_warm_restore_writes_a_layer_or_nothing(store: Store) {
     }
 }
 
-/// 2. A restore that cannot place the entry for a reason of this disk (`io-error`: here a
+/// Scenario 2: A restore that cannot place the entry for a reason of this disk (`io-error`: here a
 /// directory where the entry has a file) never makes the save write a new generation.
 fn a_restore_that_fails_on_this_disk_never_writes_a_generation(store: Store) {
     let peer = store.start();
@@ -108,7 +108,7 @@ fn a_restore_that_fails_on_this_disk_never_writes_a_generation(store: Store) {
     }
 }
 
-/// 3. A step that writes into the restore's record (once a bare number) cannot choose the
+/// Scenario 3: A step that writes into the restore's record (once a bare number) cannot choose the
 /// generation: the save numbers a new base against the store, so the next restore reaches it,
 /// and `prune` never deletes what later restores use.
 fn a_record_a_step_wrote_never_numbers_a_generation(store: Store) {
@@ -141,7 +141,7 @@ fn a_record_a_step_wrote_never_numbers_a_generation(store: Store) {
     }
 }
 
-/// 4. Prune never deletes what restores use, and deleting or evicting any generation a restore
+/// Scenario 4: Prune never deletes what restores use, and deleting or evicting any generation a restore
 /// does not use never strands the one it does: no intermediate generation is stepped through.
 fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     let peer = store.start();
@@ -181,7 +181,7 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     assert_eq!(outputs(&restore, &["reused"]), ["true"], "{}", restore.stdout);
 }
 
-/// 4, by age: the README's retention (`--all-refs --older-than`) deletes an old generation; the
+/// Scenario 4, by age: the README's retention (`--all-refs --older-than`) deletes an old generation; the
 /// newest, used today, is kept and still reached.
 fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     let peer = store.start();
@@ -202,7 +202,7 @@ fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     assert!(restore.stdout.contains("stack: generation 2 base"), "{}", restore.stdout);
 }
 
-/// 5. Two caches whose keys are equal (their `path` lines differ, so their versions do): each
+/// Scenario 5: Two caches whose keys are equal (their `path` lines differ, so their versions do): each
 /// restore's record is its own, so one's hit never hides the other's replacement, and prune
 /// keeps each one's live base.
 fn two_caches_of_one_key_heal_and_prune_apart(store: Store) {

@@ -462,21 +462,9 @@ impl Backend for S3Backend {
     ) -> Result<Option<CacheEntry>, BackendError> {
         let inner = &self.inner;
         let prefix = format!("{}{newest_of}", inner.settings.prefix);
-        match inner.http.rt().block_on(inner.list_objects(&prefix)) {
-            Ok(objects) => {
-                let named = objects.iter().filter_map(|(name, _, modified)| {
-                    Some((entries::split_name(name, &prefix, newest_of)?, *modified))
-                });
-                if let Some(newest) = entries::newest_key(named, version)
-                    && let Some(entry) = self.lookup(&newest, version)?
-                {
-                    return Ok(Some(entry));
-                }
-            }
-            Err(e) if e.kind == ErrorKind::Forbidden => {}
-            Err(e) => return Err(e),
-        }
-        self.lookup(key, version)
+        let listing = inner.http.rt().block_on(inner.list_objects(&prefix));
+        let named = listing.map(|objects| objects.into_iter().map(|(name, _, modified)| (name, modified)).collect());
+        entries::newest_or(named, (&prefix, newest_of), (key, version), |k| self.lookup(k, version))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {
