@@ -164,6 +164,22 @@ impl Http {
         self.rt.as_ref().expect("the runtime lives as long as Http")
     }
 
+    /// Register the content of the file the variable `name` of `env` names (a federated or
+    /// web-identity token file, which a credential client sends to a token endpoint that may
+    /// echo it), whole and line by line; at most 64 KiB of it.
+    pub fn mask_token_file(&self, env: &Env, name: &str) {
+        use std::io::Read;
+        let Some(path) = env.non_empty(name) else { return };
+        let Ok(file) = std::fs::File::open(path) else { return };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return;
+        }
+        let mut text = String::new();
+        if file.take(64 << 10).read_to_string(&mut text).is_ok() {
+            self.secrets.add(&text);
+        }
+    }
+
     /// Register the signature of a signed URL (Azure's `sig`, S3's `X-Amz-Signature`, and S3's
     /// session token), or the whole query when there is none.
     pub fn mask_url(&self, url: &str) {
