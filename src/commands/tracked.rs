@@ -226,7 +226,8 @@ impl GitTracked<'_> {
     /// than 2.35 does not know `--sparse` and expands the index itself (lazy fetching is off
     /// all the same).
     fn ls_files_run(&self, rest: &[&str], cwd: &Path) -> Result<Option<CommandOutput>, String> {
-        let mut args = vec!["ls-files", "-z", "--sparse"];
+        // Names are names, never patterns (a global option: before the command).
+        let mut args = vec!["--literal-pathspecs", "ls-files", "-z", "--sparse"];
         args.extend(rest);
         let out = self.git(&args, cwd)?;
         if let Some(out) = &out
@@ -297,7 +298,7 @@ impl GitTracked<'_> {
     /// `parent/name`; none where `parent` is in no work tree (it says nothing: the root's own
     /// answer is what the log speaks of).
     fn ls_files_of(&self, parent: &Path, name: &str) -> Result<HashSet<String>, String> {
-        let Some(out) = self.ls_files_run(&["--literal-pathspecs", "--", name], parent)? else {
+        let Some(out) = self.ls_files_run(&["--", name], parent)? else {
             return Ok(HashSet::new());
         };
         if let Some(why) = failure(&out) {

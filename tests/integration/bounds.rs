@@ -23,6 +23,8 @@ struct Request {
     method: String,
     /// Path and query.
     target: String,
+    /// The request line, its headers and its body, as sent.
+    raw: String,
 }
 
 /// What the hostile server answers.
@@ -36,6 +38,8 @@ enum Reply {
     Slow(u16, String, Duration),
     /// The asked-for range of `blob` (a `206`), sent in five pieces `pause` apart.
     Dripped(Arc<Vec<u8>>, Duration),
+    /// A status, headers and a body (shared between answers).
+    Headed(u16, Vec<(&'static str, String)>, Arc<String>),
 }
 
 /// A hostile HTTP/1.1 server on 127.0.0.1: a thread per connection, one request each
@@ -89,16 +93,17 @@ fn serve_one(
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     let mut words = head.split_whitespace();
-    let request = Request {
-        method: words.next().unwrap_or_default().to_owned(),
-        target: words.next().unwrap_or_default().to_owned(),
-    };
     let length: usize = head
         .lines()
         .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     let _ = stream.read_exact(&mut body);
+    let request = Request {
+        method: words.next().unwrap_or_default().to_owned(),
+        target: words.next().unwrap_or_default().to_owned(),
+        raw: format!("{head}{}", String::from_utf8_lossy(&body)),
+    };
     let range = head.lines().find_map(|l| {
         let line = l.to_ascii_lowercase();
         let (first, last) = line.strip_prefix("range: bytes=")?.split_once('-')?;
@@ -117,6 +122,13 @@ fn serve_one(
         Reply::Slow(code, body, delay) => {
             std::thread::sleep(delay);
             let _ = write!(stream, "{}content-length: {}\r\n\r\n{body}", status_line(code), body.len());
+        }
+        Reply::Headed(code, headers, body) => {
+            let headers: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+            let head = format!("{}{headers}content-length: {}\r\n\r\n", status_line(code), body.len());
+            if stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body.as_bytes())).is_ok() {
+                sent.fetch_add(body.len() as u64, Ordering::Relaxed);
+            }
         }
         Reply::Dripped(blob, pause) => {
             let (first, last) = range.unwrap_or((0, blob.len() - 1));
@@ -527,4 +539,102 @@ fn the_largest_manifest_an_archive_may_carry_is_parsed_in_bounded_memory() {
     // Its padded paths are not the archive's: parsed whole, then refused as a mismatch.
     assert_eq!(worst.output("miss-reason"), "manifest-mismatch", "{}", worst.stdout);
     assert!(worst_rss < honest_rss + 32.0, "{worst_rss} MiB against {honest_rss} MiB");
+}
+
+// ---- issue 30, finding 4: listings bounded in items and memory, whatever a page holds ------
+
+/// The environment of the Azure Blob store with the account key (signing needs no network).
+fn azure_env() -> Vec<(String, String)> {
+    use crate::support::services::azurite::{ACCOUNT, ACCOUNT_KEY};
+    pairs(&[("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT), ("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY)])
+}
+
+fn azure_inputs(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("backend", "azure-blob".into()),
+        ("azure-container", "ci-cache".into()),
+        ("azure-endpoint", format!("{url}/devstoreaccount1")),
+        ("prefix", "ci".into()),
+        ("path", "out".into()),
+        ("native", "none".into()),
+        ("explain-misses", "true".into()),
+    ]
+}
+
+/// A listing page of just under the answer limit: `item` repeated between `open` and `close`.
+fn crowded_page(open: &str, item: &str, close: &str) -> Arc<String> {
+    let room = (LIMIT_MIB << 20) as usize - open.len() - close.len() - 64;
+    let mut page = String::with_capacity(room + 128);
+    page.push_str(open);
+    for _ in 0..room / item.len() {
+        page.push_str(item);
+    }
+    page.push_str(close);
+    Arc::new(page)
+}
+
+/// An Azure front that misses every lookup and answers every listing with `page`.
+fn azure_listing(page: Arc<String>) -> impl Fn(&Request, usize) -> Reply + Send + Sync + 'static {
+    move |request, _| {
+        if request.method == "HEAD" {
+            return Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new()));
+        }
+        Reply::Headed(200, vec![("content-type", "application/xml".into())], Arc::clone(&page))
+    }
+}
+
+/// An S3 front that misses every lookup and answers every listing (the bucket check's too)
+/// with `page`.
+fn s3_listing(page: Arc<String>) -> impl Fn(&Request, usize) -> Reply + Send + Sync + 'static {
+    move |request, _| {
+        if request.method == "HEAD" {
+            return Reply::Small(404, String::new());
+        }
+        Reply::Headed(200, vec![("content-type", "application/xml".into())], Arc::clone(&page))
+    }
+}
+
+/// Issue 30, finding 4: a page of the answer limit can hold a million empty `<Blob/>` (or
+/// `<Contents/>`) elements, a few thousand fat ones, or one blob with a million metadata
+/// fields; page after page, the old listing kept each page whole (96 MiB for the empty ones)
+/// until the page limit. Whatever the pages hold, the restore explaining its miss stays under
+/// 256 MiB and says that the listing is too large (or, for pages of few items, that it did not
+/// end). (The page limit is 40 here, so that the old
+/// code shows its growth without taking gigabytes.)
+#[test]
+fn listings_hold_a_bounded_number_of_items_whatever_a_page_holds() {
+    let more = |next: &str| format!("<NextMarker>{next}</NextMarker></EnumerationResults>");
+    let blobs = "<?xml version=\"1.0\"?><EnumerationResults><Blobs>";
+    let fat_name = format!("<Blob><Name>ci-{}</Name></Blob>", "n".repeat(2000));
+    let bomb = format!("{blobs}<Blob><Name>ci-x/0123</Name><Metadata>");
+    let contents = "<?xml version=\"1.0\"?><ListBucketResult>";
+    let s3_more = "<IsTruncated>true</IsTruncated><NextContinuationToken>t</NextContinuationToken></ListBucketResult>";
+    let fat_key = format!("<Contents><Key>ci-{}</Key></Contents>", "k".repeat(2000));
+    let cases: Vec<(&str, Arc<String>, bool)> = vec![
+        ("Azure: empty <Blob/>", crowded_page(blobs, "<Blob/>", &format!("</Blobs>{}", more("m"))), true),
+        ("Azure: fat blobs", crowded_page(blobs, &fat_name, &format!("</Blobs>{}", more("m"))), true),
+        ("Azure: a metadata bomb", crowded_page(&bomb, "<a/>", &format!("</Metadata></Blob></Blobs>{}", more("m"))), true),
+        ("S3: empty <Contents/>", crowded_page(contents, "<Contents/>", s3_more), false),
+        ("S3: fat keys", crowded_page(contents, &fat_key, s3_more), false),
+    ];
+    let mut failed = Vec::new();
+    for (what, page, azure) in cases {
+        let server = Hostile::start(if azure {
+            Box::new(azure_listing(page)) as Box<dyn Fn(&Request, usize) -> Reply + Send + Sync>
+        } else {
+            Box::new(s3_listing(page))
+        });
+        let mut step = step_with(if azure { azure_env() } else { s3_env() });
+        step.set_env("EXACT_CACHE_LIST_PAGES", "40");
+        step.measure = true;
+        let inputs = if azure { azure_inputs(&server.url) } else { s3_inputs(&server.url) };
+        let r = run(&step, &["restore"], &inputs);
+        let rss = r.peak_rss_mib.expect("measured");
+        eprintln!("{what}: the server sent {:.0} MiB; peak RSS {rss:.0} MiB", server.sent_mib());
+        let said = r.stdout.contains("the listing holds more than") || r.stdout.contains("the listing did not end");
+        if r.code != 0 || rss >= 256.0 || !said {
+            failed.push(format!("{what}: exit {}, peak RSS {rss:.0} MiB, said so: {said}\n{}", r.code, r.stdout));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
