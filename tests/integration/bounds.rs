@@ -638,3 +638,130 @@ fn listings_hold_a_bounded_number_of_items_whatever_a_page_holds() {
     }
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
+
+// ---- issue 30, finding 5: every escaped form of a secret, derived ones too, stays hidden -----
+
+/// A SAS signature as Azure makes them: base64, with `+`, `/` and `=`.
+const SAS_SIG: &str = "Xb+Q7/ApL3+kZ9/wN2+eT5/rU8+yI1/oP4mS6dF0gH=";
+
+/// The forms a server (or a proxy, or a log of it) may echo a secret in: JSON-escaped with
+/// `\/`, with `\u002B`/`\u002F`/`\u003D` in either case, and form-decoded (`+` read as a space).
+fn echoed_forms(secret: &str) -> Vec<(&'static str, String)> {
+    let escape = |upper: bool| -> String {
+        secret
+            .chars()
+            .map(|c| match c {
+                '+' | '/' | '=' if upper => format!("\\u{:04X}", c as u32),
+                '+' | '/' | '=' => format!("\\u{:04x}", c as u32),
+                c => c.to_string(),
+            })
+            .collect()
+    };
+    vec![
+        ("JSON `\\/`", secret.replace('/', "\\/")),
+        ("JSON `\\u002B`", escape(true)),
+        ("JSON `\\u002b`", escape(false)),
+        ("`+` read as a space", secret.replace('+', " ")),
+        ("JSON `\\/` and `+` as a space", secret.replace('/', "\\/").replace('+', " ")),
+    ]
+}
+
+/// The runs of 12 characters of `text`: none of them may show.
+fn windows_of(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.windows(12).map(|w| w.iter().collect()).collect()
+}
+
+/// Issue 30, finding 5: a server that echoes a secret escaped — the SAS signature given, the
+/// Shared Key signature the binary makes for each request, or the federated token file's content
+/// sent to a token endpoint — never gets any of it into the log, whatever the escaping.
+#[test]
+fn escaped_echoes_of_given_and_derived_secrets_never_show() {
+    let mut failed = Vec::new();
+    let mut check = |what: String, r: &StepResult, secret: &str, form: &str| {
+        let readable = r.readable();
+        let readable = format!("{readable}\n{}", readable.replace("%25", "%"));
+        let shown: Vec<String> = windows_of(secret)
+            .into_iter()
+            .chain(windows_of(form))
+            .filter(|w| readable.contains(w.as_str()))
+            .collect();
+        if !shown.is_empty() {
+            failed.push(format!("{what}: shown {shown:?}:\n{}", r.stdout));
+        }
+    };
+
+    // The SAS signature given (URL-encoded in the token), echoed by the listing's error.
+    for (form_name, form) in echoed_forms(SAS_SIG) {
+        let echo = Arc::new(format!("request was: GET /c?comp=list&sig={form}&sv=2023"));
+        let server = Hostile::start(move |request, _| match request.method.as_str() {
+            "HEAD" => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
+            _ => Reply::Headed(400, vec![], Arc::clone(&echo)),
+        });
+        let sig: String = url::form_urlencoded::byte_serialize(SAS_SIG.as_bytes()).collect();
+        let token = format!("sv=2023-01-03&ss=b&srt=sco&sp=rwdl&se=2099-01-01T00:00:00Z&sig={sig}");
+        let step = step_with(pairs(&[("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"), ("AZURE_STORAGE_SAS_TOKEN", &token)]));
+        let r = run(&step, &["restore"], &azure_inputs(&server.url));
+        assert!(r.stdout.contains("HTTP 400"), "the echo reaches the log: {}", r.stdout);
+        check(format!("SAS signature, {form_name}"), &r, SAS_SIG, &form);
+    }
+
+    // The Shared Key signature the binary makes, echoed JSON-escaped from the request itself.
+    for (form_name, upper) in [("JSON `\\/` and `\\u002B`", true), ("`+` read as a space", false)] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let signatures = Arc::clone(&seen);
+        let server = Hostile::start(move |request, _| {
+            let signature = request
+                .raw
+                .lines()
+                .find_map(|l| l.strip_prefix("authorization: SharedKey ").or_else(|| l.strip_prefix("Authorization: SharedKey ")))
+                .and_then(|a| a.split_once(':'))
+                .map(|(_, s)| s.trim().to_owned())
+                .unwrap_or_default();
+            signatures.lock().unwrap().push(signature.clone());
+            let form = if upper {
+                signature.replace('/', "\\/").replace('+', "\\u002B").replace('=', "\\u003D")
+            } else {
+                signature.replace('+', " ")
+            };
+            match request.method.as_str() {
+                "HEAD" => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
+                _ => Reply::Headed(400, vec![], Arc::new(format!("{{bad}} authorization was SharedKey x:{form}"))),
+            }
+        });
+        let step = step_with(azure_env());
+        let r = run(&step, &["restore"], &azure_inputs(&server.url));
+        assert!(r.stdout.contains("HTTP 400"), "the echo reaches the log: {}", r.stdout);
+        let signatures = seen.lock().unwrap().clone();
+        assert!(signatures.iter().any(|s| s.len() > 20), "requests carry a Shared Key signature: {signatures:?}");
+        for signature in signatures.iter().filter(|s| !s.is_empty()) {
+            let form = if upper { signature.replace('/', "\\/") } else { signature.replace('+', " ") };
+            check(format!("Shared Key signature, {form_name}"), &r, signature, &form);
+        }
+    }
+
+    // The federated token file's content, sent to a token endpoint that echoes what it got.
+    let token_content = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1maWxl";
+    let server = Hostile::start(move |request, _| match request.method.as_str() {
+        "POST" => {
+            let body = request.raw.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+            Reply::Headed(400, vec![("content-type", "text/plain".into())], Arc::new(format!("bad request: {body}")))
+        }
+        _ => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
+    });
+    let step = Step::new();
+    let token_file = step.dir.path().join("federated-token");
+    std::fs::write(&token_file, token_content).unwrap();
+    let mut step = step_with(pairs(&[
+        ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"),
+        ("AZURE_CLIENT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000002"),
+        ("AZURE_AUTHORITY_HOST", &server.url),
+        ("AZURE_FEDERATED_TOKEN_FILE", token_file.to_str().unwrap()),
+    ]));
+    step.set_env("EXACT_CACHE_ATTEMPTS", "1");
+    let r = run(&step, &["restore"], &azure_inputs(&server.url));
+    assert!(server.requests().iter().any(|q| q.method == "POST"), "the token endpoint was asked: {}", r.stdout);
+    check("federated token file".into(), &r, token_content, token_content);
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}

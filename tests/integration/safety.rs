@@ -1067,3 +1067,40 @@ fn clean_on_miss_keeps_what_the_workspace_tracks_whatever_git_sits_between() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Issue 30, finding 6: an entry of `~/cfg` (the home directory's) was an exact hit for the
+/// line `$GITHUB_WORKSPACE/~/cfg` and was placed in `$HOME/cfg`; an entry of `$RUNNER_TEMP/gen`
+/// was placed into a workspace directory literally named `<runner-temp>/gen`. Two places never
+/// share a version: each of these restores misses and places nothing.
+#[test]
+fn a_symbolic_root_never_shares_a_version_with_a_literal_path() {
+    let step = Step::new();
+    let ws = step.ws.to_str().unwrap().to_owned();
+    let temp = step.runner_temp.to_str().unwrap().to_owned();
+    let cases = [
+        ("~/cfg", step.home.join("cfg"), format!("{ws}/~/cfg"), step.ws.join("~/cfg")),
+        (&*format!("{temp}/gen"), step.runner_temp.join("gen"), "<runner-temp>/gen".to_owned(), step.ws.join("<runner-temp>/gen")),
+    ];
+    for (saved_line, saved_at, other_line, other_at) in cases {
+        write(&saved_at.join("settings.toml"), b"the saved place's\n");
+        let inputs = |line: &str| [("path", line.to_owned()), ("native", "none".to_owned()), ("prefix", "sym".to_owned())];
+        let as_pairs = |v: &[(&'static str, String); 3]| v.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>();
+        let saved_inputs = as_pairs(&inputs(saved_line));
+        let saved_inputs: Vec<(&str, &str)> = saved_inputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let saved = step.run(&["save"], &saved_inputs, NO_STATE);
+        assert_eq!(saved.output("save-result"), "saved", "{saved_line}: {}", saved.stdout);
+        std::fs::remove_dir_all(&saved_at).unwrap();
+
+        let other_inputs = as_pairs(&inputs(&other_line));
+        let other_inputs: Vec<(&str, &str)> = other_inputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = step.run(&["restore"], &other_inputs, NO_STATE);
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!(
+            (r.output("cache-hit"), r.output("miss-reason")),
+            ("false", "not-found"),
+            "`{other_line}` found the entry of `{saved_line}`:\n{}",
+            r.stdout
+        );
+        assert!(!saved_at.exists() && !other_at.exists(), "`{other_line}` placed files of `{saved_line}`");
+    }
+}
