@@ -744,8 +744,9 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
     let token_content = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1maWxl";
     let server = Hostile::start(move |request, _| match request.method.as_str() {
         "POST" => {
-            let body = request.raw.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
-            Reply::Headed(400, vec![("content-type", "text/plain".into())], Arc::new(format!("bad request: {body}")))
+            let body = request.raw.split("\r\n\r\n").nth(1).unwrap_or_default();
+            let assertion = body.split('&').find_map(|p| p.strip_prefix("client_assertion=")).unwrap_or("none");
+            Reply::Headed(400, vec![("content-type", "text/plain".into())], Arc::new(format!("bad assertion {assertion}")))
         }
         _ => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
     });
@@ -762,6 +763,7 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
     step.set_env("EXACT_CACHE_ATTEMPTS", "1");
     let r = run(&step, &["restore"], &azure_inputs(&server.url));
     assert!(server.requests().iter().any(|q| q.method == "POST"), "the token endpoint was asked: {}", r.stdout);
+    assert!(r.stdout.contains("bad assertion"), "the echo reaches the log: {}", r.stdout);
     check("federated token file".into(), &r, token_content, token_content);
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }

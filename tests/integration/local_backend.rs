@@ -214,3 +214,52 @@ fn use_records_that_are_not_plain_files_never_hang_grow_or_reach_out() {
     let made: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(made.len(), 1, "a save made a file outside the store: {made:?}");
 }
+
+/// Issue 30, finding 7: a restore needs no write access to the local store. As an unprivileged
+/// user, in a store that user may only read, a restore hits, records nothing and warns about
+/// nothing (an entry without a record included).
+#[test]
+fn a_restore_from_a_store_it_may_only_read_hits_and_warns_about_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run the binary as uid 65534");
+        return;
+    }
+    let mut step = Step::new();
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "ro")];
+    write(&step.ws.join("out/a"), b"a");
+    let saved = step.run(&["save"], &inputs, &Default::default());
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    let [entry] = <[String; 1]>::try_from(names(&step, "entries")).unwrap();
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    // Everything on the way readable, the workspace and the runner's files nobody's own, the
+    // store root's and read-only to nobody; one entry without its record.
+    let mut dir = step.ws.as_path();
+    while dir.starts_with(step.dir.path()) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir = dir.parent().unwrap();
+    }
+    for owned in [&step.ws, &step.home, &step.runner_temp] {
+        for entry in walkdir::WalkDir::new(owned) {
+            std::os::unix::fs::lchown(entry.unwrap().path(), Some(65534), Some(65534)).unwrap();
+        }
+    }
+    std::fs::create_dir_all(step.dir.path().join("run-1")).unwrap();
+    std::os::unix::fs::chown(step.dir.path().join("run-1"), Some(65534), Some(65534)).unwrap();
+    let record = step.cache.join("meta").join(&entry);
+    let before = std::fs::metadata(&record).unwrap().modified().unwrap();
+    step.wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"].map(String::from).to_vec();
+    let hit = step.run(&["restore"], &inputs, &Default::default());
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert!(!hit.stdout.contains("::warning::"), "{}", hit.stdout);
+    assert_eq!(std::fs::metadata(&record).unwrap().modified().unwrap(), before, "nothing recorded");
+    std::fs::remove_file(&record).unwrap();
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    std::fs::create_dir_all(step.dir.path().join("run-2")).unwrap();
+    std::os::unix::fs::chown(step.dir.path().join("run-2"), Some(65534), Some(65534)).unwrap();
+    let hit = step.run(&["restore"], &inputs, &Default::default());
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert!(!hit.stdout.contains("::warning::"), "{}", hit.stdout);
+    assert!(!record.exists(), "no record made in a store it may only read");
+}
