@@ -321,3 +321,103 @@ impl GitTracked<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::{CpuFacts, OsFacts};
+    use crate::runner::Mode;
+    use std::io;
+
+    /// A git that answers `rev-parse` with `top` and `ls-files` as `ls_files` says (given
+    /// whether `--sparse` was asked), and records every call's arguments and variables.
+    struct FakeGit {
+        top: &'static str,
+        ls_files: fn(bool) -> CommandOutput,
+        calls: RefCell<Vec<(Vec<String>, Env)>>,
+    }
+
+    fn out(code: i32, stdout: &str, stderr: &str) -> CommandOutput {
+        CommandOutput { success: code == 0, code: Some(code), stdout: stdout.into(), stderr: stderr.into() }
+    }
+
+    impl System for FakeGit {
+        fn run(&self, _program: &str, args: &[&str], env: &Env, cwd: &Path) -> io::Result<Option<CommandOutput>> {
+            self.calls.borrow_mut().push((args.iter().map(|a| a.to_string()).collect(), env.clone()));
+            // The workspace's repository answers at its top; nothing else is a repository.
+            Ok(Some(match (args.contains(&"rev-parse"), cwd == Path::new(self.top)) {
+                (true, _) => out(0, &format!("{}\n", self.top), ""),
+                (false, true) => (self.ls_files)(args.contains(&"--sparse")),
+                (false, false) => out(128, "", "fatal: not a git repository (or any of the parent directories): .git"),
+            }))
+        }
+        fn run_shell(&self, _command: &str, _env: &Env, _cwd: &Path) -> io::Result<CommandOutput> {
+            unreachable!()
+        }
+        fn cpu(&self) -> CpuFacts {
+            CpuFacts::default()
+        }
+        fn os(&self) -> OsFacts {
+            OsFacts::default()
+        }
+        fn libc(&self, _env: &Env) -> Option<String> {
+            None
+        }
+        fn is_file(&self, _path: &Path) -> bool {
+            false
+        }
+    }
+
+    fn runner() -> Runner {
+        let env = Env::from_pairs([("GIT_DIR", "/elsewhere"), ("GIT_SSH_COMMAND", "touch /tmp/x"), ("GIT_CONFIG_KEY_0", "a")]);
+        Runner::new(Mode::Cli, env, Box::new(io::sink()), Box::new(io::sink()))
+    }
+
+    /// Every call is hardened; an older git without `--sparse` is asked again without it; and
+    /// an `error:` line makes an answer fail even when git exits 0 (a listing with holes).
+    #[cfg(unix)]
+    #[test]
+    fn git_is_asked_hardened_and_a_listing_with_holes_is_no_answer() {
+        let runner = runner();
+        let old_git = FakeGit {
+            top: "/nonexistent-ws",
+            ls_files: |sparse| match sparse {
+                true => out(129, "", "error: unknown option `sparse'\nusage: git ls-files [<options>]"),
+                false => out(0, "out/keep.txt\0out/sub/\0", ""),
+            },
+            calls: RefCell::new(Vec::new()),
+        };
+        let tracked = GitTracked::new(&runner, &old_git, Path::new("/nonexistent-ws"));
+        let kept = tracked.below(Path::new("/nonexistent-ws/out")).unwrap();
+        assert_eq!(kept, HashSet::from(["keep.txt".to_owned(), "sub".to_owned()]));
+        for (args, env) in old_git.calls.borrow().iter() {
+            let joined = args.join(" ");
+            for option in ["core.fsmonitor=false", "core.hooksPath=/dev/null", "protocol.allow=never", "core.sshCommand=false"] {
+                assert!(joined.contains(option), "{joined}");
+            }
+            assert_eq!(env.get("GIT_NO_LAZY_FETCH"), Some("1"));
+            assert_eq!(env.get("GIT_ALLOW_PROTOCOL"), Some(""));
+            assert_eq!(env.get("GIT_SSH_COMMAND"), Some("false"));
+            assert_eq!((env.get("GIT_DIR"), env.get("GIT_CONFIG_KEY_0")), (None, None));
+        }
+
+        let holes = FakeGit {
+            top: "/nonexistent-ws",
+            ls_files: |_| out(0, "out/keep.txt\0", "hint: expanding\nerror: Could not read 9668455a\n"),
+            calls: RefCell::new(Vec::new()),
+        };
+        let tracked = GitTracked::new(&runner, &holes, Path::new("/nonexistent-ws"));
+        let err = tracked.below(Path::new("/nonexistent-ws/out")).unwrap_err();
+        assert!(err.contains("error: Could not read"), "{err}");
+
+        // A root inside what the workspace's index holds whole (a submodule) is not guessed at.
+        let submodule = FakeGit {
+            top: "/nonexistent-ws",
+            ls_files: |_| out(0, "vendor/lib\0README\0", ""),
+            calls: RefCell::new(Vec::new()),
+        };
+        let tracked = GitTracked::new(&runner, &submodule, Path::new("/nonexistent-ws"));
+        let err = tracked.below(Path::new("/nonexistent-ws/vendor/lib/build")).unwrap_err();
+        assert!(err.contains("holds `vendor/lib` as a whole"), "{err}");
+    }
+}

@@ -296,4 +296,102 @@ mod tests {
         // A raw lead byte never pairs with an escaped continuation in valid text.
         assert_eq!(url("clé-secr%C3te", secret), "clé-secr%C3te");
     }
+
+    /// A small deterministic generator (xorshift), so the property test needs no crate.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// Every form a secret may take in a log, as (name, text).
+    fn every_form(secret: &str) -> Vec<(&'static str, String)> {
+        let percent = |upper: bool, keep: &str| -> String {
+            secret
+                .bytes()
+                .map(|b| match b.is_ascii_alphanumeric() || keep.as_bytes().contains(&b) {
+                    true => (b as char).to_string(),
+                    false if upper => format!("%{b:02X}"),
+                    false => format!("%{b:02x}"),
+                })
+                .collect()
+        };
+        let json_u = |upper: bool| -> String {
+            secret
+                .chars()
+                .map(|c| match c {
+                    '+' | '/' | '=' if upper => format!("\\u{:04X}", c as u32),
+                    '+' | '/' | '=' => format!("\\u{:04x}", c as u32),
+                    '"' => "\\\"".to_owned(),
+                    '\\' => "\\\\".to_owned(),
+                    c => c.to_string(),
+                })
+                .collect()
+        };
+        let every_char_u: String = secret.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        vec![
+            ("raw", secret.to_owned()),
+            ("percent, upper", percent(true, "-_.~")),
+            ("percent, lower", percent(false, "-_.~")),
+            ("path-style", percent(true, "-_.~+=")),
+            ("percent of `/` only", secret.replace('/', "%2F")),
+            ("JSON `\\/`", serde_json::to_string(secret).unwrap().trim_matches('"').replace('/', "\\/")),
+            ("JSON `\\u002B`", json_u(true)),
+            ("JSON `\\u002b`", json_u(false)),
+            ("JSON, every character", every_char_u),
+            ("`+` read as a space", secret.replace('+', " ")),
+            ("`+` as a space, `/` as `\\/`", secret.replace('+', " ").replace('/', "\\/")),
+        ]
+    }
+
+    /// Issue 30, finding 5: secrets made of letters, digits, `+`, `/` and `=` (what base64
+    /// signatures and tokens are) are found in every form, wherever they are cut into a text —
+    /// alone, inside words, at every position of a line — and in base64 at every alignment.
+    #[test]
+    fn every_form_of_a_secret_is_redacted_at_every_cut() {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
+        let mut rng = Rng(0x5eed_1234_abcd_ef01);
+        let line = "GET /c?restype=container&sig=<> HTTP/1.1 {\"echo\":\"<>\"}";
+        for round in 0..300 {
+            let len = 8 + rng.below(40);
+            let mut secret: String = (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len())] as char).collect();
+            // Each secret holds every character that escapes differently.
+            for c in ['+', '/', '='] {
+                let at = rng.below(secret.len());
+                secret.replace_range(at..=at, &c.to_string());
+            }
+            let redactor = super::super::Redactor::default();
+            redactor.insert(&secret);
+            for (name, form) in every_form(&secret) {
+                for cut in 0..=line.len() {
+                    if !line.is_char_boundary(cut) {
+                        continue;
+                    }
+                    let text = format!("{}{form}{}", &line[..cut], &line[cut..]);
+                    let out = redactor.redact(&text);
+                    assert!(
+                        !out.contains(&form) && !out.contains(&secret) && out.contains("***"),
+                        "round {round}, `{secret}` {name} cut in at {cut}: {text} -> {out}"
+                    );
+                }
+            }
+            for before in ["", "a", "ab"] {
+                for engine in [&STANDARD, &URL_SAFE_NO_PAD] {
+                    let encoded = engine.encode(format!("{before}{secret} and more"));
+                    let out = redactor.redact(&format!("Authorization: Basic {encoded}"));
+                    let aligned = aligned_base64(engine, secret.as_bytes(), before.len() % 3);
+                    assert!(!out.contains(&aligned), "round {round}, base64 of `{secret}` after {before:?}: {out}");
+                }
+            }
+        }
+    }
 }
