@@ -124,7 +124,8 @@ impl Weight for (String, u64, i64) {
 impl Weight for crate::backend::wire::ListedBlob {
     fn weight(&self) -> usize {
         let m = &self.metadata;
-        let text: usize = [&self.name, &m.version, &m.saved_ref, &m.created].iter().flat_map(|s| s.as_ref()).map(String::len).sum();
+        let text: usize =
+            [&self.name, &m.version, &m.saved_ref, &m.created].iter().flat_map(|s| s.as_ref()).map(String::len).sum();
         std::mem::size_of::<Self>() + self.properties.last_modified.len() + text
     }
 }
@@ -134,7 +135,11 @@ impl Weight for crate::backend::wire::ListedBlob {
 /// pages or `list_deadline` (a server that always says there is more) is an error, never an
 /// endless loop; so is one that holds more than [`PAGE_ITEMS`] items in a page, or more than
 /// [`LISTED_ITEMS`] items or [`LISTED_BYTES`] in all, whatever the server sends.
-pub async fn bounded_listing<T: Weight, F, Fut>(tuning: &Tuning, what: &str, mut page: F) -> Result<Vec<T>, BackendError>
+pub async fn bounded_listing<T: Weight, F, Fut>(
+    tuning: &Tuning,
+    what: &str,
+    mut page: F,
+) -> Result<Vec<T>, BackendError>
 where
     F: FnMut(Option<String>) -> Fut,
     Fut: Future<Output = Result<(Vec<T>, Option<String>), BackendError>>,
@@ -267,7 +272,8 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let crowded = rt.block_on(bounded_listing(&tuning, "x", |_| async { Ok((vec![0; PAGE_ITEMS + 1], None)) }));
         assert!(crowded.unwrap_err().message.contains("more than 5000 items in one page"));
-        let many = rt.block_on(bounded_listing(&tuning, "x", |_| async { Ok((vec![0; PAGE_ITEMS], Some("m".into()))) }));
+        let many =
+            rt.block_on(bounded_listing(&tuning, "x", |_| async { Ok((vec![0; PAGE_ITEMS], Some("m".into()))) }));
         assert!(many.unwrap_err().message.contains("more than 100000 items"));
     }
 

@@ -250,7 +250,9 @@ impl GitTracked<'_> {
                     Some(_) if no_work_tree(&out.stderr) => return Workspace::None,
                     Some(why) => {
                         let ws = self.workspace.display();
-                        return Workspace::Failed(format!("git cannot find the workspace's repository from `{ws}` ({why})"));
+                        return Workspace::Failed(format!(
+                            "git cannot find the workspace's repository from `{ws}` ({why})"
+                        ));
                     }
                     None => out.stdout.trim_end_matches(['\n', '\r']).to_owned(),
                 },
@@ -369,7 +371,11 @@ mod tests {
     }
 
     fn runner() -> Runner {
-        let env = Env::from_pairs([("GIT_DIR", "/elsewhere"), ("GIT_SSH_COMMAND", "touch /tmp/x"), ("GIT_CONFIG_KEY_0", "a")]);
+        let env = Env::from_pairs([
+            ("GIT_DIR", "/elsewhere"),
+            ("GIT_SSH_COMMAND", "touch /tmp/x"),
+            ("GIT_CONFIG_KEY_0", "a"),
+        ]);
         Runner::new(Mode::Cli, env, Box::new(io::sink()), Box::new(io::sink()))
     }
 
@@ -392,7 +398,9 @@ mod tests {
         assert_eq!(kept, HashSet::from(["keep.txt".to_owned(), "sub".to_owned()]));
         for (args, env) in old_git.calls.borrow().iter() {
             let joined = args.join(" ");
-            for option in ["core.fsmonitor=false", "core.hooksPath=/dev/null", "protocol.allow=never", "core.sshCommand=false"] {
+            for option in
+                ["core.fsmonitor=false", "core.hooksPath=/dev/null", "protocol.allow=never", "core.sshCommand=false"]
+            {
                 assert!(joined.contains(option), "{joined}");
             }
             assert_eq!(env.get("GIT_NO_LAZY_FETCH"), Some("1"));

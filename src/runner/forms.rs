@@ -100,11 +100,7 @@ fn longest_match(t: &[u8], start: usize, secret: &str, reach: &mut [Vec<usize>])
         }
         reach[k] = here;
     }
-    reach[s.len()]
-        .iter()
-        .copied()
-        .filter(|&end| &t[start..end] == s || end - start >= MIN_FORM_LEN)
-        .max()
+    reach[s.len()].iter().copied().filter(|&end| &t[start..end] == s || end - start >= MIN_FORM_LEN).max()
 }
 
 /// Whether a text byte `c` may begin a reading of the secret byte `b` (itself, its `+`/space
@@ -117,17 +113,14 @@ fn could_start(c: u8, b: u8) -> bool {
 fn steps(t: &[u8], p: usize, secret: &str, k: usize) -> impl Iterator<Item = (usize, usize)> {
     let b = secret.as_bytes()[k];
     let raw = t.get(p).is_some_and(|&c| c == b || (c == b'+' && b == b' ') || (c == b' ' && b == b'+'));
-    let unicode = secret.is_char_boundary(k).then(|| secret[k..].chars().next()).flatten().and_then(|c| {
-        json_unicode_escape(t, p, c).map(|n| (n, c.len_utf8()))
-    });
-    [
-        raw.then_some((1, 1)),
-        escape_for(t, p, b).map(|n| (n, 1)),
-        json_short_escape(t, p, b).map(|n| (n, 1)),
-        unicode,
-    ]
-    .into_iter()
-    .flatten()
+    let unicode = secret
+        .is_char_boundary(k)
+        .then(|| secret[k..].chars().next())
+        .flatten()
+        .and_then(|c| json_unicode_escape(t, p, c).map(|n| (n, c.len_utf8())));
+    [raw.then_some((1, 1)), escape_for(t, p, b).map(|n| (n, 1)), json_short_escape(t, p, b).map(|n| (n, 1)), unicode]
+        .into_iter()
+        .flatten()
 }
 
 /// 3 where a `%XX` escape of `b` (hex digits in either case) starts at `p`.

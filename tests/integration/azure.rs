@@ -252,8 +252,10 @@ fn a_restore_needs_only_read_access_and_a_read_only_save_claims_nothing() {
     let name = azurite::container("read-only");
     let endpoint = azurite::azurite().base();
     let store = [("backend", "azure-blob"), ("azure-container", name.as_str()), ("azure-endpoint", endpoint.as_str())];
-    let inputs: Vec<(&str, &str)> =
-        [("path", "out"), ("native", "none"), ("prefix", "ro"), ("explain-misses", "true")].into_iter().chain(store).collect();
+    let inputs: Vec<(&str, &str)> = [("path", "out"), ("native", "none"), ("prefix", "ro"), ("explain-misses", "true")]
+        .into_iter()
+        .chain(store)
+        .collect();
     let mut writer = Step::new();
     writer.set_env("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT);
     writer.set_env("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY);

@@ -613,7 +613,11 @@ fn listings_hold_a_bounded_number_of_items_whatever_a_page_holds() {
     let cases: Vec<(&str, Arc<String>, bool)> = vec![
         ("Azure: empty <Blob/>", crowded_page(blobs, "<Blob/>", &format!("</Blobs>{}", more("m"))), true),
         ("Azure: fat blobs", crowded_page(blobs, &fat_name, &format!("</Blobs>{}", more("m"))), true),
-        ("Azure: a metadata bomb", crowded_page(&bomb, "<a/>", &format!("</Metadata></Blob></Blobs>{}", more("m"))), true),
+        (
+            "Azure: a metadata bomb",
+            crowded_page(&bomb, "<a/>", &format!("</Metadata></Blob></Blobs>{}", more("m"))),
+            true,
+        ),
         ("S3: empty <Contents/>", crowded_page(contents, "<Contents/>", s3_more), false),
         ("S3: fat keys", crowded_page(contents, &fat_key, s3_more), false),
     ];
@@ -681,11 +685,8 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
     let mut check = |what: String, r: &StepResult, secret: &str, form: &str| {
         let readable = r.readable();
         let readable = format!("{readable}\n{}", readable.replace("%25", "%"));
-        let shown: Vec<String> = windows_of(secret)
-            .into_iter()
-            .chain(windows_of(form))
-            .filter(|w| readable.contains(w.as_str()))
-            .collect();
+        let shown: Vec<String> =
+            windows_of(secret).into_iter().chain(windows_of(form)).filter(|w| readable.contains(w.as_str())).collect();
         if !shown.is_empty() {
             failed.push(format!("{what}: shown {shown:?}:\n{}", r.stdout));
         }
@@ -700,7 +701,10 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
         });
         let sig: String = url::form_urlencoded::byte_serialize(SAS_SIG.as_bytes()).collect();
         let token = format!("sv=2023-01-03&ss=b&srt=sco&sp=rwdl&se=2099-01-01T00:00:00Z&sig={sig}");
-        let step = step_with(pairs(&[("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"), ("AZURE_STORAGE_SAS_TOKEN", &token)]));
+        let step = step_with(pairs(&[
+            ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"),
+            ("AZURE_STORAGE_SAS_TOKEN", &token),
+        ]));
         let r = run(&step, &["restore"], &azure_inputs(&server.url));
         assert!(r.stdout.contains("HTTP 400"), "the echo reaches the log: {}", r.stdout);
         check(format!("SAS signature, {form_name}"), &r, SAS_SIG, &form);
@@ -714,7 +718,9 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
             let signature = request
                 .raw
                 .lines()
-                .find_map(|l| l.strip_prefix("authorization: SharedKey ").or_else(|| l.strip_prefix("Authorization: SharedKey ")))
+                .find_map(|l| {
+                    l.strip_prefix("authorization: SharedKey ").or_else(|| l.strip_prefix("Authorization: SharedKey "))
+                })
                 .and_then(|a| a.split_once(':'))
                 .map(|(_, s)| s.trim().to_owned())
                 .unwrap_or_default();
@@ -746,7 +752,11 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
         "POST" => {
             let body = request.raw.split("\r\n\r\n").nth(1).unwrap_or_default();
             let assertion = body.split('&').find_map(|p| p.strip_prefix("client_assertion=")).unwrap_or("none");
-            Reply::Headed(400, vec![("content-type", "text/plain".into())], Arc::new(format!("bad assertion {assertion}")))
+            Reply::Headed(
+                400,
+                vec![("content-type", "text/plain".into())],
+                Arc::new(format!("bad assertion {assertion}")),
+            )
         }
         _ => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
     });

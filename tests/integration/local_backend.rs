@@ -172,7 +172,8 @@ fn use_records_that_are_not_plain_files_never_hang_grow_or_reach_out() {
     let other = entry.replacen("rec-", "rec-f", 1);
     mkfifo(&step.cache.join("meta").join(&other));
     mkfifo(&step.cache.join("entries").join(entry.replacen("rec-", "rec-e", 1)));
-    let miss_inputs = [("path", "out"), ("native", "none"), ("prefix", "rec"), ("explain-misses", "true"), ("variant", "x")];
+    let miss_inputs =
+        [("path", "out"), ("native", "none"), ("prefix", "rec"), ("explain-misses", "true"), ("variant", "x")];
     let miss = step.run(&["restore"], &miss_inputs, &Default::default());
     assert_eq!(miss.code, 0, "a FIFO hung the explanation (124: killed):\n{}", miss.stdout);
     assert_eq!(miss.output("miss-reason"), "not-found", "{}", miss.stdout);
@@ -191,7 +192,8 @@ fn use_records_that_are_not_plain_files_never_hang_grow_or_reach_out() {
     let out = list.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let rss_mib: f64 =
-        stderr.lines().find_map(|l| l.strip_prefix("maxrss-kib=")).and_then(|k| k.parse::<f64>().ok()).unwrap() / 1024.0;
+        stderr.lines().find_map(|l| l.strip_prefix("maxrss-kib=")).and_then(|k| k.parse::<f64>().ok()).unwrap()
+            / 1024.0;
     assert!(out.status.success(), "list: {stderr}");
     assert!(rss_mib < 100.0, "list grew to {rss_mib:.0} MiB reading a record linked to /dev/zero");
     assert!(stderr.contains("not a plain file"), "one warning says what was ignored: {stderr}");
@@ -249,7 +251,8 @@ fn a_restore_from_a_store_it_may_only_read_hits_and_warns_about_nothing() {
     std::os::unix::fs::chown(step.dir.path().join("run-1"), Some(65534), Some(65534)).unwrap();
     let record = step.cache.join("meta").join(&entry);
     let before = std::fs::metadata(&record).unwrap().modified().unwrap();
-    step.wrapper = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"].map(String::from).to_vec();
+    step.wrapper =
+        ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"].map(String::from).to_vec();
     let hit = step.run(&["restore"], &inputs, &Default::default());
     assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
     assert!(!hit.stdout.contains("::warning::"), "{}", hit.stdout);

@@ -954,7 +954,11 @@ fn hostile_partial_clone(step: &Step, at: &Path, marker: &Path) {
     git_at(step, &origin, &["config", "uploadpack.allowFilter", "true"]);
     git_at(step, &origin, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
     let url = format!("file://{}", origin.display());
-    git_at(step, at.parent().unwrap(), &["clone", "-q", "--filter=tree:0", "--no-checkout", &url, at.to_str().unwrap()]);
+    git_at(
+        step,
+        at.parent().unwrap(),
+        &["clone", "-q", "--filter=tree:0", "--no-checkout", &url, at.to_str().unwrap()],
+    );
     git_at(step, at, &["sparse-checkout", "init", "--cone", "--sparse-index"]);
     git_at(step, at, &["sparse-checkout", "set", "c"]);
     git_at(step, at, &["checkout", "-q", "main"]);
@@ -1058,8 +1062,10 @@ fn clean_on_miss_keeps_what_the_workspace_tracks_whatever_git_sits_between() {
             .into_iter()
             .filter(|f| !step.ws.join(f).exists())
             .collect();
-        let left: Vec<&str> =
-            ["build/gen/stale.bin", "build/gen/deep/stale.o"].into_iter().filter(|f| step.ws.join(f).exists()).collect();
+        let left: Vec<&str> = ["build/gen/stale.bin", "build/gen/deep/stale.o"]
+            .into_iter()
+            .filter(|f| step.ws.join(f).exists())
+            .collect();
         if !gone.is_empty() || !left.is_empty() {
             let log = r.stdout.lines().filter(|l| l.contains("clean-on-miss")).collect::<Vec<_>>().join("\n");
             failures.push(format!("{variant}: tracked removed {gone:?}, stale left {left:?}: {log}"));
@@ -1079,11 +1085,17 @@ fn a_symbolic_root_never_shares_a_version_with_a_literal_path() {
     let temp = step.runner_temp.to_str().unwrap().to_owned();
     let cases = [
         ("~/cfg", step.home.join("cfg"), format!("{ws}/~/cfg"), step.ws.join("~/cfg")),
-        (&*format!("{temp}/gen"), step.runner_temp.join("gen"), "<runner-temp>/gen".to_owned(), step.ws.join("<runner-temp>/gen")),
+        (
+            &*format!("{temp}/gen"),
+            step.runner_temp.join("gen"),
+            "<runner-temp>/gen".to_owned(),
+            step.ws.join("<runner-temp>/gen"),
+        ),
     ];
     for (saved_line, saved_at, other_line, other_at) in cases {
         write(&saved_at.join("settings.toml"), b"the saved place's\n");
-        let inputs = |line: &str| [("path", line.to_owned()), ("native", "none".to_owned()), ("prefix", "sym".to_owned())];
+        let inputs =
+            |line: &str| [("path", line.to_owned()), ("native", "none".to_owned()), ("prefix", "sym".to_owned())];
         let as_pairs = |v: &[(&'static str, String); 3]| v.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>();
         let saved_inputs = as_pairs(&inputs(saved_line));
         let saved_inputs: Vec<(&str, &str)> = saved_inputs.iter().map(|(k, v)| (*k, v.as_str())).collect();

@@ -99,7 +99,9 @@ impl Client {
         }
         // The Shared Key signature made for this request is a secret too (a server may echo it).
         let authorization = request.headers().get(reqwest::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if let Some(signature) = authorization.and_then(|a| a.strip_prefix("SharedKey ")).and_then(|a| a.split_once(':')) {
+        if let Some(signature) =
+            authorization.and_then(|a| a.strip_prefix("SharedKey ")).and_then(|a| a.split_once(':'))
+        {
             self.http.secrets.add(signature.1);
         }
         Ok((url, std::mem::take(request.headers_mut())))

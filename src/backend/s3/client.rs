@@ -334,7 +334,10 @@ impl Inner {
                 }
                 let (_, body) = self.call("list the bucket", Method::GET, root, &query, &[], Bytes::new()).await?;
                 if wire::count_items(&body, "Contents", entries::PAGE_ITEMS).is_some_and(|n| n > entries::PAGE_ITEMS) {
-                    let more = format!("list the bucket: the listing holds more than {} items in one page", entries::PAGE_ITEMS);
+                    let more = format!(
+                        "list the bucket: the listing holds more than {} items in one page",
+                        entries::PAGE_ITEMS
+                    );
                     return Err(BackendError::new(ErrorKind::Fatal, more));
                 }
                 let listing: ListBucketResult = wire::decode_xml(&body).map_err(|e| {
