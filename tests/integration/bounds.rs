@@ -777,3 +777,37 @@ fn escaped_echoes_of_given_and_derived_secrets_never_show() {
     check("federated token file".into(), &r, token_content, token_content);
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
+
+/// Found by the review of issue 30: a token file that is a FIFO stalled the step for good (the
+/// credential client blocks opening it; registering its content must not block either). It is
+/// now refused up front, on Azure (federated token) and S3 (web identity), as cache trouble.
+#[test]
+fn a_token_file_that_is_a_fifo_never_stalls_a_step() {
+    let step = Step::new();
+    let fifo = step.dir.path().join("token.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let unreachable = "http://127.0.0.1:9";
+    let fifo = fifo.to_str().unwrap();
+    let azure = pairs(&[
+        ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"),
+        ("AZURE_CLIENT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000002"),
+        ("AZURE_AUTHORITY_HOST", unreachable),
+        ("AZURE_FEDERATED_TOKEN_FILE", fifo),
+    ]);
+    let s3 = pairs(&[
+        ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/ci"),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", fifo),
+        ("AWS_ENDPOINT_URL_STS", unreachable),
+        ("AWS_REGION", "us-east-1"),
+    ]);
+    for (what, env, inputs) in [("Azure", azure, azure_inputs(unreachable)), ("S3", s3, s3_inputs(unreachable))] {
+        let mut step = step_with(env);
+        step.wrapper = vec!["timeout".into(), "20".into()];
+        let r = run(&step, &["restore"], &inputs);
+        assert_eq!(r.code, 0, "{what}: the step stalled (124: killed) or failed:\n{}", r.stdout);
+        assert!(r.stdout.contains("which is not a plain file"), "{what}: {}", r.stdout);
+    }
+}

@@ -71,7 +71,7 @@ pub(super) fn open_plain(dir: &Dir, name: &str, write: bool) -> io::Result<File>
     }
     let file = dir.open_with(name, &options)?;
     if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a plain file"));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a plain file: a link, a FIFO, a device or a directory"));
     }
     Ok(file)
 }
@@ -103,7 +103,7 @@ fn clear_nonblocking(file: &std::fs::File) {
 /// One warning per process for something in the store that is not what the store writes.
 fn ignored(root: &Path, what: &str, e: &io::Error) {
     crate::runner::warn_later(&format!(
-        "local cache `{}`: ignoring {what} that is not a plain file of the store ({e})",
+        "local cache `{}`: ignoring {what}, which is not what the store writes there ({e})",
         root.display()
     ));
 }

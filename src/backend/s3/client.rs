@@ -183,7 +183,7 @@ impl S3Backend {
             }
         }
         for name in ["AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] {
-            http.mask_token_file(env, name);
+            http.mask_token_file(env, name)?;
         }
         let credentials = CredentialSource::from_env(env)?;
         let mut builder = AmazonS3Builder::new()
