@@ -13,7 +13,7 @@
 //!
 //! Nothing a repository configures runs ([`hardened`]): every call has lazy fetching of
 //! missing objects off, every transport refused, the ssh command, fsmonitor and hooks
-//! neutralised, and the machine's time bound. `ls-files --sparse` reads a sparse index as it
+//! neutralised, and a time bound of its own ([`GIT_WITHIN`]). `ls-files --sparse` reads a sparse index as it
 //! is (a directory outside the sparse checkout is listed whole, kept whole) instead of
 //! expanding it from tree objects that a partial clone may not have.
 
@@ -87,6 +87,10 @@ const HARDENED_ARGS: &[&str] = &[
     "-c",
     "fetch.recurseSubmodules=false",
 ];
+
+/// How long one git call may take: listing the index of a large repository takes seconds; a
+/// repository whose configuration includes a FIFO would wait for ever.
+const GIT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `args` after [`HARDENED_ARGS`].
 fn hardened<'a>(args: &[&'a str]) -> Vec<&'a str> {
@@ -207,7 +211,7 @@ fn listed(stdout: &str) -> impl Iterator<Item = &str> {
 impl GitTracked<'_> {
     /// Run git hardened in `cwd`; `Ok(None)` where git is not installed (said once).
     fn git(&self, args: &[&str], cwd: &Path) -> Result<Option<CommandOutput>, String> {
-        match self.system.run("git", &hardened(args), &self.env, cwd) {
+        match self.system.run_within("git", &hardened(args), &self.env, cwd, GIT_WITHIN) {
             Ok(Some(out)) => Ok(Some(out)),
             Ok(None) => {
                 if !self.said_missing.replace(true) {
@@ -337,6 +341,50 @@ mod tests {
         top: &'static str,
         ls_files: fn(bool) -> CommandOutput,
         calls: RefCell<Vec<(Vec<String>, Env)>>,
+    }
+
+    /// Review of issue 30: a planted repository whose configuration includes a FIFO made each
+    /// call wait for the machine's 120 s bound; every git call now has its own.
+    #[test]
+    fn every_git_call_has_a_short_time_bound() {
+        struct Bounded(RefCell<Vec<std::time::Duration>>);
+        impl System for Bounded {
+            fn run(&self, _: &str, _: &[&str], _: &Env, _: &Path) -> io::Result<Option<CommandOutput>> {
+                panic!("git without a bound of its own")
+            }
+            fn run_within(
+                &self,
+                _: &str,
+                _: &[&str],
+                _: &Env,
+                _: &Path,
+                limit: std::time::Duration,
+            ) -> io::Result<Option<CommandOutput>> {
+                self.0.borrow_mut().push(limit);
+                Ok(Some(out(128, "", "fatal: not a git repository")))
+            }
+            fn run_shell(&self, _: &str, _: &Env, _: &Path) -> io::Result<CommandOutput> {
+                unreachable!()
+            }
+            fn cpu(&self) -> CpuFacts {
+                CpuFacts::default()
+            }
+            fn os(&self) -> OsFacts {
+                OsFacts::default()
+            }
+            fn libc(&self, _: &Env) -> Option<String> {
+                None
+            }
+            fn is_file(&self, _: &Path) -> bool {
+                false
+            }
+        }
+        let runner = runner();
+        let system = Bounded(RefCell::new(Vec::new()));
+        let tracked = GitTracked::new(&runner, &system, Path::new("/nonexistent-ws"));
+        assert!(tracked.below(Path::new("/nonexistent-ws/out")).unwrap().is_empty());
+        let limits = system.0.borrow();
+        assert!(!limits.is_empty() && limits.iter().all(|l| *l <= std::time::Duration::from_secs(30)), "{limits:?}");
     }
 
     fn out(code: i32, stdout: &str, stderr: &str) -> CommandOutput {
