@@ -178,7 +178,10 @@ impl Http {
         // A file that is missing or unreadable is the credential client's to report.
         let Ok(file) = options.open(path) else { return Ok(()) };
         if !file.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(BackendError::new(ErrorKind::Fatal, format!("`{name}` names `{path}`, which is not a plain file")));
+            return Err(BackendError::new(
+                ErrorKind::Fatal,
+                format!("`{name}` names `{path}`, which is not a plain file"),
+            ));
         }
         let mut text = String::new();
         if file.take(64 << 10).read_to_string(&mut text).is_ok() {

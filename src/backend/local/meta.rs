@@ -71,7 +71,10 @@ pub(super) fn open_plain(dir: &Dir, name: &str, write: bool) -> io::Result<File>
     }
     let file = dir.open_with(name, &options)?;
     if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a plain file: a link, a FIFO, a device or a directory"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a plain file: a link, a FIFO, a device or a directory",
+        ));
     }
     Ok(file)
 }
