@@ -471,7 +471,7 @@ fn classify(err: &UnpackError) -> MissReason {
 /// `clean-on-miss`: remove stale files under `path`. Trouble is a warning, or under `strict`
 /// the error that fails the step.
 fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<CleanError>) {
-    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system);
+    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system, &config.fingerprint.locations.workspace);
     let mut stats = CleanStats::default();
     let result = clean_into(&config.paths, &config.clean_guard, &tracked, &mut stats);
     let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();

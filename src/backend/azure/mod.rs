@@ -53,6 +53,7 @@ impl AzureBlobBackend {
         for secret in AzureSettings::secrets(env) {
             http.secrets.add(&secret);
         }
+        http.mask_token_file(env, "AZURE_FEDERATED_TOKEN_FILE")?;
         let store = settings.builder(env).build().map_err(|e| {
             BackendError::new(
                 ErrorKind::Fatal,
