@@ -88,8 +88,11 @@ pub fn newest_or(
 ) -> Result<Option<CacheEntry>, BackendError> {
     match listing {
         Ok(objects) => {
-            let named =
-                objects.iter().filter_map(|(name, modified)| Some((split_name(name, prefix, newest_of)?, *modified)));
+            // Only our own later generations' names: a stray object under the prefix is no base.
+            let named = objects
+                .iter()
+                .filter_map(|(name, modified)| Some((split_name(name, prefix, newest_of)?, *modified)))
+                .filter(|((found, _), _)| crate::stack::generation_of(key, found).is_some());
             if let Some(newest) = newest_key(named, version)
                 && let Some(entry) = lookup(&newest)?
             {

@@ -80,8 +80,10 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         (tried, replacement)
     };
     let version = config.version();
+    let store = backend.describe();
     let keep = |restored: Restored| {
-        let kept = RestoreRecord { key: record.key.clone(), version: version.clone(), restored };
+        let (key, version, store) = (record.key.clone(), version.clone(), store.clone());
+        let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored };
         handoff::write_record(config, runner.env(), &kept)
             .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
             .ok()

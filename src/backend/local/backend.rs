@@ -120,7 +120,10 @@ impl Backend for LocalBackend {
         for item in listing {
             let item = item.map_err(|e| self.io_error("list", &dir, e))?;
             let name = item.file_name();
-            let Some(found) = name.to_str().and_then(|n| n.strip_suffix(&suffix)).filter(|k| k.starts_with(newest_of))
+            let Some(found) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(&suffix))
+                .filter(|k| k.starts_with(newest_of) && crate::stack::generation_of(key, k).is_some())
             else {
                 continue;
             };
