@@ -279,6 +279,23 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.as_str().to_owned()
 }
 
+/// `none`, or `⚠️ 2 files read that no input covers: `data/cases.txt`, …`.
+fn uncovered_cell(md: &Markdown, uncovered: &[String]) -> Inline {
+    if uncovered.is_empty() {
+        return Inline::ours("none: every file the job's Python read under the workspace is covered");
+    }
+    let mut named: Vec<String> =
+        uncovered.iter().take(SUMMARY_VALUES).map(|f| md.code(&shorten(f, 200)).to_string()).collect();
+    if uncovered.len() > SUMMARY_VALUES {
+        named.push(format!("and {} more", uncovered.len() - SUMMARY_VALUES));
+    }
+    Inline::ours(format!(
+        "⚠️ {} read that no input covers: {}",
+        units::count_of(uncovered.len(), "file"),
+        named.join(", ")
+    ))
+}
+
 pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     let mut md = shown.summary("save");
     let mut rows = Vec::new();
@@ -292,6 +309,9 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
         let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
+    }
+    if let Some(uncovered) = &outcome.uncovered {
+        rows.push(vec![Inline::ours("uncovered reads"), uncovered_cell(&md, uncovered)]);
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {

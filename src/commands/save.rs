@@ -8,7 +8,7 @@ use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
-use crate::config::{Config, VerifyReuse};
+use crate::config::{Config, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::EntryKind;
@@ -79,11 +79,20 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         }
         Some(Restored::NotReused) | None => Place::Slot(Slot::FIRST_BASE),
     };
+    // The run that generated what this save keeps: what its Python read and nothing covers.
+    let uncovered = super::reads::check(ctx, config, &record);
+    let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
     if !config.save_if {
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
-        return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
+        let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false");
+        return Ok(with_uncovered(disabled));
     }
-    Ok(save(ctx, config, &record, &Target::whole(place)))
+    if let Some(files) = uncovered.as_ref().filter(|u| !u.is_empty() && config.uncovered_reads == UncoveredReads::Fail)
+    {
+        let detail = super::reads::line(files);
+        return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
+    }
+    Ok(with_uncovered(save(ctx, config, &record, &Target::whole(place))))
 }
 
 /// An entry restored earlier in the job.
