@@ -337,7 +337,13 @@ pub struct SaveOutcome {
     pub slot: Option<Slot>,
     /// After a miss, with `uncovered-reads`: the files the job's Python read that no input
     /// covers (`None`: nothing was recorded).
-    pub uncovered: Option<Vec<String>>,
+    pub uncovered: Option<Box<Uncovered>>,
+}
+
+/// The files the generating run's Python read that no input covers, as the log shows paths.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Uncovered {
+    pub files: Vec<String>,
 }
 
 impl SaveOutcome {

@@ -96,7 +96,7 @@ fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
                 return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
             }
             if save.result == crate::outcome::SaveResult::UncoveredReads {
-                return Err(Error::UncoveredReads { count: save.uncovered.as_ref().map_or(0, Vec::len) });
+                return Err(Error::UncoveredReads { count: save.uncovered.as_ref().map_or(0, |u| u.files.len()) });
             }
             match &save.verified {
                 Some(verified) if verified.failed => Err(Error::VerifyFailed { count: verified.changed_files.len() }),

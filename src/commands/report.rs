@@ -311,7 +311,7 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
     }
     if let Some(uncovered) = &outcome.uncovered {
-        rows.push(vec![Inline::ours("uncovered reads"), uncovered_cell(&md, uncovered)]);
+        rows.push(vec![Inline::ours("uncovered reads"), uncovered_cell(&md, &uncovered.files)]);
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {

@@ -12,7 +12,7 @@ use crate::config::{Config, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::EntryKind;
-use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
+use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
@@ -80,15 +80,15 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         Some(Restored::NotReused) | None => Place::Slot(Slot::FIRST_BASE),
     };
     // The run that generated what this save keeps: what its Python read and nothing covers.
-    let uncovered = super::reads::check(ctx, config, &record);
+    let uncovered = super::reads::check(ctx, config, &record).map(|files| Box::new(Uncovered { files }));
     let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
     if !config.save_if {
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
         let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false");
         return Ok(with_uncovered(disabled));
     }
-    if let Some(files) = uncovered.as_ref().filter(|u| !u.is_empty() && config.uncovered_reads == UncoveredReads::Fail)
-    {
+    let refusing = config.uncovered_reads == UncoveredReads::Fail;
+    if let Some(Uncovered { files }) = uncovered.as_deref().filter(|u| refusing && !u.files.is_empty()) {
         let detail = super::reads::line(files);
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
@@ -242,7 +242,7 @@ fn next_base(
     backend: &dyn Backend,
     record: &FingerprintRecord,
     place: Place,
-) -> Result<Slot, SaveOutcome> {
+) -> Result<Slot, Box<SaveOutcome>> {
     let (seen, replacing) = match place {
         Place::Slot(slot) => return Ok(slot),
         Place::Above { seen, replacing } => (seen, replacing),
@@ -256,7 +256,7 @@ fn next_base(
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
         let detail =
             format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
-        return Err(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail));
+        return Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)));
     }
     let basis = if bases.error.is_some() { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
@@ -265,7 +265,7 @@ fn next_base(
              changes"
         );
         ctx.runner.warning(&detail);
-        SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail)
+        Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
     })
 }
 
@@ -355,7 +355,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
     runner.info(&format!("backend: {}", backend.describe()));
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
         Ok(slot) => slot,
-        Err(settled) => return settled,
+        Err(settled) => return *settled,
     };
     match (&target.announce, target.place) {
         (Some(line), _) => runner.info(&line.replace("{slot}", &slot.to_string())),

@@ -47,7 +47,7 @@ pub fn follow(roots: &[PathBuf], workspace: &Path, search: &SearchPath) -> Reach
     let mut follower = Follower { workspace, search, installed, scans: HashMap::new() };
     let mut reached = Reached::new();
     for root in roots {
-        follower.from_root(root, &mut reached);
+        follower.follow_root(root, &mut reached);
     }
     reached
 }
@@ -68,7 +68,7 @@ struct Follower<'a> {
 impl Follower<'_> {
     /// Follow one script: its own `sys.path` (its directory, and what it and the modules it
     /// reaches insert) applies to everything it reaches.
-    fn from_root(&mut self, root: &Path, reached: &mut Reached) {
+    fn follow_root(&mut self, root: &Path, reached: &mut Reached) {
         let script_dir = root.parent().unwrap_or(root).to_owned();
         let (mut front, mut back): (Vec<PathBuf>, Vec<PathBuf>) = (Vec::new(), Vec::new());
         let mut seen: HashSet<PathBuf> = HashSet::from([root.to_owned()]);
