@@ -36,7 +36,7 @@ pub struct Scan {
     pub imports: Vec<Import>,
     /// `sys.path.insert(…)` paths, in order.
     pub inserted: Vec<PathBuf>,
-    /// `sys.path.append(…)` / `extend` paths, in order.
+    /// `sys.path.append(…)` paths, in order.
     pub appended: Vec<PathBuf>,
 }
 

@@ -137,6 +137,7 @@ fn reads_under_path_in_hash_files_or_written_by_the_job_are_covered_and_a_users_
     write(&step.ws.join("fixtures/previous.bin"), b"old");
     write(&step.ws.join("inputs/table.csv"), b"1,2\n");
     write(&step.ws.join("notes/readme.txt"), b"read me\n");
+    write(&step.ws.join("notes/child.txt"), b"read by a child process\n");
     write(
         &step.ws.join("gen.py"),
         b"import pathlib, sitecustomize, sys\n\
@@ -147,7 +148,9 @@ fn reads_under_path_in_hash_files_or_written_by_the_job_are_covered_and_a_users_
           pathlib.Path('scratch.txt').write_text('x')\n\
           pathlib.Path('scratch.txt').read_text()\n\
           pathlib.Path('notes/readme.txt').read_text()\n\
-          pathlib.Path('fixtures/new.bin').write_bytes(b'new')\n",
+          pathlib.Path('fixtures/new.bin').write_bytes(b'new')\n\
+          import subprocess\n\
+          subprocess.run([sys.executable, '-c', \"open('notes/child.txt').read()\"], check=True)\n",
     );
     // The user's own sitecustomize, on the user's PYTHONPATH.
     let theirs = step.dir.path().join("theirs");
@@ -169,7 +172,7 @@ fn reads_under_path_in_hash_files_or_written_by_the_job_are_covered_and_a_users_
     assert!(stdout.contains("USER their sitecustomize ran"), "{stdout}");
     assert!(stdout.contains("OURS ON SYS.PATH False"), "{stdout}");
     let saved = post(&mut step, &restore, &inputs);
-    assert_eq!(saved.output("uncovered-files"), "notes/readme.txt", "{}", saved.stdout);
+    assert_eq!(saved.output("uncovered-files"), "notes/child.txt\nnotes/readme.txt", "{}", saved.stdout);
 }
 
 #[test]
