@@ -41,8 +41,11 @@ def _install(os, sys, log, root):
     from _thread import get_ident
 
     roots = sorted({root, os.path.realpath(root)}, key=len, reverse=True)
+    # The interpreter's own places (a venv in the workspace), unless one holds the workspace.
     own = tuple(
-        p.rstrip(os.sep) + os.sep for p in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix} if p
+        p
+        for p in (q.rstrip(os.sep) + os.sep for q in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix} if q)
+        if not (root + os.sep).startswith(p)
     )
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
     seen = set()

@@ -87,7 +87,8 @@ fn a_helper_change_is_a_miss_and_the_data_file_is_named_on_the_generating_run() 
     assert!(!second.env.contains_key("PYTHONPATH"), "a hit arranges nothing: {:?}", second.env);
 
     // Run 3: the helper changed: a miss, and the explanation names the helper and who imports it.
-    write(&step.ws.join("tools/helpers/weights.py"), b"SCALE = 2\n");
+    // Another size: Python would take its cached bytecode of a same-size file written within the second.
+    write(&step.ws.join("tools/helpers/weights.py"), b"SCALE = 2  # doubled\n");
     std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
     let third = step.run(&["restore"], &inputs(), NO_STATE);
     assert_eq!(third.output("miss-reason"), "not-found", "{}", third.stdout);
@@ -241,4 +242,42 @@ fn with_python_its_search_path_is_used_and_its_own_modules_are_not_followed() {
     let fp = collect(&spec, &HostSystem::default(), &env).unwrap();
     let imported: Vec<&String> = fp.components["imports"].keys().collect();
     assert_eq!(imported, ["src/src_pkg/__init__.py", "src/src_pkg/mod.py"]);
+}
+
+/// The budget: a generator that imports torch costs a warm fingerprint less than 0.2 s
+/// more than one that does not, with torch's venv inside the workspace (as a checkout's `.venv`).
+#[crate::support::needs(torch)]
+fn a_torch_import_is_not_followed_and_costs_a_warm_fingerprint_little() {
+    let venv = crate::support::torch_venv();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(std::fs::canonicalize(&venv).unwrap(), dir.path().join(".venv-torch")).unwrap();
+    write(&dir.path().join("tools/helpers/weights.py"), b"SCALE = 1\n");
+    write(&dir.path().join("tools/plain.py"), b"import json\nfrom helpers.weights import SCALE\n");
+    write(
+        &dir.path().join("tools/torch_gen.py"),
+        b"import json\nimport torch\nimport torch.nn.functional as F\nfrom helpers.weights import SCALE\n",
+    );
+    let spec = |script: &str| {
+        let mut spec = FingerprintSpec::new(Locations { workspace: dir.path().to_owned(), home: None });
+        spec.native.clear();
+        spec.hash_files = vec![format!("tools/{script}")];
+        spec.python = Some(".venv-torch/bin/python".into());
+        spec
+    };
+    let env = Env::from_pairs([("PATH", std::env::var("PATH").unwrap())]);
+    let timed = |script: &str| {
+        let started = std::time::Instant::now();
+        let fp = collect(&spec(script), &HostSystem::default(), &env).unwrap();
+        (started.elapsed().as_secs_f64(), fp)
+    };
+    let (_, fp) = timed("torch_gen.py");
+    let imported: Vec<&String> = fp.components["imports"].keys().collect();
+    assert_eq!(imported, ["tools/helpers/weights.py"], "torch lies in the interpreter's site-packages: not followed");
+    let median = |script: &str| {
+        let mut times: Vec<f64> = (0..5).map(|_| timed(script).0).collect();
+        times.sort_by(f64::total_cmp);
+        times[2]
+    };
+    let (plain, torch) = (median("plain.py"), median("torch_gen.py"));
+    assert!(torch - plain < 0.2, "torch import: {torch:.3} s, without: {plain:.3} s");
 }
