@@ -30,6 +30,7 @@ def _note(os, log, text):
 
 
 def _quote(text):
+    # A JSON string: what is not printable, quotes and backslashes as \u escapes.
     return '"' + "".join(c if c.isprintable() and c not in '"\\' else "\\u%04x" % ord(c) for c in text) + '"'
 
 
@@ -37,7 +38,6 @@ def _install(os, sys, log, root):
     if not hasattr(sys, "addaudithook"):
         _note(os, log, "Python %d.%d has no audit hooks (3.8 and later have): its reads are not seen" % sys.version_info[:2])
         return
-    import json
     from _thread import get_ident
 
     roots = sorted({root, os.path.realpath(root)}, key=len, reverse=True)
@@ -82,7 +82,7 @@ def _install(os, sys, log, root):
             seen.add((kind, path))
             if not fd:
                 fd.append(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
-            os.write(fd[0], (json.dumps([kind, path]) + "\n").encode("utf-8", "surrogateescape"))
+            os.write(fd[0], ('["%s", %s]\n' % (kind, _quote(path))).encode("utf-8", "surrogateescape"))
         except Exception:
             pass
         finally:
@@ -92,16 +92,16 @@ def _install(os, sys, log, root):
 
 
 def _exact_cache_chain(here):
-    # The sitecustomize this one stands in front of: the next on sys.path.
-    import importlib.machinery
-    import importlib.util
+    # The sitecustomize this one stands in front of: the next on sys.path. The import system's
+    # own modules are loaded already; `importlib` would cost every process a few milliseconds.
     import sys
 
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    bootstrap, external = sys.modules["_frozen_importlib"], sys.modules["_frozen_importlib_external"]
+    spec = external.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         # As if there were no sitecustomize: `site` takes this error for its absence.
         raise ImportError("No module named 'sitecustomize'", name="sitecustomize")
-    module = importlib.util.module_from_spec(spec)
+    module = bootstrap.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
 
