@@ -281,3 +281,17 @@ fn a_torch_import_is_not_followed_and_costs_a_warm_fingerprint_little() {
     let (plain, torch) = (median("plain.py"), median("torch_gen.py"));
     assert!(torch - plain < 0.2, "torch import: {torch:.3} s, without: {plain:.3} s");
 }
+
+#[test]
+fn where_the_hook_cannot_work_the_save_says_so_once_and_goes_on() {
+    let mut step = Step::new();
+    project(&step);
+    let restore = step.run(&["restore"], &inputs(), NO_STATE);
+    // Two processes of a Python without audit hooks (before 3.8) each left the same note.
+    let note = "[\"!\", \"Python 3.7 has no audit hooks (3.8 and later have): its reads are not seen\"]\n";
+    std::fs::write(&restore.env["EXACT_CACHE_READS_LOG"], note.repeat(2)).unwrap();
+    write(&step.ws.join("fixtures/water.expected"), b"5\n");
+    let saved = post(&mut step, &restore, &inputs());
+    assert_eq!((saved.code, saved.output("save-result")), (0, "saved"), "{}", saved.stdout);
+    assert_eq!(saved.stdout.matches("Python 3.7 has no audit hooks").count(), 1, "{}", saved.stdout);
+}
