@@ -102,6 +102,11 @@ impl VersionRoots {
 
     /// How `line` enters the version: as written, except an absolute line below one of the
     /// roots, which is named by the deepest such root (a `!` line likewise).
+    ///
+    /// A root's symbolic name (`~`, `<runner-temp>`, …) never equals what a literal path says:
+    /// a workspace-relative name that begins with `~` or `<` (a relative line `<runner-temp>/gen`,
+    /// an absolute `$GITHUB_WORKSPACE/~/cfg`) is written `./<runner-temp>/gen`, `./~/cfg` — what
+    /// the line `./~/cfg` is named too, the same place.
     pub fn name(&self, line: &str) -> String {
         let line = line.trim();
         let (bang, pattern) = match line.strip_prefix('!') {
@@ -109,7 +114,10 @@ impl VersionRoots {
             None => ("", line),
         };
         if !Path::new(pattern).is_absolute() {
-            return line.to_owned();
+            return match pattern.starts_with('<') {
+                true => format!("{bang}./{pattern}"),
+                false => line.to_owned(),
+            };
         }
         let path = normalize(Path::new(pattern));
         let deepest = self
@@ -123,6 +131,7 @@ impl VersionRoots {
                 let rel = slash(rel);
                 let named = match (name.is_empty(), rel.is_empty()) {
                     (true, true) => ".".to_owned(),
+                    (true, false) if rel.starts_with(['~', '<']) => format!("./{rel}"),
                     (true, false) => rel,
                     (false, true) => name.clone(),
                     (false, false) => format!("{name}/{rel}"),
@@ -374,9 +383,38 @@ mod tests {
             assert_eq!(two.name(&written.replace("runner-N", "runner-2")), named);
         }
         // What is not absolute, or lies outside every root, is named as written.
-        for line in ["out/./x", "~/.cache/t", "/data/inductor", "!out/*.log", "/opt/runner-10/x"] {
+        for line in ["out/./x", "~/.cache/t", "/data/inductor", "!out/*.log", "/opt/runner-10/x", "./~/cfg"] {
             assert_eq!(one.name(line), line);
         }
+    }
+
+    /// Issue 30, finding 6: two places never share a name. A workspace directory named `~` or
+    /// `<runner-temp>` is not the home directory or `RUNNER_TEMP`.
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_name_never_equals_what_a_literal_line_says() {
+        let locations = Locations { workspace: PathBuf::from("/r/_work/r/r"), home: Some(PathBuf::from("/home/u")) };
+        let roots = VersionRoots::of(&locations).with(Path::new("/r/_work/_temp"), "<runner-temp>");
+        let places = [
+            ("~/cfg", "/home/u/cfg"),
+            ("/home/u/cfg", "/home/u/cfg"),
+            ("/r/_work/r/r/~/cfg", "/r/_work/r/r/~/cfg"),
+            ("./~/cfg", "/r/_work/r/r/~/cfg"),
+            ("/r/_work/_temp/gen", "/r/_work/_temp/gen"),
+            ("<runner-temp>/gen", "/r/_work/r/r/<runner-temp>/gen"),
+            ("/r/_work/r/r/<runner-temp>/gen", "/r/_work/r/r/<runner-temp>/gen"),
+            ("!<runner-temp>/gen", "!/r/_work/r/r/<runner-temp>/gen"),
+            ("!/r/_work/_temp/gen", "!/r/_work/_temp/gen"),
+        ];
+        for (a, place_a) in places {
+            for (b, place_b) in places {
+                let same = roots.name(a) == roots.name(b);
+                assert_eq!(same, place_a == place_b, "`{a}` ({}) and `{b}` ({})", roots.name(a), roots.name(b));
+            }
+        }
+        assert_eq!(roots.name("/r/_work/r/r/~/cfg"), "./~/cfg");
+        assert_eq!(roots.name("<runner-temp>/gen"), "./<runner-temp>/gen");
+        assert_eq!(roots.name("/r/_work/_temp/gen"), "<runner-temp>/gen");
     }
 
     #[cfg(unix)]

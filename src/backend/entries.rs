@@ -76,6 +76,35 @@ pub fn newest_key<'a>(objects: impl Iterator<Item = ((String, &'a str), i64)>, v
         .map(|((key, _), _)| Key::from(key))
 }
 
+/// A restore's first lookup in object storage ([`crate::backend::Backend::lookup_newest_or`]):
+/// of the `listing` of the objects named `prefix` + `newest_of`… (name, modification time), the
+/// newest of `version`, looked up (`lookup`); else `key` itself. A listing the credentials may
+/// not make leaves `key` alone: such a store reaches no later generation.
+pub fn newest_or(
+    listing: Result<Vec<(String, i64)>, BackendError>,
+    (prefix, newest_of): (&str, &str),
+    (key, version): (&Key, &Version),
+    lookup: impl Fn(&Key) -> Result<Option<CacheEntry>, BackendError>,
+) -> Result<Option<CacheEntry>, BackendError> {
+    match listing {
+        Ok(objects) => {
+            // Only our own later generations' names: a stray object under the prefix is no base.
+            let named = objects
+                .iter()
+                .filter_map(|(name, modified)| Some((split_name(name, prefix, newest_of)?, *modified)))
+                .filter(|((found, _), _)| crate::stack::generation_of(key, found).is_some());
+            if let Some(newest) = newest_key(named, version)
+                && let Some(entry) = lookup(&newest)?
+            {
+                return Ok(Some(entry));
+            }
+        }
+        Err(e) if e.kind == ErrorKind::Forbidden => {}
+        Err(e) => return Err(e),
+    }
+    lookup(key)
+}
+
 /// A listed entry from its name's parts and its metadata (`meta`: a field's value). An entry
 /// saved without a ref (outside Actions) has the empty ref: it belongs to runs without one,
 /// never to every ref.
@@ -109,15 +138,54 @@ pub fn newest_on(mut found: Vec<Listed>, r#ref: Option<&str>) -> Vec<Listed> {
     found
 }
 
+/// The most items one page of a listing may hold: Azure's own limit (S3's is 1,000). A page is
+/// counted before it is decoded ([`crate::backend::wire::count_items`]), so a page of a million
+/// empty `<Blob/>` elements costs its 8 MiB of text, not a million decoded items.
+pub const PAGE_ITEMS: usize = 5000;
+
+/// The most items a whole listing keeps (a prefix of an exact-cache store holds a few entries
+/// per key).
+pub const LISTED_ITEMS: usize = 100_000;
+
+/// The most memory the items of a whole listing may take, as [`Weight`] counts it.
+pub const LISTED_BYTES: usize = 64 << 20;
+
+/// The memory an item of a listing takes: its own size and the text it holds.
+pub trait Weight {
+    fn weight(&self) -> usize;
+}
+
+impl Weight for (String, u64, i64) {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>() + self.0.len()
+    }
+}
+
+impl Weight for crate::backend::wire::ListedBlob {
+    fn weight(&self) -> usize {
+        let m = &self.metadata;
+        let text: usize =
+            [&self.name, &m.version, &m.saved_ref, &m.created].iter().flat_map(|s| s.as_ref()).map(String::len).sum();
+        std::mem::size_of::<Self>() + self.properties.last_modified.len() + text
+    }
+}
+
 /// Every item of a paged listing named `what`: `page(marker)` fetches one page and says where
 /// the next starts (`None`: the listing ended). A listing that has not ended after `list_pages`
 /// pages or `list_deadline` (a server that always says there is more) is an error, never an
-/// endless loop.
-pub async fn bounded_listing<T, F, Fut>(tuning: &Tuning, what: &str, mut page: F) -> Result<Vec<T>, BackendError>
+/// endless loop; so is one that holds more than [`PAGE_ITEMS`] items in a page, or more than
+/// [`LISTED_ITEMS`] items or [`LISTED_BYTES`] in all, whatever the server sends.
+pub async fn bounded_listing<T: Weight, F, Fut>(
+    tuning: &Tuning,
+    what: &str,
+    mut page: F,
+) -> Result<Vec<T>, BackendError>
 where
     F: FnMut(Option<String>) -> Fut,
     Fut: Future<Output = Result<(Vec<T>, Option<String>), BackendError>>,
 {
+    let too_large = |detail: String| BackendError::new(ErrorKind::Fatal, format!("{what}: the listing {detail}"));
+    let mut bytes = 0usize;
     let started = tokio::time::Instant::now();
     let unfinished =
         |detail: String| BackendError::new(ErrorKind::Fatal, format!("{what}: the listing did not end {detail}"));
@@ -130,6 +198,16 @@ where
             return Err(unfinished(format!("within {within} ({pages} pages)")));
         };
         let (found, next) = answer?;
+        if found.len() > PAGE_ITEMS {
+            return Err(too_large(format!("holds more than {PAGE_ITEMS} items in one page")));
+        }
+        bytes += found.iter().map(Weight::weight).sum::<usize>();
+        if items.len() + found.len() > LISTED_ITEMS || bytes > LISTED_BYTES {
+            return Err(too_large(format!(
+                "holds more than {LISTED_ITEMS} items or {} MiB: use a narrower prefix",
+                LISTED_BYTES >> 20
+            )));
+        }
         items.extend(found);
         match next {
             Some(next) => marker = Some(next),
@@ -214,6 +292,29 @@ mod tests {
         assert_eq!((hit.size, hit.location.as_str()), (Some(12), "p/k/v1-full"));
         assert!(found(&headers, "x-ms-meta-", "p/k/v1-full", &"k".into(), &"v1-other".into()).is_none());
         assert!(found(&headers, "x-amz-meta-", "p/k/v1-full", &"k".into(), &"v1-full".into()).is_none());
+    }
+
+    impl Weight for i32 {
+        fn weight(&self) -> usize {
+            4
+        }
+    }
+
+    impl Weight for bool {
+        fn weight(&self) -> usize {
+            1
+        }
+    }
+
+    #[test]
+    fn a_listing_holds_a_bounded_number_of_items() {
+        let tuning = Tuning::from_env(&Env::default());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let crowded = rt.block_on(bounded_listing(&tuning, "x", |_| async { Ok((vec![0; PAGE_ITEMS + 1], None)) }));
+        assert!(crowded.unwrap_err().message.contains("more than 5000 items in one page"));
+        let many =
+            rt.block_on(bounded_listing(&tuning, "x", |_| async { Ok((vec![0; PAGE_ITEMS], Some("m".into()))) }));
+        assert!(many.unwrap_err().message.contains("more than 100000 items"));
     }
 
     #[test]

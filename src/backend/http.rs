@@ -164,6 +164,32 @@ impl Http {
         self.rt.as_ref().expect("the runtime lives as long as Http")
     }
 
+    /// Register the content of the file the variable `name` of `env` names (a federated or
+    /// web-identity token file, which a credential client sends to a token endpoint that may
+    /// echo it), whole and line by line; at most 64 KiB of it. A name that is not a plain file
+    /// (a FIFO would stall the credential client reading it) is an error, before any request.
+    pub fn mask_token_file(&self, env: &Env, name: &str) -> Result<(), BackendError> {
+        use std::io::Read;
+        let Some(path) = env.non_empty(name) else { return Ok(()) };
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+        // A file that is missing or unreadable is the credential client's to report.
+        let Ok(file) = options.open(path) else { return Ok(()) };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(BackendError::new(
+                ErrorKind::Fatal,
+                format!("`{name}` names `{path}`, which is not a plain file"),
+            ));
+        }
+        let mut text = String::new();
+        if file.take(64 << 10).read_to_string(&mut text).is_ok() {
+            self.secrets.add(&text);
+        }
+        Ok(())
+    }
+
     /// Register the signature of a signed URL (Azure's `sig`, S3's `X-Amz-Signature`, and S3's
     /// session token), or the whole query when there is none.
     pub fn mask_url(&self, url: &str) {

@@ -129,8 +129,51 @@ pub struct Blobs {
 pub struct ListedBlob {
     pub name: Option<String>,
     pub properties: BlobProperties,
-    /// The blob's metadata by name, as saved (without `x-ms-meta-`).
-    pub metadata: std::collections::BTreeMap<String, String>,
+    pub metadata: BlobMetadata,
+}
+
+/// The metadata fields of a listed blob that exact-cache saves (without `x-ms-meta-`); any
+/// other field is skipped unread, so a blob with a million of them costs nothing.
+#[derive(Debug, Deserialize, Default)]
+#[serde(default)]
+pub struct BlobMetadata {
+    pub version: Option<String>,
+    #[serde(rename = "ref")]
+    pub saved_ref: Option<String>,
+    pub created: Option<String>,
+}
+
+impl BlobMetadata {
+    /// The field `name` ([`crate::backend::entries::VERSION`], `REF`, `CREATED`).
+    pub fn get(&self, name: &str) -> Option<&String> {
+        match name {
+            "version" => self.version.as_ref(),
+            "ref" => self.saved_ref.as_ref(),
+            "created" => self.created.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// How many elements named `name` an XML text holds, at any depth, counted up to `limit + 1`
+/// without decoding anything (a listing's items, counted before a page is decoded); `None`
+/// for text that is not well-formed XML (the decoder then says why).
+pub fn count_items(text: &str, name: &str, limit: usize) -> Option<usize> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(text);
+    let mut count = 0;
+    loop {
+        match reader.read_event().ok()? {
+            Event::Start(e) | Event::Empty(e) if e.local_name().as_ref() == name.as_bytes() => {
+                count += 1;
+                if count > limit {
+                    return Some(count);
+                }
+            }
+            Event::Eof => return Some(count),
+            _ => {}
+        }
+    }
 }
 
 /// A listed blob's `<Properties>`.
@@ -346,8 +389,18 @@ mod tests {
             (42, "Tue, 02 Jan 2024 03:04:05 GMT")
         );
         assert_eq!(first.metadata.get("ref").map(String::as_str), Some("refs%2Fheads%2Fmain"));
-        assert_eq!(first.metadata.len(), 3);
-        assert!(second.metadata.is_empty());
+        let m = &first.metadata;
+        assert_eq!((m.version.as_deref(), m.created.as_deref()), (Some("0123abcd"), Some("1700000000")));
+        assert!(second.metadata.get("version").is_none() && second.metadata.get("ref").is_none());
+        // Fields exact-cache never saves are skipped; a page is counted before it is decoded.
+        let odd: EnumerationResults = decode_xml(
+            "<EnumerationResults><Blobs><Blob><Metadata><a/><b>x</b><version>v</version></Metadata></Blob></Blobs>\
+             </EnumerationResults>",
+        )
+        .unwrap();
+        assert_eq!(odd.blobs.blobs[0].metadata.version.as_deref(), Some("v"));
+        assert_eq!(count_items(page, "Blob", 10), Some(2));
+        assert_eq!(count_items(&"<Blob/>".repeat(100), "Blob", 10), Some(11), "counting stops past the limit");
         assert_eq!(listing.next_marker.as_deref(), Some("2!96!next"));
         let last: EnumerationResults =
             decode_xml("<EnumerationResults><Blobs /><NextMarker /></EnumerationResults>").unwrap();

@@ -35,7 +35,21 @@ pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &Key) -> PathBuf
 pub(super) struct RestoreRecord {
     pub key: Key,
     pub version: Version,
+    /// The store the restore asked ([`crate::backend::Backend::describe`]): a save to another
+    /// store ignores the record.
+    pub store: String,
+    /// When the restore wrote it (seconds since the epoch): outside Actions, where records are
+    /// kept in the user's own directory across sessions, an old one is ignored.
+    pub written_at: i64,
     pub restored: Restored,
+}
+
+/// Outside Actions, a restore record older than this is another session's.
+const RECORD_OUTLIVES_A_SESSION: i64 = 12 * 60 * 60;
+
+/// The seconds since the epoch now.
+pub(super) fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -64,13 +78,14 @@ pub(super) fn write_record(config: &Config, env: &Env, record: &RestoreRecord) -
     Ok(path)
 }
 
-/// The restore's record of `key` and `version`: `Ok(None)` when no restore left one; an error
-/// names a record that cannot be read or is another's.
+/// The restore's record of `key` and `version` for a save to `store`: `Ok(None)` when no restore
+/// left one; an error names a record that cannot be read, is another's, or (outside Actions,
+/// where `RUNNER_TEMP` is unset) is older than a session.
 pub(super) fn read_record(
     config: &Config,
     env: &Env,
-    key: &Key,
-    version: &Version,
+    (key, version): (&Key, &Version),
+    store: &str,
 ) -> Result<Option<Restored>, String> {
     let path = record_path(config, env, key, version);
     let bytes = match std::fs::read(&path) {
@@ -82,6 +97,12 @@ pub(super) fn read_record(
         serde_json::from_slice(&bytes).map_err(|e| format!("`{}` is not a restore record: {e}", path.display()))?;
     if record.key != *key || record.version != *version {
         return Err(format!("`{}` is the record of another key or version", path.display()));
+    }
+    if record.store != store {
+        return Err(format!("`{}` is the record of a restore from another store", path.display()));
+    }
+    if env.non_empty("RUNNER_TEMP").is_none() && now() - record.written_at > RECORD_OUTLIVES_A_SESSION {
+        return Err(format!("`{}` is the record of a restore more than 12 hours ago", path.display()));
     }
     Ok(Some(record.restored))
 }

@@ -212,7 +212,9 @@ pub(super) fn delete(
             entries.iter().map(|e| e.last_touched() >= cutoff).collect()
         }
     };
-    let group_of: Vec<Option<&str>> = entries.iter().map(|e| refs.group(e)).collect();
+    // A restore reads its own ref's entries first (the cache service's scopes): what it reaches
+    // is counted ref by ref, whatever refs the rule counts keys over.
+    let group_of: Vec<Option<&str>> = entries.iter().map(|e| e.r#ref.as_deref()).collect();
     keep_what_restores_reach(&entries, (&placed, &group_of), &mut keeps);
     let (mut kept, mut older) = (Vec::new(), Vec::new());
     for (entry, keep) in entries.into_iter().zip(keeps) {
@@ -252,8 +254,8 @@ fn newest_keys<'a>(keys: impl Iterator<Item = &'a Key>, keep: usize, just_saved:
     firsts.into_iter().map(|(i, _)| i).collect()
 }
 
-/// Of each stack (in each group of [`Refs`]), what the rule keeps stays only if a restore
-/// reaches it ([`reach::reached`]); a generation's base stays while a layer of it does.
+/// Of each stack (on each ref), what the rule keeps stays only if a restore reaches it
+/// ([`reach::reached`]); a generation's base stays while a layer of it does.
 fn keep_what_restores_reach(entries: &[Listed], (placed, group_of): (&[Placed], &[Option<&str>]), keeps: &mut [bool]) {
     let mut stacks: HashMap<(Option<&str>, &Key, &Version), Vec<usize>> = HashMap::new();
     for (i, p) in placed.iter().enumerate() {
@@ -406,6 +408,21 @@ mod tests {
             [2, 3, 4, 5, 6, 8].iter().map(|&i| named(&entries[i], slots.slot(&entries[i]))).collect();
         assert_eq!(deleted, expected, "every base but the newest of each stack, and their layers");
         assert_eq!(report.kept.len(), 3);
+        // Every ref as one: a pull request's later generation never makes main's base go (main's
+        // restores do not read the pull request's scope).
+        let on = |slot: Slot, r#ref: &str, created| {
+            let (key, version) = slot.names(&k, &base);
+            listed(&key, &version, Some(r#ref), created)
+        };
+        let scopes = vec![on(Slot::base(1), "refs/pull/7/merge", 20), on(Slot::FIRST_BASE, "refs/heads/main", 10)];
+        let catalog = Fixed(scopes.clone(), Default::default());
+        let slots = ListedSlots::new(&scopes, None);
+        let rule = Rule::OlderThan { age: Duration::from_secs(50), now: 30 };
+        let report = delete(&catalog, scopes.clone(), &Refs::All, rule, &slots, false).unwrap();
+        assert!(report.deleted.is_empty(), "{:?}", report.deleted);
+        let rule = Rule::Newest { keep: 1, just_saved: None };
+        let report = delete(&catalog, scopes, &Refs::All, rule, &slots, false).unwrap();
+        assert!(report.deleted.is_empty(), "{:?}", report.deleted);
         // By age: the old base of a layer that stays, stays.
         let aged = vec![at(Slot::new(0, 1), &base, 100), at(Slot::FIRST_BASE, &base, 10)];
         let catalog = Fixed(aged.clone(), Default::default());

@@ -80,8 +80,10 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         (tried, replacement)
     };
     let version = config.version();
+    let store = backend.describe();
     let keep = |restored: Restored| {
-        let kept = RestoreRecord { key: record.key.clone(), version: version.clone(), restored };
+        let (key, version, store) = (record.key.clone(), version.clone(), store.clone());
+        let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored };
         handoff::write_record(config, runner.env(), &kept)
             .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
             .ok()
@@ -474,7 +476,7 @@ fn classify(err: &UnpackError) -> MissReason {
 /// `clean-on-miss`: remove stale files under `path`. Trouble is a warning, or under `strict`
 /// the error that fails the step.
 fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<CleanError>) {
-    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system);
+    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system, &config.fingerprint.locations.workspace);
     let mut stats = CleanStats::default();
     let result = clean_into(&config.paths, &config.clean_guard, &tracked, &mut stats);
     let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();

@@ -60,8 +60,9 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     // Two caches of one key (other `path` lines) share its fingerprint file: this save's version
     // is its own `path` lines'.
     record.version = version;
-    let restored = handoff::read_record(config, env, &record.key, &record.version).unwrap_or_else(|why| {
-        runner.warning(&format!("{why}; saving as after a miss"));
+    let store = (ctx.backend)(config, env, runner.secret_sink()).describe();
+    let restored = handoff::read_record(config, env, (&record.key, &record.version), &store).unwrap_or_else(|why| {
+        runner.info(&format!("{why}; not using it"));
         None
     });
     let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
@@ -77,7 +78,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             runner.info("the restore step could not use this key's entry: saving a replacement");
             Place::Above { seen: newest, replacing: true }
         }
-        Some(Restored::NotReused) | None => Place::Slot(Slot::FIRST_BASE),
+        Some(Restored::NotReused) | None => Place::First,
     };
     // The run that generated what this save keeps: what its Python read and nothing covers.
     let uncovered = super::reads::check(ctx, config, &record).map(|files| Box::new(Uncovered { files }));
@@ -204,7 +205,10 @@ fn grow_stack(
 /// Where in the key's stack a save writes.
 #[derive(Clone, Copy, Debug)]
 enum Place {
-    /// Generation 0's base (a save after a miss) or a layer on top of what the restore applied.
+    /// Generation 0's base, after a restore that used nothing (or none in this job) — unless the
+    /// store answers a base of the key already: then the entry exists.
+    First,
+    /// A layer on top of what the restore applied.
     Slot(Slot),
     /// A new base above the newest generation — a replacement of what the restore could not use
     /// (`replacing`), or a compaction — numbered by [`next_base`] against the store.
@@ -243,22 +247,29 @@ fn next_base(
     record: &FingerprintRecord,
     place: Place,
 ) -> Result<Slot, Box<SaveOutcome>> {
+    let key = &record.key;
     let (seen, replacing) = match place {
         Place::Slot(slot) => return Ok(slot),
+        Place::First => {
+            return match newest_base(ctx, backend, record).0 {
+                // A file in the way here, service trouble in the restore, a save with no restore
+                // before it: the key has an entry all the same.
+                Some(generation) => {
+                    let detail = format!("{} of this key exists already", Slot::base(generation));
+                    Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)))
+                }
+                None => Ok(Slot::FIRST_BASE),
+            };
+        }
         Place::Above { seen, replacing } => (seen, replacing),
     };
-    let key = &record.key;
-    let bases = stack::find_bases(&KeyLookups { backend, key }, key, &record.version);
-    if let Some(e) = &bases.error {
-        ctx.runner.warning(&format!("the newest base of this key could not be looked up: {}", error_chain(e)));
-    }
-    let now = bases.newest.map(|(generation, _)| generation);
+    let (now, failed) = newest_base(ctx, backend, record);
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
         let detail =
             format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
         return Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)));
     }
-    let basis = if bases.error.is_some() { now.or(Some(seen)) } else { now };
+    let basis = if failed { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
         let detail = format!(
             "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
@@ -267,6 +278,17 @@ fn next_base(
         ctx.runner.warning(&detail);
         Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
     })
+}
+
+/// The generation of the newest base the store answers for the key (one lookup, as a restore
+/// makes it), and whether the lookup failed (said in the log).
+fn newest_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord) -> (Option<u32>, bool) {
+    let key = &record.key;
+    let bases = stack::find_bases(&KeyLookups { backend, key }, key, &record.version);
+    if let Some(e) = &bases.error {
+        ctx.runner.warning(&format!("the newest base of this key could not be looked up: {}", error_chain(e)));
+    }
+    (bases.newest.map(|(generation, _)| generation), bases.error.is_some())
 }
 
 /// Keep only a layer's entries: `paths` and the directories above them, those of the stack
@@ -388,23 +410,13 @@ fn upload(
         };
         SaveOutcome::trouble(key, result, &error_chain(e))
     };
-    let (entry_key, entry_version) = slot.names(&record.key, &record.version);
-    let written = slot;
-    // As the log names it, unless it is the generation-0 base every save without `grow` writes.
-    let slot = (slot != Slot::FIRST_BASE).then_some(slot);
-    let upload = match backend.reserve(&entry_key, &entry_version) {
-        Ok(Reservation::Reserved(upload)) => upload,
-        Ok(Reservation::Exists) => {
-            let detail = match slot {
-                Some(slot) => format!("{slot} of this key exists already (saved by another job)"),
-                None => "an entry with this key and version exists already (saved earlier, or being saved by another \
-                         job)"
-                    .to_owned(),
-            };
-            return SaveOutcome::skipped(key, SaveResult::Exists, &detail);
-        }
-        Err(e) => return trouble(&e),
+    let (written, upload) = match reserve(ctx, backend, record, (slot, target.place)) {
+        Ok(reserved) => reserved,
+        Err(NotReserved::Settled(outcome)) => return *outcome,
+        Err(NotReserved::Failed(e)) => return trouble(&e),
     };
+    // As the log names it, unless it is the generation-0 base every save without `grow` writes.
+    let slot = (written != Slot::FIRST_BASE).then_some(written);
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
     let written = write_archive(
         inv,
@@ -469,6 +481,58 @@ fn upload(
         },
         Err(e) => trouble(&e),
     }
+}
+
+/// Why a slot was not reserved.
+enum NotReserved {
+    /// The save ends without an upload (`exists`).
+    Settled(Box<SaveOutcome>),
+    Failed(BackendError),
+}
+
+/// How many generations above the first choice a new base may go when each exists where this
+/// run's lookups do not reach it.
+const ABOVE_TRIES: u32 = 8;
+
+/// Reserve `slot`. A new base ([`Place::Above`]) that exists already, while the store's newest
+/// base is below it (it exists where a restore's lookup does not reach: another scope of the
+/// cache service, a listing whose times say otherwise), goes one generation up, at most
+/// [`ABOVE_TRIES`] times; once the store answers a base at least as new, another job saved it.
+fn reserve(
+    ctx: &Context,
+    backend: &dyn Backend,
+    record: &FingerprintRecord,
+    (mut slot, place): (Slot, Place),
+) -> Result<(Slot, Box<dyn crate::backend::Upload>), NotReserved> {
+    let key = Some(&record.key);
+    for _ in 0..ABOVE_TRIES {
+        let (entry_key, entry_version) = slot.names(&record.key, &record.version);
+        match backend.reserve(&entry_key, &entry_version).map_err(NotReserved::Failed)? {
+            Reservation::Reserved(upload) => return Ok((slot, upload)),
+            Reservation::Exists if matches!(place, Place::Above { .. }) => {
+                let (newest, _) = newest_base(ctx, backend, record);
+                let next = Slot::next_base([slot.generation]);
+                match next.filter(|_| newest.is_none_or(|n| n < slot.generation)) {
+                    Some(next) => {
+                        ctx.runner.info(&format!(
+                            "{slot} exists where this run's lookup does not reach it; saving {next} instead"
+                        ));
+                        slot = next;
+                    }
+                    None => break,
+                }
+            }
+            Reservation::Exists => break,
+        }
+    }
+    let detail = match slot {
+        Slot::FIRST_BASE => {
+            "an entry with this key and version exists already (saved earlier, or being saved by another job)"
+                .to_owned()
+        }
+        slot => format!("{slot} of this key exists already (saved by another job)"),
+    };
+    Err(NotReserved::Settled(Box::new(SaveOutcome::skipped(key, SaveResult::Exists, &detail))))
 }
 
 /// Local trouble while archiving (a link that cannot be cached, a file that vanished, a full

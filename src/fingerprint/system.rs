@@ -72,6 +72,19 @@ pub trait System {
     /// `Ok(None)` when the program does not exist.
     fn run(&self, program: &str, args: &[&str], env: &Env, cwd: &Path) -> io::Result<Option<CommandOutput>>;
 
+    /// [`System::run`] within `limit` as well as the machine's own time bound.
+    fn run_within(
+        &self,
+        program: &str,
+        args: &[&str],
+        env: &Env,
+        cwd: &Path,
+        limit: Duration,
+    ) -> io::Result<Option<CommandOutput>> {
+        let _ = limit;
+        self.run(program, args, env, cwd)
+    }
+
     /// Run a command line through the platform shell (`sh -c`, or `cmd /C` on Windows).
     fn run_shell(&self, command: &str, env: &Env, cwd: &Path) -> io::Result<CommandOutput>;
 
@@ -101,12 +114,23 @@ impl Default for HostSystem {
 
 impl System for HostSystem {
     fn run(&self, program: &str, args: &[&str], env: &Env, cwd: &Path) -> io::Result<Option<CommandOutput>> {
+        self.run_within(program, args, env, cwd, self.timeout)
+    }
+
+    fn run_within(
+        &self,
+        program: &str,
+        args: &[&str],
+        env: &Env,
+        cwd: &Path,
+        limit: Duration,
+    ) -> io::Result<Option<CommandOutput>> {
         let Some(resolved) = find_program(program, env) else {
             return Ok(None);
         };
         let mut cmd = Command::new(resolved);
         cmd.args(args);
-        match run_with_timeout(cmd, env, cwd, self.timeout) {
+        match run_with_timeout(cmd, env, cwd, limit.min(self.timeout)) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             other => other.map(Some),
         }
@@ -433,5 +457,11 @@ mod tests {
         let out = sys.run_shell("sleep 5", &env, &std::env::temp_dir()).unwrap();
         assert!(!out.success);
         assert!(out.stderr.contains("timed out"));
+        // A call's own bound is kept within the machine's.
+        let sys = HostSystem { timeout: Duration::from_secs(60) };
+        let started = Instant::now();
+        let out = sys.run_within("sleep", &["5"], &env, &std::env::temp_dir(), Duration::from_millis(200)).unwrap();
+        assert!(out.is_some_and(|o| !o.success && o.stderr.contains("timed out")));
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     }
 }

@@ -1,14 +1,16 @@
 //! The forms a secret takes in transit, so that a redaction finds it there too.
 //!
-//! URL encoding is not a list of forms: encoders differ in which characters they leave raw
-//! (path-style escaping keeps `+` and `=`, `encodeURIComponent` keeps `!'()*`) and in the case
-//! of their hex digits, and one text may mix them. So [`redact_url_encoded`] reads the text
-//! through a percent-decoding view — a `%XX` escape (either case) stands for its byte, a `+`
-//! may stand for a space (form encoding), any other byte for itself — and redacts the original
-//! span wherever that view reads as the secret. The fixed forms [`forms`] lists are the rest:
-//! escaped inside a JSON string, and base64 (standard and URL-safe alphabets) at each of the
-//! three alignments it can have inside a longer encoded text — there only the characters that
-//! the secret's bytes alone decide, so a match does not depend on what surrounds it.
+//! URL and JSON escaping are not lists of forms: encoders differ in which characters they leave
+//! raw (path-style escaping keeps `+` and `=`, `encodeURIComponent` keeps `!'()*`, a JSON
+//! encoder may write `/` as `\/` and any character as `\u002B`) and in the case of their hex
+//! digits, and one text may mix them. So [`redact_url_encoded`] reads the text through a
+//! decoding view — a `%XX` escape stands for its byte, a JSON escape for its character, a `+`
+//! for a space and a space for a `+` (a form decoder's doing), any other byte for itself — and
+//! redacts the original span wherever that view reads as the secret. The fixed forms [`forms`]
+//! lists are the rest: escaped inside a JSON string the plain way, and base64 (standard and
+//! URL-safe alphabets) at each of the three alignments it can have inside a longer encoded text
+//! — there only the characters that the secret's bytes alone decide, so a match does not depend
+//! on what surrounds it.
 
 use base64::Engine as _;
 use base64::engine::GeneralPurpose;
@@ -38,23 +40,27 @@ pub(super) fn forms(secret: &str) -> Vec<String> {
     forms
 }
 
-/// `text` with every span that reads as `secret` through percent-decoding replaced by `***`
-/// (leftmost first, each as long as it can be); `None` where there is none. A span that is not
-/// `secret` itself (it holds an escape, or a `+` for a space) is redacted only from
-/// [`MIN_FORM_LEN`] characters on, like every other encoded form.
+/// `text` with every span that reads as `secret` through the decoding view replaced by `***`
+/// (leftmost first, each as long as it can be); `None` where there is none. The view reads a
+/// `%XX` escape (either case) as its byte; a JSON escape (`\/`, `\"`, `\\`, `\n`…, and
+/// `\uXXXX` in either case, a surrogate pair for a character beyond the BMP) as its character;
+/// a `+` as a space and a space as a `+` (a form decoder turned one into the other); any other
+/// byte as itself. A span that is not `secret` itself is redacted only from [`MIN_FORM_LEN`]
+/// characters on, like every other encoded form.
 ///
-/// A match is tried only where the text's next byte or escape is the secret's first byte, and
-/// it reads at most three text bytes per secret byte, so ordinary text costs one pass.
+/// A match is tried only where the text can start the secret's first character, and each
+/// secret position keeps the few text positions that reach it, so ordinary text costs one pass.
 pub(super) fn redact_url_encoded(text: &str, secret: &str) -> Option<String> {
     let (t, s) = (text.as_bytes(), secret.as_bytes());
-    let first = *s.first()?;
+    if s.is_empty() {
+        return None;
+    }
     let mut out: Option<String> = None;
     let (mut copied, mut i) = (0, 0);
-    let (mut at, mut next) = (Vec::new(), Vec::new());
+    let mut reach: Vec<Vec<usize>> = vec![Vec::new(); s.len() + 1];
     while i < t.len() {
-        if stands_for(t, i, first).is_some() {
-            let end = longest_match(t, i, s, &mut at, &mut next)
-                .filter(|&end| text.is_char_boundary(i) && text.is_char_boundary(end));
+        if could_start(t[i], s[0]) && text.is_char_boundary(i) {
+            let end = longest_match(t, i, secret, &mut reach).filter(|&end| text.is_char_boundary(end));
             if let Some(end) = end {
                 let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
                 out.push_str(&text[copied..i]);
@@ -71,38 +77,50 @@ pub(super) fn redact_url_encoded(text: &str, secret: &str) -> Option<String> {
 }
 
 /// The end of the longest span from `start` that decodes to `secret` and may be redacted.
-/// The ways to read a span are tracked together (a `%` of the secret is `%` raw or `%25`), so
-/// no text is read twice for one secret byte.
-fn longest_match(t: &[u8], start: usize, secret: &[u8], at: &mut Vec<usize>, next: &mut Vec<usize>) -> Option<usize> {
-    at.clear();
-    at.push(start);
-    for &b in secret {
-        next.clear();
-        for &p in at.iter() {
-            for step in [raw_for(t, p, b), escape_for(t, p, b)].into_iter().flatten() {
-                if !next.contains(&(p + step)) {
-                    next.push(p + step);
+/// `reach[k]` holds the text positions after a reading of `secret[..k]`; every way to read a
+/// span is tracked together, so no text is read twice for one secret position.
+fn longest_match(t: &[u8], start: usize, secret: &str, reach: &mut [Vec<usize>]) -> Option<usize> {
+    let s = secret.as_bytes();
+    for r in reach.iter_mut() {
+        r.clear();
+    }
+    reach[0].push(start);
+    for k in 0..s.len() {
+        if reach[k].is_empty() {
+            continue;
+        }
+        let here = std::mem::take(&mut reach[k]);
+        for &p in &here {
+            for (text_len, secret_len) in steps(t, p, secret, k) {
+                let to = &mut reach[k + secret_len];
+                if !to.contains(&(p + text_len)) {
+                    to.push(p + text_len);
                 }
             }
         }
-        if next.is_empty() {
-            return None;
-        }
-        std::mem::swap(at, next);
+        reach[k] = here;
     }
-    at.iter().copied().filter(|&end| end - start == secret.len() || end - start >= MIN_FORM_LEN).max()
+    reach[s.len()].iter().copied().filter(|&end| &t[start..end] == s || end - start >= MIN_FORM_LEN).max()
 }
 
-/// How many text bytes at `p` read as byte `b`: a `%XX` escape of it first, else itself (or a
-/// `+` for a space).
-fn stands_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
-    escape_for(t, p, b).or_else(|| raw_for(t, p, b))
+/// Whether a text byte `c` may begin a reading of the secret byte `b` (itself, its `+`/space
+/// twin, or the start of an escape).
+fn could_start(c: u8, b: u8) -> bool {
+    c == b || c == b'%' || c == b'\\' || (c == b'+' && b == b' ') || (c == b' ' && b == b'+')
 }
 
-/// 1 where the byte at `p` is `b` itself, or a `+` for a space.
-fn raw_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
-    let c = *t.get(p)?;
-    (c == b || (c == b'+' && b == b' ')).then_some(1)
+/// The ways the text at `p` reads as the secret from byte `k` on: (text bytes, secret bytes).
+fn steps(t: &[u8], p: usize, secret: &str, k: usize) -> impl Iterator<Item = (usize, usize)> {
+    let b = secret.as_bytes()[k];
+    let raw = t.get(p).is_some_and(|&c| c == b || (c == b'+' && b == b' ') || (c == b' ' && b == b'+'));
+    let unicode = secret
+        .is_char_boundary(k)
+        .then(|| secret[k..].chars().next())
+        .flatten()
+        .and_then(|c| json_unicode_escape(t, p, c).map(|n| (n, c.len_utf8())));
+    [raw.then_some((1, 1)), escape_for(t, p, b).map(|n| (n, 1)), json_short_escape(t, p, b).map(|n| (n, 1)), unicode]
+        .into_iter()
+        .flatten()
 }
 
 /// 3 where a `%XX` escape of `b` (hex digits in either case) starts at `p`.
@@ -112,6 +130,42 @@ fn escape_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
     };
     let hex = |c: u8| (c as char).to_digit(16);
     (hex(hi)? * 16 + hex(lo)? == u32::from(b)).then_some(3)
+}
+
+/// 2 where a two-character JSON escape of `b` (`\/`, `\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
+/// `\t`) starts at `p`.
+fn json_short_escape(t: &[u8], p: usize, b: u8) -> Option<usize> {
+    let (&[b'\\', e], _) = t.get(p..)?.split_first_chunk::<2>()? else {
+        return None;
+    };
+    let means = match e {
+        b'/' | b'"' | b'\\' => e,
+        b'b' => 0x08,
+        b'f' => 0x0c,
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        _ => return None,
+    };
+    (means == b).then_some(2)
+}
+
+/// The length of a JSON `\uXXXX` escape of `c` at `p` (hex digits in either case; a surrogate
+/// pair, 12 bytes, for a character beyond the BMP).
+fn json_unicode_escape(t: &[u8], p: usize, c: char) -> Option<usize> {
+    let unit = |at: usize| -> Option<u32> {
+        let (&[b'\\', b'u', a, b, c, d], _) = t.get(at..)?.split_first_chunk::<6>()? else {
+            return None;
+        };
+        let hex = |c: u8| (c as char).to_digit(16);
+        Some((hex(a)? << 12) | (hex(b)? << 8) | (hex(c)? << 4) | hex(d)?)
+    };
+    let mut units = [0u16; 2];
+    match c.encode_utf16(&mut units) {
+        [one] => (unit(p)? == u32::from(*one)).then_some(6),
+        [high, low] => (unit(p)? == u32::from(*high) && unit(p + 6)? == u32::from(*low)).then_some(12),
+        _ => None,
+    }
 }
 
 /// The characters of `secret`'s base64 that its bytes alone decide when it starts `offset`
@@ -191,9 +245,11 @@ mod tests {
         let secret = "pass phrase with spaces";
         assert_eq!(url("body=pass+phrase+with+spaces&next", secret), "body=***&next");
         assert_eq!(url("body=pass+phrase%20with+spaces", secret), "body=***");
-        // A `+` of the secret is read raw or as `%2B`, never as a space.
+        // A `+` of the secret is read raw, as `%2B`, or as the space a form decoder made of it.
         assert_eq!(url("a b", "a+b+cdef"), "a b");
         assert_eq!(url("a%2Bb+cdef and a+b%2bcdef", "a+b+cdef"), "*** and ***");
+        assert_eq!(url("sig=a b cdef&x", "a+b+cdef"), "sig=***&x");
+        assert_eq!(url("sig=Tok3n Sess/ion=Val", "Tok3n+Sess/ion=Val"), "sig=***");
     }
 
     #[test]
@@ -211,7 +267,6 @@ mod tests {
             "",
             "Tok3n",
             "Tok3n+Sess/ion=Va",
-            "Tok3n Sess/ion=Val",
             "Tok3n%2BSess%2Fion%3DVa1",
             "Tok3n%2BSess%2Fion%3",
             "%%%2%2B%G0 100% done, 50%% more",
@@ -233,5 +288,103 @@ mod tests {
         assert_eq!(url("k=clé-secrète", secret), "k=***");
         // A raw lead byte never pairs with an escaped continuation in valid text.
         assert_eq!(url("clé-secr%C3te", secret), "clé-secr%C3te");
+    }
+
+    /// A small deterministic generator (xorshift), so the property test needs no crate.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// Every form a secret may take in a log, as (name, text).
+    fn every_form(secret: &str) -> Vec<(&'static str, String)> {
+        let percent = |upper: bool, keep: &str| -> String {
+            secret
+                .bytes()
+                .map(|b| match b.is_ascii_alphanumeric() || keep.as_bytes().contains(&b) {
+                    true => (b as char).to_string(),
+                    false if upper => format!("%{b:02X}"),
+                    false => format!("%{b:02x}"),
+                })
+                .collect()
+        };
+        let json_u = |upper: bool| -> String {
+            secret
+                .chars()
+                .map(|c| match c {
+                    '+' | '/' | '=' if upper => format!("\\u{:04X}", c as u32),
+                    '+' | '/' | '=' => format!("\\u{:04x}", c as u32),
+                    '"' => "\\\"".to_owned(),
+                    '\\' => "\\\\".to_owned(),
+                    c => c.to_string(),
+                })
+                .collect()
+        };
+        let every_char_u: String = secret.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        vec![
+            ("raw", secret.to_owned()),
+            ("percent, upper", percent(true, "-_.~")),
+            ("percent, lower", percent(false, "-_.~")),
+            ("path-style", percent(true, "-_.~+=")),
+            ("percent of `/` only", secret.replace('/', "%2F")),
+            ("JSON `\\/`", serde_json::to_string(secret).unwrap().trim_matches('"').replace('/', "\\/")),
+            ("JSON `\\u002B`", json_u(true)),
+            ("JSON `\\u002b`", json_u(false)),
+            ("JSON, every character", every_char_u),
+            ("`+` read as a space", secret.replace('+', " ")),
+            ("`+` as a space, `/` as `\\/`", secret.replace('+', " ").replace('/', "\\/")),
+        ]
+    }
+
+    /// Issue 30, finding 5: secrets made of letters, digits, `+`, `/` and `=` (what base64
+    /// signatures and tokens are) are found in every form, wherever they are cut into a text —
+    /// alone, inside words, at every position of a line — and in base64 at every alignment.
+    #[test]
+    fn every_form_of_a_secret_is_redacted_at_every_cut() {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
+        let mut rng = Rng(0x5eed_1234_abcd_ef01);
+        let line = "GET /c?restype=container&sig=<> HTTP/1.1 {\"echo\":\"<>\"}";
+        for round in 0..300 {
+            let len = 8 + rng.below(40);
+            let mut secret: String = (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len())] as char).collect();
+            // Each secret holds every character that escapes differently.
+            for c in ['+', '/', '='] {
+                let at = rng.below(secret.len());
+                secret.replace_range(at..=at, &c.to_string());
+            }
+            let redactor = super::super::Redactor::default();
+            redactor.insert(&secret);
+            for (name, form) in every_form(&secret) {
+                for cut in 0..=line.len() {
+                    if !line.is_char_boundary(cut) {
+                        continue;
+                    }
+                    let text = format!("{}{form}{}", &line[..cut], &line[cut..]);
+                    let out = redactor.redact(&text);
+                    assert!(
+                        !out.contains(&form) && !out.contains(&secret) && out.contains("***"),
+                        "round {round}, `{secret}` {name} cut in at {cut}: {text} -> {out}"
+                    );
+                }
+            }
+            for before in ["", "a", "ab"] {
+                for engine in [&STANDARD, &URL_SAFE_NO_PAD] {
+                    let encoded = engine.encode(format!("{before}{secret} and more"));
+                    let out = redactor.redact(&format!("Authorization: Basic {encoded}"));
+                    let aligned = aligned_base64(engine, secret.as_bytes(), before.len() % 3);
+                    assert!(!out.contains(&aligned), "round {round}, base64 of `{secret}` after {before:?}: {out}");
+                }
+            }
+        }
     }
 }

@@ -40,7 +40,7 @@ use std::fs::OpenOptions;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -234,6 +234,7 @@ impl Runner {
     /// In CLI mode, print the collected outputs as `name=value` lines on stdout (a list output:
     /// one line per item).
     pub fn finish(&self) {
+        self.say_pending();
         if self.mode != Mode::Cli {
             return;
         }
@@ -280,6 +281,7 @@ impl Runner {
     }
 
     pub fn info(&self, message: &str) {
+        self.say_pending();
         if !self.is_quiet() {
             self.log.text(&self.redact(message));
         }
@@ -314,11 +316,24 @@ impl Runner {
         self.annotate("warning", message);
     }
 
+    /// Say the warnings [`warn_later`] kept, each once.
+    fn say_pending(&self) {
+        let pending: Vec<String> = std::mem::take(&mut *pending_warnings().lock().unwrap_or_else(|e| e.into_inner()));
+        for message in pending {
+            self.annotate_now("warning", &message);
+        }
+    }
+
     pub fn error(&self, message: &str) {
         self.annotate("error", message);
     }
 
     fn annotate(&self, level: &'static str, message: &str) {
+        self.say_pending();
+        self.annotate_now(level, message);
+    }
+
+    fn annotate_now(&self, level: &'static str, message: &str) {
         let message = self.redact(message);
         match self.mode {
             Mode::Actions => self.log.command(level, &message),
@@ -516,6 +531,23 @@ fn registered() -> &'static Redactor {
 /// match — even where it has no [`Runner`] at hand (a backend shortening a server's answer).
 pub fn redact_registered(text: &str) -> String {
     registered().redact(text)
+}
+
+/// Warnings of code without a runner at hand, said before the next line the runner writes.
+fn pending_warnings() -> &'static Mutex<Vec<String>> {
+    static PENDING: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    PENDING.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Say `message` as a warning from code that has no [`Runner`] at hand (a store that finds
+/// something it will not read): before the next line the runner writes, once per process
+/// however often it is said.
+pub fn warn_later(message: &str) {
+    static SAID: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
+    let said = SAID.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
+    if said.lock().unwrap_or_else(|e| e.into_inner()).insert(message.to_owned()) {
+        pending_warnings().lock().unwrap_or_else(|e| e.into_inner()).push(message.to_owned());
+    }
 }
 
 /// Registers secrets with the runner from anywhere; cheap to clone.

@@ -237,3 +237,26 @@ fn the_readme_table_of_inputs_is_the_registry() {
 fn the_readme_table_of_native_facets_is_the_facet_registry() {
     check_generated_readme_part("facets", &render_facets_table());
 }
+
+/// Issue 30, finding 7: refs on object stores (and the local store) are claims. The README's
+/// trust model says so, says which setup prevents a claim, and that a restore needs no write
+/// access (which `azure::a_restore_needs_only_read_access_and_a_read_only_save_claims_nothing`
+/// and `local_backend::a_restore_from_a_store_it_may_only_read_hits_and_warns_about_nothing`
+/// check on the stores themselves).
+#[test]
+fn the_readme_says_that_whoever_can_write_can_claim_any_ref() {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let start = readme.find("\n## Trust model\n").expect("a trust model section");
+    let section = &readme[start..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |end| end + 1)];
+    let flat = section.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "**whoever can write can claim any ref**",
+        "**read-only credentials**",
+        "**separate prefix**",
+        "**A restore needs no write access** on any store",
+        "S3, Azure Blob and the local store",
+    ] {
+        assert!(flat.contains(said), "the trust model does not say {said:?}:\n{section}");
+    }
+}

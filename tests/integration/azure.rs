@@ -242,3 +242,42 @@ fn the_azure_blob_backend_input_saves_restores_lists_and_prunes_through_the_bina
     let bad = step.run(&["save"], &[("path", "out"), ("azure-container", "No_Such")], NO_STATE);
     assert!(bad.stdout.contains("input `azure-container`: `No_Such` is not a container name"), "{}", bad.stdout);
 }
+
+/// Issue 30, finding 7: a restore needs no write access. With a SAS that may only read and
+/// list, a restore of a saved entry hits (and explains a miss); a save is refused (a warning,
+/// never a failed step), so a pull-request job given such credentials cannot claim a ref.
+#[needs(azurite)]
+fn a_restore_needs_only_read_access_and_a_read_only_save_claims_nothing() {
+    use crate::support::{NO_STATE, Step, write};
+    let name = azurite::container("read-only");
+    let endpoint = azurite::azurite().base();
+    let store = [("backend", "azure-blob"), ("azure-container", name.as_str()), ("azure-endpoint", endpoint.as_str())];
+    let inputs: Vec<(&str, &str)> = [("path", "out"), ("native", "none"), ("prefix", "ro"), ("explain-misses", "true")]
+        .into_iter()
+        .chain(store)
+        .collect();
+    let mut writer = Step::new();
+    writer.set_env("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT);
+    writer.set_env("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY);
+    write(&writer.ws.join("out/model.pth"), b"weights");
+    let saved = writer.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+
+    let sas = azurite::read_only_account_sas();
+    let mut reader = Step::new();
+    reader.set_env("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT);
+    reader.set_env("AZURE_STORAGE_SAS_TOKEN", &sas);
+    reader.set_env("GITHUB_REF", "refs/heads/main");
+    let hit = reader.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert_eq!(std::fs::read(reader.ws.join("out/model.pth")).unwrap(), b"weights");
+    assert!(!hit.stdout.contains("::warning::"), "a read-only restore warns about nothing:\n{}", hit.stdout);
+    let mut other: Vec<(&str, &str)> = inputs.clone();
+    other.push(("variant", "other"));
+    let miss = reader.run(&["restore"], &other, NO_STATE);
+    assert_eq!(miss.output("miss-reason"), "not-found", "{}", miss.stdout);
+    write(&reader.ws.join("out/model.pth"), b"a claim on main");
+    let claim = reader.run(&["save"], &other, NO_STATE);
+    assert_eq!(claim.code, 0, "{}", claim.stdout);
+    assert_ne!(claim.output("save-result"), "saved", "{}", claim.stdout);
+}

@@ -23,6 +23,8 @@ struct Request {
     method: String,
     /// Path and query.
     target: String,
+    /// The request line, its headers and its body, as sent.
+    raw: String,
 }
 
 /// What the hostile server answers.
@@ -36,6 +38,8 @@ enum Reply {
     Slow(u16, String, Duration),
     /// The asked-for range of `blob` (a `206`), sent in five pieces `pause` apart.
     Dripped(Arc<Vec<u8>>, Duration),
+    /// A status, headers and a body (shared between answers).
+    Headed(u16, Vec<(&'static str, String)>, Arc<String>),
 }
 
 /// A hostile HTTP/1.1 server on 127.0.0.1: a thread per connection, one request each
@@ -89,16 +93,17 @@ fn serve_one(
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     let mut words = head.split_whitespace();
-    let request = Request {
-        method: words.next().unwrap_or_default().to_owned(),
-        target: words.next().unwrap_or_default().to_owned(),
-    };
     let length: usize = head
         .lines()
         .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
         .unwrap_or(0);
     let mut body = vec![0u8; length];
     let _ = stream.read_exact(&mut body);
+    let request = Request {
+        method: words.next().unwrap_or_default().to_owned(),
+        target: words.next().unwrap_or_default().to_owned(),
+        raw: format!("{head}{}", String::from_utf8_lossy(&body)),
+    };
     let range = head.lines().find_map(|l| {
         let line = l.to_ascii_lowercase();
         let (first, last) = line.strip_prefix("range: bytes=")?.split_once('-')?;
@@ -117,6 +122,13 @@ fn serve_one(
         Reply::Slow(code, body, delay) => {
             std::thread::sleep(delay);
             let _ = write!(stream, "{}content-length: {}\r\n\r\n{body}", status_line(code), body.len());
+        }
+        Reply::Headed(code, headers, body) => {
+            let headers: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+            let head = format!("{}{headers}content-length: {}\r\n\r\n", status_line(code), body.len());
+            if stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body.as_bytes())).is_ok() {
+                sent.fetch_add(body.len() as u64, Ordering::Relaxed);
+            }
         }
         Reply::Dripped(blob, pause) => {
             let (first, last) = range.unwrap_or((0, blob.len() - 1));
@@ -529,4 +541,275 @@ fn the_largest_manifest_an_archive_may_carry_is_parsed_in_bounded_memory() {
     // Its padded paths are not the archive's: parsed whole, then refused as a mismatch.
     assert_eq!(worst.output("miss-reason"), "manifest-mismatch", "{}", worst.stdout);
     assert!(worst_rss < honest_rss + 32.0, "{worst_rss} MiB against {honest_rss} MiB");
+}
+
+// ---- issue 30, finding 4: listings bounded in items and memory, whatever a page holds ------
+
+/// The environment of the Azure Blob store with the account key (signing needs no network).
+fn azure_env() -> Vec<(String, String)> {
+    use crate::support::services::azurite::{ACCOUNT, ACCOUNT_KEY};
+    pairs(&[("AZURE_STORAGE_ACCOUNT_NAME", ACCOUNT), ("AZURE_STORAGE_ACCOUNT_KEY", ACCOUNT_KEY)])
+}
+
+fn azure_inputs(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("backend", "azure-blob".into()),
+        ("azure-container", "ci-cache".into()),
+        ("azure-endpoint", format!("{url}/devstoreaccount1")),
+        ("prefix", "ci".into()),
+        ("path", "out".into()),
+        ("native", "none".into()),
+        ("explain-misses", "true".into()),
+    ]
+}
+
+/// A listing page of just under the answer limit: `item` repeated between `open` and `close`.
+fn crowded_page(open: &str, item: &str, close: &str) -> Arc<String> {
+    let room = (LIMIT_MIB << 20) as usize - open.len() - close.len() - 64;
+    let mut page = String::with_capacity(room + 128);
+    page.push_str(open);
+    for _ in 0..room / item.len() {
+        page.push_str(item);
+    }
+    page.push_str(close);
+    Arc::new(page)
+}
+
+/// An Azure front that misses every lookup and answers every listing with `page`.
+fn azure_listing(page: Arc<String>) -> impl Fn(&Request, usize) -> Reply + Send + Sync + 'static {
+    move |request, _| {
+        if request.method == "HEAD" {
+            return Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new()));
+        }
+        Reply::Headed(200, vec![("content-type", "application/xml".into())], Arc::clone(&page))
+    }
+}
+
+/// An S3 front that misses every lookup and answers every listing (the bucket check's too)
+/// with `page`.
+fn s3_listing(page: Arc<String>) -> impl Fn(&Request, usize) -> Reply + Send + Sync + 'static {
+    move |request, _| {
+        if request.method == "HEAD" {
+            return Reply::Small(404, String::new());
+        }
+        Reply::Headed(200, vec![("content-type", "application/xml".into())], Arc::clone(&page))
+    }
+}
+
+/// Issue 30, finding 4: a page of the answer limit can hold a million empty `<Blob/>` (or
+/// `<Contents/>`) elements, a few thousand fat ones, or one blob with a million metadata
+/// fields; page after page, the old listing kept each page whole (96 MiB for the empty ones)
+/// until the page limit. Whatever the pages hold, the restore explaining its miss stays under
+/// 256 MiB and says that the listing is too large (or, for pages of few items, that it did not
+/// end). (The page limit is 40 here, so that the old
+/// code shows its growth without taking gigabytes.)
+#[test]
+fn listings_hold_a_bounded_number_of_items_whatever_a_page_holds() {
+    let more = |next: &str| format!("<NextMarker>{next}</NextMarker></EnumerationResults>");
+    let blobs = "<?xml version=\"1.0\"?><EnumerationResults><Blobs>";
+    let fat_name = format!("<Blob><Name>ci-{}</Name></Blob>", "n".repeat(2000));
+    let bomb = format!("{blobs}<Blob><Name>ci-x/0123</Name><Metadata>");
+    let contents = "<?xml version=\"1.0\"?><ListBucketResult>";
+    let s3_more = "<IsTruncated>true</IsTruncated><NextContinuationToken>t</NextContinuationToken></ListBucketResult>";
+    let fat_key = format!("<Contents><Key>ci-{}</Key></Contents>", "k".repeat(2000));
+    let cases: Vec<(&str, Arc<String>, bool)> = vec![
+        ("Azure: empty <Blob/>", crowded_page(blobs, "<Blob/>", &format!("</Blobs>{}", more("m"))), true),
+        ("Azure: fat blobs", crowded_page(blobs, &fat_name, &format!("</Blobs>{}", more("m"))), true),
+        (
+            "Azure: a metadata bomb",
+            crowded_page(&bomb, "<a/>", &format!("</Metadata></Blob></Blobs>{}", more("m"))),
+            true,
+        ),
+        ("S3: empty <Contents/>", crowded_page(contents, "<Contents/>", s3_more), false),
+        ("S3: fat keys", crowded_page(contents, &fat_key, s3_more), false),
+    ];
+    let mut failed = Vec::new();
+    for (what, page, azure) in cases {
+        let server = Hostile::start(if azure {
+            Box::new(azure_listing(page)) as Box<dyn Fn(&Request, usize) -> Reply + Send + Sync>
+        } else {
+            Box::new(s3_listing(page))
+        });
+        let mut step = step_with(if azure { azure_env() } else { s3_env() });
+        step.set_env("EXACT_CACHE_LIST_PAGES", "40");
+        step.measure = true;
+        let inputs = if azure { azure_inputs(&server.url) } else { s3_inputs(&server.url) };
+        let r = run(&step, &["restore"], &inputs);
+        let rss = r.peak_rss_mib.expect("measured");
+        eprintln!("{what}: the server sent {:.0} MiB; peak RSS {rss:.0} MiB", server.sent_mib());
+        let said = r.stdout.contains("the listing holds more than") || r.stdout.contains("the listing did not end");
+        if r.code != 0 || rss >= 256.0 || !said {
+            failed.push(format!("{what}: exit {}, peak RSS {rss:.0} MiB, said so: {said}\n{}", r.code, r.stdout));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+// ---- issue 30, finding 5: every escaped form of a secret, derived ones too, stays hidden -----
+
+/// A SAS signature as Azure makes them: base64, with `+`, `/` and `=`.
+const SAS_SIG: &str = "Xb+Q7/ApL3+kZ9/wN2+eT5/rU8+yI1/oP4mS6dF0gH=";
+
+/// The forms a server (or a proxy, or a log of it) may echo a secret in: JSON-escaped with
+/// `\/`, with `\u002B`/`\u002F`/`\u003D` in either case, and form-decoded (`+` read as a space).
+fn echoed_forms(secret: &str) -> Vec<(&'static str, String)> {
+    let escape = |upper: bool| -> String {
+        secret
+            .chars()
+            .map(|c| match c {
+                '+' | '/' | '=' if upper => format!("\\u{:04X}", c as u32),
+                '+' | '/' | '=' => format!("\\u{:04x}", c as u32),
+                c => c.to_string(),
+            })
+            .collect()
+    };
+    vec![
+        ("JSON `\\/`", secret.replace('/', "\\/")),
+        ("JSON `\\u002B`", escape(true)),
+        ("JSON `\\u002b`", escape(false)),
+        ("`+` read as a space", secret.replace('+', " ")),
+        ("JSON `\\/` and `+` as a space", secret.replace('/', "\\/").replace('+', " ")),
+    ]
+}
+
+/// The runs of 12 characters of `text`: none of them may show.
+fn windows_of(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.windows(12).map(|w| w.iter().collect()).collect()
+}
+
+/// Issue 30, finding 5: a server that echoes a secret escaped — the SAS signature given, the
+/// Shared Key signature the binary makes for each request, or the federated token file's content
+/// sent to a token endpoint — never gets any of it into the log, whatever the escaping.
+#[test]
+fn escaped_echoes_of_given_and_derived_secrets_never_show() {
+    let mut failed = Vec::new();
+    let mut check = |what: String, r: &StepResult, secret: &str, form: &str| {
+        let readable = r.readable();
+        let readable = format!("{readable}\n{}", readable.replace("%25", "%"));
+        let shown: Vec<String> =
+            windows_of(secret).into_iter().chain(windows_of(form)).filter(|w| readable.contains(w.as_str())).collect();
+        if !shown.is_empty() {
+            failed.push(format!("{what}: shown {shown:?}:\n{}", r.stdout));
+        }
+    };
+
+    // The SAS signature given (URL-encoded in the token), echoed by the listing's error.
+    for (form_name, form) in echoed_forms(SAS_SIG) {
+        let echo = Arc::new(format!("request was: GET /c?comp=list&sig={form}&sv=2023"));
+        let server = Hostile::start(move |request, _| match request.method.as_str() {
+            "HEAD" => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
+            _ => Reply::Headed(400, vec![], Arc::clone(&echo)),
+        });
+        let sig: String = url::form_urlencoded::byte_serialize(SAS_SIG.as_bytes()).collect();
+        let token = format!("sv=2023-01-03&ss=b&srt=sco&sp=rwdl&se=2099-01-01T00:00:00Z&sig={sig}");
+        let step = step_with(pairs(&[
+            ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"),
+            ("AZURE_STORAGE_SAS_TOKEN", &token),
+        ]));
+        let r = run(&step, &["restore"], &azure_inputs(&server.url));
+        assert!(r.stdout.contains("HTTP 400"), "the echo reaches the log: {}", r.stdout);
+        check(format!("SAS signature, {form_name}"), &r, SAS_SIG, &form);
+    }
+
+    // The Shared Key signature the binary makes, echoed JSON-escaped from the request itself.
+    for (form_name, upper) in [("JSON `\\/` and `\\u002B`", true), ("`+` read as a space", false)] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let signatures = Arc::clone(&seen);
+        let server = Hostile::start(move |request, _| {
+            let signature = request
+                .raw
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("authorization: SharedKey ").or_else(|| l.strip_prefix("Authorization: SharedKey "))
+                })
+                .and_then(|a| a.split_once(':'))
+                .map(|(_, s)| s.trim().to_owned())
+                .unwrap_or_default();
+            signatures.lock().unwrap().push(signature.clone());
+            let form = if upper {
+                signature.replace('/', "\\/").replace('+', "\\u002B").replace('=', "\\u003D")
+            } else {
+                signature.replace('+', " ")
+            };
+            match request.method.as_str() {
+                "HEAD" => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
+                _ => Reply::Headed(400, vec![], Arc::new(format!("{{bad}} authorization was SharedKey x:{form}"))),
+            }
+        });
+        let step = step_with(azure_env());
+        let r = run(&step, &["restore"], &azure_inputs(&server.url));
+        assert!(r.stdout.contains("HTTP 400"), "the echo reaches the log: {}", r.stdout);
+        let signatures = seen.lock().unwrap().clone();
+        assert!(signatures.iter().any(|s| s.len() > 20), "requests carry a Shared Key signature: {signatures:?}");
+        for signature in signatures.iter().filter(|s| !s.is_empty()) {
+            let form = if upper { signature.replace('/', "\\/") } else { signature.replace('+', " ") };
+            check(format!("Shared Key signature, {form_name}"), &r, signature, &form);
+        }
+    }
+
+    // The federated token file's content, sent to a token endpoint that echoes what it got.
+    let token_content = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1maWxl";
+    let server = Hostile::start(move |request, _| match request.method.as_str() {
+        "POST" => {
+            let body = request.raw.split("\r\n\r\n").nth(1).unwrap_or_default();
+            let assertion = body.split('&').find_map(|p| p.strip_prefix("client_assertion=")).unwrap_or("none");
+            Reply::Headed(
+                400,
+                vec![("content-type", "text/plain".into())],
+                Arc::new(format!("bad assertion {assertion}")),
+            )
+        }
+        _ => Reply::Headed(404, vec![("x-ms-error-code", "BlobNotFound".into())], Arc::new(String::new())),
+    });
+    let step = Step::new();
+    let token_file = step.dir.path().join("federated-token");
+    std::fs::write(&token_file, token_content).unwrap();
+    let mut step = step_with(pairs(&[
+        ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"),
+        ("AZURE_CLIENT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000002"),
+        ("AZURE_AUTHORITY_HOST", &server.url),
+        ("AZURE_FEDERATED_TOKEN_FILE", token_file.to_str().unwrap()),
+    ]));
+    step.set_env("EXACT_CACHE_ATTEMPTS", "1");
+    let r = run(&step, &["restore"], &azure_inputs(&server.url));
+    assert!(server.requests().iter().any(|q| q.method == "POST"), "the token endpoint was asked: {}", r.stdout);
+    assert!(r.stdout.contains("bad assertion"), "the echo reaches the log: {}", r.stdout);
+    check("federated token file".into(), &r, token_content, token_content);
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+/// Found by the review of issue 30: a token file that is a FIFO stalled the step for good (the
+/// credential client blocks opening it; registering its content must not block either). It is
+/// now refused up front, on Azure (federated token) and S3 (web identity), as cache trouble.
+#[test]
+fn a_token_file_that_is_a_fifo_never_stalls_a_step() {
+    let step = Step::new();
+    let fifo = step.dir.path().join("token.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let unreachable = "http://127.0.0.1:9";
+    let fifo = fifo.to_str().unwrap();
+    let azure = pairs(&[
+        ("AZURE_STORAGE_ACCOUNT_NAME", "devstoreaccount1"),
+        ("AZURE_CLIENT_ID", "00000000-0000-0000-0000-000000000001"),
+        ("AZURE_TENANT_ID", "00000000-0000-0000-0000-000000000002"),
+        ("AZURE_AUTHORITY_HOST", unreachable),
+        ("AZURE_FEDERATED_TOKEN_FILE", fifo),
+    ]);
+    let s3 = pairs(&[
+        ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/ci"),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", fifo),
+        ("AWS_ENDPOINT_URL_STS", unreachable),
+        ("AWS_REGION", "us-east-1"),
+    ]);
+    for (what, env, inputs) in [("Azure", azure, azure_inputs(unreachable)), ("S3", s3, s3_inputs(unreachable))] {
+        let mut step = step_with(env);
+        step.wrapper = vec!["timeout".into(), "20".into()];
+        let r = run(&step, &["restore"], &inputs);
+        assert_eq!(r.code, 0, "{what}: the step stalled (124: killed) or failed:\n{}", r.stdout);
+        assert!(r.stdout.contains("which is not a plain file"), "{what}: {}", r.stdout);
+    }
 }

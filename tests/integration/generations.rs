@@ -60,7 +60,7 @@ fn prune(peer: &dyn Peer, args: &[&str]) -> StepResult {
     r
 }
 
-/// 1. The CLI's `restore` then `save` (and the sub-actions without `key`): the save finds the
+/// Scenario 1: The CLI's `restore` then `save` (and the sub-actions without `key`): the save finds the
 /// restore's record by the key it computes. After a warm restore it writes a layer or nothing,
 /// and `verify-reuse` runs — never a new base on every run.
 fn a_save_after_a_warm_restore_writes_a_layer_or_nothing(store: Store) {
@@ -88,7 +88,7 @@ fn a_save_after_a_warm_restore_writes_a_layer_or_nothing(store: Store) {
     }
 }
 
-/// 2. A restore that cannot place the entry for a reason of this disk (`io-error`: here a
+/// Scenario 2: A restore that cannot place the entry for a reason of this disk (`io-error`: here a
 /// directory where the entry has a file) never makes the save write a new generation.
 fn a_restore_that_fails_on_this_disk_never_writes_a_generation(store: Store) {
     let peer = store.start();
@@ -106,9 +106,29 @@ fn a_restore_that_fails_on_this_disk_never_writes_a_generation(store: Store) {
     if peer.lists_entries() {
         assert_eq!(peer.entries(), 1);
     }
+    // Healed into generation 1, generation 0 gone: a file in the way still saves nothing, where
+    // a save that knew only generation 0 would upload a base no restore reaches, run after run.
+    let key = peer.step().run(&["fingerprint"], &grow, NO_STATE).output("key").to_owned();
+    let (k0, v0) = base_of(&key, "out", 0);
+    peer.corrupt(&k0, &v0);
+    let (_, healed) = job(&peer.step(), &grow, "out");
+    assert!(healed.stdout.contains("saving generation 1 base as the replacement"), "{}", healed.stdout);
+    peer.evict(&k0, &v0);
+    for _ in 0..2 {
+        let step = peer.step();
+        write(&step.ws.join("out/model.pth/in-the-way"), b"a directory where the entry has a file");
+        let restore = step.run(&["restore"], &grow, NO_STATE);
+        let save = step.run(&["save", "--post"], &grow, &restore.state);
+        assert_eq!(restore.output("miss-reason"), "io-error", "{}", restore.stdout);
+        assert_eq!(save.output("save-result"), "exists", "{}", save.stdout);
+        assert!(save.stdout.contains("generation 1 base of this key exists already"), "{}", save.stdout);
+    }
+    if peer.lists_entries() {
+        assert_eq!(peer.entries(), 1, "generation 1 alone");
+    }
 }
 
-/// 3. A step that writes into the restore's record (once a bare number) cannot choose the
+/// Scenario 3: A step that writes into the restore's record (once a bare number) cannot choose the
 /// generation: the save numbers a new base against the store, so the next restore reaches it,
 /// and `prune` never deletes what later restores use.
 fn a_record_a_step_wrote_never_numbers_a_generation(store: Store) {
@@ -141,7 +161,7 @@ fn a_record_a_step_wrote_never_numbers_a_generation(store: Store) {
     }
 }
 
-/// 4. Prune never deletes what restores use, and deleting or evicting any generation a restore
+/// Scenario 4: Prune never deletes what restores use, and deleting or evicting any generation a restore
 /// does not use never strands the one it does: no intermediate generation is stepped through.
 fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     let peer = store.start();
@@ -162,6 +182,27 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
     assert!(save.stdout.contains("saving generation 6 base as the replacement"), "{}", save.stdout);
 
+    // Prune by count, with every generation there: it deletes what no restore reaches and keeps
+    // the newest, which the next restore uses.
+    if peer.lists_entries() {
+        let pruned = prune(peer.as_ref(), &["--prune-keep", "1"]);
+        for generation in [0, 1, 2] {
+            let (k, _) = base_of(&key, "out", generation);
+            assert!(
+                pruned.stdout.contains(&format!("deleted {k}\n")) || pruned.stdout.contains(&format!("deleted {k} (")),
+                "{generation}: {}",
+                pruned.stdout
+            );
+        }
+        assert!(!pruned.stdout.contains(".g6"), "the newest is kept: {}", pruned.stdout);
+        let (restore, _) = job(&peer.step(), &plain, "out");
+        assert!(restore.stdout.contains("stack: generation 6 base"), "{}", restore.stdout);
+        // Planted again, as eviction's counterpart: older generations a store still holds.
+        for generation in [0, 1, 2, 5] {
+            let (k, v) = base_of(&key, "out", generation);
+            peer.plant(&k, &v, b"an older generation");
+        }
+    }
     // Generations 0, 1, 2 and 5 evicted or deleted: generation 6 is reached all the same, in one
     // lookup.
     for generation in [0, 1, 2, 5] {
@@ -171,17 +212,9 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     let (restore, _) = job(&peer.step(), &plain, "out");
     assert_eq!(outputs(&restore, &["reused"]), ["true"], "{}", restore.stdout);
     assert!(restore.stdout.contains("stack: generation 6 base"), "{}", restore.stdout);
-    if !peer.lists_entries() {
-        return;
-    }
-    // Prune by count keeps it.
-    let pruned = prune(peer.as_ref(), &["--prune-keep", "1"]);
-    assert!(pruned.stdout.contains("kept the newest 1 key (1 entry)"), "{}", pruned.stdout);
-    let (restore, _) = job(&peer.step(), &plain, "out");
-    assert_eq!(outputs(&restore, &["reused"]), ["true"], "{}", restore.stdout);
 }
 
-/// 4, by age: the README's retention (`--all-refs --older-than`) deletes an old generation; the
+/// Scenario 4, by age: the README's retention (`--all-refs --older-than`) deletes an old generation; the
 /// newest, used today, is kept and still reached.
 fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     let peer = store.start();
@@ -202,7 +235,7 @@ fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     assert!(restore.stdout.contains("stack: generation 2 base"), "{}", restore.stdout);
 }
 
-/// 5. Two caches whose keys are equal (their `path` lines differ, so their versions do): each
+/// Scenario 5: Two caches whose keys are equal (their `path` lines differ, so their versions do): each
 /// restore's record is its own, so one's hit never hides the other's replacement, and prune
 /// keeps each one's live base.
 fn two_caches_of_one_key_heal_and_prune_apart(store: Store) {
@@ -247,6 +280,76 @@ on_every_store!(
     two_caches_of_one_key_heal_and_prune_apart,
 );
 on_every_store!(where records_refs: retention_by_age_never_strands_the_base_restores_use);
+
+/// A later generation that is newer than the highest one (here by its time on the local store,
+/// as a copy of the store that did not keep times makes it; on GitHub, one of this ref's scope
+/// below one of the default branch's): when it cannot be used, its replacement goes above every
+/// generation that exists, never into `exists` run after run.
+#[test]
+fn a_replacement_goes_above_generations_this_runs_lookup_does_not_reach() {
+    let peer = Store::Local.start();
+    let plain = inputs("out", &[]);
+    let key = first_entry(&peer.step(), &plain, "out");
+    for generation in 0..2 {
+        let (k, v) = base_of(&key, "out", generation);
+        peer.corrupt(&k, &v);
+        job(&peer.step(), &plain, "out");
+    }
+    // Generation 1 (corrupt) newer than generation 2.
+    let hour = std::time::Duration::from_secs(3600);
+    peer.backdate(&key, hour);
+    peer.backdate(&base_of(&key, "out", 2).0, hour);
+    let (restore, save) = job(&peer.step(), &plain, "out");
+    assert!(
+        restore.stdout.contains("its save writes generation 2 base"),
+        "generation 1 is the newest: {}",
+        restore.stdout
+    );
+    assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert!(
+        save.stdout.contains(
+            "generation 2 base exists where this run's lookup does not reach it; saving generation 3 base instead"
+        ),
+        "{}",
+        save.stdout
+    );
+    let (restore, _) = job(&peer.step(), &plain, "out");
+    assert!(restore.stdout.contains("stack: generation 3 base"), "{}", restore.stdout);
+}
+
+/// Files under the later generations' prefix that are no generation of ours (a copy, a name
+/// with a space) are never taken for the newest base.
+#[test]
+fn names_that_are_no_generation_are_never_the_newest_base() {
+    let peer = Store::Local.start();
+    let plain = inputs("out", &[]);
+    let key = first_entry(&peer.step(), &plain, "out");
+    let (_, version) = base_of(&key, "out", 0);
+    for stray in ["gold", "1 copy", "01", "1.bak"] {
+        peer.plant(&format!("{key}.g{stray}"), &version, b"stray");
+    }
+    let (restore, save) = job(&peer.step(), &plain, "out");
+    assert_eq!(outputs(&restore, &["reused", "miss-reason"]), ["true", "none"], "{}", restore.stdout);
+    assert_eq!(save.output("save-result"), "skipped-hit", "{}", save.stdout);
+}
+
+/// A restore's record names the store it asked: a save to another store ignores it (and saves
+/// there), rather than taking the other store's hit for its own.
+#[test]
+fn a_restore_record_of_another_store_is_not_used() {
+    let (one, other) = (Store::Local.start(), Store::Local.start());
+    let plain = inputs("out", &[]);
+    first_entry(&one.step(), &plain, "out");
+    let mut step = one.step();
+    let restore = step.run(&["restore"], &plain, NO_STATE);
+    assert_eq!(restore.output("reused"), "true", "{}", restore.stdout);
+    step.extra_env.retain(|(name, _)| name != "EXACT_CACHE_DIR");
+    step.extra_env.extend(other.env());
+    let save = step.run(&["save"], &plain, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    assert!(save.stdout.contains("is the record of a restore from another store; not using it"), "{}", save.stdout);
+}
 
 /// Without replacements, a restore costs one lookup on GitHub's service (the newest base and
 /// generation 0 in one call), with or without `grow`'s layers after it.

@@ -128,3 +128,141 @@ fn a_save_sweeps_uploads_that_killed_saves_left_behind() {
     assert_eq!(left.len(), 2, "{left:?}");
     drop(lock);
 }
+
+/// A FIFO at `path` (what someone sharing the store could plant).
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0, "mkfifo {}", path.display());
+}
+
+/// The store's file names under `sub` (`entries`, `meta`).
+fn names(step: &Step, sub: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(step.cache.join(sub))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 30, finding 3: use records (and entry files) of a shared local store that are not
+/// plain files — a FIFO, a link to `/dev/zero`, a linked `meta/` — never hang a restore, a
+/// miss's explanation or `list`, never make them grow, and never let a restore or a save touch
+/// anything outside the store. Each run is bounded (`timeout 20`), so a hang shows as a failure.
+#[test]
+fn use_records_that_are_not_plain_files_never_hang_grow_or_reach_out() {
+    use std::time::{Duration, SystemTime};
+    let mut step = Step::new();
+    step.wrapper = vec!["timeout".into(), "20".into()];
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "rec"), ("explain-misses", "true")];
+    write(&step.ws.join("out/a"), b"a");
+    let saved = step.run(&["save"], &inputs, &Default::default());
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    let [entry] = <[String; 1]>::try_from(names(&step, "entries")).unwrap();
+
+    // A FIFO as the record of the entry a restore hits.
+    std::fs::remove_file(step.cache.join("meta").join(&entry)).unwrap();
+    mkfifo(&step.cache.join("meta").join(&entry));
+    let hit = step.run(&["restore"], &inputs, &Default::default());
+    assert_eq!(hit.code, 0, "a FIFO record hung the restore (124: killed):\n{}", hit.stdout);
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+
+    // A FIFO record and a FIFO entry file of other entries of the prefix: a miss is explained.
+    let other = entry.replacen("rec-", "rec-f", 1);
+    mkfifo(&step.cache.join("meta").join(&other));
+    mkfifo(&step.cache.join("entries").join(entry.replacen("rec-", "rec-e", 1)));
+    let miss_inputs =
+        [("path", "out"), ("native", "none"), ("prefix", "rec"), ("explain-misses", "true"), ("variant", "x")];
+    let miss = step.run(&["restore"], &miss_inputs, &Default::default());
+    assert_eq!(miss.code, 0, "a FIFO hung the explanation (124: killed):\n{}", miss.stdout);
+    assert_eq!(miss.output("miss-reason"), "not-found", "{}", miss.stdout);
+
+    // A record linked to /dev/zero: `list` reads a few bytes of it at most.
+    let zero = entry.replacen("rec-", "rec-z", 1);
+    write(&step.cache.join("entries").join(&zero), b"not an archive");
+    std::os::unix::fs::symlink("/dev/zero", step.cache.join("meta").join(&zero)).unwrap();
+    let mut list = Command::new("python3");
+    list.args(["-c", support::MEASURE_RSS, "timeout", "20", support::exe(), "list", "--prefix=rec"])
+        .arg(format!("--workspace={}", step.ws.display()))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .env("HOME", &step.home)
+        .env("EXACT_CACHE_DIR", &step.cache);
+    let out = list.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rss_mib: f64 =
+        stderr.lines().find_map(|l| l.strip_prefix("maxrss-kib=")).and_then(|k| k.parse::<f64>().ok()).unwrap()
+            / 1024.0;
+    assert!(out.status.success(), "list: {stderr}");
+    assert!(rss_mib < 100.0, "list grew to {rss_mib:.0} MiB reading a record linked to /dev/zero");
+    assert!(stderr.contains("ignoring the record `meta/"), "one warning says what was ignored: {stderr}");
+
+    // A linked `meta/`: a restore changes no time outside, a save makes no file there.
+    let outside = step.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let victim = outside.join(&entry);
+    write(&victim, b"someone else's");
+    let long_ago = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    filetime::set_file_mtime(&victim, filetime::FileTime::from_system_time(long_ago)).unwrap();
+    std::fs::rename(step.cache.join("meta"), step.dir.path().join("meta-aside")).unwrap();
+    std::os::unix::fs::symlink(&outside, step.cache.join("meta")).unwrap();
+    let hit = step.run(&["restore"], &inputs, &Default::default());
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert_eq!(std::fs::metadata(&victim).unwrap().modified().unwrap(), long_ago, "a time changed outside");
+    write(&step.ws.join("out/b"), b"b");
+    let saved = step.run(&["save"], &[("path", "out"), ("native", "none"), ("prefix", "rec2")], &Default::default());
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    let made: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(made.len(), 1, "a save made a file outside the store: {made:?}");
+}
+
+/// Issue 30, finding 7: a restore needs no write access to the local store. As an unprivileged
+/// user, in a store that user may only read, a restore hits, records nothing and warns about
+/// nothing (an entry without a record included).
+#[test]
+fn a_restore_from_a_store_it_may_only_read_hits_and_warns_about_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run the binary as uid 65534");
+        return;
+    }
+    let mut step = Step::new();
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "ro")];
+    write(&step.ws.join("out/a"), b"a");
+    let saved = step.run(&["save"], &inputs, &Default::default());
+    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+    let [entry] = <[String; 1]>::try_from(names(&step, "entries")).unwrap();
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    // Everything on the way readable, the workspace and the runner's files nobody's own, the
+    // store root's and read-only to nobody; one entry without its record.
+    let mut dir = step.ws.as_path();
+    while dir.starts_with(step.dir.path()) {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir = dir.parent().unwrap();
+    }
+    for owned in [&step.ws, &step.home, &step.runner_temp] {
+        for entry in walkdir::WalkDir::new(owned) {
+            std::os::unix::fs::lchown(entry.unwrap().path(), Some(65534), Some(65534)).unwrap();
+        }
+    }
+    std::fs::create_dir_all(step.dir.path().join("run-1")).unwrap();
+    std::os::unix::fs::chown(step.dir.path().join("run-1"), Some(65534), Some(65534)).unwrap();
+    let record = step.cache.join("meta").join(&entry);
+    let before = std::fs::metadata(&record).unwrap().modified().unwrap();
+    step.wrapper =
+        ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"].map(String::from).to_vec();
+    let hit = step.run(&["restore"], &inputs, &Default::default());
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert!(!hit.stdout.contains("::warning::"), "{}", hit.stdout);
+    assert_eq!(std::fs::metadata(&record).unwrap().modified().unwrap(), before, "nothing recorded");
+    std::fs::remove_file(&record).unwrap();
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    std::fs::create_dir_all(step.dir.path().join("run-2")).unwrap();
+    std::os::unix::fs::chown(step.dir.path().join("run-2"), Some(65534), Some(65534)).unwrap();
+    let hit = step.run(&["restore"], &inputs, &Default::default());
+    assert_eq!(hit.output("reused"), "true", "{}", hit.stdout);
+    assert!(!hit.stdout.contains("::warning::"), "{}", hit.stdout);
+    assert!(!record.exists(), "no record made in a store it may only read");
+}

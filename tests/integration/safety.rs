@@ -921,3 +921,198 @@ fn clean_on_miss_says_when_it_cannot_ask_git() {
     assert!(r.stdout.contains("git is not installed"), "{}", r.stdout);
     assert!(!step.ws.join("out/stale.o").exists());
 }
+
+/// git in `dir` as the tests' own user would run it (no system configuration, a scratch home).
+fn git_at(step: &Step, dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &step.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?} in {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A partial clone at `at` (a blobless-trees clone with a sparse index) whose tree object for
+/// `a/` is missing, so that any git command that expands its index fetches from the promisor
+/// remote — which now says `ssh://` with a `core.sshCommand` that writes `marker`. Checked: a
+/// plain `git ls-files` there does write the marker (then it is removed again).
+fn hostile_partial_clone(step: &Step, at: &Path, marker: &Path) {
+    let origin = step.dir.path().join("origin");
+    std::fs::create_dir_all(&origin).unwrap();
+    git_at(step, &origin, &["init", "-q", "-b", "main"]);
+    write(&origin.join("a/b/f.txt"), b"deep\n");
+    write(&origin.join("c/g.txt"), b"shallow\n");
+    git_at(step, &origin, &["add", "."]);
+    git_at(step, &origin, &["commit", "-qm", "origin"]);
+    git_at(step, &origin, &["config", "uploadpack.allowFilter", "true"]);
+    git_at(step, &origin, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+    let url = format!("file://{}", origin.display());
+    git_at(
+        step,
+        at.parent().unwrap(),
+        &["clone", "-q", "--filter=tree:0", "--no-checkout", &url, at.to_str().unwrap()],
+    );
+    git_at(step, at, &["sparse-checkout", "init", "--cone", "--sparse-index"]);
+    git_at(step, at, &["sparse-checkout", "set", "c"]);
+    git_at(step, at, &["checkout", "-q", "main"]);
+    // Every object loose, then the tree of `a/` gone.
+    let packs = at.join(".git/objects/pack");
+    let aside = step.dir.path().join("packs");
+    std::fs::create_dir_all(&aside).unwrap();
+    for entry in std::fs::read_dir(&packs).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::rename(entry.path(), aside.join(entry.file_name())).unwrap();
+    }
+    for entry in std::fs::read_dir(&aside).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "pack") {
+            let status = std::process::Command::new("git")
+                .args(["unpack-objects", "-q"])
+                .current_dir(at)
+                .stdin(std::fs::File::open(&path).unwrap())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    }
+    let tree = git_at(step, at, &["rev-parse", "HEAD:a"]);
+    let tree = tree.trim();
+    std::fs::remove_file(at.join(".git/objects").join(&tree[..2]).join(&tree[2..])).unwrap();
+    git_at(step, at, &["config", "remote.origin.url", "ssh://example.invalid/repo"]);
+    let command = format!("touch '{}'; false", marker.display());
+    git_at(step, at, &["config", "core.sshCommand", &command]);
+    // The trap works: git as anyone would run it fetches, and the command runs.
+    let _ = std::process::Command::new("git")
+        .args(["ls-files"])
+        .current_dir(at)
+        .env("HOME", &step.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(marker.exists(), "the hostile clone does not fetch on `git ls-files`: the test proves nothing");
+    std::fs::remove_file(marker).unwrap();
+}
+
+/// Issue 30, finding 1: a partial clone whose sparse index lacks a tree object, found under a
+/// root (the root itself, or nested below it as an entry could bring it), makes a plain
+/// `git ls-files` fetch the tree through the repository's own `core.sshCommand`. Asked by
+/// `clean-on-miss`, nothing it configures runs: lazy fetching is off, every transport refused.
+#[test]
+fn clean_on_miss_runs_nothing_a_planted_partial_clone_configures() {
+    if !has_git() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for (variant, clone_at) in [("nested below the root", "out/sub"), ("the root itself", "out")] {
+        let step = Step::new();
+        write(&step.ws.join("keep.txt"), b"committed\n");
+        git_repo(&step, &["keep.txt"]);
+        std::fs::create_dir_all(step.ws.join("out")).unwrap();
+        let marker = step.dir.path().join("marker");
+        hostile_partial_clone(&step, &step.ws.join(clone_at), &marker);
+        write(&step.ws.join("out/stale.bin"), b"stale\n");
+
+        let r = step.run(&["restore"], &clean_inputs("out"), NO_STATE);
+        assert_eq!(r.code, 0, "{variant}: {}", r.stdout);
+        if marker.exists() {
+            failures.push(format!("{variant}: the repository's ssh command ran:\n{}", r.stdout));
+        }
+        assert!(step.ws.join(clone_at).join(".git").exists(), "{variant}: `.git` stays");
+        assert!(step.ws.join(clone_at).join("c/g.txt").exists(), "{variant}: what the clone tracks stays");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Issue 30, finding 2: the workspace's repository tracks `build/gen/keep.txt`; a `.git`
+/// between the workspace and the root `build/gen` — a one-line file pointing nowhere, or a
+/// `git init build` — must not make it removable: the workspace's own repository decides.
+#[test]
+fn clean_on_miss_keeps_what_the_workspace_tracks_whatever_git_sits_between() {
+    if !has_git() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for variant in ["build/.git: gitdir: /nonexistent", "git init build", "git init build/gen"] {
+        let step = Step::new();
+        write(&step.ws.join("build/gen/keep.txt"), b"committed\n");
+        write(&step.ws.join("build/gen/deep/also.txt"), b"committed\n");
+        git_repo(&step, &["build/gen/keep.txt", "build/gen/deep/also.txt"]);
+        match variant {
+            "build/.git: gitdir: /nonexistent" => write(&step.ws.join("build/.git"), b"gitdir: /nonexistent\n"),
+            "git init build" => {
+                git_at(&step, &step.ws.join("build"), &["init", "-q"]);
+            }
+            _ => {
+                git_at(&step, &step.ws.join("build/gen"), &["init", "-q"]);
+            }
+        }
+        write(&step.ws.join("build/gen/stale.bin"), b"stale\n");
+        write(&step.ws.join("build/gen/deep/stale.o"), b"stale\n");
+
+        let r = step.run(&["restore"], &clean_inputs("build/gen"), NO_STATE);
+        assert_eq!(r.code, 0, "{variant}: {}", r.stdout);
+        let gone: Vec<&str> = ["build/gen/keep.txt", "build/gen/deep/also.txt"]
+            .into_iter()
+            .filter(|f| !step.ws.join(f).exists())
+            .collect();
+        let left: Vec<&str> = ["build/gen/stale.bin", "build/gen/deep/stale.o"]
+            .into_iter()
+            .filter(|f| step.ws.join(f).exists())
+            .collect();
+        if !gone.is_empty() || !left.is_empty() {
+            let log = r.stdout.lines().filter(|l| l.contains("clean-on-miss")).collect::<Vec<_>>().join("\n");
+            failures.push(format!("{variant}: tracked removed {gone:?}, stale left {left:?}: {log}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Issue 30, finding 6: an entry of `~/cfg` (the home directory's) was an exact hit for the
+/// line `$GITHUB_WORKSPACE/~/cfg` and was placed in `$HOME/cfg`; an entry of `$RUNNER_TEMP/gen`
+/// was placed into a workspace directory literally named `<runner-temp>/gen`. Two places never
+/// share a version: each of these restores misses and places nothing.
+#[test]
+fn a_symbolic_root_never_shares_a_version_with_a_literal_path() {
+    let step = Step::new();
+    let ws = step.ws.to_str().unwrap().to_owned();
+    let temp = step.runner_temp.to_str().unwrap().to_owned();
+    let cases = [
+        ("~/cfg", step.home.join("cfg"), format!("{ws}/~/cfg"), step.ws.join("~/cfg")),
+        (
+            &*format!("{temp}/gen"),
+            step.runner_temp.join("gen"),
+            "<runner-temp>/gen".to_owned(),
+            step.ws.join("<runner-temp>/gen"),
+        ),
+    ];
+    for (saved_line, saved_at, other_line, other_at) in cases {
+        write(&saved_at.join("settings.toml"), b"the saved place's\n");
+        let inputs =
+            |line: &str| [("path", line.to_owned()), ("native", "none".to_owned()), ("prefix", "sym".to_owned())];
+        let as_pairs = |v: &[(&'static str, String); 3]| v.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>();
+        let saved_inputs = as_pairs(&inputs(saved_line));
+        let saved_inputs: Vec<(&str, &str)> = saved_inputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let saved = step.run(&["save"], &saved_inputs, NO_STATE);
+        assert_eq!(saved.output("save-result"), "saved", "{saved_line}: {}", saved.stdout);
+        std::fs::remove_dir_all(&saved_at).unwrap();
+
+        let other_inputs = as_pairs(&inputs(&other_line));
+        let other_inputs: Vec<(&str, &str)> = other_inputs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = step.run(&["restore"], &other_inputs, NO_STATE);
+        assert_eq!(r.code, 0, "{}", r.stdout);
+        assert_eq!(
+            (r.output("cache-hit"), r.output("miss-reason")),
+            ("false", "not-found"),
+            "`{other_line}` found the entry of `{saved_line}`:\n{}",
+            r.stdout
+        );
+        assert!(!saved_at.exists() && !other_at.exists(), "`{other_line}` placed files of `{saved_line}`");
+    }
+}

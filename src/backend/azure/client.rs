@@ -97,6 +97,13 @@ impl Client {
         if matches!(credential.as_ref(), AzureCredential::SASToken(_)) {
             self.http.mask_url(&url);
         }
+        // The Shared Key signature made for this request is a secret too (a server may echo it).
+        let authorization = request.headers().get(reqwest::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if let Some(signature) =
+            authorization.and_then(|a| a.strip_prefix("SharedKey ")).and_then(|a| a.split_once(':'))
+        {
+            self.http.secrets.add(signature.1);
+        }
         Ok((url, std::mem::take(request.headers_mut())))
     }
 
@@ -181,12 +188,21 @@ impl Client {
     pub async fn list_blobs(&self, prefix: &str) -> Result<Vec<ListedBlob>, BackendError> {
         let what = "list the container";
         bounded_listing(&self.http.tuning, what, |marker| async move {
-            let mut query =
-                vec![("restype", "container"), ("comp", "list"), ("prefix", prefix), ("include", "metadata")];
+            let mut query = vec![
+                ("restype", "container"),
+                ("comp", "list"),
+                ("prefix", prefix),
+                ("include", "metadata"),
+                ("maxresults", "5000"),
+            ];
             if let Some(m) = &marker {
                 query.push(("marker", m.as_str()));
             }
             let (_, body) = self.call(what, Method::GET, None, &query, &[], Bytes::new()).await?;
+            if wire::count_items(&body, "Blob", entries::PAGE_ITEMS).is_some_and(|n| n > entries::PAGE_ITEMS) {
+                let more = format!("{what}: the listing holds more than {} items in one page", entries::PAGE_ITEMS);
+                return Err(BackendError::new(ErrorKind::Fatal, more));
+            }
             let page: EnumerationResults = wire::decode_xml(&body).map_err(|e| {
                 BackendError::new(ErrorKind::Fatal, format!("{what}: unreadable answer")).with_source(e)
             })?;

@@ -53,6 +53,7 @@ impl AzureBlobBackend {
         for secret in AzureSettings::secrets(env) {
             http.secrets.add(&secret);
         }
+        http.mask_token_file(env, "AZURE_FEDERATED_TOKEN_FILE")?;
         let store = settings.builder(env).build().map_err(|e| {
             BackendError::new(
                 ErrorKind::Fatal,
@@ -89,24 +90,11 @@ impl Backend for AzureBlobBackend {
         version: &Version,
     ) -> Result<Option<CacheEntry>, BackendError> {
         let prefix = format!("{}{newest_of}", self.client.settings.prefix);
-        match self.block_on(self.client.list_blobs(&prefix)) {
-            Ok(blobs) => {
-                let named = blobs.iter().filter_map(|blob| {
-                    let parts = entries::split_name(blob.name.as_deref()?, &prefix, newest_of)?;
-                    let modified = chrono::DateTime::parse_from_rfc2822(&blob.properties.last_modified)
-                        .map_or(0, |t| t.timestamp());
-                    Some((parts, modified))
-                });
-                if let Some(newest) = entries::newest_key(named, version)
-                    && let Some(entry) = self.lookup(&newest, version)?
-                {
-                    return Ok(Some(entry));
-                }
-            }
-            Err(e) if e.kind == ErrorKind::Forbidden => {}
-            Err(e) => return Err(e),
-        }
-        self.lookup(key, version)
+        let listing = self.block_on(self.client.list_blobs(&prefix)).map(|blobs| {
+            let modified = |at: &str| chrono::DateTime::parse_from_rfc2822(at).map_or(0, |t| t.timestamp());
+            blobs.into_iter().filter_map(|blob| Some((blob.name?, modified(&blob.properties.last_modified)))).collect()
+        });
+        entries::newest_or(listing, (&prefix, newest_of), (key, version), |k| self.lookup(k, version))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {

@@ -120,7 +120,10 @@ impl Backend for LocalBackend {
         for item in listing {
             let item = item.map_err(|e| self.io_error("list", &dir, e))?;
             let name = item.file_name();
-            let Some(found) = name.to_str().and_then(|n| n.strip_suffix(&suffix)).filter(|k| k.starts_with(newest_of))
+            let Some(found) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(&suffix))
+                .filter(|k| k.starts_with(newest_of) && crate::stack::generation_of(key, k).is_some())
             else {
                 continue;
             };
@@ -187,9 +190,12 @@ impl Backend for LocalBackend {
 }
 
 impl LocalBackend {
+    /// The entry's file, reached beneath the store's directory: never through a link, never
+    /// blocking on a FIFO, only a plain file.
     fn open_file(&self, entry: &CacheEntry) -> Result<File, BackendError> {
         let path = Path::new(&entry.location);
-        File::open(path).map_err(|e| match e.kind() {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        super::meta::open_entry(&self.root, name).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => BackendError::new(ErrorKind::NotFound, "entry disappeared"),
             _ => self.io_error("open", path, e),
         })
@@ -281,7 +287,7 @@ impl Upload for LocalUpload {
             Ok(_) => {
                 let name = self.final_path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
                 // Without its record the entry is one of an unknown ref: kept by every ref's prune.
-                let _ = super::meta::record_save(&self.root, &self.root.join("tmp"), name, &self.saving_ref);
+                super::meta::record_save(&self.root, name, &self.saving_ref);
                 Ok(Committed::Saved)
             }
             Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Committed::Exists),

@@ -1,5 +1,5 @@
 //! The local store's catalog: its `entries/` directory listed (each entry with the ref and last
-//! use its record keeps) and deleted from, record and all.
+//! use its record keeps; only plain files, never opened) and deleted from, record and all.
 
 use super::LocalBackend;
 use super::meta;
@@ -33,6 +33,14 @@ impl Catalog for LocalBackend {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some((key, version)) = name.split_once('@') else { continue };
             if !key.starts_with(key_prefix) {
+                continue;
+            }
+            // A link, a FIFO or a directory is nothing a save made: never opened, not listed.
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                crate::runner::warn_later(&format!(
+                    "local cache `{}`: ignoring `entries/{name}`, which is not a plain file of the store",
+                    self.root().display()
+                ));
                 continue;
             }
             let file = entry.metadata().ok();

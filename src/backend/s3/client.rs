@@ -182,6 +182,9 @@ impl S3Backend {
                 http.secrets.add(value);
             }
         }
+        for name in ["AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] {
+            http.mask_token_file(env, name)?;
+        }
         let credentials = CredentialSource::from_env(env)?;
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(&settings.bucket)
@@ -330,6 +333,13 @@ impl Inner {
                     query.push(("continuation-token", t.as_str()));
                 }
                 let (_, body) = self.call("list the bucket", Method::GET, root, &query, &[], Bytes::new()).await?;
+                if wire::count_items(&body, "Contents", entries::PAGE_ITEMS).is_some_and(|n| n > entries::PAGE_ITEMS) {
+                    let more = format!(
+                        "list the bucket: the listing holds more than {} items in one page",
+                        entries::PAGE_ITEMS
+                    );
+                    return Err(BackendError::new(ErrorKind::Fatal, more));
+                }
                 let listing: ListBucketResult = wire::decode_xml(&body).map_err(|e| {
                     BackendError::new(ErrorKind::Fatal, "list the bucket: unreadable answer").with_source(e)
                 })?;
@@ -462,21 +472,9 @@ impl Backend for S3Backend {
     ) -> Result<Option<CacheEntry>, BackendError> {
         let inner = &self.inner;
         let prefix = format!("{}{newest_of}", inner.settings.prefix);
-        match inner.http.rt().block_on(inner.list_objects(&prefix)) {
-            Ok(objects) => {
-                let named = objects.iter().filter_map(|(name, _, modified)| {
-                    Some((entries::split_name(name, &prefix, newest_of)?, *modified))
-                });
-                if let Some(newest) = entries::newest_key(named, version)
-                    && let Some(entry) = self.lookup(&newest, version)?
-                {
-                    return Ok(Some(entry));
-                }
-            }
-            Err(e) if e.kind == ErrorKind::Forbidden => {}
-            Err(e) => return Err(e),
-        }
-        self.lookup(key, version)
+        let listing = inner.http.rt().block_on(inner.list_objects(&prefix));
+        let named = listing.map(|objects| objects.into_iter().map(|(name, _, modified)| (name, modified)).collect());
+        entries::newest_or(named, (&prefix, newest_of), (key, version), |k| self.lookup(k, version))
     }
 
     fn open(&self, entry: &CacheEntry) -> Result<Box<dyn Read + Send + '_>, BackendError> {

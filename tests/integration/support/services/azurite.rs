@@ -181,7 +181,12 @@ const SAS_FIELDS: (&str, &str, &str, &str, &str) = ("rwdlac", "b", "sco", "2099-
 
 /// The signature of [`account_sas`] (base64, not URL-encoded): it must never be printed.
 pub fn account_sas_signature() -> String {
-    let (sp, ss, srt, se, spr) = SAS_FIELDS;
+    sas_signature(SAS_FIELDS.0)
+}
+
+/// The signature of an account SAS with the permissions `sp`.
+fn sas_signature(sp: &str) -> String {
+    let (_, ss, srt, se, spr) = SAS_FIELDS;
     let to_sign = format!("{ACCOUNT}\n{sp}\n{ss}\n{srt}\n\n{se}\n\n{spr}\n{SAS_VERSION}\n\n");
     let key = base64::engine::general_purpose::STANDARD.decode(ACCOUNT_KEY).unwrap();
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
@@ -191,8 +196,17 @@ pub fn account_sas_signature() -> String {
 
 /// An account SAS valid for every blob operation until 2099.
 pub fn account_sas() -> String {
-    let (sp, ss, srt, se, spr) = SAS_FIELDS;
+    account_sas_for(SAS_FIELDS.0)
+}
+
+/// An account SAS that may only read and list (`sp=rl`): what a job that must not write gets.
+pub fn read_only_account_sas() -> String {
+    account_sas_for("rl")
+}
+
+fn account_sas_for(sp: &str) -> String {
+    let (_, ss, srt, se, spr) = SAS_FIELDS;
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-    let sig = account_sas_signature();
+    let sig = sas_signature(sp);
     format!("sv={SAS_VERSION}&ss={ss}&srt={srt}&sp={sp}&se={}&spr={}&sig={}", enc(se), enc(spr), enc(&sig))
 }
