@@ -25,6 +25,7 @@ pub mod outcome;
 pub mod paths;
 pub(crate) mod preset;
 pub(crate) mod process;
+pub mod reads;
 pub mod runner;
 pub(crate) mod stack;
 pub mod text;

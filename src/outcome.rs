@@ -32,6 +32,7 @@ crate::choice::named_enum! {
         Saved => "saved",
         SaveResult => "save-result",
         ChangedFiles => "changed-files",
+        UncoveredFiles => "uncovered-files",
         /// `explain`: the key compared with.
         Against => "against",
         /// `explain`: what differs, one per line.
@@ -118,6 +119,8 @@ crate::choice::named_enum! {
         SecretFound => "secret-found",
         /// `save-if` was false: nothing was written.
         Disabled => "disabled",
+        /// `uncovered-reads: fail` and the generating run read files no input covers.
+        UncoveredReads => "uncovered-reads",
         Error => "error",
     }
 }
@@ -332,6 +335,15 @@ pub struct SaveOutcome {
     pub pruned: Option<String>,
     /// The slot written, when `grow` wrote a layer or a base above generation 0.
     pub slot: Option<Slot>,
+    /// After a miss, with `uncovered-reads`: the files the job's Python read that no input
+    /// covers (`None`: nothing was recorded).
+    pub uncovered: Option<Box<Uncovered>>,
+}
+
+/// The files the generating run's Python read that no input covers, as the log shows paths.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Uncovered {
+    pub files: Vec<String>,
 }
 
 impl SaveOutcome {
@@ -346,6 +358,7 @@ impl SaveOutcome {
             verified: None,
             pruned: None,
             slot: None,
+            uncovered: None,
         }
     }
 

@@ -56,4 +56,9 @@ pub enum Error {
     Catalog(#[from] CatalogError),
     #[error("`verify-reuse: fail`: {} under `path` changed since the restore", crate::units::count_of(*count, "file"))]
     VerifyFailed { count: usize },
+    #[error(
+        "`uncovered-reads: fail`: the generating run read {} that no input covers; nothing was saved",
+        crate::units::count_of(*count, "file")
+    )]
+    UncoveredReads { count: usize },
 }

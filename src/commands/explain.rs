@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
 use crate::keys::{self, Key};
 use crate::stack::Slot;
+use crate::text::shorten;
 use crate::units::count_of;
 
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
@@ -202,11 +203,28 @@ fn sniff(bytes: &[u8]) -> Compression {
 /// `native.isa: x86-64-v4 → x86-64-v3`. Values read as [`Shown`] shows them.
 /// Every difference from `theirs` to `ours`, one line each — but a component only one side has
 /// is one line ("python: 94 packages added"), not one per value.
+/// A module file reached through imports reads `files: <path> changed (imported by <file>)`;
+/// its `imports` change is not a line of its own when its `files` line says it.
 fn render_all(theirs: &Fingerprint, ours: &Fingerprint, shown: &Shown) -> Vec<String> {
     let changes = theirs.diff(ours);
+    let (files, imports) = (ComponentName::Files.name(), ComponentName::Imports.name());
+    let importers = |label: &str| {
+        [ours, theirs].iter().find_map(|fp| fp.components.get(imports)?.get(label)?.as_text().map(str::to_owned))
+    };
+    let changed_files: std::collections::BTreeSet<&str> =
+        changes.iter().filter(|c| c.component == files).map(|c| c.label.as_str()).collect();
     let mut lines = Vec::new();
     for group in changes.chunk_by(|a, b| a.component == b.component) {
         let component = group[0].component.as_str();
+        if component == files || component == imports {
+            for c in group.iter().filter(|c| component == files || !changed_files.contains(c.label.as_str())) {
+                let by = importers(&c.label)
+                    .filter(|_| component == files)
+                    .map(|by| format!(" (imported by {})", shorten(&by, VALUE_CHARS)));
+                lines.push(format!("{}{}", render(c, shown), by.unwrap_or_default()));
+            }
+            continue;
+        }
         let added = !theirs.components.contains_key(component);
         let removed = !ours.components.contains_key(component);
         if group.len() > 1 && (added || removed) {
@@ -281,6 +299,43 @@ mod tests {
         assert_eq!(
             render_all(&ours, &theirs, &Shown::plain())[1],
             "python: 94 packages removed (this run has no `python.dists` component)"
+        );
+    }
+
+    #[test]
+    fn a_changed_import_names_who_imports_it() {
+        let fp = |scale: &str| {
+            let mut fp = Fingerprint::default();
+            let files = [("tools/gen.py", "aa -"), ("tools/helpers/weights.py", scale)];
+            fp.insert("files", Component::from_iter(files.map(|(l, v)| (l.to_owned(), Value::text(v)))));
+            fp.insert(
+                "imports",
+                Component::from([("tools/helpers/weights.py".to_owned(), Value::text("tools/gen.py"))]),
+            );
+            fp
+        };
+        assert_eq!(
+            render_all(&fp("bb -"), &fp("cc -"), &Shown::plain()),
+            ["files: tools/helpers/weights.py changed (imported by tools/gen.py)"]
+        );
+        // An entry saved before imports were followed: the helper is new to the key.
+        let mut before = fp("bb -");
+        before.components.remove("imports");
+        before.components.get_mut("files").unwrap().remove("tools/helpers/weights.py");
+        assert_eq!(
+            render_all(&before, &fp("bb -"), &Shown::plain()),
+            ["files: tools/helpers/weights.py added (imported by tools/gen.py)"]
+        );
+        // Only who imports it changed: the `imports` line says so.
+        let mut other = fp("bb -");
+        other
+            .components
+            .get_mut("imports")
+            .unwrap()
+            .insert("tools/helpers/weights.py".into(), Value::text("tools/other.py"));
+        assert_eq!(
+            render_all(&fp("bb -"), &other, &Shown::plain()),
+            ["imports: tools/helpers/weights.py tools/gen.py → tools/other.py"]
         );
     }
 

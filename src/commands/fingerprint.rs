@@ -16,7 +16,11 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<FingerprintOutcome, 
 /// Compute the fingerprint, log it, and return its record.
 pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
     let _group = ctx.runner.group("Fingerprint");
-    let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, ctx.runner.env())?;
+    // What exact-cache's own probes (the interpreter's report, `hash-commands`) read is no read of
+    // the generating run.
+    let mut env = ctx.runner.env().clone();
+    env.remove(crate::reads::LOG_VAR);
+    let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, &env)?;
     let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
     report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
     Ok(record)

@@ -12,6 +12,7 @@ mod handoff;
 mod lookups;
 mod prune;
 mod publish;
+mod reads;
 mod report;
 mod restore;
 mod save;
@@ -93,6 +94,9 @@ fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
         Outcome::Save(save) => {
             if save.trouble && config.strict {
                 return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
+            }
+            if save.result == crate::outcome::SaveResult::UncoveredReads {
+                return Err(Error::UncoveredReads { count: save.uncovered.as_ref().map_or(0, |u| u.files.len()) });
             }
             match &save.verified {
                 Some(verified) if verified.failed => Err(Error::VerifyFailed { count: verified.changed_files.len() }),

@@ -67,6 +67,8 @@ fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result
     runner.set_output(Output::SaveResult, outcome.result.name())?;
     let changed = outcome.verified.as_ref().map(|v| v.changed_files.as_slice()).unwrap_or_default();
     runner.set_list_output(Output::ChangedFiles, changed)?;
+    let uncovered = outcome.uncovered.as_ref().map(|u| u.files.as_slice()).unwrap_or_default();
+    runner.set_list_output(Output::UncoveredFiles, uncovered)?;
     if let Some(key) = &outcome.key {
         runner.set_output(Output::Key, key)?;
     }

@@ -88,7 +88,7 @@ pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &Fingerpri
     for (name, values) in &record.components.components {
         runner.info(&format!("{name} ({})", units::count_of(values.len(), "value")));
         if name == ComponentName::Files.name() {
-            runner.info(&format!("  ({FILES_NOTE})"));
+            runner.info(&format!("  ({FILES_NOTE}; {})", files_origin_counts(record)));
         }
         for (label, value) in values.iter().take(LOG_VALUES) {
             runner.info(&format!("  {label} = {}", shown.value(name, label, value, VALUE_CHARS)));
@@ -118,7 +118,42 @@ pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit:
     }
 }
 
+/// The files the key covers and where each comes from: `hash-files`, or an import (and who
+/// imports it).
+fn files_by_origin(md: &mut Markdown, record: &FingerprintRecord) {
+    let components = &record.components.components;
+    let Some(files) = components.get(ComponentName::Files.name()) else { return };
+    let imports = components.get(ComponentName::Imports.name());
+    let by = |label: &str| imports.and_then(|i| i.get(label)).and_then(Value::as_text);
+    let mut inner = md.nested();
+    let rows: Vec<Vec<Inline>> = files
+        .keys()
+        .take(FINGERPRINT_VALUES)
+        .map(|label| {
+            let origin = match by(label) {
+                Some(importers) => Inline::ours(format!("import of {}", md.code(importers))),
+                None => md.code("hash-files"),
+            };
+            vec![md.code(label), origin]
+        })
+        .collect();
+    inner.table(&["file", "origin"], rows);
+    if files.len() > FINGERPRINT_VALUES {
+        inner.paragraph(&Inline::ours(format!("… {} more", files.len() - FINGERPRINT_VALUES)));
+    }
+    md.details(&format!("Files the key covers: {}", files_origin_counts(record)), &inner);
+}
+
+/// `2 from hash-files, 1 through imports`.
+pub(super) fn files_origin_counts(record: &FingerprintRecord) -> String {
+    let components = &record.components.components;
+    let files = components.get(ComponentName::Files.name()).map_or(0, |c| c.len());
+    let imported = components.get(ComponentName::Imports.name()).map_or(0, |c| c.len());
+    format!("{} from hash-files, {} through imports", files - imported.min(files), imported)
+}
+
 fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRecord) {
+    files_by_origin(md, record);
     let mut inner = md.nested();
     let mut rows = Vec::new();
     for (name, values) in &record.components.components {
@@ -244,6 +279,23 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     md.as_str().to_owned()
 }
 
+/// `none`, or `⚠️ 2 files read that no input covers: `data/cases.txt`, …`.
+fn uncovered_cell(md: &Markdown, uncovered: &[String]) -> Inline {
+    if uncovered.is_empty() {
+        return Inline::ours("none: every file the job's Python read under the workspace is covered");
+    }
+    let mut named: Vec<String> =
+        uncovered.iter().take(SUMMARY_VALUES).map(|f| md.code(&shorten(f, 200)).to_string()).collect();
+    if uncovered.len() > SUMMARY_VALUES {
+        named.push(format!("and {} more", uncovered.len() - SUMMARY_VALUES));
+    }
+    Inline::ours(format!(
+        "⚠️ {} read that no input covers: {}",
+        units::count_of(uncovered.len(), "file"),
+        named.join(", ")
+    ))
+}
+
 pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     let mut md = shown.summary("save");
     let mut rows = Vec::new();
@@ -257,6 +309,9 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
         let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
+    }
+    if let Some(uncovered) = &outcome.uncovered {
+        rows.push(vec![Inline::ours("uncovered reads"), uncovered_cell(&md, &uncovered.files)]);
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {
@@ -346,6 +401,18 @@ mod tests {
     }
 
     #[test]
+    fn the_summary_lists_the_files_the_key_covers_by_origin() {
+        let mut fp = Fingerprint::default();
+        let files = [("tools/gen.py", "aa -"), ("tools/helpers/weights.py", "bb -")];
+        fp.insert("files", Component::from_iter(files.map(|(l, v)| (l.to_owned(), Value::text(v)))));
+        fp.insert("imports", Component::from([("tools/helpers/weights.py".to_owned(), Value::text("tools/gen.py"))]));
+        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
+        assert!(summary.contains("Files the key covers: 1 from hash-files, 1 through imports"), "{summary}");
+        assert!(summary.contains("| `tools/gen.py` | `hash-files` |"), "{summary}");
+        assert!(summary.contains("| `tools/helpers/weights.py` | import of `tools/gen.py` |"), "{summary}");
+    }
+
+    #[test]
     fn labels_and_values_from_outside_keep_the_summary_table_whole() {
         let mut fp = Fingerprint::default();
         let hostile = "a|b\n| x | y |\r<img src=x onerror=alert(1)>`|`";
@@ -353,14 +420,19 @@ mod tests {
         fp.insert("env", Component::from([("K".to_owned(), Value::text(format!("{hostile}\n# heading")))]));
         let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
         // Raw only inside the code spans of the label and the value, where HTML means nothing.
-        assert_eq!(summary.matches("<img").count(), 2, "{summary}");
+        assert_eq!(summary.matches("<img").count(), 3, "{summary}");
         assert!(
             summary.contains("| ``a\\|b ⏎ \\| x \\| y \\| ⏎ <img src=x onerror=alert(1)>`\\|` ⏎ # heading`` |"),
             "{summary}"
         );
         assert!(summary.contains("`` a\\|b⏎\\| x \\| y \\|⏎<img src=x onerror=alert(1)>`\\|` ``"), "{summary}");
         let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
-        // The key table (two columns, three rows) and the fingerprint table (three columns).
-        assert_eq!(rows.iter().map(|r| gfm_cells(r).len()).collect::<Vec<_>>(), [2, 2, 2, 3, 3, 3, 3], "{summary}");
+        // The key table (two columns, three rows), the files by origin (two columns) and the
+        // fingerprint table (three columns).
+        assert_eq!(
+            rows.iter().map(|r| gfm_cells(r).len()).collect::<Vec<_>>(),
+            [2, 2, 2, 2, 2, 2, 3, 3, 3, 3],
+            "{summary}"
+        );
     }
 }

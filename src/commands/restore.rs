@@ -138,7 +138,10 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         _ => (None, None),
     };
     let clean_failed = clean_error.is_some();
-    let exports = exports(config, runner.env(), attempt.reused(), clean_failed);
+    let mut exports = exports(config, runner.env(), attempt.reused(), clean_failed);
+    if matches!(attempt, Attempt::Miss { .. }) && !clean_failed {
+        exports.extend(super::reads::arrange(ctx, config));
+    }
     let backend = backend.describe();
     let outcome = RestoreOutcome {
         record,

@@ -8,11 +8,11 @@ use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify};
 use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
-use crate::config::{Config, VerifyReuse};
+use crate::config::{Config, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::EntryKind;
-use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
+use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
@@ -80,11 +80,20 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         }
         Some(Restored::NotReused) | None => Place::First,
     };
+    // The run that generated what this save keeps: what its Python read and nothing covers.
+    let uncovered = super::reads::check(ctx, config, &record).map(|files| Box::new(Uncovered { files }));
+    let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
     if !config.save_if {
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
-        return Ok(SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false"));
+        let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false");
+        return Ok(with_uncovered(disabled));
     }
-    Ok(save(ctx, config, &record, &Target::whole(place)))
+    let refusing = config.uncovered_reads == UncoveredReads::Fail;
+    if let Some(Uncovered { files }) = uncovered.as_deref().filter(|u| refusing && !u.files.is_empty()) {
+        let detail = super::reads::line(files);
+        return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
+    }
+    Ok(with_uncovered(save(ctx, config, &record, &Target::whole(place))))
 }
 
 /// An entry restored earlier in the job.

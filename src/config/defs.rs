@@ -46,6 +46,16 @@ pub static HASH_FILES: Input<Vec<String>> = Input::lines(
      pattern matching nothing is an error.",
 );
 
+pub static FOLLOW_IMPORTS: Input<bool> = Input::flag(
+    "follow-imports",
+    Fingerprint,
+    true,
+    "Follow the imports of the Python files `hash-files` selects (parsed, never run), transitively: each module file \
+     inside the workspace they reach enters the fingerprint, with the files that import it. Modules outside the \
+     workspace, the standard library and site-packages are not followed (`python` covers installed distributions). \
+     `false`: only the files `hash-files` lists.",
+);
+
 pub static HASH_ENV: Input<Vec<String>> = Input::var_names(
     "hash-env",
     Fingerprint,
@@ -189,6 +199,17 @@ pub static GROW_MAX_SHARE: Input<f64> = Input::new(
     },
 );
 
+pub static UNCOVERED_READS: Input<UncoveredReads> = Input::choice(
+    "uncovered-reads",
+    Cache,
+    "warn",
+    "On a miss, record the files under the workspace that the job's later Python processes open (an audit hook \
+     loaded through `PYTHONPATH`), and at save name those no input covers (not under `path`, not in `hash-files`, \
+     not an import, not written by the job): `warn` (a warning, the `uncovered-files` output and a summary row), \
+     `fail` (an error: nothing is saved, `save-result=uncovered-reads`) or `off` (nothing recorded). Processes \
+     that are not Python are not seen.",
+);
+
 pub static SAVE_IF: Input<bool> = Input::flag(
     "save-if",
     Cache,
@@ -301,6 +322,15 @@ pub static SAVE_ON_FAILURE: Input<bool> = Input::flag(
 
 crate::choice::named_enum! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum UncoveredReads {
+        Off => "off",
+        Warn => "warn",
+        Fail => "fail",
+    }
+}
+
+crate::choice::named_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum VerifyReuse {
         Off => "off",
         Warn => "warn",
@@ -324,6 +354,7 @@ const CORE: &[&InputSpec] = &[
     &PATH.spec,
     &PREFIX.spec,
     &HASH_FILES.spec,
+    &FOLLOW_IMPORTS.spec,
     &HASH_ENV.spec,
     &HASH_COMMANDS.spec,
     &NATIVE.spec,
@@ -341,6 +372,7 @@ const CORE: &[&InputSpec] = &[
     &GROW.spec,
     &GROW_MAX_LAYERS.spec,
     &GROW_MAX_SHARE.spec,
+    &UNCOVERED_READS.spec,
     &SAVE_IF.spec,
     &PRUNE.spec,
     &PRUNE_KEEP.spec,

@@ -9,7 +9,7 @@ mod names;
 mod outputs;
 
 pub use crate::inputs::{CommandName, EntryPoint, InputError, InputKind, RawInputs};
-pub use defs::{DEFAULT_PREFIX, INPUTS, VerifyReuse};
+pub use defs::{DEFAULT_PREFIX, INPUTS, UncoveredReads, VerifyReuse};
 pub use names::check_input_names;
 pub use outputs::{OUTPUTS, OutputSpec};
 
@@ -50,6 +50,8 @@ pub struct Config {
     /// Variables exported to later steps on restore (a preset's cache directories).
     pub exports: Vec<(String, String)>,
     pub verify_reuse: VerifyReuse,
+    /// `uncovered-reads`: record what the generating run's Python reads, and what to make of it.
+    pub uncovered_reads: UncoveredReads,
     /// `None`: automatic (when listing is possible).
     pub explain_misses: Option<bool>,
     /// `grow`: restore applies layers, and the post step of a warm run saves one.
@@ -76,6 +78,7 @@ fn fingerprint_spec(
 ) -> Result<FingerprintSpec, InputError> {
     let mut fingerprint = FingerprintSpec::new(locations.clone());
     fingerprint.hash_files = defs::HASH_FILES.read(raw)?;
+    fingerprint.follow_imports = defs::FOLLOW_IMPORTS.read(raw)?;
     fingerprint.hash_env = defs::HASH_ENV.read(raw)?;
     fingerprint.hash_commands = defs::HASH_COMMANDS.read(raw)?;
     fingerprint.native = defs::NATIVE.read(raw)?;
@@ -225,6 +228,7 @@ impl Config {
             preset,
             exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
             verify_reuse: defs::VERIFY_REUSE.read(raw)?,
+            uncovered_reads: defs::UNCOVERED_READS.read(raw)?,
             explain_misses: defs::EXPLAIN_MISSES.read(raw)?.decided(),
             grow: defs::GROW.read(raw)?.or_auto(preset == Some(Preset::TorchInductor)),
             grow_max_layers: defs::GROW_MAX_LAYERS.read(raw)?,

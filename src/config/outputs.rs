@@ -95,7 +95,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
         entries: &[EntryPoint::Save],
         description: "`saved`, `layer` (`grow` saved what the job added as a layer of the restored stack), \
                       `exists`, `skipped-hit`, `disabled` (`save-if` is false), `read-only`, `rate-limited`, `incomplete`, \
-                      `secret-found`, \
+                      `secret-found`, `uncovered-reads` (`uncovered-reads: fail` and the generating run read \
+                      files no input covers), \
                       `error`, or `unsupported-platform` (the runner has no exact-cache binary: nothing saved).",
     },
     OutputSpec {
@@ -103,5 +104,12 @@ pub const OUTPUTS: &[OutputSpec] = &[
         entries: &[EntryPoint::Save],
         description: "With `verify-reuse`: the files under `path` added, changed or removed since a warm \
                       restore, one per line.",
+    },
+    OutputSpec {
+        output: Output::UncoveredFiles,
+        entries: &[EntryPoint::Save],
+        description: "With `uncovered-reads`, after a miss: the files under the workspace that the job's Python \
+                      processes read and no input covers (not under `path`, not in `hash-files`, not an import, not \
+                      written by the job), one per line.",
     },
 ];

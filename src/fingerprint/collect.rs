@@ -2,7 +2,7 @@
 
 use super::facets::{Facet, Probe};
 use super::system::System;
-use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, python};
+use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, imports, python};
 use crate::env::Env;
 use crate::paths::Locations;
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct FingerprintSpec {
     pub locations: Locations,
     pub hash_files: Vec<String>,
+    /// Follow the imports of the Python files `hash-files` selects (`follow-imports`).
+    pub follow_imports: bool,
     pub hash_env: Vec<String>,
     pub hash_commands: Vec<String>,
     pub native: BTreeSet<Facet>,
@@ -56,6 +58,7 @@ impl FingerprintSpec {
         Self {
             locations,
             hash_files: Vec::new(),
+            follow_imports: true,
             hash_env: Vec::new(),
             hash_commands: Vec::new(),
             native: Facet::DEFAULT.into_iter().collect(),
@@ -76,8 +79,22 @@ impl FingerprintSpec {
 pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fingerprint, FingerprintError> {
     let cwd = &spec.locations.workspace;
     let mut fp = Fingerprint::default();
+    let mut search = imports::SearchPath::default();
+    if let Some(python) = &spec.python {
+        let (interpreter, dists, path) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
+        fp.insert(ComponentName::PythonInterpreter.name(), interpreter);
+        fp.insert(ComponentName::PythonDists.name(), dists);
+        search = path;
+    }
     if !spec.hash_files.is_empty() {
-        fp.insert(ComponentName::Files.name(), files::hash_files(&spec.hash_files, &spec.locations)?);
+        let (mut component, hashed) = files::hash_files(&spec.hash_files, &spec.locations)?;
+        if spec.follow_imports {
+            let imported = files::imported(&hashed, &spec.locations, &search, &mut component)?;
+            if !imported.is_empty() {
+                fp.insert(ComponentName::Imports.name(), imported);
+            }
+        }
+        fp.insert(ComponentName::Files.name(), component);
     }
     let mut env_component: Component = spec
         .hash_env
@@ -108,11 +125,6 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     let probe = Probe::new(sys, env, spec);
     for facet in &spec.native {
         fp.insert(facet.component().name(), facet.collect(&probe)?);
-    }
-    if let Some(python) = &spec.python {
-        let (interpreter, dists) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
-        fp.insert(ComponentName::PythonInterpreter.name(), interpreter);
-        fp.insert(ComponentName::PythonDists.name(), dists);
     }
     if spec.torch {
         let python = spec.python.as_deref().unwrap_or("python3");

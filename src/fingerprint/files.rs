@@ -2,28 +2,38 @@
 //!
 //! Labels are paths as [`Locations::display`] writes them, so the component does not depend on
 //! where the checkout lives, on directory order, or on the order of the patterns. Symlinks are
-//! hashed as links (their target text), never followed.
+//! hashed as links (their target text), never followed. The Python files among them are
+//! followed through their imports ([`imported`]).
 
+use super::imports::{self, SearchPath};
 use super::{Component, FingerprintError, Value};
 use crate::paths::{Locations, PatternSet, walk};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-pub(super) fn hash_files(patterns: &[String], locations: &Locations) -> Result<Component, FingerprintError> {
+/// The `files` component, and the regular files it hashed (absolute).
+pub(super) fn hash_files(
+    patterns: &[String],
+    locations: &Locations,
+) -> Result<(Component, Vec<std::path::PathBuf>), FingerprintError> {
     let set = PatternSet::parse(patterns, locations).map_err(FingerprintError::HashFilesPath)?;
     let mut component = Component::new();
+    let mut hashed = Vec::new();
     for pattern in &set.includes {
         let found = walk(pattern, &set, false).map_err(FingerprintError::HashFilesPath)?;
         let mut matched = 0usize;
         for f in found {
             let value = if f.file_type.is_symlink() {
+                if f.abs.is_file() {
+                    hashed.push(f.abs.clone());
+                }
                 symlink_value(&f.abs)?
             } else if f.metadata.is_file() {
-                let digest =
-                    sha256_file(&f.abs).map_err(|source| FingerprintError::Read { path: f.abs.clone(), source })?;
-                format!("{digest} {}", if is_executable(&f.metadata) { "x" } else { "-" })
+                hashed.push(f.abs.clone());
+                file_value(&f.abs, &f.metadata)?
             } else {
                 continue;
             };
@@ -33,6 +43,37 @@ pub(super) fn hash_files(patterns: &[String], locations: &Locations) -> Result<C
         if matched == 0 {
             return Err(FingerprintError::NoMatch { pattern: pattern.line.clone() });
         }
+    }
+    Ok((component, hashed))
+}
+
+/// `<sha256> x|-` of a regular file.
+fn file_value(path: &Path, meta: &std::fs::Metadata) -> Result<String, FingerprintError> {
+    let digest = sha256_file(path).map_err(|source| FingerprintError::Read { path: path.to_owned(), source })?;
+    Ok(format!("{digest} {}", if is_executable(meta) { "x" } else { "-" }))
+}
+
+/// Follow the imports of the Python files among `hashed`: every module file inside the
+/// workspace they reach that `files` does not hold yet enters it, and the `imports` component
+/// (returned) names the files that import it, `, `-separated.
+pub(super) fn imported(
+    hashed: &[std::path::PathBuf],
+    locations: &Locations,
+    search: &SearchPath,
+    files: &mut Component,
+) -> Result<Component, FingerprintError> {
+    let roots: Vec<_> = hashed.iter().filter(|p| imports::is_python(p)).cloned().collect();
+    let mut component = Component::new();
+    for (module, importers) in imports::follow(&roots, &locations.workspace, search) {
+        let label = locations.display(&module);
+        if files.contains_key(&label) {
+            continue;
+        }
+        let meta =
+            std::fs::metadata(&module).map_err(|source| FingerprintError::Read { path: module.clone(), source })?;
+        files.insert(label.clone(), Value::Text(file_value(&module, &meta)?));
+        let by: BTreeSet<String> = importers.iter().map(|p| locations.display(p)).collect();
+        component.insert(label, Value::Text(by.into_iter().collect::<Vec<_>>().join(", ")));
     }
     Ok(component)
 }

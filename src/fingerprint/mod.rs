@@ -3,7 +3,8 @@
 //!
 //! | component | labels → values |
 //! |---|---|
-//! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` |
+//! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` (the `hash-files` matches, and the module files their imports reach) |
+//! | `imports` | module file reached through imports (not itself in `hash-files`) → the files that import it, `, `-separated |
 //! | `env` | variable name → value (absent when unset) |
 //! | `commands` | command line → its stdout |
 //! | `native.<facet>` | one component per facet the `native` input names: `src/fingerprint/facets/` has one file per facet, saying what it records |
@@ -36,6 +37,8 @@ pub mod collect;
 mod facets;
 mod files;
 mod hwcaps;
+mod imports;
+mod pyscan;
 mod python;
 pub mod system;
 mod torch;
@@ -107,6 +110,7 @@ pub type Component = BTreeMap<String, Value>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ComponentName {
     Files,
+    Imports,
     Env,
     Commands,
     Native(Facet),
@@ -120,6 +124,7 @@ impl ComponentName {
     pub fn name(self) -> &'static str {
         match self {
             ComponentName::Files => "files",
+            ComponentName::Imports => "imports",
             ComponentName::Env => "env",
             ComponentName::Commands => "commands",
             ComponentName::Native(facet) => facet.component_name(),
@@ -134,6 +139,7 @@ impl ComponentName {
     pub fn parse(name: &str) -> Option<Self> {
         let fixed = [
             ComponentName::Files,
+            ComponentName::Imports,
             ComponentName::Env,
             ComponentName::Commands,
             ComponentName::PythonInterpreter,
@@ -347,6 +353,7 @@ mod tests {
         }
         for (component, name) in [
             (ComponentName::Files, "files"),
+            (ComponentName::Imports, "imports"),
             (ComponentName::Env, "env"),
             (ComponentName::Commands, "commands"),
             (ComponentName::PythonInterpreter, "python.interpreter"),

@@ -5,16 +5,18 @@
 //! Names are normalized as PEP 503 does (`Foo_Bar.baz` → `foo-bar-baz`); where a name appears
 //! twice the first one wins, as it does for `import`. `python-exclude` names leave the list.
 //! The interpreter is always one the workflow (or the preset) named, so one that does not exist is
-//! an error, never `absent`.
+//! an error, never `absent`. The same script reports where the interpreter looks for modules
+//! (its `sys.path` and the places its installation owns), for following imports: one run.
 
+use super::imports::SearchPath;
 use super::system::System;
 use super::{Component, FingerprintError, Value};
 use crate::env::Env;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SCRIPT: &str = r#"
-import json, platform, sys, sysconfig
+import json, os, platform, site, sys, sysconfig
 try:
     from importlib import metadata
 except ImportError:
@@ -24,11 +26,20 @@ for d in metadata.distributions():
     name = d.metadata["Name"]
     if name:
         dists.append([name, d.version or ""])
+installed = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+installed.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
+try:
+    installed.update(site.getsitepackages())
+    installed.add(site.getusersitepackages())
+except Exception:
+    pass
 print(json.dumps({
     "implementation": sys.implementation.name,
     "version": platform.python_version(),
     "abi": sysconfig.get_config_var("SOABI") or "",
     "dists": dists,
+    "path": [os.path.abspath(p) for p in sys.path if p],
+    "installed": sorted(os.path.abspath(p) for p in installed if p),
 }))
 "#;
 
@@ -38,6 +49,10 @@ struct Report {
     version: String,
     abi: String,
     dists: Vec<(String, String)>,
+    #[serde(default)]
+    path: Vec<PathBuf>,
+    #[serde(default)]
+    installed: Vec<PathBuf>,
 }
 
 /// PEP 503 normalization: lowercase, runs of `-`, `_`, `.` become one `-`.
@@ -58,14 +73,14 @@ pub fn normalize_name(name: &str) -> String {
     out
 }
 
-/// `(python.interpreter, python.dists)` components.
+/// `(python.interpreter, python.dists)` components, and where the interpreter looks for modules.
 pub(super) fn collect(
     sys: &dyn System,
     env: &Env,
     cwd: &Path,
     python: &str,
     exclude: &[String],
-) -> Result<(Component, Component), FingerprintError> {
+) -> Result<(Component, Component, SearchPath), FingerprintError> {
     let mut words = python.split_whitespace();
     let program = words.next().unwrap_or(python);
     let mut args: Vec<&str> = words.collect();
@@ -85,7 +100,9 @@ pub(super) fn collect(
         python: python.to_owned(),
         detail: format!("unexpected report ({e})"),
     })?;
-    Ok(components(report, exclude))
+    let search = SearchPath { entries: report.path.clone(), installed: report.installed.clone() };
+    let (interpreter, dists) = components(report, exclude);
+    Ok((interpreter, dists, search))
 }
 
 fn components(report: Report, exclude: &[String]) -> (Component, Component) {
@@ -128,6 +145,8 @@ mod tests {
                 ("torch".into(), "2.14.0".into()),
                 ("My_Project".into(), "0.1".into()),
             ],
+            path: Vec::new(),
+            installed: Vec::new(),
         };
         let (interp, dists) = components(report, &["my.project".into()]);
         assert_eq!(interp["version"], Value::text("3.11.7"));

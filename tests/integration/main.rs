@@ -34,6 +34,7 @@ mod fuzz_replay;
 mod generations;
 mod grow;
 mod heal;
+mod imports;
 mod large;
 mod local_backend;
 mod official_client;

@@ -1,0 +1,103 @@
+//! `uncovered-reads`: on a miss, arrange that the job's later Python processes record the files
+//! they read ([`crate::reads`]); at the save after the miss, name those that no input covers.
+
+use super::Context;
+use crate::config::{Config, UncoveredReads};
+use crate::fingerprint::{ComponentName, FingerprintRecord};
+use crate::reads::{self, Log};
+use crate::text::{error_chain, shorten};
+use crate::units;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Files a warning names before "and N more".
+const NAMED: usize = 5;
+
+/// The variables that make the job's later Python record its reads; nothing under `off`, when
+/// another exact-cache step of the job arranged it already, or where it cannot work (said once).
+pub(super) fn arrange(ctx: &Context, config: &Config) -> Vec<(String, String)> {
+    let runner = ctx.runner;
+    let env = runner.env();
+    if config.uncovered_reads == UncoveredReads::Off || env.non_empty(reads::LOG_VAR).is_some() {
+        return Vec::new();
+    }
+    let (Some(temp), Some(_)) = (env.non_empty("RUNNER_TEMP"), env.non_empty("GITHUB_ENV")) else {
+        runner.info(
+            "uncovered-reads: the generating run's reads are not recorded: without `GITHUB_ENV` and `RUNNER_TEMP` \
+             (outside Actions) later steps cannot be told",
+        );
+        return Vec::new();
+    };
+    let dir = Path::new(temp).join("exact-cache").join("reads");
+    match reads::arrange(&dir, &config.fingerprint.locations.workspace, env) {
+        Ok(exports) => {
+            runner.info(
+                "uncovered-reads: the job's later Python processes record the files they read under the workspace \
+                 (an audit hook loaded through `PYTHONPATH`; processes that are not Python are not seen)",
+            );
+            exports
+        }
+        Err(e) => {
+            runner
+                .warning(&format!("uncovered-reads: the generating run's reads are not recorded: {}", error_chain(&e)));
+            Vec::new()
+        }
+    }
+}
+
+/// After a miss: the files the job's Python read that no input covers, logged (a warning, or an
+/// error under `fail`); `None` when nothing was recorded.
+pub(super) fn check(ctx: &Context, config: &Config, record: &FingerprintRecord) -> Option<Vec<String>> {
+    let runner = ctx.runner;
+    if config.uncovered_reads == UncoveredReads::Off {
+        return None;
+    }
+    let Some(path) = runner.env().non_empty(reads::LOG_VAR) else {
+        runner.info("uncovered-reads: this job's reads were not recorded (no restore step of the job arranged it)");
+        return None;
+    };
+    let log = match Log::load(Path::new(path)) {
+        Ok(log) => log,
+        Err(e) => {
+            runner.warning(&format!("uncovered-reads: {}", error_chain(&e)));
+            return None;
+        }
+    };
+    for note in &log.notes {
+        runner.warning(&format!("uncovered-reads: {note}"));
+    }
+    let covered: BTreeSet<String> = record
+        .components
+        .components
+        .get(ComponentName::Files.name())
+        .map(|files| files.keys().cloned().collect())
+        .unwrap_or_default();
+    let uncovered = log.uncovered(&config.fingerprint.locations, &config.paths, &covered);
+    if uncovered.is_empty() {
+        runner.info(&format!(
+            "uncovered-reads: the job's Python read {} under the workspace; an input covers each",
+            units::count_of(log.read.len(), "file")
+        ));
+    } else if config.uncovered_reads == UncoveredReads::Fail {
+        runner.error(&format!("{}; nothing is saved (`uncovered-reads: fail`)", line(&uncovered)));
+    } else {
+        runner.warning(&line(&uncovered));
+    }
+    Some(uncovered)
+}
+
+/// `the generating run read 1 file that no input covers: `data/cases.txt`; …`.
+pub(super) fn line(uncovered: &[String]) -> String {
+    let mut named: Vec<String> = uncovered.iter().take(NAMED).map(|f| format!("`{}`", shorten(f, 120))).collect();
+    if uncovered.len() > NAMED {
+        named.push(format!("and {} more", uncovered.len() - NAMED));
+    }
+    format!(
+        "the generating run read {} that no input of the key covers: {}. A change to {} would not change the key: \
+         list {} in `hash-files` (the `uncovered-files` output names all)",
+        units::count_of(uncovered.len(), "file"),
+        named.join(", "),
+        if uncovered.len() == 1 { "it" } else { "them" },
+        if uncovered.len() == 1 { "it" } else { "them" },
+    )
+}
