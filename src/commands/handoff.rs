@@ -36,6 +36,21 @@ pub(super) struct RestoreRecord {
     pub key: Key,
     pub version: Version,
     pub restored: Restored,
+    /// When the restore ended, in milliseconds since the epoch: where the generation time a save
+    /// records starts (absent in records of earlier versions: not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<i64>,
+    /// On a reuse: what the stack put in place took to generate, in milliseconds (`None`: not
+    /// recorded), and what the restore took — for `verify-reuse`'s line and a compaction's figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit: Option<HitRecord>,
+}
+
+/// What a reuse was worth, as the restore measured it.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct HitRecord {
+    pub generation_ms: Option<i64>,
+    pub restore_ms: i64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -72,6 +87,16 @@ pub(super) fn read_record(
     key: &Key,
     version: &Version,
 ) -> Result<Option<Restored>, String> {
+    Ok(read_whole_record(config, env, key, version)?.map(|record| record.restored))
+}
+
+/// [`read_record`], whole: also when the restore ended and what a reuse was worth.
+pub(super) fn read_whole_record(
+    config: &Config,
+    env: &Env,
+    key: &Key,
+    version: &Version,
+) -> Result<Option<RestoreRecord>, String> {
     let path = record_path(config, env, key, version);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -83,7 +108,7 @@ pub(super) fn read_record(
     if record.key != *key || record.version != *version {
         return Err(format!("`{}` is the record of another key or version", path.display()));
     }
-    Ok(Some(record.restored))
+    Ok(Some(record))
 }
 
 pub(super) fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {

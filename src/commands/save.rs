@@ -5,13 +5,13 @@ use super::fingerprint::compute;
 use super::handoff::{self, Restored, fingerprint_path, read_fingerprint};
 use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
-use super::{Context, Error, setup::secret_values, verify};
-use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
+use super::{Context, Error, setup::secret_values, verify, worth};
+use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
-use crate::manifest::EntryKind;
+use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line};
@@ -128,8 +128,11 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
-    let verified =
-        compared.as_ref().filter(|_| verifying).map(|(_, changes)| reuse_verdict(ctx, config, changes, additions_kept));
+    let worth = handoff::read_whole_record(config, runner.env(), key, &hit.record.version).ok().flatten().and_then(|r| r.hit);
+    let verified = compared
+        .as_ref()
+        .filter(|_| verifying)
+        .map(|(_, changes)| reuse_verdict(ctx, config, changes, additions_kept, worth));
     if let Some(mut grown) = grown {
         grown.verified = verified;
         return Ok(grown);
@@ -342,6 +345,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
         return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
     }
 
+    let generation = generation(ctx, config, record, target, &inv);
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
@@ -353,7 +357,48 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
         (None, Place::Above { replacing: true, .. }) => runner.info(&format!("saving {slot} as the replacement")),
         _ => {}
     }
-    upload(ctx, config, backend.as_ref(), record, (slot, target), &inv, &secrets)
+    let mut outcome = upload(ctx, config, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
+    if outcome.is_saved() {
+        outcome.generation = generation.as_ref().and_then(Generation::plausible);
+    }
+    outcome
+}
+
+/// What this save records as the entry's generation time ([`worth::measure`]): the window
+/// from the end of this job's restore of the key (its record) to the newest file saved; a
+/// compaction adds what the stack it replaces took, and records nothing when that is not known.
+fn generation(
+    ctx: &Context,
+    config: &Config,
+    record: &FingerprintRecord,
+    target: &Target,
+    inv: &Inventory,
+) -> Option<Generation> {
+    let runner = ctx.runner;
+    let env = runner.env();
+    let restored = handoff::read_whole_record(config, env, &record.key, &record.version).ok().flatten();
+    let since = restored.as_ref().and_then(|r| r.ended_ms);
+    let compacting = matches!(target.place, Place::Above { replacing: false, .. });
+    let below = restored.as_ref().and_then(|r| r.hit).and_then(|h| h.generation_ms);
+    let generation = match (compacting, below) {
+        (true, None) if config.generation_seconds.is_none() => None,
+        _ => worth::measure(config, env, inv, since, below.filter(|_| compacting), worth::now_ms()),
+    };
+    match generation.as_ref().and_then(Generation::plausible) {
+        Some(d) if config.generation_seconds.is_some() => {
+            runner.info(&format!("generation time: {} (`generation-seconds`)", units::duration(d)));
+        }
+        Some(d) => runner.info(&format!(
+            "generation time: {} (from the end of this job's restore to the newest file under `path`)",
+            units::duration(d)
+        )),
+        None if generation.is_some() => runner.info("generation time: not recorded (not a time one job takes)"),
+        None => runner.info(
+            "generation time: not recorded (no restore of this key earlier in the job, or nothing under `path` \
+             written after it; `generation-seconds` gives it)",
+        ),
+    }
+    generation
 }
 
 fn upload(
@@ -361,7 +406,7 @@ fn upload(
     config: &Config,
     backend: &dyn Backend,
     record: &FingerprintRecord,
-    (slot, target): (Slot, &Target),
+    (slot, target, generation): (Slot, &Target, Option<Generation>),
     inv: &Inventory,
     secrets: &SecretScanner,
 ) -> SaveOutcome {
@@ -397,11 +442,12 @@ fn upload(
         Err(e) => return trouble(&e),
     };
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
-    let written = write_archive(
+    let stamp = Stamp { stack: written.record(target.parent.clone()), generation };
+    let written = write_archive_with(
         inv,
         record,
         config.compression,
-        written.record(target.parent.clone()),
+        stamp,
         secrets,
         CountingWriter { inner: upload, count: 0 },
         &mut |n| progress.add(n),
@@ -506,13 +552,22 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
 
 /// `verify-reuse`: what changed in the tree since the restore, as a verdict (`additions_kept`:
 /// `grow` saved what was added).
-fn reuse_verdict(ctx: &Context, config: &Config, changes: &verify::TreeChanges, additions_kept: bool) -> Verified {
+fn reuse_verdict(
+    ctx: &Context,
+    config: &Config,
+    changes: &verify::TreeChanges,
+    additions_kept: bool,
+    hit: Option<handoff::HitRecord>,
+) -> Verified {
     let runner = ctx.runner;
     let extras = match changes.kept_extras {
         0 => String::new(),
         n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
     };
-    let verdict = changes.verdict(config, additions_kept, &extras);
+    let mut verdict = changes.verdict(config, additions_kept, &extras);
+    if let Some(hit) = hit {
+        verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms));
+    }
     let changed_files = changes.paths();
     if changes.is_fine(additions_kept) {
         runner.info(&format!("verify-reuse: {verdict}"));

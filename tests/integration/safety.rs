@@ -95,7 +95,7 @@ impl Scene {
             })
             .collect();
         let manifest =
-            Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.clone(), roots, entries, stack: None };
+            Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.clone(), roots, entries, stack: None, generation: None };
         tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
         let bytes = tar.finish();
 
