@@ -121,7 +121,7 @@ fn iso_time(seconds: i64) -> String {
 /// last use `-` where the store does not record it; the ref `-` when the entry was saved outside
 /// Actions or its ref is not known; the slot `-` when it is not known).
 fn table(entries: &[ListedEntry]) -> Vec<String> {
-    let header = ["key", "size", "created", "used", "ref", "version", "slot", "generated in"];
+    let header = ["key", "size", "created", "used", "ref", "version", "generated in", "slot"];
     let or_dash = |value: Option<&str>| value.filter(|v| !v.is_empty()).unwrap_or("-").to_owned();
     let rows: Vec<[String; 8]> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
@@ -132,7 +132,6 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
                 or_dash(e.last_used.as_deref()),
                 or_dash(e.r#ref.as_deref()),
                 e.version.chars().take(12).collect(),
-                e.slot.map_or_else(|| "-".to_owned(), |slot| slot.to_string()),
                 match e.generation_seconds {
                     Some(s) => units::duration(std::time::Duration::from_secs_f64(s)),
                     None if e.generation_note.as_deref().is_some_and(|n| n.starts_with("not read")) => {
@@ -140,6 +139,7 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
                     }
                     None => "not recorded".to_owned(),
                 },
+                e.slot.map_or_else(|| "-".to_owned(), |slot| slot.to_string()),
             ]
         }))
         .collect();

@@ -261,7 +261,7 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
         let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
         let generation = outcome.generation.map_or_else(|| "not recorded".to_owned(), units::duration);
-        rows.push(vec![Inline::ours("generation time"), Inline::ours(generation)]);
+        rows.push(vec![Inline::ours("time to generate"), Inline::ours(generation)]);
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {

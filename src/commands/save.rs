@@ -360,8 +360,28 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
     let mut outcome = upload(ctx, config, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
     if outcome.is_saved() {
         outcome.generation = generation.as_ref().and_then(Generation::plausible);
+        log_generation(ctx, config, generation.as_ref());
     }
     outcome
+}
+
+/// The log's line about the time to generate an entry just written.
+fn log_generation(ctx: &Context, config: &Config, generation: Option<&Generation>) {
+    let runner = ctx.runner;
+    match generation.and_then(Generation::plausible) {
+        Some(d) if config.generation_seconds.is_some() => {
+            runner.info(&format!("time to generate: {} (`generation-seconds`)", units::duration(d)));
+        }
+        Some(d) => runner.info(&format!(
+            "time to generate: {} (from the end of this job's restore to the newest file under `path`)",
+            units::duration(d)
+        )),
+        None if generation.is_some() => runner.info("time to generate: not recorded (not a time one job takes)"),
+        None => runner.info(
+            "time to generate: not recorded (no restore of this key earlier in the job, or nothing under `path` \
+             written after it; `generation-seconds` gives it)",
+        ),
+    }
 }
 
 /// What this save records as the entry's generation time ([`worth::measure`]): the window
@@ -374,31 +394,15 @@ fn generation(
     target: &Target,
     inv: &Inventory,
 ) -> Option<Generation> {
-    let runner = ctx.runner;
-    let env = runner.env();
+    let env = ctx.runner.env();
     let restored = handoff::read_whole_record(config, env, &record.key, &record.version).ok().flatten();
     let since = restored.as_ref().and_then(|r| r.ended_ms);
     let compacting = matches!(target.place, Place::Above { replacing: false, .. });
     let below = restored.as_ref().and_then(|r| r.hit).and_then(|h| h.generation_ms);
-    let generation = match (compacting, below) {
+    match (compacting, below) {
         (true, None) if config.generation_seconds.is_none() => None,
         _ => worth::measure(config, env, inv, since, below.filter(|_| compacting), worth::now_ms()),
-    };
-    match generation.as_ref().and_then(Generation::plausible) {
-        Some(d) if config.generation_seconds.is_some() => {
-            runner.info(&format!("generation time: {} (`generation-seconds`)", units::duration(d)));
-        }
-        Some(d) => runner.info(&format!(
-            "generation time: {} (from the end of this job's restore to the newest file under `path`)",
-            units::duration(d)
-        )),
-        None if generation.is_some() => runner.info("generation time: not recorded (not a time one job takes)"),
-        None => runner.info(
-            "generation time: not recorded (no restore of this key earlier in the job, or nothing under `path` \
-             written after it; `generation-seconds` gives it)",
-        ),
     }
-    generation
 }
 
 fn upload(

@@ -88,7 +88,7 @@ pub(super) fn sentence(worth: &Worth) -> String {
     let restoring = units::duration(worth.restore);
     let (Some(generation), Some(saved)) = (worth.generation, worth.saved()) else {
         return format!(
-            "what this hit saved is not known: the entry's generation time is not recorded (saved before \
+            "what this hit saved is not known: what the entry took to generate is not recorded (saved before \
              exact-cache recorded it, or not a time one job takes); restoring took {restoring}"
         );
     };
@@ -125,7 +125,10 @@ pub(super) fn beside_verdict(generation_ms: Option<i64>, restore_ms: i64) -> Str
                 units::duration(restore)
             )
         }
-        None => format!("; the entry's generation time is not recorded (the restore took {})", units::duration(restore)),
+        None => format!(
+            "; what the entry took to generate is not recorded (the restore took {})",
+            units::duration(restore)
+        ),
     }
 }
 
