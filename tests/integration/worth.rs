@@ -5,7 +5,7 @@
 //! restore's record, the files' modification times); the generator that sleeps is the scenario.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use exact_cache::archive::{Compression, SecretScanner, Stamp, inventory, write_archive_with};
 use exact_cache::config::{Config, RawInputs};
@@ -29,10 +29,6 @@ fn seconds(r: &StepResult, output: &str) -> f64 {
     text.parse().unwrap_or_else(|_| panic!("`{output}` = {text:?}\n{}", r.stdout))
 }
 
-/// Milliseconds since the epoch.
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
 
 fn set_mtime(path: &Path, ms: i64) {
     let t = filetime::FileTime::from_unix_time(ms.div_euclid(1000), (ms.rem_euclid(1000) * 1_000_000) as u32);
