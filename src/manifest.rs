@@ -445,10 +445,16 @@ mod tests {
         let odd = br#"{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":"4 days"}"#;
         assert_eq!(Manifest::from_reader_bounded(&odd[..], 0).unwrap().generation, None);
         for absurd in [-1, Generation::MAX_MILLIS + 1, i64::MAX] {
-            let g = Generation { millis: absurd, recorded: 0, r#ref: Some("refs/heads/x\n::warning::".into()), given: true };
+            let g = Generation {
+                millis: absurd,
+                recorded: 0,
+                r#ref: Some("refs/heads/x\n::warning::".into()),
+                given: true,
+            };
             assert_eq!(g.plausible(), None, "{absurd}");
         }
-        let forged = Generation { millis: 1, recorded: 0, r#ref: Some("refs/heads/a\n::error::x".into()), given: false };
+        let forged =
+            Generation { millis: 1, recorded: 0, r#ref: Some("refs/heads/a\n::error::x".into()), given: false };
         assert_eq!(forged.plausible_ref(), None);
     }
 }

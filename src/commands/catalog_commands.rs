@@ -9,8 +9,8 @@ use crate::archive::read_generation;
 use crate::backend::{Backend, Listed};
 use crate::cli::CatalogArgs;
 use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
-use crate::outcome::{CatalogOutcome, ListedEntry};
 use crate::manifest::Generation;
+use crate::outcome::{CatalogOutcome, ListedEntry};
 use crate::units;
 
 /// Entries whose generation time `list` reads, the newest first: each costs a lookup and a ranged
@@ -94,7 +94,8 @@ fn recorded_generation(backend: &dyn Backend, listed: &Listed) -> Result<Option<
         .map_err(|e| not_read(crate::text::error_line(&e)))?
         .filter(|e| e.key == listed.key)
         .ok_or_else(|| not_read("not readable from this run".to_owned()))?;
-    let bytes = backend.read_prefix(&entry, GENERATION_READ_BYTES).map_err(|e| not_read(crate::text::error_line(&e)))?;
+    let bytes =
+        backend.read_prefix(&entry, GENERATION_READ_BYTES).map_err(|e| not_read(crate::text::error_line(&e)))?;
     read_generation(&bytes[..], explain::sniff(&bytes)).map_err(|e| not_read(crate::text::error_line(&e)))
 }
 

@@ -119,10 +119,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
             }
         }
         Err(other) => {
-            keep(match &other {
-                NotReused::Unusable { newest, .. } => Restored::Unusable { newest: *newest },
-                _ => Restored::NotReused,
-            }, None);
+            keep(
+                match &other {
+                    NotReused::Unusable { newest, .. } => Restored::Unusable { newest: *newest },
+                    _ => Restored::NotReused,
+                },
+                None,
+            );
             other.into()
         }
     };

@@ -128,7 +128,8 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
-    let worth = handoff::read_whole_record(config, runner.env(), key, &hit.record.version).ok().flatten().and_then(|r| r.hit);
+    let worth =
+        handoff::read_whole_record(config, runner.env(), key, &hit.record.version).ok().flatten().and_then(|r| r.hit);
     let verified = compared
         .as_ref()
         .filter(|_| verifying)

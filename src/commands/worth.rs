@@ -41,12 +41,8 @@ pub(super) fn measure(
         }
     };
     let r#ref = env.non_empty("GITHUB_REF").map(str::to_owned);
-    let generation = Generation {
-        millis,
-        recorded: now_ms.div_euclid(1000),
-        r#ref,
-        given: config.generation_seconds.is_some(),
-    };
+    let generation =
+        Generation { millis, recorded: now_ms.div_euclid(1000), r#ref, given: config.generation_seconds.is_some() };
     let r#ref = generation.plausible_ref().map(str::to_owned);
     Some(Generation { r#ref, ..generation })
 }
@@ -125,10 +121,9 @@ pub(super) fn beside_verdict(generation_ms: Option<i64>, restore_ms: i64) -> Str
                 units::duration(restore)
             )
         }
-        None => format!(
-            "; what the entry took to generate is not recorded (the restore took {})",
-            units::duration(restore)
-        ),
+        None => {
+            format!("; what the entry took to generate is not recorded (the restore took {})", units::duration(restore))
+        }
     }
 }
 
@@ -137,7 +132,11 @@ pub(super) fn totals_line(prefix: &str, figures: &[Option<f64>], uses_recorded: 
     let recorded: Vec<f64> = figures.iter().flatten().copied().collect();
     let total = Duration::from_secs_f64(recorded.iter().sum::<f64>());
     let missing = figures.len() - recorded.len();
-    let not = if missing > 0 { format!(" ({} not recorded or not read)", units::count_of(missing, "entry")) } else { String::new() };
+    let not = if missing > 0 {
+        format!(" ({} not recorded or not read)", units::count_of(missing, "entry"))
+    } else {
+        String::new()
+    };
     let uses = if uses_recorded {
         "; the store records each entry's last use (`used`): a hit saves about that much each time"
     } else {

@@ -431,7 +431,14 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
 
 fn manifest_for(tar: &mut TarBuilder, key: &str, lines: &[&str], entries: Vec<ManifestEntry>) {
     let roots = lines.iter().map(|l| RootRecord { line: (*l).into(), kind: RootKind::Dir }).collect();
-    let m = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.into(), roots, entries, stack: None, generation: None };
+    let m = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.into(),
+        roots,
+        entries,
+        stack: None,
+        generation: None,
+    };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
 }
 

@@ -515,7 +515,14 @@ fn slot_of(record: &[u8], key: &str, members: &[Member], roots: Vec<RootRecord>,
             }
         }
     }
-    let manifest = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.to_owned(), roots, entries, stack, generation: None };
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.to_owned(),
+        roots,
+        entries,
+        stack,
+        generation: None,
+    };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
     tar.finish()
 }

@@ -29,7 +29,6 @@ fn seconds(r: &StepResult, output: &str) -> f64 {
     text.parse().unwrap_or_else(|_| panic!("`{output}` = {text:?}\n{}", r.stdout))
 }
 
-
 fn set_mtime(path: &Path, ms: i64) {
     let t = filetime::FileTime::from_unix_time(ms.div_euclid(1000), (ms.rem_euclid(1000) * 1_000_000) as u32);
     filetime::set_file_mtime(path, t).unwrap();
@@ -54,7 +53,8 @@ fn restore_ended_earlier(step: &Step, by: Duration) -> i64 {
 /// A generator that takes `secs`: a process that sleeps, then writes the fixtures.
 fn sleeping_generator(step: &Step, secs: f64) {
     std::fs::create_dir_all(step.ws.join(PATH)).unwrap();
-    let script = format!("sleep {secs}; head -c 65536 /dev/urandom > {PATH}/model.pth; echo ok > {PATH}/model.expected");
+    let script =
+        format!("sleep {secs}; head -c 65536 /dev/urandom > {PATH}/model.pth; echo ok > {PATH}/model.expected");
     let status = std::process::Command::new("sh").args(["-c", &script]).current_dir(&step.ws).status().unwrap();
     assert!(status.success());
 }
@@ -101,7 +101,11 @@ fn a_post_step_records_the_generators_window_not_the_jobs(store: Store) {
     set_mtime(&step.ws.join(PATH).join("sub/model.expected"), ended + 90_000);
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
-    assert!(post.stdout.contains("time to generate: 1 min 30 s (from the end of this job's restore"), "{}", post.stdout);
+    assert!(
+        post.stdout.contains("time to generate: 1 min 30 s (from the end of this job's restore"),
+        "{}",
+        post.stdout
+    );
     let warm = peer.step().run(&["restore"], &inputs, NO_STATE);
     assert_eq!(warm.output("generation-seconds"), "90.0", "{}", warm.stdout);
     let saved = seconds(&warm, "time-saved");
@@ -109,7 +113,10 @@ fn a_post_step_records_the_generators_window_not_the_jobs(store: Store) {
     assert!(warm.summary.contains("the entry took 1 min 30 s to generate"), "{}", warm.summary);
 }
 
-on_every_store!(a_generator_of_known_length_is_what_a_hit_saves, a_post_step_records_the_generators_window_not_the_jobs);
+on_every_store!(
+    a_generator_of_known_length_is_what_a_hit_saves,
+    a_post_step_records_the_generators_window_not_the_jobs
+);
 
 /// What `list` shows on every store that lists: each entry's figure (`--json` too), an entry saved
 /// before figures were recorded as not recorded, and a totals line.
