@@ -310,10 +310,10 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     assert_eq!(cold.output("inductor", "save-result"), "saved");
     assert!(count(&cold_report, "fxgraph_cache_miss") >= 1, "{cold_report}");
     // What the entry took to make: from the end of the restore to the last graph written — the
-    // compile, and the interpreter starting and importing torch before it (issue 34).
+    // compile, and the interpreter starting and importing torch before it (issue 34). The log
+    // shows whole seconds past a minute; the warm run's output has tenths.
     let compile = cold_report["compile_seconds"].as_f64().unwrap();
-    let recorded = time_to_generate(&cold.log);
-    assert!((compile..compile + 20.0).contains(&recorded), "recorded {recorded} s, compile {compile} s");
+    let logged = time_to_generate(&cold.log);
 
     // A is reused; B is compiled and kept as layer 1 of the same exact key.
     let (warm, warm_report) = job("a,b", "1");
@@ -325,8 +325,11 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     assert_eq!(warm.output("inductor", "save-result"), "layer", "{}", warm.log);
     // The hit is worth what the cold run recorded, less its own restore.
     let seconds = |run: &ActRun, name: &str| -> f64 { run.output("inductor", name).parse().unwrap() };
-    let generation = seconds(&warm, "generation-seconds");
-    assert!((generation - recorded).abs() <= 0.11, "restored figure {generation} s, recorded {recorded} s");
+    let recorded = seconds(&warm, "generation-seconds");
+    assert!((recorded - logged).abs() < 1.0, "restored figure {recorded} s, logged {logged} s");
+    // Importing torch takes seconds, tens of them on a loaded machine.
+    assert!((compile - 0.1..compile + 60.0).contains(&recorded), "recorded {recorded} s, compile {compile} s");
+    let generation = recorded;
     let saved = seconds(&warm, "time-saved");
     assert!(saved <= generation && saved >= generation - 15.0, "time-saved {saved} s of {generation} s");
     assert!(warm.log.contains("`grow` kept them; this hit saved about "), "beside the graph counts: {}", warm.log);
@@ -348,8 +351,9 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
         cold_report["compile_seconds"], warm_report["compile_seconds"], grown_report["compile_seconds"]
     );
     eprintln!(
-        "time to generate recorded: A {recorded} s (compile {compile} s); warm: time-saved {saved} s of {generation} \
-         s; base + layer {stacked} s, time-saved {} s",
+        "time to generate recorded: A {recorded} s (compile {compile} s, so {:.1} s of interpreter start and \
+         imports); warm: time-saved {saved} s of {generation} s; base + layer {stacked} s, time-saved {} s",
+        recorded - compile,
         seconds(&grown, "time-saved")
     );
 }
