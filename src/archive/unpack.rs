@@ -729,12 +729,17 @@ pub fn read_fingerprint<R: Read>(reader: R, compression: Compression) -> Result<
         .map_err(|e| UnpackError::Corrupt { detail: format!("bad fingerprint member: {e}"), source: None })
 }
 
+/// What [`read_generation`] decodes at most.
+const GENERATION_HEAD_BYTES: u64 = 64 << 10;
+
 /// The generation record copied before the fingerprint member ([`super::GENERATION_PAX`]):
 /// `Ok(None)` when the archive has none (saved before it was recorded) or it is not one.
 pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<Option<Generation>, UnpackError> {
     let stream =
         decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
-    let mut archive = tar::Archive::new(stream);
+    // The record and the fingerprint's header are the archive's first few KiB: a pax record that
+    // claims more (the tar reader holds a pax record whole) is cut here, whatever it decompresses to.
+    let mut archive = tar::Archive::new(stream.take(GENERATION_HEAD_BYTES));
     let mut entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
     let mut first = entries
         .next()

@@ -307,3 +307,42 @@ fn verify_reuse_puts_the_saving_beside_its_verdict() {
     );
     assert!(post.summary.contains("the entry took 42.0 s to generate"), "{}", post.summary);
 }
+
+/// `list` reads the figure from the archive's first bytes: the copy before the fingerprint
+/// member, none in an archive saved before it, and a pax record that claims more than the
+/// archive's head is cut, never held whole.
+#[test]
+fn the_figure_is_read_from_the_start_of_the_archive() {
+    use exact_cache::archive::{GENERATION_PAX, Inventory, read_generation};
+    let record = FingerprintRecord::new("p", &"v".into(), Default::default());
+    let generation = Generation { millis: 20_700, recorded: 1_796_083_200, r#ref: None, given: false };
+    let write = |generation: Option<Generation>, compression| {
+        let stamp = Stamp { stack: None, generation };
+        let inv = Inventory::default();
+        write_archive_with(&inv, &record, compression, stamp, &SecretScanner::none(), Vec::new(), &mut |_| {})
+            .unwrap()
+            .0
+    };
+    for compression in [Compression::Zstd, Compression::Gzip, Compression::None] {
+        let bytes = write(Some(generation.clone()), compression);
+        assert_eq!(
+            read_generation(&bytes[..bytes.len().min(132 << 10)], compression).unwrap(),
+            Some(generation.clone())
+        );
+        assert_eq!(read_generation(&write(None, compression)[..], compression).unwrap(), None);
+    }
+    // A pax record of 16 MiB (a few KiB compressed), then the fingerprint.
+    let mut tar = tar::Builder::new(Vec::new());
+    let huge = vec![b'0'; 16 << 20];
+    tar.append_pax_extensions([(GENERATION_PAX, &huge[..])]).unwrap();
+    let mut header = tar::Header::new_ustar();
+    header.set_size(0);
+    header.set_path(".exact-cache/fingerprint.json").unwrap();
+    header.set_cksum();
+    tar.append(&header, &[][..]).unwrap();
+    let plain = tar.into_inner().unwrap();
+    drop(huge);
+    let bomb = zstd::encode_all(&plain[..], 1).unwrap();
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    assert!(read_generation(&bomb[..], Compression::Zstd).is_err());
+}
