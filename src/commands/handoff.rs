@@ -57,7 +57,7 @@ pub(super) struct HitRecord {
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub(super) enum Restored {
     /// The stack was put in place: the save compares the tree with it, grows it, or saves nothing.
-    Reused(Kept),
+    Reused(Box<Kept>),
     /// Bases were found and none could be used for what it holds: the save of the job that
     /// regenerated writes a replacement above the newest, unless one newer than `newest` exists.
     Unusable { newest: u32 },

@@ -109,7 +109,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
                 preexisting: reuse.preexisting,
                 stack: Some(reuse.kept),
             };
-            let manifest_file = keep(Restored::Reused(kept), Some(hit));
+            let manifest_file = keep(Restored::Reused(Box::new(kept)), Some(hit));
             handoff::mark_owned(runner, config, &roots);
             Attempt::Reused {
                 restored: reuse.restored,

@@ -67,7 +67,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
     let place = match restored {
         Some(Restored::Reused(kept)) => {
-            return after_hit(ctx, config, Hit { record: &record, kept: Some(kept), found_by });
+            return after_hit(ctx, config, Hit { record: &record, kept: Some(*kept), found_by });
         }
         // `lookup-only` found it, or the restore could not leave its record.
         _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
@@ -237,7 +237,7 @@ fn next_base(
     backend: &dyn Backend,
     record: &FingerprintRecord,
     place: Place,
-) -> Result<Slot, SaveOutcome> {
+) -> Result<Slot, Box<SaveOutcome>> {
     let (seen, replacing) = match place {
         Place::Slot(slot) => return Ok(slot),
         Place::Above { seen, replacing } => (seen, replacing),
@@ -251,7 +251,7 @@ fn next_base(
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
         let detail =
             format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
-        return Err(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail));
+        return Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)));
     }
     let basis = if bases.error.is_some() { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
@@ -260,7 +260,7 @@ fn next_base(
              changes"
         );
         ctx.runner.warning(&detail);
-        SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail)
+        Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
     })
 }
 
@@ -351,7 +351,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
     runner.info(&format!("backend: {}", backend.describe()));
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
         Ok(slot) => slot,
-        Err(settled) => return settled,
+        Err(settled) => return *settled,
     };
     match (&target.announce, target.place) {
         (Some(line), _) => runner.info(&line.replace("{slot}", &slot.to_string())),
