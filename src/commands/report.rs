@@ -260,8 +260,10 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
         let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
-        let generation = outcome.generation.map_or_else(|| "not recorded".to_owned(), units::duration);
-        rows.push(vec![Inline::ours("time to generate"), Inline::ours(generation)]);
+        if outcome.is_saved() {
+            let generation = outcome.generation.map_or_else(|| "not recorded".to_owned(), units::duration);
+            rows.push(vec![Inline::ours("time to generate"), Inline::ours(generation)]);
+        }
     }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {
