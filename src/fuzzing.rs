@@ -806,6 +806,7 @@ fn placement_archive(
             .collect(),
         entries: listed,
         stack: None,
+        generation: None,
     };
     let json = serde_json::to_vec(&manifest).expect("a manifest serializes");
     append_member(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, None, &json);

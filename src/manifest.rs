@@ -79,6 +79,48 @@ pub struct Manifest {
     /// manifests of entries saved before layers existed read as bases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<StackSlot>,
+    /// How long what this entry adds took to make; absent in entries saved before it was
+    /// recorded ("not recorded"), and read as absent when it is not a [`Generation`] at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<Generation>,
+}
+
+/// What an entry took to make, as its save recorded it: from the end of the restore that did not
+/// reuse (or, for a layer, that reused what is below it) to the newest modification time under
+/// the saved paths — or what the `generation-seconds` input said. A step could write anything
+/// into an entry: [`Generation::plausible`] is what may be shown as a saving.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generation {
+    pub millis: i64,
+    /// When the save recorded it, in seconds since the epoch.
+    pub recorded: i64,
+    /// The ref of the job that saved it, when it ran on Actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#ref: Option<String>,
+    /// `true` when the `generation-seconds` input gave it, rather than the save measuring it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub given: bool,
+}
+
+impl Generation {
+    /// The longest generation time shown as a saving: longer is not a measurement of one job.
+    pub const MAX_MILLIS: i64 = 3 * 24 * 3600 * 1000;
+
+    /// The duration, when it can be one job's generation time (0 to [`Self::MAX_MILLIS`]).
+    pub fn plausible(&self) -> Option<std::time::Duration> {
+        (0..=Self::MAX_MILLIS).contains(&self.millis).then(|| std::time::Duration::from_millis(self.millis as u64))
+    }
+
+    /// The ref, when it reads as one: at most 255 characters, none of them a control character
+    /// (a forged ref is left out rather than shown).
+    pub fn plausible_ref(&self) -> Option<&str> {
+        self.r#ref.as_deref().filter(|r| !r.is_empty() && r.len() <= 255 && !r.chars().any(char::is_control))
+    }
+
+    /// Read leniently: a value that is not a generation record is no record, never a damaged entry.
+    pub fn from_value(value: serde_json::Value) -> Option<Generation> {
+        serde_json::from_value(value).ok()
+    }
 }
 
 /// The record of a slot of a stack (the base of a generation, `layer` 0, or one of its layers), as
@@ -251,6 +293,7 @@ impl<'de> Visitor<'de> for Bounded {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Manifest, A::Error> {
         let (mut format, mut key, mut roots, mut entries, mut stack) = (None, None, None, None, None);
+        let mut generation = None;
         fn once<T, E: de::Error>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<(), E> {
             if slot.replace(value).is_some() {
                 return Err(E::duplicate_field(name));
@@ -264,6 +307,7 @@ impl<'de> Visitor<'de> for Bounded {
                 "roots" => once(&mut roots, "roots", map.next_value()?)?,
                 "entries" => once(&mut entries, "entries", map.next_value_seed(Entries(self.max_entries))?)?,
                 "stack" => once(&mut stack, "stack", map.next_value::<Option<StackSlot>>()?)?,
+                "generation" => once(&mut generation, "generation", map.next_value::<serde_json::Value>()?)?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -276,6 +320,7 @@ impl<'de> Visitor<'de> for Bounded {
             roots: roots.ok_or_else(|| missing("roots"))?,
             entries: entries.ok_or_else(|| missing("entries"))?,
             stack: stack.flatten(),
+            generation: generation.and_then(Generation::from_value),
         })
     }
 }
@@ -330,7 +375,14 @@ mod tests {
     }
 
     fn manifest(entries: Vec<ManifestEntry>) -> Manifest {
-        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries, stack: None }
+        Manifest {
+            exact_cache_manifest: MANIFEST_FORMAT,
+            key: "k".into(),
+            roots: vec![],
+            entries,
+            stack: None,
+            generation: None,
+        }
     }
 
     #[test]
@@ -379,5 +431,30 @@ mod tests {
         let twice = br#"{"exact_cache_manifest":1,"key":"k","key":"j","roots":[],"entries":[]}"#;
         assert!(Manifest::from_reader_bounded(&twice[..], 0).is_err());
         assert!(Manifest::from_reader_bounded(&b"{\"exact_cache_manifest\":1} x"[..], 0).is_err());
+    }
+
+    #[test]
+    fn a_generation_reads_back_and_a_forged_one_is_no_record() {
+        let mut m = manifest(vec![]);
+        m.generation = Some(Generation { millis: 20_700, recorded: 1_796_000_000, r#ref: None, given: false });
+        let json = serde_json::to_vec(&m).unwrap();
+        assert_eq!(Manifest::from_reader_bounded(&json[..], 0).unwrap(), m);
+        let plausible = m.generation.as_ref().unwrap().plausible();
+        assert_eq!(plausible, Some(std::time::Duration::from_millis(20_700)));
+        // Not a record at all: the manifest still reads, without one.
+        let odd = br#"{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":"4 days"}"#;
+        assert_eq!(Manifest::from_reader_bounded(&odd[..], 0).unwrap().generation, None);
+        for absurd in [-1, Generation::MAX_MILLIS + 1, i64::MAX] {
+            let g = Generation {
+                millis: absurd,
+                recorded: 0,
+                r#ref: Some("refs/heads/x\n::warning::".into()),
+                given: true,
+            };
+            assert_eq!(g.plausible(), None, "{absurd}");
+        }
+        let forged =
+            Generation { millis: 1, recorded: 0, r#ref: Some("refs/heads/a\n::error::x".into()), given: false };
+        assert_eq!(forged.plausible_ref(), None);
     }
 }

@@ -33,6 +33,10 @@ crate::choice::named_enum! {
         SaveResult => "save-result",
         ChangedFiles => "changed-files",
         UncoveredFiles => "uncovered-files",
+        /// On a reuse: what the entry and its layers took to generate, in seconds.
+        GenerationSeconds => "generation-seconds",
+        /// On a reuse: the generation time minus this restore's own time, in seconds.
+        TimeSaved => "time-saved",
         /// `explain`: the key compared with.
         Against => "against",
         /// `explain`: what differs, one per line.
@@ -154,6 +158,27 @@ pub struct RestoreOutcome {
     pub unexplained: Option<String>,
     /// Variables for later steps: a preset's directories, `reuse-env`, the save-on-failure list.
     pub exports: Vec<(String, String)>,
+    /// On a reuse: what it was worth.
+    pub worth: Option<Worth>,
+}
+
+/// What a hit was worth: what the entry (its base and layers) took to generate, as their saves
+/// recorded it, against what this restore took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Worth {
+    /// `None`: not recorded (saved before exact-cache recorded it, or a value no job could take).
+    pub generation: Option<Duration>,
+    /// When the base's figure was recorded (seconds since the epoch) and on which ref.
+    pub recorded: Option<(i64, Option<String>)>,
+    /// This restore, from its start to the files in place.
+    pub restore: Duration,
+}
+
+impl Worth {
+    /// The generation time minus this restore's, never below zero; `None` when not recorded.
+    pub fn saved(&self) -> Option<Duration> {
+        self.generation.map(|g| g.saturating_sub(self.restore))
+    }
 }
 
 /// How the attempt to reuse an entry ended.
@@ -338,6 +363,8 @@ pub struct SaveOutcome {
     /// After a miss, with `uncovered-reads`: the files the job's Python read that no input
     /// covers (`None`: nothing was recorded).
     pub uncovered: Option<Box<Uncovered>>,
+    /// The generation time recorded in what was written (when it can be one job's).
+    pub generation: Option<Duration>,
 }
 
 /// The files the generating run's Python read that no input covers, as the log shows paths.
@@ -359,6 +386,7 @@ impl SaveOutcome {
             pruned: None,
             slot: None,
             uncovered: None,
+            generation: None,
         }
     }
 
@@ -430,6 +458,13 @@ pub struct ListedEntry {
     /// JSON.
     #[serde(serialize_with = "slot_name")]
     pub slot: Option<Slot>,
+    /// What it took to generate, in seconds, as its save recorded it: absent when not recorded
+    /// (or not read: `list` reads the newest entries' only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation_seconds: Option<f64>,
+    /// Why the generation time is not shown: `not recorded`, `not read (…)`.
+    #[serde(skip)]
+    pub generation_note: Option<String>,
 }
 
 /// A slot in `list`'s JSON: its name.
@@ -463,6 +498,8 @@ mod tests {
             r#ref: None,
             version: "v".into(),
             slot,
+            generation_seconds: None,
+            generation_note: None,
         };
         let json = |slot| serde_json::to_string(&entry(slot)).unwrap();
         assert_eq!(

@@ -3,7 +3,8 @@
 //!
 //! Layout, in order:
 //! 1. `.exact-cache/fingerprint.json`: the [`FingerprintRecord`], first, so a later miss can be
-//!    explained from a small ranged read at the start of the blob;
+//!    explained from a small ranged read at the start of the blob; before it, in a pax record,
+//!    a copy of the manifest's generation record, which `list` reads the same way;
 //! 2. the entries of each `path` root `i`, named `i` (a file root) or `i/<relative path>`,
 //!    parents before children (directory names end in `/`);
 //! 3. `.exact-cache/manifest.json`: the [`Manifest`] of every entry, last, so the files are
@@ -31,10 +32,10 @@ mod writers;
 
 pub use clean::{CleanError, CleanGuard, CleanStats, Tracked, clean_into};
 pub use codec::{Compression, Effort};
-pub use pack::{Inventory, PackError, inventory, write_archive};
+pub use pack::{GENERATION_PAX, Inventory, PackError, Stamp, inventory, write_archive, write_archive_with};
 pub use safety::check_symlink_target;
 pub use secrets::{MIN_SECRET_LEN, SecretScanner};
-pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, unpack};
+pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, read_generation, unpack};
 
 /// Name of the fingerprint member (first).
 pub const FINGERPRINT_NAME: &str = ".exact-cache/fingerprint.json";

@@ -7,7 +7,7 @@ use super::secrets::{GateError, SecretScanner};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{
-    EntryKind, EntryPath, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot,
+    EntryKind, EntryPath, Generation, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot,
 };
 use crate::paths::{PathError, PatternSet, walk};
 use sha2::{Digest, Sha256};
@@ -46,6 +46,9 @@ pub struct SourceEntry {
     pub mode: u32,
     pub size: u64,
     pub mtime: u64,
+    /// The modification time in milliseconds since the epoch (0 when not known): the end of
+    /// what generated the entry.
+    pub modified_ms: i64,
     pub target: Option<String>,
 }
 
@@ -133,6 +136,12 @@ pub fn inventory(set: &PatternSet) -> Result<Inventory, PackError> {
                     .ok()
                     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                     .map_or(0, |d| d.as_secs()),
+                modified_ms: f
+                    .metadata
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as i64),
                 target,
             });
         }
@@ -158,6 +167,21 @@ fn permission_bits(meta: &std::fs::Metadata, kind: EntryKind) -> u32 {
     }
 }
 
+/// What an archive records about itself besides its files: its slot in the key's stack (a
+/// layer or a later generation's base) and what it took to generate.
+#[derive(Clone, Debug, Default)]
+pub struct Stamp {
+    pub stack: Option<StackSlot>,
+    /// In the manifest (checked with it on restore) and, as a copy for `list`, in a pax record
+    /// ([`GENERATION_PAX`]) before the fingerprint member, within the archive's first bytes.
+    pub generation: Option<Generation>,
+}
+
+/// The pax record before the fingerprint member that copies the manifest's generation record,
+/// so `list` reads it from the start of an archive (the manifest is its last member). Readers
+/// that do not know it skip it, as pax readers skip every record they do not know.
+pub const GENERATION_PAX: &str = "EXACT_CACHE.generation";
+
 /// Stream `inv` into `out` as an archive (`stack`: its slot, for a layer or a later generation's base); `on_bytes` hears about every chunk of file content.
 /// `path` lines, names, link targets and contents pass `secrets` first: a hit ends the archive
 /// unfinished.
@@ -170,6 +194,20 @@ pub fn write_archive<W: Write>(
     out: W,
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<(W, PackStats), PackError> {
+    write_archive_with(inv, record, compression, Stamp { stack, generation: None }, secrets, out, on_bytes)
+}
+
+/// [`write_archive`], recording `stamp`.
+pub fn write_archive_with<W: Write>(
+    inv: &Inventory,
+    record: &FingerprintRecord,
+    compression: Compression,
+    stamp: Stamp,
+    secrets: &SecretScanner,
+    out: W,
+    on_bytes: &mut dyn FnMut(u64),
+) -> Result<(W, PackStats), PackError> {
+    let Stamp { stack, generation } = stamp;
     if let Some(root) = secrets.in_roots(&inv.roots) {
         return Err(PackError::Secret { path: PathBuf::from(&root.line) });
     }
@@ -182,6 +220,10 @@ pub fn write_archive<W: Write>(
     let write_err = PackError::Write;
 
     let fingerprint = record.to_json();
+    if let Some(generation) = &generation {
+        let json = serde_json::to_vec(generation).expect("generation records serialize");
+        tar.append_pax_extensions([(GENERATION_PAX, &json[..])]).map_err(write_err)?;
+    }
     append(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, 0, None, fingerprint.len() as u64)
         .map_err(write_err)?;
     tar.get_mut().write_all(fingerprint.as_bytes()).map_err(write_err)?;
@@ -249,6 +291,7 @@ pub fn write_archive<W: Write>(
         roots: inv.roots.clone(),
         entries,
         stack,
+        generation,
     };
     let manifest_json = serde_json::to_vec(&manifest).expect("manifests always serialize");
     append(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, 0, None, manifest_json.len() as u64)

@@ -23,7 +23,7 @@ use super::staging;
 use super::writers::{Failure, NewFile, Writers};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
 use crate::fingerprint::FingerprintRecord;
-use crate::manifest::{EntryKind, EntryPath, Manifest, ManifestEntry, Mismatch};
+use crate::manifest::{EntryKind, EntryPath, Generation, Manifest, ManifestEntry, Mismatch};
 use crate::outcome::MissReason;
 use crate::paths::{Pattern, PatternSet};
 use cap_std::fs::Dir;
@@ -323,6 +323,7 @@ impl<'p> Stager<'p> {
                     roots: vec![],
                     entries: vec![],
                     stack: None,
+                    generation: None,
                 },
                 stats: RestoreStats::default(),
             },
@@ -726,6 +727,34 @@ pub fn read_fingerprint<R: Read>(reader: R, compression: Compression) -> Result<
     let bytes = read_small(&mut first, MAX_FINGERPRINT_BYTES, &name)?;
     FingerprintRecord::from_json(&bytes)
         .map_err(|e| UnpackError::Corrupt { detail: format!("bad fingerprint member: {e}"), source: None })
+}
+
+/// What [`read_generation`] decodes at most.
+const GENERATION_HEAD_BYTES: u64 = 64 << 10;
+
+/// The generation record copied before the fingerprint member ([`super::GENERATION_PAX`]):
+/// `Ok(None)` when the archive has none (saved before it was recorded) or it is not one.
+pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<Option<Generation>, UnpackError> {
+    let stream =
+        decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
+    // The record and the fingerprint's header are the archive's first few KiB: a pax record that
+    // claims more (the tar reader holds a pax record whole) is cut here, whatever it decompresses to.
+    let mut archive = tar::Archive::new(stream.take(GENERATION_HEAD_BYTES));
+    let mut entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
+    let mut first = entries
+        .next()
+        .ok_or_else(|| UnpackError::Corrupt { detail: "empty archive".into(), source: None })?
+        .map_err(|e| UnpackError::corrupt("unreadable tar header", e))?;
+    let Some(extensions) = first.pax_extensions().map_err(|e| UnpackError::corrupt("unreadable pax record", e))? else {
+        return Ok(None);
+    };
+    for extension in extensions {
+        let extension = extension.map_err(|e| UnpackError::corrupt("unreadable pax record", e))?;
+        if extension.key_bytes() == super::GENERATION_PAX.as_bytes() {
+            return Ok(serde_json::from_slice(extension.value_bytes()).ok());
+        }
+    }
+    Ok(None)
 }
 
 fn read_small<R: Read>(entry: &mut tar::Entry<'_, R>, max: u64, name: &str) -> Result<Vec<u8>, UnpackError> {

@@ -4,12 +4,21 @@
 
 use super::fingerprint::compute;
 use super::prune::{ListedSlots, Refs, Rule};
-use super::{Context, Error, explain, prune as pruning};
-use crate::backend::Listed;
+use super::{Context, Error, explain, prune as pruning, worth};
+use crate::archive::read_generation;
+use crate::backend::{Backend, Listed};
 use crate::cli::CatalogArgs;
 use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
+use crate::manifest::Generation;
 use crate::outcome::{CatalogOutcome, ListedEntry};
 use crate::units;
+
+/// Entries whose generation time `list` reads, the newest first: each costs a lookup and a ranged
+/// read of the archive's first bytes (the record is copied there, before the fingerprint).
+const GENERATION_READS: usize = 20;
+/// Bytes read from the start of an archive for it: the first zstd block whole (at most 128 KiB
+/// and its header), which holds the tar's first members.
+const GENERATION_READ_BYTES: u64 = 132 << 10;
 
 pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
@@ -36,9 +45,28 @@ pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: boo
     let entries = pruning::ours(catalog.as_ref(), &config.prefix, &refs)?;
     runner.info(&format!("{} {}", heading(config, &refs, entries.len()), catalog.describe()));
     let slots = ListedSlots::new(&entries, args.versions_known.then(|| config.version()).as_ref());
+    let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
+    let mut newest: Vec<usize> = (0..entries.len()).collect();
+    newest.sort_by_key(|&i| std::cmp::Reverse(entries[i].created));
+    let mut figures: Vec<Result<Option<Generation>, String>> =
+        vec![Err(format!("not read: `list` reads the newest {GENERATION_READS}")); entries.len()];
+    for &i in newest.iter().take(GENERATION_READS) {
+        figures[i] = recorded_generation(backend.as_ref(), &entries[i]);
+    }
     let entries: Vec<ListedEntry> = entries
         .into_iter()
-        .map(|e| ListedEntry {
+        .zip(figures)
+        .map(|(e, figure)| ListedEntry {
+            generation_seconds: figure
+                .as_ref()
+                .ok()
+                .and_then(|g| g.as_ref()?.plausible())
+                .map(|d| (d.as_secs_f64() * 10.0).round() / 10.0),
+            generation_note: match &figure {
+                Ok(Some(g)) if g.plausible().is_some() => None,
+                Ok(_) => Some("not recorded".to_owned()),
+                Err(why) => Some(why.clone()),
+            },
             slot: Some(slots.slot(&e)),
             created: iso_time(e.created),
             last_used: e.last_used.map(iso_time),
@@ -51,7 +79,24 @@ pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: boo
     for line in table(&entries) {
         runner.info(&format!("  {line}"));
     }
+    let figures: Vec<Option<f64>> = entries.iter().map(|e| e.generation_seconds).collect();
+    let uses = entries.iter().any(|e| e.last_used.is_some());
+    runner.info(&format!("total: {}", worth::totals_line(&config.prefix, &figures, uses)));
     Ok(CatalogOutcome::List { entries, json })
+}
+
+/// The generation time `listed`'s save recorded, from the first bytes of its archive: `Ok(None)`
+/// when it has none (saved before it was recorded); why it could not be read.
+fn recorded_generation(backend: &dyn Backend, listed: &Listed) -> Result<Option<Generation>, String> {
+    let not_read = |why: String| format!("not read: {why}");
+    let entry = backend
+        .lookup(&listed.key, &listed.version)
+        .map_err(|e| not_read(crate::text::error_line(&e)))?
+        .filter(|e| e.key == listed.key)
+        .ok_or_else(|| not_read("not readable from this run".to_owned()))?;
+    let bytes =
+        backend.read_prefix(&entry, GENERATION_READ_BYTES).map_err(|e| not_read(crate::text::error_line(&e)))?;
+    read_generation(&bytes[..], explain::sniff(&bytes)).map_err(|e| not_read(crate::text::error_line(&e)))
 }
 
 /// `--all-refs`, `--ref`, else the run's own ref, else every ref.
@@ -77,9 +122,9 @@ fn iso_time(seconds: i64) -> String {
 /// last use `-` where the store does not record it; the ref `-` when the entry was saved outside
 /// Actions or its ref is not known; the slot `-` when it is not known).
 fn table(entries: &[ListedEntry]) -> Vec<String> {
-    let header = ["key", "size", "created", "used", "ref", "version", "slot"];
+    let header = ["key", "size", "created", "used", "ref", "version", "generated in", "slot"];
     let or_dash = |value: Option<&str>| value.filter(|v| !v.is_empty()).unwrap_or("-").to_owned();
-    let rows: Vec<[String; 7]> = std::iter::once(header.map(str::to_owned))
+    let rows: Vec<[String; 8]> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
             [
                 e.key.to_string(),
@@ -88,6 +133,13 @@ fn table(entries: &[ListedEntry]) -> Vec<String> {
                 or_dash(e.last_used.as_deref()),
                 or_dash(e.r#ref.as_deref()),
                 e.version.chars().take(12).collect(),
+                match e.generation_seconds {
+                    Some(s) => units::duration(std::time::Duration::from_secs_f64(s)),
+                    None if e.generation_note.as_deref().is_some_and(|n| n.starts_with("not read")) => {
+                        "not read".to_owned()
+                    }
+                    None => "not recorded".to_owned(),
+                },
                 e.slot.map_or_else(|| "-".to_owned(), |slot| slot.to_string()),
             ]
         }))

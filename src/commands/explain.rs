@@ -191,7 +191,7 @@ fn read_theirs(backend: &dyn Backend, candidate: &Listed) -> Result<FingerprintR
 }
 
 /// The compression of an archive, from its first bytes.
-fn sniff(bytes: &[u8]) -> Compression {
+pub(super) fn sniff(bytes: &[u8]) -> Compression {
     match bytes {
         [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
         [0x1f, 0x8b, ..] => Compression::Gzip,

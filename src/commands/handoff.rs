@@ -42,6 +42,29 @@ pub(super) struct RestoreRecord {
     /// kept in the user's own directory across sessions, an old one is ignored.
     pub written_at: i64,
     pub restored: Restored,
+    /// When the restore ended, in milliseconds since the epoch: where the generation time a save
+    /// records starts (absent in records of earlier versions: not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<i64>,
+    /// On a reuse: what the stack put in place took to generate, in milliseconds (`None`: not
+    /// recorded), and what the restore took — for `verify-reuse`'s line and a compaction's figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit: Option<HitRecord>,
+}
+
+/// What a save reads of the restore's record besides what it did: when it ended and what a
+/// reuse was worth ([`super::worth`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RestoreTimes {
+    pub ended_ms: Option<i64>,
+    pub hit: Option<HitRecord>,
+}
+
+/// What a reuse was worth, as the restore measured it.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct HitRecord {
+    pub generation_ms: Option<i64>,
+    pub restore_ms: i64,
 }
 
 /// Outside Actions, a restore record older than this is another session's.
@@ -56,7 +79,7 @@ pub(super) fn now() -> i64 {
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub(super) enum Restored {
     /// The stack was put in place: the save compares the tree with it, grows it, or saves nothing.
-    Reused(Kept),
+    Reused(Box<Kept>),
     /// Bases were found and none could be used for what it holds: the save of the job that
     /// regenerated writes a replacement above the newest, unless one newer than `newest` exists.
     Unusable { newest: u32 },
@@ -86,7 +109,17 @@ pub(super) fn read_record(
     env: &Env,
     (key, version): (&Key, &Version),
     store: &str,
-) -> Result<Option<Restored>, String> {
+) -> Result<Option<(Restored, RestoreTimes)>, String> {
+    Ok(read_whole_record(config, env, (key, version), store)?
+        .map(|record| (record.restored, RestoreTimes { ended_ms: record.ended_ms, hit: record.hit })))
+}
+
+fn read_whole_record(
+    config: &Config,
+    env: &Env,
+    (key, version): (&Key, &Version),
+    store: &str,
+) -> Result<Option<RestoreRecord>, String> {
     let path = record_path(config, env, key, version);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -104,7 +137,7 @@ pub(super) fn read_record(
     if env.non_empty("RUNNER_TEMP").is_none() && now() - record.written_at > RECORD_OUTLIVES_A_SESSION {
         return Err(format!("`{}` is the record of a restore more than 12 hours ago", path.display()));
     }
-    Ok(Some(record.restored))
+    Ok(Some(record))
 }
 
 pub(super) fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {

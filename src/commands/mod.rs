@@ -20,6 +20,7 @@ mod services;
 mod setup;
 mod tracked;
 mod verify;
+mod worth;
 
 pub use error::Error;
 pub use restore::SAVE_ON_FAILURE_ENV;

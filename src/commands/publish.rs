@@ -59,6 +59,11 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     runner.set_output(Output::Layers, &layers.to_string())?;
     let cleaned = outcome.cleaned.as_ref().map_or(0, |c| c.files);
     runner.set_output(Output::CleanedFiles, &cleaned.to_string())?;
+    let worth = outcome.worth.as_ref();
+    let generation = worth.and_then(|w| w.generation).map(super::worth::seconds).unwrap_or_default();
+    let saved = worth.and_then(|w| w.saved()).map(super::worth::seconds).unwrap_or_default();
+    runner.set_output(Output::GenerationSeconds, &generation)?;
+    runner.set_output(Output::TimeSaved, &saved)?;
     runner.append_summary(&report::restore_summary(shown, outcome))
 }
 

@@ -201,6 +201,9 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
         Attempt::Reused { restored, extra_files, stack, .. } => {
             rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
             rows.push(vec![Inline::ours("restored"), transfer(restored)]);
+            if let Some(worth) = &outcome.worth {
+                rows.push(vec![Inline::ours("time saved"), md.prose(&super::worth::sentence(worth))]);
+            }
             if !stack.layers.is_empty() || stack.generation > 0 {
                 rows.push(vec![Inline::ours("stack"), md.prose(&stack.parts())]);
             }
@@ -309,6 +312,10 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
         let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
         rows.push(vec![Inline::ours(what), transfer(&archived)]);
+        if outcome.is_saved() {
+            let generation = outcome.generation.map_or_else(|| "not recorded".to_owned(), units::duration);
+            rows.push(vec![Inline::ours("time to generate"), Inline::ours(generation)]);
+        }
     }
     if let Some(uncovered) = &outcome.uncovered {
         rows.push(vec![Inline::ours("uncovered reads"), uncovered_cell(&md, &uncovered.files)]);

@@ -2,9 +2,9 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute;
-use super::handoff::{RestoreRecord, Restored};
+use super::handoff::{HitRecord, RestoreRecord, Restored};
 use super::lookups::KeyLookups;
-use super::{Context, Error, explain, handoff};
+use super::{Context, Error, explain, handoff, worth};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
 };
@@ -12,7 +12,7 @@ use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
-use crate::manifest::{EntryKind, Manifest};
+use crate::manifest::{EntryKind, Generation, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::runner::ProgressReader;
 use crate::stack::{self, Gap, KeptStack, MAX_GENERATIONS, Slot};
@@ -62,6 +62,7 @@ pub const SAVE_ON_FAILURE_ENV: &str = "EXACT_CACHE_SAVE_ON_FAILURE";
 /// outcome is published.
 pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Option<CleanError>), Error> {
     let runner = ctx.runner;
+    let started = Instant::now();
     let record = compute(ctx, config)?;
     let fingerprint_file = handoff::write_fingerprint(config, runner.env(), &record)?;
     // A preset's directories exist and are known to later steps whatever happens below.
@@ -81,15 +82,24 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     };
     let version = config.version();
     let store = backend.describe();
-    let keep = |restored: Restored| {
+    let keep = |restored: Restored, hit: Option<HitRecord>| {
         let (key, version, store) = (record.key.clone(), version.clone(), store.clone());
-        let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored };
+        let ended_ms = Some(worth::now_ms());
+        let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored, ended_ms, hit };
         handoff::write_record(config, runner.env(), &kept)
             .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
             .ok()
     };
+    let mut hit_worth = None;
     let mut attempt = match tried {
         Ok(reuse) => {
+            let worth = worth::of_stack(&reuse.generations, started.elapsed());
+            runner.info(&worth::sentence(&worth));
+            let hit = HitRecord {
+                generation_ms: worth.generation.map(|g| g.as_millis() as i64),
+                restore_ms: worth.restore.as_millis() as i64,
+            };
+            hit_worth = Some(worth);
             // Only the roots this entry put something into.
             let mut roots: Vec<usize> =
                 reuse.manifest.entries.iter().filter_map(|e| Some(e.entry_path()?.root)).collect();
@@ -101,7 +111,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
                 preexisting: reuse.preexisting,
                 stack: Some(reuse.kept),
             };
-            let manifest_file = keep(Restored::Reused(kept));
+            let manifest_file = keep(Restored::Reused(Box::new(kept)), Some(hit));
             handoff::mark_owned(runner, config, &roots);
             Attempt::Reused {
                 restored: reuse.restored,
@@ -111,10 +121,13 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
             }
         }
         Err(other) => {
-            keep(match &other {
-                NotReused::Unusable { newest, .. } => Restored::Unusable { newest: *newest },
-                _ => Restored::NotReused,
-            });
+            keep(
+                match &other {
+                    NotReused::Unusable { newest, .. } => Restored::Unusable { newest: *newest },
+                    _ => Restored::NotReused,
+                },
+                None,
+            );
             other.into()
         }
     };
@@ -154,6 +167,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         explanation,
         unexplained,
         exports,
+        worth: hit_worth,
     };
     Ok((outcome, clean_error))
 }
@@ -184,6 +198,8 @@ struct Reuse {
     /// Files under `path` not in the entry, as shown, and as entry paths.
     extra_files: Vec<String>,
     preexisting: Vec<String>,
+    /// What each slot put in place took to generate (the base's first), as its save recorded it.
+    generations: Vec<Option<Generation>>,
 }
 
 /// How an entry was not reused.
@@ -252,8 +268,9 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
         ..KeptStack::default()
     };
     let mut applied = StackApplied { generation, base, layers: Vec::new(), stopped: None };
+    let mut generations = vec![manifest.generation.clone()];
     if config.grow {
-        let below = Below { manifest: &mut manifest, roots: &roots };
+        let below = Below { manifest: &mut manifest, roots: &roots, generations: &mut generations };
         apply_layers(ctx, config, &lookups, &mut applied, &mut kept, below);
     }
     kept.stopped = applied.stopped.is_some() && !kept.trouble;
@@ -272,7 +289,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
         archive_bytes: moved.archive_bytes,
         elapsed: moved.elapsed,
     };
-    Ok(Reuse { restored, stack: applied, manifest, kept, extra_files, preexisting })
+    Ok(Reuse { restored, stack: applied, manifest, kept, extra_files, preexisting, generations })
 }
 
 /// The base placed: its generation, what it put in place, its manifest, and where each root
@@ -315,6 +332,8 @@ impl SlotFailure {
 struct Below<'a> {
     manifest: &'a mut Manifest,
     roots: &'a [PathBuf],
+    /// Each layer applied adds what it took to generate.
+    generations: &'a mut Vec<Option<Generation>>,
 }
 
 /// Apply the layers of the stack's generation in order, stopping at the first that cannot be:
@@ -328,7 +347,7 @@ fn apply_layers(
     kept: &mut KeptStack,
     below: Below<'_>,
 ) {
-    let Below { manifest, roots: base_roots } = below;
+    let Below { manifest, roots: base_roots, generations } = below;
     let generation = applied.generation;
     let (layers, gap) = stack::find_layers(lookups, lookups.key, &config.version(), generation, config.grow_max_layers);
     let lines: Vec<&str> = config.paths.includes.iter().map(|p| p.line.as_str()).collect();
@@ -347,6 +366,7 @@ fn apply_layers(
                 kept.top = layer_manifest.digest();
                 kept.layers = n;
                 kept.layer_bytes += transfer.content_bytes;
+                generations.push(layer_manifest.generation.clone());
                 stack::merge(manifest, &layer_manifest);
                 applied.layers.push(transfer);
             }

@@ -2,16 +2,16 @@
 //! the cache is read-only. Service trouble ends as a warning unless `strict`.
 
 use super::fingerprint::compute;
-use super::handoff::{self, Restored, fingerprint_path, read_fingerprint};
+use super::handoff::{self, RestoreTimes, Restored, fingerprint_path, read_fingerprint};
 use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
-use super::{Context, Error, setup::secret_values, verify};
-use crate::archive::{Inventory, PackError, SecretScanner, inventory, write_archive};
+use super::{Context, Error, setup::secret_values, verify, worth};
+use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
-use crate::manifest::EntryKind;
+use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line};
@@ -61,18 +61,20 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     // is its own `path` lines'.
     record.version = version;
     let store = (ctx.backend)(config, env, runner.secret_sink()).describe();
-    let restored = handoff::read_record(config, env, (&record.key, &record.version), &store).unwrap_or_else(|why| {
-        runner.info(&format!("{why}; not using it"));
-        None
-    });
+    let (restored, times) = handoff::read_record(config, env, (&record.key, &record.version), &store)
+        .unwrap_or_else(|why| {
+            runner.info(&format!("{why}; not using it"));
+            None
+        })
+        .map_or((None, RestoreTimes::default()), |(restored, times)| (Some(restored), times));
     let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
     let place = match restored {
         Some(Restored::Reused(kept)) => {
-            return after_hit(ctx, config, Hit { record: &record, kept: Some(kept), found_by });
+            return after_hit(ctx, config, Hit { record: &record, kept: Some(*kept), found_by, times });
         }
         // `lookup-only` found it, or the restore could not leave its record.
         _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
-            return after_hit(ctx, config, Hit { record: &record, kept: None, found_by });
+            return after_hit(ctx, config, Hit { record: &record, kept: None, found_by, times });
         }
         Some(Restored::Unusable { newest }) => {
             runner.info("the restore step could not use this key's entry: saving a replacement");
@@ -93,7 +95,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         let detail = super::reads::line(files);
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
-    Ok(with_uncovered(save(ctx, config, &record, &Target::whole(place))))
+    Ok(with_uncovered(save(ctx, config, &record, &Target::whole(place), times)))
 }
 
 /// An entry restored earlier in the job.
@@ -103,6 +105,8 @@ struct Hit<'a> {
     kept: Option<verify::Kept>,
     /// `was found by the restore step`, …
     found_by: &'static str,
+    /// When the restore ended and what the reuse was worth.
+    times: RestoreTimes,
 }
 
 /// After a hit: `verify-reuse`, then with `grow` a layer (or a compacted base) of what the job
@@ -138,8 +142,11 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
-    let verified =
-        compared.as_ref().filter(|_| verifying).map(|(_, changes)| reuse_verdict(ctx, config, changes, additions_kept));
+    let worth = hit.times.hit;
+    let verified = compared
+        .as_ref()
+        .filter(|_| verifying)
+        .map(|(_, changes)| reuse_verdict(ctx, config, changes, additions_kept, worth));
     if let Some(mut grown) = grown {
         grown.verified = verified;
         return Ok(grown);
@@ -199,7 +206,7 @@ fn grow_stack(
             Target { only: Some(paths), announce, ..Target::whole(Place::Above { seen, replacing: false }) }
         }
     };
-    Some(save(ctx, config, hit.record, &target))
+    Some(save(ctx, config, hit.record, &target, hit.times))
 }
 
 /// Where in the key's stack a save writes.
@@ -315,7 +322,13 @@ fn keep_only(inv: &mut Inventory, paths: &HashSet<String>, stack_dirs: &HashMap<
 }
 
 /// Archive the `path` roots (or a layer's part of them) and upload them as `target`.
-fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Target) -> SaveOutcome {
+fn save(
+    ctx: &Context,
+    config: &Config,
+    record: &FingerprintRecord,
+    target: &Target,
+    times: RestoreTimes,
+) -> SaveOutcome {
     let runner = ctx.runner;
     let env = runner.env();
     let key = Some(&record.key);
@@ -373,6 +386,7 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
         return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
     }
 
+    let generation = generation(ctx, config, target, &inv, times);
     let backend = (ctx.backend)(config, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
@@ -384,7 +398,51 @@ fn save(ctx: &Context, config: &Config, record: &FingerprintRecord, target: &Tar
         (None, Place::Above { replacing: true, .. }) => runner.info(&format!("saving {slot} as the replacement")),
         _ => {}
     }
-    upload(ctx, config, backend.as_ref(), record, (slot, target), &inv, &secrets)
+    let mut outcome = upload(ctx, config, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
+    if outcome.is_saved() {
+        outcome.generation = generation.as_ref().and_then(Generation::plausible);
+        log_generation(ctx, config, generation.as_ref());
+    }
+    outcome
+}
+
+/// The log's line about the time to generate an entry just written.
+fn log_generation(ctx: &Context, config: &Config, generation: Option<&Generation>) {
+    let runner = ctx.runner;
+    match generation.and_then(Generation::plausible) {
+        Some(d) if config.generation_seconds.is_some() => {
+            runner.info(&format!("time to generate: {} (`generation-seconds`)", units::duration(d)));
+        }
+        Some(d) => runner.info(&format!(
+            "time to generate: {} (from the end of this job's restore to the newest file under `path`)",
+            units::duration(d)
+        )),
+        None if generation.is_some() => runner.info("time to generate: not recorded (not a time one job takes)"),
+        None => runner.info(
+            "time to generate: not recorded (no restore of this key earlier in the job, or nothing under `path` \
+             written after it; `generation-seconds` gives it)",
+        ),
+    }
+}
+
+/// What this save records as the entry's generation time ([`worth::measure`]): the window
+/// from the end of this job's restore of the key (its record) to the newest file saved; a
+/// compaction adds what the stack it replaces took, and records nothing when that is not known.
+fn generation(
+    ctx: &Context,
+    config: &Config,
+    target: &Target,
+    inv: &Inventory,
+    times: RestoreTimes,
+) -> Option<Generation> {
+    let env = ctx.runner.env();
+    let since = times.ended_ms;
+    let compacting = matches!(target.place, Place::Above { replacing: false, .. });
+    let below = times.hit.and_then(|h| h.generation_ms);
+    match (compacting, below) {
+        (true, None) if config.generation_seconds.is_none() => None,
+        _ => worth::measure(config, env, inv, since, below.filter(|_| compacting), worth::now_ms()),
+    }
 }
 
 fn upload(
@@ -392,7 +450,7 @@ fn upload(
     config: &Config,
     backend: &dyn Backend,
     record: &FingerprintRecord,
-    (slot, target): (Slot, &Target),
+    (slot, target, generation): (Slot, &Target, Option<Generation>),
     inv: &Inventory,
     secrets: &SecretScanner,
 ) -> SaveOutcome {
@@ -418,11 +476,12 @@ fn upload(
     // As the log names it, unless it is the generation-0 base every save without `grow` writes.
     let slot = (written != Slot::FIRST_BASE).then_some(written);
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
-    let written = write_archive(
+    let stamp = Stamp { stack: written.record(target.parent.clone()), generation };
+    let written = write_archive_with(
         inv,
         record,
         config.compression,
-        written.record(target.parent.clone()),
+        stamp,
         secrets,
         CountingWriter { inner: upload, count: 0 },
         &mut |n| progress.add(n),
@@ -579,13 +638,22 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
 
 /// `verify-reuse`: what changed in the tree since the restore, as a verdict (`additions_kept`:
 /// `grow` saved what was added).
-fn reuse_verdict(ctx: &Context, config: &Config, changes: &verify::TreeChanges, additions_kept: bool) -> Verified {
+fn reuse_verdict(
+    ctx: &Context,
+    config: &Config,
+    changes: &verify::TreeChanges,
+    additions_kept: bool,
+    hit: Option<handoff::HitRecord>,
+) -> Verified {
     let runner = ctx.runner;
     let extras = match changes.kept_extras {
         0 => String::new(),
         n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
     };
-    let verdict = changes.verdict(config, additions_kept, &extras);
+    let mut verdict = changes.verdict(config, additions_kept, &extras);
+    if let Some(hit) = hit {
+        verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms));
+    }
     let changed_files = changes.paths();
     if changes.is_fine(additions_kept) {
         runner.info(&format!("verify-reuse: {verdict}"));

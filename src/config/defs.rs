@@ -220,6 +220,30 @@ pub static SAVE_IF: Input<bool> = Input::flag(
 )
 .save_only();
 
+/// Seconds, `0` or more and finite; empty: measured.
+pub static GENERATION_SECONDS: Input<Option<f64>> = Input::new(
+    "generation-seconds",
+    InputKind::Text,
+    Cache,
+    "",
+    "How long the job took to generate what it saves, in seconds, for jobs that measure their generator \
+     themselves. Empty (the default): the save measures it, from the end of the restore that did not reuse to the \
+     newest modification time under `path`. Recorded in the entry; each hit reports it as `generation-seconds` and \
+     `time-saved`.",
+    |value| {
+        let text = value.unwrap_or_default().trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Some)
+            .ok_or_else(|| format!("`{text}` is not a number of seconds, 0 or more"))
+    },
+)
+.save_only();
+
 pub static PRUNE: Input<bool> = Input::flag(
     "prune",
     Cache,
@@ -374,6 +398,7 @@ const CORE: &[&InputSpec] = &[
     &GROW_MAX_SHARE.spec,
     &UNCOVERED_READS.spec,
     &SAVE_IF.spec,
+    &GENERATION_SECONDS.spec,
     &PRUNE.spec,
     &PRUNE_KEEP.spec,
     &GITHUB_TOKEN.spec,

@@ -61,6 +61,8 @@ pub struct Config {
     pub grow_max_share: f64,
     /// `save-if`: whether this job may write entries.
     pub save_if: bool,
+    /// `generation-seconds`: the generation time a save records instead of measuring it.
+    pub generation_seconds: Option<f64>,
     pub prune: bool,
     pub prune_keep: usize,
     pub github_token: Option<String>,
@@ -234,6 +236,7 @@ impl Config {
             grow_max_layers: defs::GROW_MAX_LAYERS.read(raw)?,
             grow_max_share: defs::GROW_MAX_SHARE.read(raw)?,
             save_if: defs::SAVE_IF.read(raw)?,
+            generation_seconds: defs::GENERATION_SECONDS.read(raw)?,
             prune: defs::PRUNE.read(raw)?,
             prune_keep: defs::PRUNE_KEEP.read(raw)?,
             github_token: defs::GITHUB_TOKEN.read(raw)?,

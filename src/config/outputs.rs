@@ -86,6 +86,19 @@ pub const OUTPUTS: &[OutputSpec] = &[
                       names the first few, the summary all of them); `0` otherwise.",
     },
     OutputSpec {
+        output: Output::GenerationSeconds,
+        entries: RESTORING,
+        description: "On a reuse: how long the entry and its layers took to generate, in seconds, as their saves \
+                      recorded it (the `generation-seconds` input, or measured); empty on a miss and for entries \
+                      whose figure is not recorded.",
+    },
+    OutputSpec {
+        output: Output::TimeSaved,
+        entries: RESTORING,
+        description: "On a reuse: `generation-seconds` minus this restore's own time, in seconds, never below 0; \
+                      empty when `generation-seconds` is.",
+    },
+    OutputSpec {
         output: Output::Saved,
         entries: &[EntryPoint::Save],
         description: "`true` when this step created an entry (a base, or with `grow` a layer).",

@@ -113,7 +113,14 @@ mod tests {
     }
 
     fn manifest(entries: Vec<ManifestEntry>, stack: Option<StackSlot>) -> Manifest {
-        Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: "k".into(), roots: vec![], entries, stack }
+        Manifest {
+            exact_cache_manifest: MANIFEST_FORMAT,
+            key: "k".into(),
+            roots: vec![],
+            entries,
+            stack,
+            generation: None,
+        }
     }
 
     #[test]

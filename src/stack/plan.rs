@@ -151,6 +151,7 @@ mod tests {
             roots: vec![],
             entries: vec![dir, file],
             stack: None,
+            generation: None,
         }
     }
 

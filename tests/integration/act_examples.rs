@@ -246,6 +246,20 @@ fn s3_backend_cold_then_warm() {
     assert!(!warm.log.contains(crate::support::s3::SECRET_KEY));
 }
 
+/// The time to generate a save recorded, in seconds, from its log line.
+fn time_to_generate(log: &str) -> f64 {
+    let line = log
+        .lines()
+        .find_map(|l| l.split("time to generate: ").nth(1))
+        .unwrap_or_else(|| panic!("no time to generate:\n{log}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words[..] {
+        [minutes, "min", seconds, "s", ..] => minutes.parse::<f64>().unwrap() * 60.0 + seconds.parse::<f64>().unwrap(),
+        [seconds, "s", ..] => seconds.parse().unwrap(),
+        _ => panic!("{line}"),
+    }
+}
+
 /// The `INDUCTOR {...}` report line of compile_model.py.
 fn inductor_report(run: &ActRun) -> serde_json::Value {
     let line =
@@ -295,6 +309,11 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     assert_eq!(cold.output("inductor", "cache-hit"), "false");
     assert_eq!(cold.output("inductor", "save-result"), "saved");
     assert!(count(&cold_report, "fxgraph_cache_miss") >= 1, "{cold_report}");
+    // What the entry took to make: from the end of the restore to the last graph written — the
+    // compile, and the interpreter starting and importing torch before it (issue 34). The log
+    // shows whole seconds past a minute; the warm run's output has tenths.
+    let compile = cold_report["compile_seconds"].as_f64().unwrap();
+    let logged = time_to_generate(&cold.log);
 
     // A is reused; B is compiled and kept as layer 1 of the same exact key.
     let (warm, warm_report) = job("a,b", "1");
@@ -304,6 +323,16 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     assert_eq!(count(&warm_report, "fxgraph_cache_miss"), 1, "{warm_report}");
     assert!(warm.log.contains("did not hold; `grow` kept them"), "verify-reuse saw B's graphs: {}", warm.log);
     assert_eq!(warm.output("inductor", "save-result"), "layer", "{}", warm.log);
+    // The hit is worth what the cold run recorded, less its own restore.
+    let seconds = |run: &ActRun, name: &str| -> f64 { run.output("inductor", name).parse().unwrap() };
+    let recorded = seconds(&warm, "generation-seconds");
+    assert!((recorded - logged).abs() < 1.0, "restored figure {recorded} s, logged {logged} s");
+    // Importing torch takes seconds, tens of them on a loaded machine.
+    assert!((compile - 0.1..compile + 60.0).contains(&recorded), "recorded {recorded} s, compile {compile} s");
+    let generation = recorded;
+    let saved = seconds(&warm, "time-saved");
+    assert!(saved <= generation && saved >= generation - 15.0, "time-saved {saved} s of {generation} s");
+    assert!(warm.log.contains("`grow` kept them; this hit saved about "), "beside the graph counts: {}", warm.log);
 
     // Base + layer 1: the third run compiles nothing.
     let (grown, grown_report) = job("a,b", "0");
@@ -314,9 +343,18 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     assert!(grown.log.contains("warm run: every graph came from the restored cache"), "{}", grown.log);
     assert!(grown.log.contains("verify-reuse: nothing under `path` changed since the restore"), "{}", grown.log);
     assert_eq!(grown.output("inductor", "save-result"), "skipped-hit");
+    // Base and layer: A's figure and B's window.
+    let stacked = seconds(&grown, "generation-seconds");
+    assert!(stacked > generation, "base + layer {stacked} s, base {generation} s");
     eprintln!(
         "torch.compile under act: A cold {} s; A+B warm (B new) {} s; A+B from base + layer {} s",
         cold_report["compile_seconds"], warm_report["compile_seconds"], grown_report["compile_seconds"]
+    );
+    eprintln!(
+        "time to generate recorded: A {recorded} s (compile {compile} s, so {:.1} s of interpreter start and \
+         imports); warm: time-saved {saved} s of {generation} s; base + layer {stacked} s, time-saved {} s",
+        recorded - compile,
+        seconds(&grown, "time-saved")
     );
 }
 

@@ -173,6 +173,7 @@ fn manifest_member(tar: &mut TarBuilder, key: &str, entries: Vec<ManifestEntry>)
         roots: vec![RootRecord { line: "out".into(), kind: RootKind::Dir }],
         entries,
         stack: None,
+        generation: None,
     };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
 }
@@ -416,6 +417,7 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
         roots: vec![RootRecord { line: "models/**/*.pth".into(), kind: RootKind::Glob }],
         entries: vec![file_entry("0/sub/m.pth", b"w")],
         stack: None,
+        generation: None,
     };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
     let ws = tempfile::tempdir().unwrap();
@@ -429,7 +431,14 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
 
 fn manifest_for(tar: &mut TarBuilder, key: &str, lines: &[&str], entries: Vec<ManifestEntry>) {
     let roots = lines.iter().map(|l| RootRecord { line: (*l).into(), kind: RootKind::Dir }).collect();
-    let m = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.into(), roots, entries, stack: None };
+    let m = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.into(),
+        roots,
+        entries,
+        stack: None,
+        generation: None,
+    };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
 }
 

@@ -185,6 +185,7 @@ fn layer_archive(record: &[u8], key: &str, members: &[(&str, Option<&str>, &[u8]
         roots: vec![RootRecord { line: PATH.into(), kind: RootKind::Dir }],
         entries,
         stack: Some(slot),
+        generation: None,
     };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
     tar.finish()
@@ -514,7 +515,14 @@ fn slot_of(record: &[u8], key: &str, members: &[Member], roots: Vec<RootRecord>,
             }
         }
     }
-    let manifest = Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.to_owned(), roots, entries, stack };
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: key.to_owned(),
+        roots,
+        entries,
+        stack,
+        generation: None,
+    };
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
     tar.finish()
 }

@@ -50,3 +50,4 @@ mod support;
 mod torch_facts;
 mod wine;
 mod workflow_commands;
+mod worth;

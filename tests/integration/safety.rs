@@ -94,8 +94,14 @@ impl Scene {
                 kind: if has_glob_meta(l) { RootKind::Glob } else { RootKind::Dir },
             })
             .collect();
-        let manifest =
-            Manifest { exact_cache_manifest: MANIFEST_FORMAT, key: key.clone(), roots, entries, stack: None };
+        let manifest = Manifest {
+            exact_cache_manifest: MANIFEST_FORMAT,
+            key: key.clone(),
+            roots,
+            entries,
+            stack: None,
+            generation: None,
+        };
         tar.file(MANIFEST_NAME, &serde_json::to_vec(&manifest).unwrap());
         let bytes = tar.finish();
 

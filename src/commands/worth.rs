@@ -1,0 +1,267 @@
+//! What each hit is worth. A save records how long its entry took to generate ([`measure`]):
+//! from the end of the restore that did not reuse it (a miss, or an entry it could not use) — or,
+//! for a layer, of the restore that reused what is below — to the newest modification time under
+//! the saved paths (never later than the save), so what the job did after the generator does
+//! not count; or what `generation-seconds` says. A hit reports that figure for its base and
+//! layers against its own time ([`of_stack`], [`sentence`]); `list` shows it per entry and in
+//! total. A figure no job could take (negative, longer than three days) is "not recorded".
+
+use crate::archive::Inventory;
+use crate::config::Config;
+use crate::env::Env;
+use crate::manifest::{EntryKind, Generation};
+use crate::outcome::Worth;
+use crate::units;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the epoch, now.
+pub(super) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What a save records: the `generation-seconds` input, else the window from `since_ms` (the end
+/// of this job's restore) to the newest modification time of what is saved (`inv`), plus `below_ms`
+/// (a compaction holds what the stack below took). `None` when there is no window: no restore
+/// in this job, or nothing under `path` newer than its end.
+pub(super) fn measure(
+    config: &Config,
+    env: &Env,
+    inv: &Inventory,
+    since_ms: Option<i64>,
+    below_ms: Option<i64>,
+    now_ms: i64,
+) -> Option<Generation> {
+    let millis = match config.generation_seconds {
+        Some(seconds) => (seconds * 1000.0).round().min(i64::MAX as f64) as i64,
+        None => {
+            let since = since_ms?;
+            let newest = inv.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| e.modified_ms).max()?;
+            let window = newest.min(now_ms).checked_sub(since).filter(|w| *w >= 0)?;
+            window.checked_add(below_ms.unwrap_or(0))?
+        }
+    };
+    let r#ref = env.non_empty("GITHUB_REF").map(str::to_owned);
+    let generation =
+        Generation { millis, recorded: now_ms.div_euclid(1000), r#ref, given: config.generation_seconds.is_some() };
+    let r#ref = generation.plausible_ref().map(str::to_owned);
+    Some(Generation { r#ref, ..generation })
+}
+
+/// What a stack put in place was worth: the sum of its slots' figures, `None` unless every slot
+/// has one that can be a job's (never a guess for part of it); the base's date and ref.
+pub(super) fn of_stack(slots: &[Option<Generation>], restore: Duration) -> Worth {
+    let mut total = Some(Duration::ZERO);
+    for slot in slots {
+        total = match (total, slot.as_ref().and_then(Generation::plausible)) {
+            (Some(sum), Some(d)) => Some(sum + d),
+            _ => None,
+        };
+    }
+    let generation = total.filter(|_| !slots.is_empty());
+    let recorded = slots
+        .first()
+        .and_then(Option::as_ref)
+        .filter(|_| generation.is_some())
+        .map(|g| (g.recorded, g.plausible_ref().map(str::to_owned)));
+    Worth { generation, recorded, restore }
+}
+
+/// Seconds as an output: `20.7`.
+pub(super) fn seconds(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64())
+}
+
+/// `2026-12-01`, from seconds since the epoch; `None` for a date no save can have.
+fn date(seconds: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .filter(|t| (2020..=2200).contains(&chrono::Datelike::year(t)))
+        .map(|t| t.format("%Y-%m-%d").to_string())
+}
+
+/// The summary's and the log's line: `this hit saved about 4 min 10 s: the entry took 4 min
+/// 20 s to generate (recorded 2026-12-01 on `refs/heads/main`), restoring took 9.8 s`.
+pub(super) fn sentence(worth: &Worth) -> String {
+    let restoring = units::duration(worth.restore);
+    let (Some(generation), Some(saved)) = (worth.generation, worth.saved()) else {
+        return format!(
+            "what this hit saved is not known: what the entry took to generate is not recorded (saved before \
+             exact-cache recorded it, or not a time one job takes); restoring took {restoring}"
+        );
+    };
+    let when = match &worth.recorded {
+        Some((at, r#ref)) => {
+            let on = r#ref.as_deref().map(|r| format!(" on `{r}`")).unwrap_or_default();
+            match date(*at) {
+                Some(day) => format!(" (recorded {day}{on})"),
+                None if !on.is_empty() => format!(" (recorded{on})"),
+                None => String::new(),
+            }
+        }
+        None => String::new(),
+    };
+    format!(
+        "this hit saved about {}: the entry took {} to generate{when}, restoring took {restoring}",
+        units::duration(saved),
+        units::duration(generation)
+    )
+}
+
+/// `verify-reuse`'s addition: ` — this hit saved about 19.5 s (generation 20.7 s, restore 1.2 s)`,
+/// or nothing when the restore recorded no figure.
+pub(super) fn beside_verdict(generation_ms: Option<i64>, restore_ms: i64) -> String {
+    let generation = generation_ms.filter(|ms| (0..=Generation::MAX_MILLIS).contains(ms));
+    let restore = Duration::from_millis(restore_ms.max(0) as u64);
+    match generation {
+        Some(ms) => {
+            let generation = Duration::from_millis(ms as u64);
+            format!(
+                "; this hit saved about {} (the entry took {} to generate, the restore {})",
+                units::duration(generation.saturating_sub(restore)),
+                units::duration(generation),
+                units::duration(restore)
+            )
+        }
+        None => {
+            format!("; what the entry took to generate is not recorded (the restore took {})", units::duration(restore))
+        }
+    }
+}
+
+/// `list`'s totals line of a prefix: the recorded generation time of the entries that have one.
+pub(super) fn totals_line(prefix: &str, figures: &[Option<f64>], uses_recorded: bool) -> String {
+    let recorded: Vec<f64> = figures.iter().flatten().copied().collect();
+    let total = Duration::from_secs_f64(recorded.iter().sum::<f64>());
+    let missing = figures.len() - recorded.len();
+    let not = if missing > 0 {
+        format!(" ({} not recorded or not read)", units::count_of(missing, "entry"))
+    } else {
+        String::new()
+    };
+    let uses = if uses_recorded {
+        "; the store records each entry's last use (`used`): a hit saves about that much each time"
+    } else {
+        "; the store does not record uses"
+    };
+    format!(
+        "`{prefix}`: {} to generate the {} with a recorded figure{not}{uses}",
+        units::duration(total),
+        units::count_of(recorded.len(), "entry")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::inventory;
+    use crate::inputs::RawInputs;
+
+    fn config(ws: &std::path::Path, extra: &[(&str, &str)]) -> Config {
+        let mut raw = RawInputs::default();
+        raw.set("path", "out");
+        for (name, value) in extra {
+            raw.set(name, *value);
+        }
+        Config::from_raw(&raw, &Env::from_pairs([("HOME", "/home/u")]), ws).unwrap()
+    }
+
+    fn planted(ws: &std::path::Path, files: &[(&str, i64)]) {
+        for (name, ms) in files {
+            let path = ws.join("out").join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, name).unwrap();
+            let t = filetime::FileTime::from_unix_time(ms.div_euclid(1000), (ms.rem_euclid(1000) * 1_000_000) as u32);
+            filetime::set_file_mtime(&path, t).unwrap();
+        }
+    }
+
+    const T0: i64 = 1_796_000_000_000;
+
+    #[test]
+    fn the_window_runs_from_the_restore_to_the_newest_file_and_never_past_the_save() {
+        let ws = tempfile::tempdir().unwrap();
+        planted(ws.path(), &[("a", T0 + 4_000), ("sub/b", T0 + 20_700), ("old", T0 - 3_600_000)]);
+        let c = config(ws.path(), &[]);
+        let inv = inventory(&c.paths).unwrap();
+        let env = Env::from_pairs([("GITHUB_REF", "refs/heads/main")]);
+        // The post step runs long after the generator: its own time does not count.
+        let g = measure(&c, &env, &inv, Some(T0), None, T0 + 600_000).unwrap();
+        assert_eq!((g.millis, g.r#ref.as_deref(), g.given), (20_700, Some("refs/heads/main"), false));
+        assert_eq!(g.recorded, (T0 + 600_000) / 1000);
+        // A file from the future counts up to the save only.
+        assert_eq!(measure(&c, &env, &inv, Some(T0), None, T0 + 10_000).unwrap().millis, 10_000);
+        // A compaction adds what the stack below took.
+        assert_eq!(measure(&c, &env, &inv, Some(T0), Some(5_000), T0 + 60_000).unwrap().millis, 25_700);
+        // No restore in this job, or nothing written after it: no figure.
+        assert_eq!(measure(&c, &env, &inv, None, None, T0 + 60_000), None);
+        assert_eq!(measure(&c, &env, &inv, Some(T0 + 30_000), None, T0 + 60_000), None);
+        // The input wins, whatever the files say.
+        let given = config(ws.path(), &[("generation-seconds", "260.5")]);
+        let g = measure(&given, &Env::default(), &inv, None, None, T0).unwrap();
+        assert_eq!((g.millis, g.r#ref, g.given), (260_500, None, true));
+        // A ref that is no ref is not recorded.
+        let odd = Env::from_pairs([("GITHUB_REF", "refs/heads/a\n::warning::x")]);
+        assert_eq!(measure(&c, &odd, &inv, Some(T0), None, T0 + 60_000).unwrap().r#ref, None);
+    }
+
+    #[test]
+    fn the_input_is_seconds_zero_or_more() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut raw = RawInputs::default();
+        raw.set("path", "out");
+        for bad in ["-1", "soon", "NaN", "inf"] {
+            raw.set("generation-seconds", bad);
+            let e = Config::from_raw(&raw, &Env::default(), ws.path()).unwrap_err();
+            assert!(e.to_string().contains("generation-seconds"), "{bad}: {e}");
+        }
+    }
+
+    fn slot(millis: i64, r#ref: Option<&str>) -> Option<Generation> {
+        Some(Generation { millis, recorded: 1_796_083_200, r#ref: r#ref.map(str::to_owned), given: false })
+    }
+
+    #[test]
+    fn a_hit_is_worth_its_slots_and_a_forged_figure_is_not_recorded() {
+        let restore = Duration::from_millis(9_800);
+        let worth = of_stack(&[slot(250_000, Some("refs/heads/main")), slot(10_000, None)], restore);
+        assert_eq!(worth.generation, Some(Duration::from_secs(260)));
+        assert_eq!(worth.saved(), Some(Duration::from_millis(250_200)));
+        assert_eq!(
+            sentence(&worth),
+            "this hit saved about 4 min 10 s: the entry took 4 min 20 s to generate (recorded 2026-12-01 on \
+             `refs/heads/main`), restoring took 9.8 s"
+        );
+        // Never below zero.
+        assert_eq!(of_stack(&[slot(1_000, None)], restore).saved(), Some(Duration::ZERO));
+        // Not recorded: an old entry, or any slot without a figure, or one no job takes.
+        for slots in [
+            vec![None],
+            vec![slot(250_000, None), None],
+            vec![slot(-5_000, None)],
+            vec![slot(Generation::MAX_MILLIS + 1, None)],
+            vec![],
+        ] {
+            let worth = of_stack(&slots, restore);
+            assert_eq!((worth.generation, worth.saved(), &worth.recorded), (None, None, &None), "{slots:?}");
+            assert!(sentence(&worth).starts_with("what this hit saved is not known"), "{}", sentence(&worth));
+        }
+        // A forged ref is left out, whatever the figure.
+        let forged = of_stack(&[slot(1_000, Some("refs/heads/x\n::error::pwned"))], restore);
+        assert_eq!(forged.recorded, Some((1_796_083_200, None)));
+        assert!(!sentence(&forged).contains("::error::"));
+    }
+
+    #[test]
+    fn verify_reuse_and_list_lines() {
+        assert_eq!(
+            beside_verdict(Some(20_700), 1_200),
+            "; this hit saved about 19.5 s (the entry took 20.7 s to generate, the restore 1.2 s)"
+        );
+        assert!(beside_verdict(Some(-1), 1_200).contains("not recorded"));
+        assert_eq!(
+            totals_line("models", &[Some(60.0), None, Some(30.5)], true),
+            "`models`: 1 min 30 s to generate the 2 entries with a recorded figure (1 entry not recorded or not \
+             read); the store records each entry's last use (`used`): a hit saves about that much each time"
+        );
+        assert_eq!(seconds(Duration::from_millis(20_740)), "20.7");
+    }
+}
