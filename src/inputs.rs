@@ -326,6 +326,8 @@ pub enum InputError {
     },
     #[error("{}", foreign_inputs_message(inputs))]
     ActionsCacheInputs { inputs: Vec<ForeignInput> },
+    #[error("unknown input `{name}`: did you mean `{near}`? (as written, its value would be left out)")]
+    Misspelt { name: String, near: &'static str },
 }
 
 /// An actions/cache input given to an entry point that does not declare it.

@@ -17,7 +17,20 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<FingerprintOutcome, 
 pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
     let _group = ctx.runner.group("Fingerprint");
     let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, ctx.runner.env())?;
+    if let Some(preset) = config.preset {
+        let (entered, paths) = config.fingerprint.env_patterns.select(ctx.runner.env());
+        let names: Vec<&str> = entered.iter().map(|(name, _)| *name).collect();
+        let mut line = format!("{}: variables in the key: {}", preset.name(), list_or_none(&names));
+        if !paths.is_empty() {
+            line.push_str(&format!("; left out, their values being paths: {}", paths.join(", ")));
+        }
+        ctx.runner.info(&line);
+    }
     let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
     report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
     Ok(record)
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
 }

@@ -46,6 +46,9 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
 
 /// Run one invocation with the backends and the machine `ctx` gives.
 pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
+    // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
+    let details = matches!(invocation.command, CommandName::Fingerprint | CommandName::Explain);
+    ctx.runner.set_verbose(invocation.verbose || details);
     let config = setup::configure(invocation, ctx.runner)?;
     // A failure that must fail the step only after the outcome is published.
     let mut deferred = None;
@@ -210,7 +213,7 @@ mod tests {
         }
     }
 
-    const ARGS: [&str; 3] = ["--path=out", "--prefix=in-process", "--native=none"];
+    const ARGS: [&str; 4] = ["--path=out", "--prefix=in-process", "--native=none", "--allow-machine-only-key"];
 
     #[test]
     fn a_timeout_is_a_published_miss_and_fails_the_step_only_under_strict() {

@@ -131,6 +131,9 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     {
         *detail = Some(same.sentence());
     }
+    if let Attempt::Miss { .. } = attempt {
+        runner.info(&format!("saved: {}", super::report::Shown::new(runner, config).when_saved()));
+    }
     let (cleaned, clean_error) = match attempt {
         Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
         _ => (None, None),
@@ -519,7 +522,16 @@ fn explain_miss(
             return Some(Err(why));
         }
     };
-    Some(explain::explain_and_log(ctx, config, backend, catalog.as_ref(), ours, explain::SHOWN, "explain-misses"))
+    Some(explain::explain_and_log(
+        ctx,
+        config,
+        backend,
+        catalog.as_ref(),
+        ours,
+        explain::SHOWN,
+        "explain-misses",
+        false,
+    ))
 }
 
 /// What later steps are told: a preset's directories, `reuse-env`, and this step in the list

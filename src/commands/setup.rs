@@ -37,6 +37,15 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
         }
     }
     let config = Config::from_raw(&raw, env, &workspace(invocation, env)?)?;
+    // The commands that compute a key; `save` with `key` takes the restore's.
+    let computes_key = match invocation.command {
+        CommandName::Fingerprint | CommandName::Restore | CommandName::Explain => true,
+        CommandName::Save => config.key.is_none(),
+        CommandName::List | CommandName::Prune => false,
+    };
+    if computes_key {
+        config.check_key_inputs()?;
+    }
     if let Some(token) = &config.github_token {
         runner.add_secret(token);
     }

@@ -94,6 +94,15 @@ pub static PRESET: Input<Option<Preset>> = Input::optional_choice(
 )
 .catalog(Catalog::Both);
 
+pub static ALLOW_MACHINE_ONLY_KEY: Input<bool> = Input::flag(
+    "allow-machine-only-key",
+    Fingerprint,
+    false,
+    "Allow a key that holds no project input (no `hash-files`, `hash-env`, `hash-commands`, `python` or `preset`): \
+     only the machine's facts, so an entry is reused whatever the project's files do. Without it such a key is an \
+     input error.",
+);
+
 pub static FINGERPRINT_FILE: Input<Option<String>> = Input::text(
     "fingerprint-file",
     Fingerprint,
@@ -332,6 +341,7 @@ const CORE: &[&InputSpec] = &[
     &PYTHON_EXCLUDE.spec,
     &VARIANT.spec,
     &PRESET.spec,
+    &ALLOW_MACHINE_ONLY_KEY.spec,
     &FINGERPRINT_FILE.spec,
     &REQUIRED.spec,
     &COMPRESSION.spec,
