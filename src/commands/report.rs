@@ -36,6 +36,8 @@ pub(super) struct Shown<'a> {
     /// `save-on-failure` and `save-if`, for what a miss's summary says of the save.
     save_on_failure: bool,
     save_if: bool,
+    /// Outside Actions, where a save is a command the user runs.
+    cli: bool,
 }
 
 impl<'a> Shown<'a> {
@@ -46,13 +48,21 @@ impl<'a> Shown<'a> {
             cache: cache_name(config),
             save_on_failure: config.save_on_failure,
             save_if: config.save_if,
+            cli: runner.mode() == crate::runner::Mode::Cli,
         }
     }
 
     /// Nothing secret, no cache named (tests).
     #[cfg(test)]
     pub fn plain() -> Shown<'static> {
-        Shown { redactor: Redactor::default(), secret_env: &[], cache: None, save_on_failure: false, save_if: true }
+        Shown {
+            redactor: Redactor::default(),
+            secret_env: &[],
+            cache: None,
+            save_on_failure: false,
+            save_if: true,
+            cli: false,
+        }
     }
 
     /// A summary headed `exact-cache <command>: <the cache's name>`.
@@ -78,6 +88,9 @@ impl<'a> Shown<'a> {
 
     /// When a miss is saved: GitHub hides a skipped post step, so the restore says it.
     pub fn when_saved(&self) -> &'static str {
+        if self.cli {
+            return "when you run `exact-cache save` with the same inputs";
+        }
         match (self.save_if, self.save_on_failure) {
             (false, _) => "nothing: `save-if` is false for this job",
             (true, false) => {

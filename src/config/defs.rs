@@ -1,5 +1,5 @@
 //! Every input of the action and the command line, one definition each ([`Input`]), and the
-//! registry [`INPUTS`] that `action.yml`, the README's tables and the CLI are made from. A
+//! registry [`INPUTS`] that `action.yml`, the tables of docs/inputs.md and the CLI are made from. A
 //! store's inputs are defined with its store and join the registry through
 //! [`crate::backend::STORES`]. Adding an input: its definition here (and its line in
 //! `CORE`), and the code that reads it.

@@ -1,7 +1,7 @@
 //! Inputs → one validated [`Config`]. Each input is defined once in [`defs`] (its name,
 //! scope, kind, default, documentation and typed parse); [`INPUTS`] is their registry: action
 //! mode reads each as `INPUT_<NAME>`, the CLI offers each as `--<name>`, and `action.yml` and
-//! the README are made from it. [`Config::from_raw`] reads every definition and checks what
+//! docs/inputs.md are made from it. [`Config::from_raw`] reads every definition and checks what
 //! spans several inputs; every error names the input and what is wrong with it.
 
 pub mod defs;
