@@ -21,7 +21,6 @@ mod tracked;
 mod verify;
 
 pub use error::Error;
-pub use restore::SAVE_ON_FAILURE_ENV;
 pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
 use crate::cli::{CommandName, Invocation};
@@ -49,6 +48,10 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
     let details = matches!(invocation.command, CommandName::Fingerprint | CommandName::Explain);
     ctx.runner.set_verbose(invocation.verbose || details);
+    if let Some(line) = setup::failed_job(invocation, ctx.runner) {
+        ctx.runner.notice(&line);
+        return Ok(());
+    }
     let config = setup::configure(invocation, ctx.runner)?;
     // A failure that must fail the step only after the outcome is published.
     let mut deferred = None;

@@ -377,6 +377,7 @@ mod tests {
             cache: None,
             save_on_failure: false,
             save_if: true,
+            cli: false,
         };
         assert_eq!(shown.value("env", "DEPLOY_KEY", &Value::text(&secret), VALUE_CHARS), "***");
         assert_eq!(shown.value("env", "PIN", &Value::text("4711"), VALUE_CHARS), "***", "however short");

@@ -308,6 +308,19 @@ pub static SAVE_ON_FAILURE: Input<bool> = Input::flag(
     "Also save in the post step when the job failed (by default only after a successful job).",
 );
 
+// The post step runs after every job (`post-if: always()`) and decides itself, so that a failed
+// job leaves a line saying why nothing was saved; the runner fills this in as the post step runs.
+pub static JOB_STATUS: Input<bool> = Input::new(
+    "job-status",
+    InputKind::Text,
+    Root,
+    "${{ job.status }}",
+    "The job's status when the post step runs; leave the default. The post step saves only when it is `success`, \
+     unless `save-on-failure` is true.",
+    // Unfilled (the CLI, a runner that does not evaluate it) it is no status: as after a success.
+    |value| Ok(value.map(str::trim).is_none_or(|s| s.is_empty() || s.starts_with("${{") || s == "success")),
+);
+
 crate::choice::named_enum! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum VerifyReuse {
@@ -363,6 +376,7 @@ const CORE: &[&InputSpec] = &[
     &EXPLAIN_MISSES.spec,
     &KEY.spec,
     &SAVE_ON_FAILURE.spec,
+    &JOB_STATUS.spec,
 ];
 
 /// Every input: the core's, with each store's after `backend`.

@@ -45,6 +45,8 @@ pub struct Config {
     pub fail_on_cache_miss: bool,
     pub key: Option<keys::Key>,
     pub save_on_failure: bool,
+    /// `job-status` is `success` (or not given): the post step may save.
+    pub job_succeeded: bool,
     pub fingerprint_file: Option<PathBuf>,
     pub preset: Option<Preset>,
     /// Variables exported to later steps on restore (a preset's cache directories).
@@ -223,6 +225,7 @@ impl Config {
             fail_on_cache_miss: defs::FAIL_ON_CACHE_MISS.read(raw)?,
             key: defs::KEY.read(raw)?,
             save_on_failure: defs::SAVE_ON_FAILURE.read(raw)?,
+            job_succeeded: defs::JOB_STATUS.read(raw)?,
             fingerprint_file: resolve(&defs::FINGERPRINT_FILE)?,
             preset,
             exports: preset_plan.map(|p| p.exports).unwrap_or_default(),

@@ -333,6 +333,11 @@ impl Runner {
         self.annotate("warning", message);
     }
 
+    /// A line the run's annotations show (`::notice::`), such as why nothing was saved.
+    pub fn notice(&self, message: &str) {
+        self.annotate("notice", message);
+    }
+
     pub fn error(&self, message: &str) {
         self.annotate("error", message);
     }

@@ -555,13 +555,45 @@ fn stale_files_that_clean_on_miss_could_not_remove_are_never_saved() {
     assert_eq!(restore.output("miss-reason"), "not-found");
     assert_eq!(restore.state["skip-save"], "stale");
     assert_eq!(restore.env["REUSED"], "0");
-    assert!(!restore.env.contains_key("EXACT_CACHE_SAVE_ON_FAILURE"), "the post step must not run after this");
     assert!(restore.summary.contains("did not finish"), "{}", restore.summary);
 
     let post = step.run(&["save", "--post"], &inputs, &restore.state);
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("save-result"), "incomplete");
     assert!(post.stdout.contains("could not remove stale files"), "{}", post.stdout);
+}
+
+/// The post step runs after every job (`post-if: always()`, with `job-status` filled in by the
+/// runner): after a failed or cancelled job it saves nothing and says so in one notice (GitHub
+/// hides a skipped post step), unless `save-on-failure`; the restore's summary said so on the miss.
+#[test]
+fn a_failed_job_saves_nothing_and_says_so_unless_save_on_failure() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none")];
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(restore.summary.contains("| saved | by the post step, only if the job succeeds"), "{}", restore.summary);
+    assert!(restore.stdout.contains("saved: by the post step, only if the job succeeds"), "{}", restore.stdout);
+    for status in ["failure", "cancelled"] {
+        let failed = [&inputs[..], &[("job-status", status)]].concat();
+        let post = step.run(&["save", "--post"], &failed, &restore.state);
+        assert_eq!(post.code, 0, "{}", post.stdout);
+        let notice =
+            format!("::notice::the job's status is `{status}`: nothing was saved (`save-on-failure: true` to change)");
+        assert!(post.stdout.contains(&notice), "{}", post.stdout);
+        assert!(post.outputs.is_empty() && post.summary.is_empty(), "{}", post.stdout);
+        assert!(
+            !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+        );
+    }
+    let anyway = [&inputs[..], &[("job-status", "failure"), ("save-on-failure", "true")]].concat();
+    let restore = step.run(&["restore"], &anyway, NO_STATE);
+    assert!(restore.summary.contains("| saved | by the post step, also if the job fails"), "{}", restore.summary);
+    let post = step.run(&["save", "--post"], &anyway, &restore.state);
+    assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
+    let succeeded = [&inputs[..], &[("job-status", "success")]].concat();
+    let post = step.run(&["save", "--post"], &succeeded, &restore.state);
+    assert_eq!(post.output("save-result"), "exists", "{}", post.stdout);
 }
 
 /// A step moved from actions/cache keeps `key: …hashFiles(…)` and `restore-keys`: exact-cache

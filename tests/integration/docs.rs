@@ -119,10 +119,10 @@ fn every_relative_link_and_anchor_resolves() {
                 broken.push(format!("{}: {target}: no such file", page.display()));
                 continue;
             }
-            if let Some(anchor) = anchor.filter(|_| file.extension().is_some_and(|e| e == "md")) {
-                if !anchors(&read(&file)).contains(anchor) {
-                    broken.push(format!("{}: {target}: no such heading", page.display()));
-                }
+            if let Some(anchor) = anchor.filter(|_| file.extension().is_some_and(|e| e == "md"))
+                && !anchors(&read(&file)).contains(anchor)
+            {
+                broken.push(format!("{}: {target}: no such heading", page.display()));
             }
         }
     }

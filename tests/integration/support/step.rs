@@ -161,8 +161,12 @@ impl Step {
             Some(wine) => std::ffi::OsString::from(wine.path(path)),
             None => path.as_os_str().to_owned(),
         };
-        cmd.args(args)
-            .env_clear()
+        cmd.args(args);
+        // Wine leaves out variables whose names hold `-`: there the standing inputs are flags.
+        if self.wine.is_some() && ["fingerprint", "restore", "save", "explain"].contains(&args[0]) {
+            cmd.args(self.standing_inputs.iter().map(|(name, value)| format!("--{name}={value}")));
+        }
+        cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
             .envs(self.wine.map(Wine::env).unwrap_or_default())
             .env("GITHUB_ACTIONS", "true")
