@@ -125,7 +125,8 @@ fn a_tampered_entry_on_acts_server_is_replaced_and_the_next_run_hits() {
     assert!(healed.success, "{}", healed.log);
     assert_eq!(healed.output("restore", "reused"), "true", "{}", healed.log);
     assert!(!healed.outputs.contains_key("generate"), "the generator was skipped:\n{}", healed.log);
-    assert_eq!(healed.output("save", "save-result"), "exists");
+    // A save after a warm restore in the same job writes nothing (it was found by the restore).
+    assert_eq!(healed.output("save", "save-result"), "skipped-hit");
 }
 
 #[needs(act)]
