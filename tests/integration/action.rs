@@ -220,6 +220,10 @@ fn save_with_an_explicit_key_uses_the_restore_steps_fingerprint() {
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
     assert_eq!(save.output("key"), key);
     assert!(step.stored_entry().file_name().unwrap().to_string_lossy().starts_with(&format!("{key}@")));
+    // The save entry point given only `path` and `key` heads its summary as the restore did.
+    assert!(restore.summary.starts_with("### exact-cache restore: fixtures-v1\n"), "{}", restore.summary);
+    let save = step.run(&["save"], &[("path", "fixtures"), ("key", &key)], NO_STATE);
+    assert!(save.summary.starts_with("### exact-cache save: fixtures-v1\n"), "{}", save.summary);
 
     let unknown = format!("fixtures-v1-{}", "f".repeat(64));
     let mut bad = inputs();

@@ -450,6 +450,22 @@ fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
     assert!(entry["created"].as_str().unwrap().ends_with('Z'), "{entry}");
     assert!(entry["size"].as_u64().unwrap() > 0 && entry["version"].as_str().unwrap().len() == 64, "{entry}");
 
+    // `explain` on the command line: the entry saved outside Actions is named as such (never
+    // `()`), the fingerprint's table is listed, and `--quiet` keeps the answer.
+    let (_, stderr) = cli(&["explain", "--path=out", "--native=none", "--prefix=tbl", "--variant=other"]);
+    assert!(stderr.contains("(saved outside Actions):") && !stderr.contains("()"), "{stderr}");
+    assert!(stderr.contains("  variant = other"), "the table: {stderr}");
+    let (_, quiet) = cli(&["explain", "-q", "--path=out", "--native=none", "--prefix=tbl", "--variant=other"]);
+    assert!(quiet.starts_with("compared with `tbl-") && quiet.contains("variant"), "{quiet}");
+    // Other commands log one line about the fingerprint, the table with `--verbose`.
+    let (_, brief) = cli(&["fingerprint", "--path=out", "--native=os", "--prefix=tbl"]);
+    assert!(brief.contains("native.os (") && brief.contains("\n  family = "), "fingerprint lists it: {brief}");
+    let (_, brief) = cli(&["restore", "--path=out", "--native=os", "--prefix=tbl"]);
+    assert!(brief.contains("fingerprint: 1 component, ") && brief.contains(" (native.os; `--verbose` lists them)"));
+    assert!(!brief.contains("family = "), "{brief}");
+    let (_, verbose) = cli(&["restore", "--verbose", "--path=out", "--native=os", "--prefix=tbl"]);
+    assert!(verbose.contains("native.os (") && verbose.contains("\n  family = "), "{verbose}");
+
     let (stdout, stderr) = cli(&["restore", "--quiet", "--path=out", "--native=none", "--prefix=tbl"]);
     assert!(stdout.contains("reused=true"), "{stdout}");
     assert_eq!(stderr, "", "nothing but outputs");
