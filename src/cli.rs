@@ -21,6 +21,9 @@ pub struct Invocation {
     pub json: bool,
     /// `--quiet`: only warnings, errors and outputs.
     pub quiet: bool,
+    /// `--verbose`: the fingerprint's table too (outside Actions; `fingerprint` and `explain`
+    /// always print it).
+    pub verbose: bool,
     /// What `list` and `prune` work on besides their inputs.
     pub catalog: CatalogArgs,
     /// Inputs given as flags; in action mode they override `INPUT_*`.
@@ -38,11 +41,14 @@ pub struct CatalogArgs {
     pub older_than: Option<Duration>,
     /// `path` or `preset` was given, so the version of the key's stack is known.
     pub versions_known: bool,
+    /// `list --long`: full keys in the table.
+    pub long: bool,
 }
 
 const ABOUT: &str =
     "Cache generated CI artifacts; reuse them only under an exact fingerprint of the environment that made them";
-const QUIET_HELP: &str = "Print only warnings, errors and the outputs";
+const QUIET_HELP: &str = "Print only warnings, errors and the command's output";
+const VERBOSE_HELP: &str = "Print the fingerprint's table (every value in the key), not only its one-line summary";
 const WORKSPACE_HELP: &str =
     "Directory that relative paths are relative to (default: $GITHUB_WORKSPACE, else the current directory)";
 
@@ -124,14 +130,17 @@ fn own_args(command: CommandName) -> Vec<Arg> {
         .into_iter()
         .chain(ref_args("Every ref's entries as one: keep the newest `prune-keep` keys whatever their ref"))
         .collect(),
-        CommandName::List => std::iter::once(
-            Arg::new("json")
-                .long("json")
-                .action(ArgAction::SetTrue)
-                .help("Print the entries as a JSON array on stdout (key, size, created, last use, ref, version, slot)"),
-        )
-        .chain(ref_args("Every ref's entries (the default outside Actions)"))
-        .collect(),
+        CommandName::List => {
+            [
+                Arg::new("json").long("json").action(ArgAction::SetTrue).conflicts_with("long").help(
+                    "Print the entries as a JSON array on stdout (key, size, created, last use, ref, version, slot)",
+                ),
+                Arg::new("long").long("long").action(ArgAction::SetTrue).help("Show full keys in the table"),
+            ]
+            .into_iter()
+            .chain(ref_args("Every ref's entries (the default outside Actions)"))
+            .collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -148,7 +157,16 @@ pub fn command() -> Command {
         .subcommand_required(true)
         .arg_required_else_help(true)
         .arg(workspace)
-        .arg(Arg::new("quiet").long("quiet").short('q').global(true).action(ArgAction::SetTrue).help(QUIET_HELP))
+        .arg(
+            Arg::new("quiet")
+                .long("quiet")
+                .short('q')
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .conflicts_with("verbose")
+                .help(QUIET_HELP),
+        )
+        .arg(Arg::new("verbose").long("verbose").short('v').global(true).action(ArgAction::SetTrue).help(VERBOSE_HELP))
         .subcommands(SUBCOMMANDS.map(subcommand))
 }
 
@@ -172,6 +190,7 @@ where
     let dry_run = command == CommandName::Prune && sub.get_flag("dry-run");
     let json = command == CommandName::List && sub.get_flag("json");
     let quiet = matches.get_flag("quiet");
+    let verbose = matches.get_flag("verbose");
     let mut flags = flags(sub, command);
     let mut catalog = CatalogArgs::default();
     if matches!(command, CommandName::List | CommandName::Prune) {
@@ -180,13 +199,14 @@ where
             all_refs: sub.get_flag("all-refs"),
             older_than: sub.try_get_one::<Duration>("older-than").ok().flatten().copied(),
             versions_known: defs::PATH.given(&flags) || defs::PRESET.given(&flags),
+            long: command == CommandName::List && sub.get_flag("long"),
         };
         // Listing and pruning work on a prefix; the `path` lines only matter for versions.
         if !catalog.versions_known {
             flags.set(defs::PATH.name(), ".");
         }
     }
-    Ok(Invocation { command, post, workspace, dry_run, json, quiet, catalog, flags })
+    Ok(Invocation { command, post, workspace, dry_run, json, quiet, verbose, catalog, flags })
 }
 
 /// `--strict false`: a switch takes its value only after `=`, so `false` would be read as an
@@ -262,11 +282,22 @@ mod tests {
         list.sort();
         // The core's catalog inputs, and every store's: where the entries are.
         let stores = crate::backend::STORES.iter().flat_map(|store| store.inputs()).map(|spec| spec.name);
-        let mut expected: Vec<&str> =
-            ["prefix", "backend", "github-token", "path", "preset", "compression", "grow", "json", "ref", "all-refs"]
-                .into_iter()
-                .chain(stores)
-                .collect();
+        let mut expected: Vec<&str> = [
+            "prefix",
+            "backend",
+            "github-token",
+            "path",
+            "preset",
+            "compression",
+            "grow",
+            "json",
+            "long",
+            "ref",
+            "all-refs",
+        ]
+        .into_iter()
+        .chain(stores)
+        .collect();
         expected.sort();
         assert_eq!(list, expected);
         assert!(flags("prune").contains(&"prune-keep".to_owned()) && !flags("prune").contains(&"prune".to_owned()));

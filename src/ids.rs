@@ -52,6 +52,12 @@ impl Key {
     pub fn is_of(&self, prefix: &str) -> bool {
         is_key_of(prefix, &self.0)
     }
+
+    /// The prefix of one of our keys (`<prefix>-<64 hex>`, or a later generation's).
+    pub fn prefix(&self) -> Option<&str> {
+        let (prefix, _) = self.0.rsplit_once('-')?;
+        is_key_of(prefix, &self.0).then_some(prefix)
+    }
 }
 
 /// `as_str`, `Display`, `Deref` to `str`, and taking text as it is, for both names.

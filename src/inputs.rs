@@ -1,7 +1,7 @@
 //! How an input is defined and read. Each input is one [`Input`]: its name, kind, scope,
 //! default, documentation and typed parse in one definition, read with [`Input::read`] — a
 //! misspelt input is a compile error, not a quiet `false`. The registry that lists every
-//! input (for `action.yml`, the README and the command line) is `config::INPUTS`; stores
+//! input (for `action.yml`, docs/inputs.md and the command line) is `config::INPUTS`; stores
 //! contribute their own definitions to it.
 //!
 //! Rules for values: a default is written once, in the definition; an enumerated input accepts
@@ -124,7 +124,7 @@ pub struct InputSpec {
     pub catalog: Catalog,
     /// The default as `action.yml` declares it (empty: none).
     pub default: &'static str,
-    /// The default as the README shows it where it is computed (`$CC` or `cc`, …).
+    /// The default as docs/inputs.md shows it where it is computed (`$CC` or `cc`, …).
     pub computed_default: &'static str,
     pub description: &'static str,
     /// Read only by saves: the `restore` command does not offer it although its scope does.
@@ -182,7 +182,7 @@ impl<T> Input<T> {
         self
     }
 
-    /// The default as the README shows it, for a default that is computed.
+    /// The default as docs/inputs.md shows it, for a default that is computed.
     pub const fn computed_default(mut self, shown: &'static str) -> Self {
         self.spec.computed_default = shown;
         self
@@ -326,6 +326,8 @@ pub enum InputError {
     },
     #[error("{}", foreign_inputs_message(inputs))]
     ActionsCacheInputs { inputs: Vec<ForeignInput> },
+    #[error("unknown input `{name}`: did you mean `{near}`? (as written, its value would be left out)")]
+    Misspelt { name: String, near: &'static str },
 }
 
 /// An actions/cache input given to an entry point that does not declare it.

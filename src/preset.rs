@@ -21,7 +21,9 @@
 //!   asked for.
 //! - **python**: the interpreter version and distributions (the `python` facet).
 //! - **env**: every `TORCHINDUCTOR_*`, `TORCH_*` and `TRITON_*` variable that is set, except
-//!   paths (`*_DIR`, `*_HOME`, `*_PATH`) and logging (`TORCH_LOGS`, `TORCH_TRACE`).
+//!   paths (`*_DIR`, `*_HOME`, `*_PATH`, and any whose value is a path, such as `TORCH_PY=/…/python`:
+//!   the interpreter enters through the `python` facet) and logging (`TORCH_LOGS`, `TORCH_TRACE`).
+//!   The log names the variables that entered and those left out.
 //!
 //! Explicit inputs add to all of this.
 
@@ -176,5 +178,23 @@ mod tests {
         assert!(torch_env.matches("TORCHINDUCTOR_MAX_AUTOTUNE") && torch_env.matches("TRITON_DEBUG"));
         assert!(!torch_env.matches("TORCHINDUCTOR_CACHE_DIR") && !torch_env.matches("TORCH_LOGS"));
         assert!(!torch_env.matches("CUDA_HOME") && !torch_env.matches("TORCH_HOME"));
+    }
+
+    #[test]
+    fn torch_variables_whose_values_are_paths_stay_out_of_the_key() {
+        let env = Env::from_pairs([
+            ("TORCH_PY", "/opt/runner-1/.venv-torch/bin/python"),
+            ("TORCHINDUCTOR_MAX_AUTOTUNE", "1"),
+            ("TORCH_EXTRA", "~/x:/opt/y"),
+            ("TRITON_REL", "./build"),
+            ("TORCH_CUDA_ARCH_LIST", "8.0;9.0"),
+            ("TORCH_NUMBER", "3.5"),
+        ]);
+        let (entered, paths) = torch_env_patterns().select(&env);
+        assert_eq!(
+            entered,
+            [("TORCHINDUCTOR_MAX_AUTOTUNE", "1"), ("TORCH_CUDA_ARCH_LIST", "8.0;9.0"), ("TORCH_NUMBER", "3.5")]
+        );
+        assert_eq!(paths, ["TORCH_EXTRA", "TORCH_PY", "TRITON_REL"]);
     }
 }

@@ -18,10 +18,12 @@ pub fn bytes(n: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// `1.234 s`, `2 min 5 s`.
+/// `42 ms`, `1.5 s`, `2 min 5 s`: never a bare `0.0 s`.
 pub fn duration(d: Duration) -> String {
     let secs = d.as_secs_f64();
-    if secs < 60.0 {
+    if secs < 1.0 {
+        format!("{} ms", d.as_millis())
+    } else if secs < 60.0 {
         format!("{secs:.1} s")
     } else {
         let whole = d.as_secs();
@@ -118,6 +120,9 @@ mod tests {
         assert_eq!(count_of(2usize, "key"), "2 keys");
         assert_eq!(throughput(10 * 1024 * 1024, Duration::from_secs(2)), "5.0 MiB/s");
         assert_eq!(duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(duration(Duration::from_millis(42)), "42 ms");
+        assert_eq!(duration(Duration::from_micros(300)), "0 ms");
+        assert_eq!(duration(Duration::from_millis(12_340)), "12.3 s");
         assert_eq!(duration(Duration::from_secs(125)), "2 min 5 s");
     }
 

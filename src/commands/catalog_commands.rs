@@ -11,6 +11,7 @@ use crate::cli::CatalogArgs;
 use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
 use crate::manifest::Generation;
 use crate::outcome::{CatalogOutcome, ListedEntry};
+use crate::runner::Mode;
 use crate::units;
 
 /// Entries whose generation time `list` reads, the newest first: each costs a lookup and a ranged
@@ -33,6 +34,7 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
         &record,
         usize::MAX,
         "nothing to explain",
+        true,
     )
     .ok();
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
@@ -76,8 +78,15 @@ pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: boo
             version: e.version,
         })
         .collect();
-    for line in table(&entries) {
-        runner.info(&format!("  {line}"));
+    let lines = match entries.is_empty() {
+        true => vec![format!("no entries of `{}` {} in {}", config.prefix, refs.describe(), catalog.describe())],
+        false => table(&entries, args.long),
+    };
+    // On the command line the table is the command's output; in a job's log, lines of it.
+    match runner.mode() {
+        Mode::Cli if !json => runner.set_document(lines.join("\n")),
+        Mode::Cli => {}
+        Mode::Actions => lines.iter().for_each(|line| runner.info(&format!("  {line}"))),
     }
     let figures: Vec<Option<f64>> = entries.iter().map(|e| e.generation_seconds).collect();
     let uses = entries.iter().any(|e| e.last_used.is_some());
@@ -111,6 +120,14 @@ fn heading(config: &Config, refs: &Refs, count: usize) -> String {
     format!("{listed} of `{}`{default} {} in", config.prefix, refs.describe())
 }
 
+/// `<prefix>-<first 12 hex>…` (and a later generation's `.g<n>`), as `git` shortens commits.
+fn short_key(key: &crate::ids::Key) -> String {
+    let Some(prefix) = key.prefix() else { return key.to_string() };
+    let rest = &key[prefix.len() + 1..];
+    let generation = rest.find('.').map_or("", |i| &rest[i..]);
+    format!("{prefix}-{}…{generation}", &rest[..12])
+}
+
 /// Seconds since the epoch as `2026-11-30T18:51:06Z`.
 fn iso_time(seconds: i64) -> String {
     chrono::DateTime::from_timestamp(seconds, 0)
@@ -118,16 +135,17 @@ fn iso_time(seconds: i64) -> String {
         .unwrap_or_else(|| seconds.to_string())
 }
 
-/// `list`'s table: a header, then one aligned row per entry (the version cut to 12 digits; the
-/// last use `-` where the store does not record it; the ref `-` when the entry was saved outside
-/// Actions or its ref is not known; the slot `-` when it is not known).
-fn table(entries: &[ListedEntry]) -> Vec<String> {
+/// `list`'s table: a header, then one aligned row per entry (the key's digest cut to 12 digits
+/// unless `long`; the version cut to 12 digits; the last use `-` where the store does not
+/// record it; the ref `-` when the entry was saved outside Actions or its ref is not known; the
+/// slot `-` when it is not known).
+fn table(entries: &[ListedEntry], long: bool) -> Vec<String> {
     let header = ["key", "size", "created", "used", "ref", "version", "generated in", "slot"];
     let or_dash = |value: Option<&str>| value.filter(|v| !v.is_empty()).unwrap_or("-").to_owned();
     let rows: Vec<[String; 8]> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
             [
-                e.key.to_string(),
+                if long { e.key.to_string() } else { short_key(&e.key) },
                 units::bytes(e.size),
                 e.created.clone(),
                 or_dash(e.last_used.as_deref()),
@@ -199,4 +217,40 @@ pub(super) fn prune(
     runner.info(&format!("{kept}, {verb} {}", report.deleted.len()));
     let deleted = report.deleted.iter().map(name).collect();
     Ok(CatalogOutcome::Prune { deleted, dry_run })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: &str) -> ListedEntry {
+        ListedEntry {
+            slot: None,
+            created: "2026-12-01T10:00:00Z".into(),
+            last_used: None,
+            key: key.into(),
+            size: 2048,
+            r#ref: Some(String::new()),
+            version: "f".repeat(64).into(),
+            generation_seconds: None,
+            generation_note: None,
+        }
+    }
+
+    #[test]
+    fn the_table_shows_short_keys_unless_long() {
+        let key = format!("fixtures-{}", "0123456789ab".repeat(5) + "cdef");
+        let entries = [entry(&key), entry(&format!("{key}.g2")), entry("someone-elses")];
+        let short = table(&entries, false);
+        assert_eq!(
+            short[0].split_whitespace().collect::<Vec<_>>(),
+            ["key", "size", "created", "used", "ref", "version", "generated", "in", "slot"]
+        );
+        assert!(short[1].starts_with("fixtures-0123456789ab…  "), "{short:?}");
+        assert!(short[2].starts_with("fixtures-0123456789ab….g2  "), "{short:?}");
+        assert!(short[3].starts_with("someone-elses  "), "{short:?}");
+        assert!(short.iter().all(|l| l.chars().count() < 110), "{short:?}");
+        let long = table(&entries, true);
+        assert!(long[1].starts_with(&format!("{key}  ")), "{long:?}");
+    }
 }

@@ -64,6 +64,8 @@ pub enum ExplainError {
 
 /// [`explain`] `ours` for this run (its refs; `secret-env` values masked) and log the result:
 /// at most `limit` changes, or why there is no explanation (also returned) after `unexplained: `.
+/// `asked`: the answer of the `explain` command, which `--quiet` keeps.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn explain_and_log(
     ctx: &Context,
     config: &Config,
@@ -72,6 +74,7 @@ pub(super) fn explain_and_log(
     ours: &FingerprintRecord,
     limit: usize,
     unexplained: &str,
+    asked: bool,
 ) -> Result<Explanation, String> {
     let runner = ctx.runner;
     let env = runner.env();
@@ -79,7 +82,7 @@ pub(super) fn explain_and_log(
     let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
     match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
         Ok(explanation) => {
-            super::report::log_explanation(runner, &explanation, limit);
+            super::report::log_explanation(runner, &explanation, limit, asked);
             Ok(explanation)
         }
         Err(reason) => {
@@ -90,7 +93,12 @@ pub(super) fn explain_and_log(
                 }
                 _ => crate::text::error_line(&reason),
             };
-            runner.info(&format!("{unexplained}: {why}"));
+            let line = format!("{unexplained}: {why}");
+            if asked {
+                runner.answer(&line)
+            } else {
+                runner.info(&line)
+            }
             Err(why)
         }
     }

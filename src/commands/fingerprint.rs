@@ -21,7 +21,20 @@ pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecor
     let mut env = ctx.runner.env().clone();
     env.remove(crate::reads::LOG_VAR);
     let fingerprint = crate::fingerprint::collect(&config.fingerprint, ctx.system, &env)?;
+    if let Some(preset) = config.preset {
+        let (entered, paths) = config.fingerprint.env_patterns.select(ctx.runner.env());
+        let names: Vec<&str> = entered.iter().map(|(name, _)| *name).collect();
+        let mut line = format!("{}: variables in the key: {}", preset.name(), list_or_none(&names));
+        if !paths.is_empty() {
+            line.push_str(&format!("; left out, their values being paths: {}", paths.join(", ")));
+        }
+        ctx.runner.info(&line);
+    }
     let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
     report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
     Ok(record)
+}
+
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
 }

@@ -23,7 +23,6 @@ mod verify;
 mod worth;
 
 pub use error::Error;
-pub use restore::SAVE_ON_FAILURE_ENV;
 pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
 use crate::cli::{CommandName, Invocation};
@@ -48,6 +47,13 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
 
 /// Run one invocation with the backends and the machine `ctx` gives.
 pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
+    // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
+    let details = matches!(invocation.command, CommandName::Fingerprint | CommandName::Explain);
+    ctx.runner.set_verbose(invocation.verbose || details);
+    if let Some(line) = setup::failed_job(invocation, ctx.runner) {
+        ctx.runner.notice(&line);
+        return Ok(());
+    }
     let config = setup::configure(invocation, ctx.runner)?;
     // A failure that must fail the step only after the outcome is published.
     let mut deferred = None;
@@ -215,7 +221,7 @@ mod tests {
         }
     }
 
-    const ARGS: [&str; 3] = ["--path=out", "--prefix=in-process", "--native=none"];
+    const ARGS: [&str; 4] = ["--path=out", "--prefix=in-process", "--native=none", "--allow-machine-only-key"];
 
     #[test]
     fn a_timeout_is_a_published_miss_and_fails_the_step_only_under_strict() {

@@ -33,17 +33,36 @@ pub(super) struct Shown<'a> {
     redactor: Redactor,
     secret_env: &'a [String],
     cache: Option<String>,
+    /// `save-on-failure` and `save-if`, for what a miss's summary says of the save.
+    save_on_failure: bool,
+    save_if: bool,
+    /// Outside Actions, where a save is a command the user runs.
+    cli: bool,
 }
 
 impl<'a> Shown<'a> {
     pub fn new(runner: &Runner, config: &'a Config) -> Self {
-        Self { redactor: runner.redactor(), secret_env: &config.secret_env, cache: cache_name(config) }
+        Self {
+            redactor: runner.redactor(),
+            secret_env: &config.secret_env,
+            cache: cache_name(config),
+            save_on_failure: config.save_on_failure,
+            save_if: config.save_if,
+            cli: runner.mode() == crate::runner::Mode::Cli,
+        }
     }
 
     /// Nothing secret, no cache named (tests).
     #[cfg(test)]
     pub fn plain() -> Shown<'static> {
-        Shown { redactor: Redactor::default(), secret_env: &[], cache: None }
+        Shown {
+            redactor: Redactor::default(),
+            secret_env: &[],
+            cache: None,
+            save_on_failure: false,
+            save_if: true,
+            cli: false,
+        }
     }
 
     /// A summary headed `exact-cache <command>: <the cache's name>`.
@@ -67,6 +86,21 @@ impl<'a> Shown<'a> {
         shorten(&self.redactor.redact(value.display()), max)
     }
 
+    /// When a miss is saved: GitHub hides a skipped post step, so the restore says it.
+    pub fn when_saved(&self) -> &'static str {
+        if self.cli {
+            return "when you run `exact-cache save` with the same inputs";
+        }
+        match (self.save_if, self.save_on_failure) {
+            (false, _) => "nothing: `save-if` is false for this job",
+            (true, false) => {
+                "by the post step, only if the job succeeds (`save-on-failure: true` saves after a failure too); \
+                 with the `restore` entry point, by your `save` step"
+            }
+            (true, true) => "by the post step, also if the job fails (`save-on-failure`)",
+        }
+    }
+
     pub fn markdown(&self) -> Markdown {
         Markdown::new(self.redactor.clone())
     }
@@ -74,9 +108,11 @@ impl<'a> Shown<'a> {
 
 /// What a job calls this cache: its `prefix`; with the default prefix, its preset, else its
 /// first `path` line.
+/// A save given the restore's `key` names the cache by that key's prefix, as the restore did.
 fn cache_name(config: &Config) -> Option<String> {
-    if config.prefix != crate::config::DEFAULT_PREFIX {
-        return Some(config.prefix.clone());
+    let prefix = config.key.as_ref().and_then(|k| k.prefix()).unwrap_or(&config.prefix);
+    if prefix != crate::config::DEFAULT_PREFIX {
+        return Some(prefix.to_owned());
     }
     if let Some(preset) = config.preset {
         return Some(preset.name().to_owned());
@@ -84,7 +120,22 @@ fn cache_name(config: &Config) -> Option<String> {
     config.path_lines.iter().find(|line| !line.starts_with('!')).map(|line| shorten(line, NAME_CHARS))
 }
 
+/// The fingerprint in the log: each component's values where details are shown (Actions, in a
+/// collapsed group; `--verbose`, `fingerprint` and `explain` on the command line), else one line.
 pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &FingerprintRecord) {
+    if !runner.shows_details() {
+        let components = &record.components.components;
+        let names: Vec<&str> = components.keys().map(String::as_str).collect();
+        let count: usize = components.values().map(|c| c.len()).sum();
+        runner.info(&format!(
+            "fingerprint: {}, {} ({}; `--verbose` lists them)",
+            units::count_of(components.len(), "component"),
+            units::count_of(count, "value"),
+            names.join(", ")
+        ));
+        runner.info(&format!("key: {}", record.key));
+        return;
+    }
     for (name, values) in &record.components.components {
         runner.info(&format!("{name} ({})", units::count_of(values.len(), "value")));
         if name == ComponentName::Files.name() {
@@ -103,18 +154,24 @@ pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &Fingerpri
     runner.info(&format!("key: {}", record.key));
 }
 
-/// Why a miss is a miss, in the log: the entry compared with and at most `limit` changes.
-pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit: usize) {
-    let against_ref = explanation.against_ref.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
-    runner.info(&format!("compared with `{}`{against_ref}:", explanation.against_key));
+/// Why a miss is a miss, in the log: the entry compared with (and its ref, when it has one) and
+/// at most `limit` changes. `asked`: the answer of `explain`, which `--quiet` keeps.
+pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit: usize, asked: bool) {
+    let say = |line: &str| if asked { runner.answer(line) } else { runner.info(line) };
+    let against_ref = match explanation.against_ref.as_deref() {
+        Some("") => " (saved outside Actions)".to_owned(),
+        Some(r) => format!(" ({r})"),
+        None => String::new(),
+    };
+    say(&format!("compared with `{}`{against_ref}:", explanation.against_key));
     for line in explanation.changes.iter().take(limit) {
-        runner.info(&format!("  {line}"));
+        say(&format!("  {line}"));
     }
     if explanation.changes.len() > limit {
-        runner.info(&format!("  … and {} more", explanation.changes.len() - limit));
+        say(&format!("  … and {} more", explanation.changes.len() - limit));
     }
     if explanation.changes.is_empty() {
-        runner.info("  no fingerprint component differs");
+        say("  no fingerprint component differs");
     }
 }
 
@@ -182,16 +239,26 @@ pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> 
     md.as_str().to_owned()
 }
 
-/// Files, content and archive sizes, time and throughput, on one line.
-fn transfer(t: &Transfer) -> Inline {
-    Inline::ours(format!(
-        "{}, {} ({} archive) in {}, {}",
+/// Below this a step's time is mostly fixed costs, and a rate would say nothing.
+const RATE_FROM: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Files, content and compressed sizes, time and the content's rate, on one line.
+pub(super) fn transfer_line(t: &Transfer) -> String {
+    let mut line = format!(
+        "{}, {} ({} compressed) in {}",
         units::count_of(t.files, "file"),
         units::bytes(t.content_bytes),
         units::bytes(t.archive_bytes),
         units::duration(t.elapsed),
-        units::throughput(t.archive_bytes, t.elapsed)
-    ))
+    );
+    if t.elapsed >= RATE_FROM {
+        line.push_str(&format!(", {} of content", units::throughput(t.content_bytes, t.elapsed)));
+    }
+    line
+}
+
+fn transfer(t: &Transfer) -> Inline {
+    Inline::ours(transfer_line(t))
 }
 
 pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String {
@@ -227,6 +294,7 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
             if let Some(d) = detail {
                 rows.push(vec![Inline::ours("why"), md.prose(d)]);
             }
+            rows.push(vec![Inline::ours("saved"), Inline::ours(shown.when_saved())]);
             if let Some(slot) = outcome.replacement {
                 let replaced = format!("the save of this job writes {slot}, which later restores find first");
                 rows.push(vec![Inline::ours("replacement"), md.prose(&replaced)]);
@@ -259,7 +327,11 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
         md.details(&format!("clean-on-miss removed {}", units::count_of(c.names.len(), "file")), &list);
     }
     if let Some(e) = &outcome.explanation {
-        let when = e.against_ref.as_deref().map(|r| format!(" on {}", md.code(r))).unwrap_or_default();
+        let when = match e.against_ref.as_deref() {
+            Some("") => " (saved outside Actions)".to_owned(),
+            Some(r) => format!(" on {}", md.code(r)),
+            None => String::new(),
+        };
         let against = md.code(&e.against_key);
         let intro = match e.same_key {
             Some(_) => format!("**Why this is a miss** — {against}{when} has this very key and fingerprint:"),
@@ -361,7 +433,14 @@ mod tests {
         let runner = Runner::new(Mode::Cli, Env::default(), Box::new(std::io::sink()), Box::new(std::io::sink()));
         runner.add_secret(&secret);
         let names = ["DEPLOY_KEY".to_owned(), "PIN".to_owned()];
-        let shown = Shown { redactor: runner.redactor(), secret_env: &names, cache: None };
+        let shown = Shown {
+            redactor: runner.redactor(),
+            secret_env: &names,
+            cache: None,
+            save_on_failure: false,
+            save_if: true,
+            cli: false,
+        };
         assert_eq!(shown.value("env", "DEPLOY_KEY", &Value::text(&secret), VALUE_CHARS), "***");
         assert_eq!(shown.value("env", "PIN", &Value::text("4711"), VALUE_CHARS), "***", "however short");
         assert_eq!(shown.value("env", "PIN", &Value::Absent, VALUE_CHARS), "absent");
@@ -401,6 +480,12 @@ mod tests {
         preset.preset = Some(crate::preset::Preset::TorchInductor);
         assert_eq!(cache_name(&preset).as_deref(), Some("torch-inductor"));
 
+        // A save given the restore's key is headed by that key's prefix, as the restore was.
+        let key = format!("my-fixtures-v2-{}", "a".repeat(64));
+        assert_eq!(name(&[("path", "fixtures"), ("key", &key)]).as_deref(), Some("my-fixtures-v2"));
+        let default = format!("exact-cache-{}", "a".repeat(64));
+        assert_eq!(name(&[("path", "fixtures"), ("key", &default)]).as_deref(), Some("fixtures"));
+
         let mut shown = Shown::plain();
         shown.cache = Some("out/**".to_owned());
         let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()));
@@ -417,6 +502,26 @@ mod tests {
         assert!(summary.contains("Files the key covers: 1 from hash-files, 1 through imports"), "{summary}");
         assert!(summary.contains("| `tools/gen.py` | `hash-files` |"), "{summary}");
         assert!(summary.contains("| `tools/helpers/weights.py` | import of `tools/gen.py` |"), "{summary}");
+    }
+
+    #[test]
+    fn a_transfer_reads_as_content_in_time_with_a_rate_only_when_it_means_something() {
+        use std::time::Duration;
+        let t = |content: u64, archive: u64, elapsed: Duration| Transfer {
+            files: 3,
+            content_bytes: content,
+            archive_bytes: archive,
+            elapsed,
+        };
+        let mib = 1024 * 1024;
+        assert_eq!(
+            transfer_line(&t(6 * mib, 2048, Duration::from_millis(21))),
+            "3 files, 6.0 MiB (2.0 KiB compressed) in 21 ms"
+        );
+        assert_eq!(
+            transfer_line(&t(300 * mib, 30 * mib, Duration::from_millis(1500))),
+            "3 files, 300.0 MiB (30.0 MiB compressed) in 1.5 s, 200.0 MiB/s of content"
+        );
     }
 
     #[test]

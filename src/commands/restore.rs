@@ -54,10 +54,6 @@ fn cleaned_line(cleaned: &Cleaned) -> String {
     line
 }
 
-/// Steps (by `GITHUB_ACTION`) whose post step saves even after a failed job, as `,id1,id2,`;
-/// the root action's `post-if` reads it.
-pub const SAVE_ON_FAILURE_ENV: &str = "EXACT_CACHE_SAVE_ON_FAILURE";
-
 /// The outcome, and the `clean-on-miss` failure that fails the step under `strict` once the
 /// outcome is published.
 pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Option<CleanError>), Error> {
@@ -146,12 +142,15 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     {
         *detail = Some(same.sentence());
     }
+    if let Attempt::Miss { .. } = attempt {
+        runner.info(&format!("saved: {}", super::report::Shown::new(runner, config).when_saved()));
+    }
     let (cleaned, clean_error) = match attempt {
         Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
         _ => (None, None),
     };
     let clean_failed = clean_error.is_some();
-    let mut exports = exports(config, runner.env(), attempt.reused(), clean_failed);
+    let mut exports = exports(config, attempt.reused());
     if matches!(attempt, Attempt::Miss { .. }) && !clean_failed {
         exports.extend(super::reads::arrange(ctx, config));
     }
@@ -544,25 +543,23 @@ fn explain_miss(
             return Some(Err(why));
         }
     };
-    Some(explain::explain_and_log(ctx, config, backend, catalog.as_ref(), ours, explain::SHOWN, "explain-misses"))
+    Some(explain::explain_and_log(
+        ctx,
+        config,
+        backend,
+        catalog.as_ref(),
+        ours,
+        explain::SHOWN,
+        "explain-misses",
+        false,
+    ))
 }
 
-/// What later steps are told: a preset's directories, `reuse-env`, and this step in the list
-/// of those whose post step saves even after a failed job — unless stale files remain.
-fn exports(config: &Config, env: &crate::env::Env, reused: bool, clean_failed: bool) -> Vec<(String, String)> {
+/// What later steps are told: a preset's directories and `reuse-env`.
+fn exports(config: &Config, reused: bool) -> Vec<(String, String)> {
     let mut exports = config.exports.clone();
     if let Some(name) = &config.reuse_env {
         exports.push((name.clone(), if reused { "1" } else { "0" }.to_owned()));
-    }
-    if config.save_on_failure && !clean_failed {
-        // `post-if` cannot read inputs: it reads this list of the steps that opted in.
-        let step = env.non_empty("GITHUB_ACTION").unwrap_or("exact-cache");
-        let listed = env.non_empty(SAVE_ON_FAILURE_ENV).unwrap_or(",");
-        if !listed.contains(&format!(",{step},")) {
-            let listed = if listed.starts_with(',') { listed.to_owned() } else { format!(",{listed}") };
-            let listed = if listed.ends_with(',') { listed } else { format!("{listed},") };
-            exports.push((SAVE_ON_FAILURE_ENV.to_owned(), format!("{listed}{step},")));
-        }
     }
     exports
 }

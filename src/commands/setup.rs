@@ -37,6 +37,15 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
         }
     }
     let config = Config::from_raw(&raw, env, &workspace(invocation, env)?)?;
+    // The commands that compute a key; `save` with `key` takes the restore's.
+    let computes_key = match invocation.command {
+        CommandName::Fingerprint | CommandName::Restore | CommandName::Explain => true,
+        CommandName::Save => config.key.is_none(),
+        CommandName::List | CommandName::Prune => false,
+    };
+    if computes_key {
+        config.check_key_inputs()?;
+    }
     if let Some(token) = &config.github_token {
         runner.add_secret(token);
     }
@@ -51,6 +60,24 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
         }
     }
     Ok(config)
+}
+
+/// The root action's post step runs after every job (`post-if: always()`): after a failed or
+/// cancelled job without `save-on-failure`, the line that says why nothing is saved — read
+/// before anything else, so an input error the main step reported is not reported again.
+pub(super) fn failed_job(invocation: &Invocation, runner: &Runner) -> Option<String> {
+    let mut raw = RawInputs::default();
+    for input in [&config::defs::JOB_STATUS.spec, &config::defs::SAVE_ON_FAILURE.spec] {
+        if let Some(value) = runner.given_input(input.name) {
+            raw.set(input.name, value);
+        }
+    }
+    raw.overlay(invocation.flags.clone());
+    let succeeded = config::defs::JOB_STATUS.read(&raw).unwrap_or(true);
+    let save_anyway = config::defs::SAVE_ON_FAILURE.read(&raw).unwrap_or(false);
+    let status = raw.get(config::defs::JOB_STATUS.name()).unwrap_or_default().trim().to_owned();
+    (invocation.post && !succeeded && !save_anyway)
+        .then(|| format!("the job's status is `{status}`: nothing was saved (`save-on-failure: true` to change)"))
 }
 
 /// The entry point whose inputs an action-mode invocation receives. The root action's main step

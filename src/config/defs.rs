@@ -1,5 +1,5 @@
 //! Every input of the action and the command line, one definition each ([`Input`]), and the
-//! registry [`INPUTS`] that `action.yml`, the README's tables and the CLI are made from. A
+//! registry [`INPUTS`] that `action.yml`, the tables of docs/inputs.md and the CLI are made from. A
 //! store's inputs are defined with its store and join the registry through
 //! [`crate::backend::STORES`]. Adding an input: its definition here (and its line in
 //! `CORE`), and the code that reads it.
@@ -103,6 +103,15 @@ pub static PRESET: Input<Option<Preset>> = Input::optional_choice(
      decides whether compiled kernels are valid to the fingerprint; `path` becomes optional.",
 )
 .catalog(Catalog::Both);
+
+pub static ALLOW_MACHINE_ONLY_KEY: Input<bool> = Input::flag(
+    "allow-machine-only-key",
+    Fingerprint,
+    false,
+    "Allow a key that holds no project input (no `hash-files`, `hash-env`, `hash-commands`, `python` or `preset`): \
+     only the machine's facts, so an entry is reused whatever the project's files do. Without it such a key is an \
+     input error.",
+);
 
 pub static FINGERPRINT_FILE: Input<Option<String>> = Input::text(
     "fingerprint-file",
@@ -344,6 +353,19 @@ pub static SAVE_ON_FAILURE: Input<bool> = Input::flag(
     "Also save in the post step when the job failed (by default only after a successful job).",
 );
 
+// The post step runs after every job (`post-if: always()`) and decides itself, so that a failed
+// job leaves a line saying why nothing was saved; the runner fills this in as the post step runs.
+pub static JOB_STATUS: Input<bool> = Input::new(
+    "job-status",
+    InputKind::Text,
+    Root,
+    "${{ job.status }}",
+    "The job's status when the post step runs; leave the default. The post step saves only when it is `success`, \
+     unless `save-on-failure` is true.",
+    // Unfilled (the CLI, a runner that does not evaluate it) it is no status: as after a success.
+    |value| Ok(value.map(str::trim).is_none_or(|s| s.is_empty() || s.starts_with("${{") || s == "success")),
+);
+
 crate::choice::named_enum! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum UncoveredReads {
@@ -387,6 +409,7 @@ const CORE: &[&InputSpec] = &[
     &PYTHON_EXCLUDE.spec,
     &VARIANT.spec,
     &PRESET.spec,
+    &ALLOW_MACHINE_ONLY_KEY.spec,
     &FINGERPRINT_FILE.spec,
     &REQUIRED.spec,
     &COMPRESSION.spec,
@@ -410,6 +433,7 @@ const CORE: &[&InputSpec] = &[
     &EXPLAIN_MISSES.spec,
     &KEY.spec,
     &SAVE_ON_FAILURE.spec,
+    &JOB_STATUS.spec,
 ];
 
 /// Every input: the core's, with each store's after `backend`.

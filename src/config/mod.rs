@@ -1,7 +1,7 @@
 //! Inputs → one validated [`Config`]. Each input is defined once in [`defs`] (its name,
 //! scope, kind, default, documentation and typed parse); [`INPUTS`] is their registry: action
 //! mode reads each as `INPUT_<NAME>`, the CLI offers each as `--<name>`, and `action.yml` and
-//! the README are made from it. [`Config::from_raw`] reads every definition and checks what
+//! docs/inputs.md are made from it. [`Config::from_raw`] reads every definition and checks what
 //! spans several inputs; every error names the input and what is wrong with it.
 
 pub mod defs;
@@ -45,6 +45,8 @@ pub struct Config {
     pub fail_on_cache_miss: bool,
     pub key: Option<keys::Key>,
     pub save_on_failure: bool,
+    /// `job-status` is `success` (or not given): the post step may save.
+    pub job_succeeded: bool,
     pub fingerprint_file: Option<PathBuf>,
     pub preset: Option<Preset>,
     /// Variables exported to later steps on restore (a preset's cache directories).
@@ -68,6 +70,8 @@ pub struct Config {
     pub github_token: Option<String>,
     /// Variables whose values a save refuses to archive (besides the job's tokens).
     pub secret_env: Vec<String>,
+    /// `allow-machine-only-key`.
+    pub allow_machine_only_key: bool,
 }
 
 /// What enters the fingerprint: the `hash-*` inputs, the native facets, Python, the variant,
@@ -226,6 +230,7 @@ impl Config {
             fail_on_cache_miss: defs::FAIL_ON_CACHE_MISS.read(raw)?,
             key: defs::KEY.read(raw)?,
             save_on_failure: defs::SAVE_ON_FAILURE.read(raw)?,
+            job_succeeded: defs::JOB_STATUS.read(raw)?,
             fingerprint_file: resolve(&defs::FINGERPRINT_FILE)?,
             preset,
             exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
@@ -241,6 +246,31 @@ impl Config {
             prune_keep: defs::PRUNE_KEEP.read(raw)?,
             github_token: defs::GITHUB_TOKEN.read(raw)?,
             secret_env: defs::SECRET_ENV.read(raw)?,
+            allow_machine_only_key: defs::ALLOW_MACHINE_ONLY_KEY.read(raw)?,
+        })
+    }
+
+    /// A key that will be computed from these inputs must hold at least one project input
+    /// (files, variables, commands, Python or a preset), unless `allow-machine-only-key` asks
+    /// for a key of the machine's facts only: without one, an entry would be reused whatever
+    /// the project's generator does (a misspelt `hash-files` leaves exactly that).
+    pub fn check_key_inputs(&self) -> Result<(), InputError> {
+        let f = &self.fingerprint;
+        let project = !f.hash_files.is_empty()
+            || !f.hash_env.is_empty()
+            || !f.hash_commands.is_empty()
+            || f.python.is_some()
+            || self.preset.is_some();
+        if project || self.allow_machine_only_key {
+            return Ok(());
+        }
+        Err(InputError::Invalid {
+            name: defs::HASH_FILES.name(),
+            detail: "the key holds no project input, only the machine's facts, so an entry would be reused \
+                     whatever your generator and its inputs do: list them in `hash-files` (e.g. `hash-files: \
+                     tools/gen.py`), or add `hash-env`, `hash-commands`, `python` or `preset`; if a key of the \
+                     machine alone is what you want, set `allow-machine-only-key: true`"
+                .to_owned(),
         })
     }
 
@@ -423,6 +453,27 @@ mod tests {
         // Each still restores to its own places.
         assert_eq!(one.root_dirs()[5], PathBuf::from("/opt/runner-1/_work/_exact-cache/torch-inductor/inductor"));
         assert_eq!(two.root_dirs()[1], PathBuf::from("/opt/runner-2/_work/repo/repo/models"));
+    }
+
+    #[test]
+    fn a_key_without_project_inputs_is_an_input_error_naming_the_fix() {
+        let err = config(&[("path", "out")]).unwrap().check_key_inputs().unwrap_err().to_string();
+        assert!(err.starts_with("input `hash-files`: the key holds no project input"), "{err}");
+        assert!(err.contains("`allow-machine-only-key: true`"), "{err}");
+        // `native` and `variant` are not project inputs.
+        let machine = config(&[("path", "out"), ("native", "os"), ("variant", "v1")]).unwrap();
+        assert!(machine.check_key_inputs().is_err());
+        let allowed = config(&[("path", "out"), ("allow-machine-only-key", "true")]).unwrap();
+        assert!(allowed.check_key_inputs().is_ok());
+        for project in [
+            ("hash-files", "gen.py"),
+            ("hash-env", "SEED"),
+            ("hash-commands", "gcc --version"),
+            ("python", "python3"),
+            ("preset", "torch-inductor"),
+        ] {
+            assert!(config(&[("path", "out"), project]).unwrap().check_key_inputs().is_ok(), "{project:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The names of the inputs an entry point was given, checked against what it declares: an
 //! actions/cache input that means something else here is an error saying what to write
-//! instead; any other undeclared name is a warning naming the closest declared input.
+//! instead; an unknown name near a declared one (`hash-file`) is an error naming it, since its
+//! value would silently be left out; any other undeclared name is a warning.
 
 use super::defs::{INPUTS, input_spec};
 use crate::inputs::{EntryPoint, ForeignInput, InputError};
@@ -35,8 +36,9 @@ const ACTIONS_CACHE_INPUTS: [(&str, &str, &str); 5] = [
 
 /// Check the names of the inputs an entry point was given (`(name, blank)` as
 /// [`Runner::given_input_names`](crate::runner::Runner::given_input_names) reports them): an
-/// actions/cache input with a value that this entry point does not declare is an error; any
-/// other undeclared input is ignored, with a warning (returned) naming the closest one declared.
+/// actions/cache input with a value that this entry point does not declare is an error, and so
+/// is an unknown name near a declared one (a typo); any other undeclared input is ignored, with
+/// a warning (returned).
 pub fn check_input_names(given: &[(String, bool)], entry: EntryPoint) -> Result<Vec<String>, InputError> {
     let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
     let mut foreign = Vec::new();
@@ -55,12 +57,18 @@ pub fn check_input_names(given: &[(String, bool)], entry: EntryPoint) -> Result<
             }
             continue;
         }
+        let near = closest(name, &declared);
+        if input_spec(name).is_none()
+            && let Some(near) = near
+        {
+            return Err(InputError::Misspelt { name: name.clone(), near });
+        }
         let mut message = if input_spec(name).is_some() {
             format!("input `{name}` is not an input of this entry point and is ignored")
         } else {
             format!("unknown input `{name}` is ignored")
         };
-        if let Some(near) = closest(name, &declared) {
+        if let Some(near) = near {
             message.push_str(&format!("; did you mean `{near}`?"));
         }
         warnings.push(message);
@@ -117,19 +125,27 @@ mod tests {
         let blank = check_input_names(&[("upload-chunk-size".into(), true)], EntryPoint::Save).unwrap();
         assert_eq!(blank.len(), 1);
 
-        let warnings =
-            check_input_names(&given(&["hash-file", "lookup-only", "zzz", "hash_env"]), EntryPoint::Save).unwrap();
+        let warnings = check_input_names(&given(&["lookup-only", "zzz"]), EntryPoint::Save).unwrap();
         assert_eq!(
             warnings,
             [
-                "unknown input `hash-file` is ignored; did you mean `hash-files`?",
-                "unknown input `hash_env` is ignored; did you mean `hash-env`?",
                 "input `lookup-only` is not an input of this entry point and is ignored",
                 "unknown input `zzz` is ignored",
             ]
         );
         assert_eq!(closest("hashfiles", &["hash-files", "hash-env"]), Some("hash-files"));
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn a_near_miss_of_an_input_name_is_an_error() {
+        let err = check_input_names(&given(&["path", "hash-file"]), EntryPoint::Root).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown input `hash-file`: did you mean `hash-files`? (as written, its value would be left out)"
+        );
+        let err = check_input_names(&given(&["hash_env"]), EntryPoint::Save).unwrap_err().to_string();
+        assert!(err.starts_with("unknown input `hash_env`: did you mean `hash-env`?"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Every step output: its documentation and which entry points set it (`action.yml` and the
-//! README are made from [`OUTPUTS`]; `outcome` names and writes them).
+//! docs/inputs.md are made from [`OUTPUTS`]; `outcome` names and writes them).
 
 use crate::inputs::EntryPoint;
 use crate::outcome::Output;

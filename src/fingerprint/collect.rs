@@ -37,7 +37,8 @@ pub struct FingerprintSpec {
 
 /// Variables chosen by name pattern rather than listed: every set variable whose name starts
 /// with one of `prefixes`, except those ending with one of `except_suffixes` or named in
-/// `except_names`.
+/// `except_names`, and those whose value is a path ([`is_path_value`]): runners whose
+/// directories sit in different places would otherwise never share an entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EnvPatterns {
     pub prefixes: Vec<String>,
@@ -51,6 +52,38 @@ impl EnvPatterns {
             && !self.except_suffixes.iter().any(|s| name.ends_with(s.as_str()))
             && !self.except_names.iter().any(|n| n == name)
     }
+
+    /// The set variables these patterns name: those that enter the key, and those left out
+    /// because their values are paths; each sorted by name.
+    pub fn select<'e>(&self, env: &'e Env) -> (Vec<(&'e str, &'e str)>, Vec<&'e str>) {
+        let (mut entered, mut paths) = (Vec::new(), Vec::new());
+        for (name, value) in env.iter() {
+            if !self.matches(name) {
+                continue;
+            }
+            match is_path_value(value) {
+                true => paths.push(name),
+                false => entered.push((name, value)),
+            }
+        }
+        entered.sort();
+        paths.sort();
+        (entered, paths)
+    }
+}
+
+/// Whether a variable's value names places on this machine: an absolute path, `~/…`, `./…`,
+/// `../…`, or a `:`/`;`-separated list of such.
+pub fn is_path_value(value: &str) -> bool {
+    let one = |part: &str| {
+        let part = part.trim();
+        std::path::Path::new(part).is_absolute()
+            || part.starts_with('/')
+            || ["~", "./", "../", ".\\", "..\\"].iter().any(|p| part.starts_with(p))
+    };
+    let parts: Vec<&str> = value.split([':', ';']).filter(|p| !p.trim().is_empty()).collect();
+    // `C:\x` splits at its drive colon: whole, it is absolute.
+    one(value) || (!parts.is_empty() && parts.iter().all(|p| one(p)))
 }
 
 impl FingerprintSpec {
@@ -101,10 +134,8 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         .iter()
         .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
         .collect();
-    for (name, value) in env.iter() {
-        if spec.env_patterns.matches(name) {
-            env_component.insert(name.to_owned(), Value::text(value));
-        }
+    for (name, value) in spec.env_patterns.select(env).0 {
+        env_component.insert(name.to_owned(), Value::text(value));
     }
     if !env_component.is_empty() {
         fp.insert(ComponentName::Env.name(), env_component);

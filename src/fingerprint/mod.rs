@@ -43,7 +43,7 @@ mod python;
 pub mod system;
 mod torch;
 
-pub use collect::{EnvPatterns, FingerprintSpec, collect};
+pub use collect::{EnvPatterns, FingerprintSpec, collect, is_path_value};
 pub use facets::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION, aarch64_isa, x86_64_level};
 pub use files::sha256_file;
 pub use hwcaps::HwCaps;

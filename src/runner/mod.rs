@@ -83,6 +83,8 @@ pub struct Runner {
     cli_document: Mutex<Option<String>>,
     /// `--quiet`: informational lines are dropped (CLI mode only).
     quiet: std::sync::atomic::AtomicBool,
+    /// `--verbose`, or a command whose answer is the detail (CLI mode only).
+    verbose: std::sync::atomic::AtomicBool,
     progress_interval: Duration,
 }
 
@@ -113,6 +115,7 @@ impl Runner {
             cli_outputs: Mutex::new(Vec::new()),
             cli_document: Mutex::new(None),
             quiet: Default::default(),
+            verbose: Default::default(),
             progress_interval,
         }
     }
@@ -297,6 +300,22 @@ impl Runner {
         self.quiet.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// `--verbose`: details such as the fingerprint's table are logged (in Actions mode they
+    /// always are, in a collapsed group).
+    pub fn set_verbose(&self, verbose: bool) {
+        self.verbose.store(verbose, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether details are logged: always in Actions mode, else with `--verbose`.
+    pub fn shows_details(&self) -> bool {
+        self.mode == Mode::Actions || self.verbose.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A line the user asked for (`explain`'s answer): logged even under `--quiet`.
+    pub fn answer(&self, message: &str) {
+        self.log.text(&self.redact(message));
+    }
+
     /// In CLI mode, print `document` on stdout at the end instead of the outputs' `name=value`
     /// lines (a machine-readable answer such as `list --json`).
     pub fn set_document(&self, document: String) {
@@ -322,6 +341,11 @@ impl Runner {
         for message in pending {
             self.annotate_now("warning", &message);
         }
+    }
+
+    /// A line the run's annotations show (`::notice::`), such as why nothing was saved.
+    pub fn notice(&self, message: &str) {
+        self.annotate("notice", message);
     }
 
     pub fn error(&self, message: &str) {

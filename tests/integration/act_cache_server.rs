@@ -19,10 +19,10 @@ jobs:
           chmod +x out/sub/a.expected
           sha256sum out/weights.bin out/sub/a.expected > "$RUNNER_TEMP/before.sums"
       - id: save
-        run: '"$EXE" save --path out --native none --prefix act-demo'
+        run: '"$EXE" save --path out --native none --allow-machine-only-key --prefix act-demo'
       - run: rm -rf out
       - id: restore
-        run: '"$EXE" restore --path out --native none --prefix act-demo'
+        run: '"$EXE" restore --path out --native none --allow-machine-only-key --prefix act-demo'
       - run: |
           sha256sum -c "$RUNNER_TEMP/before.sums"
           test -x out/sub/a.expected
@@ -35,7 +35,7 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - id: restore
-        run: '"$EXE" restore --path out --native none --prefix act-demo'
+        run: '"$EXE" restore --path out --native none --allow-machine-only-key --prefix act-demo'
       - run: test -s out/weights.bin
 "#;
 
@@ -47,7 +47,7 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - id: fp
-        run: '"$EXE" fingerprint --path trap --native none --prefix act-trap'
+        run: '"$EXE" fingerprint --path trap --native none --allow-machine-only-key --prefix act-trap'
       - run: |
           key=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["key"])' "${{ steps.fp.outputs.fingerprint-file }}")
           version=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "${{ steps.fp.outputs.fingerprint-file }}")
@@ -61,7 +61,7 @@ jobs:
           curl -sf -X POST -H 'Content-Type: application/json' -d '{"size":8}' "$api/caches/$id"
           echo "planted ${key}-other"
       - id: restore
-        run: '"$EXE" restore --path trap --native none --prefix act-trap'
+        run: '"$EXE" restore --path trap --native none --allow-machine-only-key --prefix act-trap'
       - run: test ! -e trap
 "#;
 
@@ -73,7 +73,7 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - id: restore
-        run: '"$EXE" restore --path out --native none --prefix act-demo'
+        run: '"$EXE" restore --path out --native none --allow-machine-only-key --prefix act-demo'
       - id: generate
         if: steps.restore.outputs.cache-hit != 'true'
         run: |
@@ -83,7 +83,7 @@ jobs:
           echo "ran=yes" >> "$GITHUB_OUTPUT"
       - run: test -s out/weights.bin
       - id: save
-        run: '"$EXE" save --path out --native none --prefix act-demo'
+        run: '"$EXE" save --path out --native none --allow-machine-only-key --prefix act-demo'
 "#;
 
 /// The largest file act's cache server keeps: the archive of the one entry saved.

@@ -111,6 +111,12 @@ fn a_failed_job_saves_nothing() {
         "no post save:\n{}",
         failed.log
     );
+    // The post step ran (`post-if: always()`) and said why it saved nothing.
+    assert!(
+        failed.log.contains("the job's status is `failure`: nothing was saved (`save-on-failure: true` to change)"),
+        "{}",
+        failed.log
+    );
     let next = run(repo.path(), "fixtures", storage.path(), &[]);
     assert!(next.success, "{}", next.log);
     assert_eq!(next.output("cache", "miss-reason"), "not-found", "nothing was saved by the failed job");

@@ -220,6 +220,10 @@ fn save_with_an_explicit_key_uses_the_restore_steps_fingerprint() {
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
     assert_eq!(save.output("key"), key);
     assert!(step.stored_entry().file_name().unwrap().to_string_lossy().starts_with(&format!("{key}@")));
+    // The save entry point given only `path` and `key` heads its summary as the restore did.
+    assert!(restore.summary.starts_with("### exact-cache restore: fixtures-v1\n"), "{}", restore.summary);
+    let save = step.run(&["save"], &[("path", "fixtures"), ("key", &key)], NO_STATE);
+    assert!(save.summary.starts_with("### exact-cache save: fixtures-v1\n"), "{}", save.summary);
 
     let unknown = format!("fixtures-v1-{}", "f".repeat(64));
     let mut bad = inputs();
@@ -276,7 +280,7 @@ fn cli_mode_prints_outputs_on_stdout_and_logs_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     write(&dir.path().join("ws/out/a"), b"a");
     let out = std::process::Command::new(support::exe())
-        .args(["fingerprint", "--path", "out", "--prefix", "Demo", "--native", "os", "--workspace"])
+        .args(["fingerprint", "--path", "out", "--prefix", "Demo", "--native", "os", "--hash-env=CI", "--workspace"])
         .arg(dir.path().join("ws"))
         .env_remove("GITHUB_ACTIONS")
         .env_remove("GITHUB_OUTPUT")
@@ -383,14 +387,21 @@ fn read_only_directories_do_not_block_restore_or_clean() {
     }
     let chown = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(&step.ws).status().unwrap();
     assert!(chown.success());
-    let args = ["--path=mod", "--native=none"];
+    let args = ["--path=mod", "--native=none", "--allow-machine-only-key"];
     assert!(nobody(&[&["save"][..], &args].concat()).contains("save-result=saved"));
     // The tree is still there, read-only: restore over it.
     let restored = nobody(&[&["restore"][..], &args].concat());
     assert!(restored.contains("reused=true"), "{restored}");
     assert_eq!(std::fs::metadata(step.ws.join("mod/pkg")).unwrap().permissions().mode() & 0o777, 0o555);
     // A miss with clean-on-miss removes it all.
-    let cleaned = nobody(&["restore", "--path=mod", "--native=none", "--variant=other", "--clean-on-miss"]);
+    let cleaned = nobody(&[
+        "restore",
+        "--path=mod",
+        "--native=none",
+        "--variant=other",
+        "--clean-on-miss",
+        "--allow-machine-only-key",
+    ]);
     assert!(cleaned.contains("miss-reason=not-found") && !cleaned.contains("warning"), "{cleaned}");
     assert!(!step.ws.join("mod/pkg/a.go").exists());
 }
@@ -548,13 +559,45 @@ fn stale_files_that_clean_on_miss_could_not_remove_are_never_saved() {
     assert_eq!(restore.output("miss-reason"), "not-found");
     assert_eq!(restore.state["skip-save"], "stale");
     assert_eq!(restore.env["REUSED"], "0");
-    assert!(!restore.env.contains_key("EXACT_CACHE_SAVE_ON_FAILURE"), "the post step must not run after this");
     assert!(restore.summary.contains("did not finish"), "{}", restore.summary);
 
     let post = step.run(&["save", "--post"], &inputs, &restore.state);
     assert_eq!(post.code, 0, "{}", post.stdout);
     assert_eq!(post.output("save-result"), "incomplete");
     assert!(post.stdout.contains("could not remove stale files"), "{}", post.stdout);
+}
+
+/// The post step runs after every job (`post-if: always()`, with `job-status` filled in by the
+/// runner): after a failed or cancelled job it saves nothing and says so in one notice (GitHub
+/// hides a skipped post step), unless `save-on-failure`; the restore's summary said so on the miss.
+#[test]
+fn a_failed_job_saves_nothing_and_says_so_unless_save_on_failure() {
+    let step = Step::new();
+    write(&step.ws.join("out/a"), b"a");
+    let inputs = [("path", "out"), ("native", "none")];
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert!(restore.summary.contains("| saved | by the post step, only if the job succeeds"), "{}", restore.summary);
+    assert!(restore.stdout.contains("saved: by the post step, only if the job succeeds"), "{}", restore.stdout);
+    for status in ["failure", "cancelled"] {
+        let failed = [&inputs[..], &[("job-status", status)]].concat();
+        let post = step.run(&["save", "--post"], &failed, &restore.state);
+        assert_eq!(post.code, 0, "{}", post.stdout);
+        let notice =
+            format!("::notice::the job's status is `{status}`: nothing was saved (`save-on-failure: true` to change)");
+        assert!(post.stdout.contains(&notice), "{}", post.stdout);
+        assert!(post.outputs.is_empty() && post.summary.is_empty(), "{}", post.stdout);
+        assert!(
+            !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
+        );
+    }
+    let anyway = [&inputs[..], &[("job-status", "failure"), ("save-on-failure", "true")]].concat();
+    let restore = step.run(&["restore"], &anyway, NO_STATE);
+    assert!(restore.summary.contains("| saved | by the post step, also if the job fails"), "{}", restore.summary);
+    let post = step.run(&["save", "--post"], &anyway, &restore.state);
+    assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
+    let succeeded = [&inputs[..], &[("job-status", "success")]].concat();
+    let post = step.run(&["save", "--post"], &succeeded, &restore.state);
+    assert_eq!(post.output("save-result"), "exists", "{}", post.stdout);
 }
 
 /// A step moved from actions/cache keeps `key: …hashFiles(…)` and `restore-keys`: exact-cache
@@ -590,17 +633,23 @@ fn a_migrated_actions_cache_step_fails_with_a_hint_and_restores_nothing() {
     );
 }
 
+/// A misspelt input name fails the step (its value would be left out of the key), and a key with
+/// no project input is an input error naming the fix unless `allow-machine-only-key` asks for it.
 #[test]
-fn a_mistyped_input_warns_with_the_closest_name() {
+fn a_mistyped_input_or_a_key_without_project_inputs_fails_the_step() {
     let step = Step::new();
     write(&step.ws.join("gen.py"), b"x");
-    let r = step.run(&["restore"], &[("path", "fixtures"), ("hash-file", "gen.py")], NO_STATE);
+    let inputs = [("path", "fixtures"), ("hash-file", "gen.py"), ("allow-machine-only-key", "false")];
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("::error::unknown input `hash-file`: did you mean `hash-files`?"), "{}", r.stdout);
+    assert!(r.outputs.is_empty());
+    let r = step.run(&["restore"], &[("path", "fixtures"), ("allow-machine-only-key", "false")], NO_STATE);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("::error::input `hash-files`: the key holds no project input"), "{}", r.stdout);
+    assert!(r.stdout.contains("set `allow-machine-only-key: true`"), "{}", r.stdout);
+    let r = step.run(&["restore"], &[("path", "fixtures"), ("hash-files", "gen.py")], NO_STATE);
     assert_eq!(r.code, 0, "{}", r.stdout);
-    assert!(
-        r.stdout.contains("::warning::unknown input `hash-file` is ignored; did you mean `hash-files`?"),
-        "{}",
-        r.stdout
-    );
     let r = step.run(&["save"], &[("path", "fixtures"), ("lookup-only", "true")], NO_STATE);
     assert!(r.stdout.contains("::warning::input `lookup-only` is not an input of this entry point"), "{}", r.stdout);
 }
@@ -616,6 +665,7 @@ fn declared_inputs_at_their_defaults_produce_no_warning() {
         let mut inputs: Vec<_> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| (i.name, i.default)).collect();
         inputs.iter_mut().find(|(n, _)| *n == "path").unwrap().1 = "out";
         inputs.iter_mut().find(|(n, _)| *n == "native").unwrap().1 = "none";
+        inputs.iter_mut().find(|(n, _)| *n == "hash-env").unwrap().1 = "CI";
         inputs
     };
     let main = step.run(&["restore"], &with_defaults(EntryPoint::Root), NO_STATE);

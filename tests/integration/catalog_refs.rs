@@ -248,9 +248,10 @@ fn the_command_line_prints_one_line_per_item_and_names_what_is_missing() {
         let out = step.cli(args);
         (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
     };
-    let (ok, stdout, _) = cli(&["list", "--prefix=cli"]);
+    let (ok, stdout, _) = cli(&["list", "--prefix=cli", "--long"]);
     assert!(ok);
-    assert_eq!(stdout, format!("keys={}\nkeys={}\n", k2.output("key"), k1.output("key")));
+    let keys: Vec<&str> = stdout.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(keys, [k2.output("key"), k1.output("key")], "{stdout}");
     let (ok, stdout, stderr) = cli(&["prune", "--prefix=cli", "--dry-run"]);
     assert!(ok && stderr.contains(&format!("would delete {}", k1.output("key"))), "{stderr}");
     assert_eq!(stdout, format!("would-delete={}\n", k1.output("key")));

@@ -416,26 +416,32 @@ fn the_rest_catalog_names_an_entry_of_the_same_key_saved_for_other_paths() {
     assert!(r.stdout.contains("an entry with this key exists for other `path` lines or compression"), "{}", r.stdout);
 }
 
-/// `list` on the command line: a table on stderr, `--json` a document on stdout, and `--quiet`
-/// leaves only warnings, errors and the outputs.
+/// `list` on the command line: the table (short keys; `--long` full ones) on stdout, so
+/// `list | less` shows it; an empty list says so; `--json` a document on stdout; `--quiet` leaves
+/// only warnings, errors and the outputs.
 #[test]
 fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
     let step = Step::new();
     write(&step.ws.join("out/a"), b"a");
     let inputs = [("path", "out"), ("native", "none"), ("prefix", "tbl")];
-    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("saved"), "true");
+    let key = step.run(&["save"], &inputs, NO_STATE).output("key").to_owned();
     let cli = |args: &[&str]| {
         let out = step.cli(args);
         assert!(out.status.success(), "{out:?}");
         (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
     };
     let (stdout, stderr) = cli(&["list", "--prefix=tbl"]);
-    let header = stderr.lines().find(|l| l.trim_start().starts_with("key ")).unwrap_or_else(|| panic!("{stderr}"));
-    for column in ["size", "created", "ref", "version"] {
-        assert!(header.contains(column), "{header}");
-    }
-    assert!(stderr.contains("T") && stderr.contains("Z  -"), "an ISO time and no ref: {stderr}");
-    assert!(stdout.starts_with("keys=tbl-"), "{stdout}");
+    let mut rows = stdout.lines();
+    let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["key", "size", "created", "used", "ref", "version", "slot"], "{stdout}");
+    let row = rows.next().unwrap();
+    assert!(row.starts_with(&format!("{}…  ", &key[..4 + 12])), "a short key: {row}");
+    assert!(row.contains("T") && row.contains("Z  -"), "an ISO time and no ref: {row}");
+    assert!(stderr.contains("1 entry of `tbl`"), "{stderr}");
+    let (long, _) = cli(&["list", "--prefix=tbl", "--long"]);
+    assert!(long.lines().nth(1).unwrap().starts_with(&format!("{key}  ")), "{long}");
+    let (empty, _) = cli(&["list", "--prefix=nothing-here"]);
+    assert!(empty.starts_with("no entries of `nothing-here`"), "{empty}");
 
     let (json, _) = cli(&["list", "--prefix=tbl", "--json"]);
     let entries: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
@@ -443,6 +449,22 @@ fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
     assert!(entry["key"].as_str().unwrap().starts_with("tbl-"));
     assert!(entry["created"].as_str().unwrap().ends_with('Z'), "{entry}");
     assert!(entry["size"].as_u64().unwrap() > 0 && entry["version"].as_str().unwrap().len() == 64, "{entry}");
+
+    // `explain` on the command line: the entry saved outside Actions is named as such (never
+    // `()`), the fingerprint's table is listed, and `--quiet` keeps the answer.
+    let (_, stderr) = cli(&["explain", "--path=out", "--native=none", "--prefix=tbl", "--variant=other"]);
+    assert!(stderr.contains("(saved outside Actions):") && !stderr.contains("()"), "{stderr}");
+    assert!(stderr.contains("  variant = other"), "the table: {stderr}");
+    let (_, quiet) = cli(&["explain", "-q", "--path=out", "--native=none", "--prefix=tbl", "--variant=other"]);
+    assert!(quiet.starts_with("compared with `tbl-") && quiet.contains("variant"), "{quiet}");
+    // Other commands log one line about the fingerprint, the table with `--verbose`.
+    let (_, brief) = cli(&["fingerprint", "--path=out", "--native=os", "--prefix=tbl"]);
+    assert!(brief.contains("native.os (") && brief.contains("\n  family = "), "fingerprint lists it: {brief}");
+    let (_, brief) = cli(&["restore", "--path=out", "--native=os", "--prefix=tbl"]);
+    assert!(brief.contains("fingerprint: 1 component, ") && brief.contains(" (native.os; `--verbose` lists them)"));
+    assert!(!brief.contains("family = "), "{brief}");
+    let (_, verbose) = cli(&["restore", "--verbose", "--path=out", "--native=os", "--prefix=tbl"]);
+    assert!(verbose.contains("native.os (") && verbose.contains("\n  family = "), "{verbose}");
 
     let (stdout, stderr) = cli(&["restore", "--quiet", "--path=out", "--native=none", "--prefix=tbl"]);
     assert!(stdout.contains("reused=true"), "{stdout}");

@@ -56,7 +56,7 @@ fn a_tree_of_200_mb_and_20k_files_round_trips() {
     let before = snapshot(&ws.join("out"));
     assert!(before.len() > 20_000);
 
-    let args = ["--path=out", "--prefix=large", "--native=os,arch,isa"];
+    let args = ["--path=out", "--prefix=large", "--native=os,arch,isa", "--allow-machine-only-key"];
     let (saved, _) = cli(&ws, &cache, &[&["save"][..], &args].concat());
     assert_eq!(output(&saved, "save-result"), "saved");
     std::fs::remove_dir_all(ws.join("out")).unwrap();
@@ -74,7 +74,7 @@ fn restoring_a_2_gb_entry_streams_in_bounded_memory() {
     let ws = dir.path().join("ws");
     let cache = dir.path().join("cache");
     random_file(&ws.join("big/blob.bin"), 2 << 30);
-    let args = ["--path=big", "--prefix=big", "--native=none"];
+    let args = ["--path=big", "--prefix=big", "--native=none", "--allow-machine-only-key"];
     let (saved, save_usage) = cli(&ws, &cache, &[&["save"][..], &args].concat());
     assert_eq!(output(&saved, "save-result"), "saved");
     std::fs::remove_dir_all(ws.join("big")).unwrap();

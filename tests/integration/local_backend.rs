@@ -51,7 +51,7 @@ fn two_processes_saving_one_key_while_others_restore() {
     for i in 0..200 {
         write(&step.ws.join(format!("out/f{i:03}.bin")), &vec![i as u8; 64 * 1024]);
     }
-    let inputs = [("path", "out"), ("native", "none"), ("prefix", "race")];
+    let inputs = [("path", "out"), ("native", "none"), ("prefix", "race"), ("allow-machine-only-key", "true")];
     let spawn = |args: &[&str], extra: &[(&str, &str)]| {
         let mut cmd = Command::new(support::exe());
         cmd.args(args)
@@ -74,7 +74,14 @@ fn two_processes_saving_one_key_while_others_restore() {
     let mut restore_results = Vec::new();
     for _ in 0..6 {
         let out = Command::new(support::exe())
-            .args(["restore", "--path=out", "--native=none", "--prefix=race", "--workspace"])
+            .args([
+                "restore",
+                "--path=out",
+                "--native=none",
+                "--prefix=race",
+                "--allow-machine-only-key",
+                "--workspace",
+            ])
             .arg(&restore_ws)
             .env("EXACT_CACHE_DIR", &step.cache)
             .env("RUNNER_TEMP", &step.runner_temp)

@@ -26,6 +26,7 @@ mod azure;
 mod bounds;
 mod catalog_refs;
 mod concurrency;
+mod docs;
 mod emulated;
 mod explain_prune;
 mod fault_matrix;

@@ -174,7 +174,7 @@ fn a_stalled_download_times_out() {
     services.faults.push(Op::BlobGet, Fault::Stall { seconds: 1.0 }, 100);
     let r = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!(r.output("miss-reason"), "timeout", "{}", r.stdout);
-    assert!(r.stdout.contains("the download did not finish within 0.5 s"), "{}", r.stdout);
+    assert!(r.stdout.contains("the download did not finish within 500 ms"), "{}", r.stdout);
 }
 
 #[test]

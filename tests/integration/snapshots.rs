@@ -12,7 +12,7 @@ fn render(r: &StepResult) -> String {
 fn settings(step: &Step) -> insta::Settings {
     let mut s = insta::Settings::clone_current();
     s.add_filter(&regex_escape(&step.dir.path().to_string_lossy()), "[TMP]");
-    s.add_filter(r"\d+(\.\d+)? (s|min \d+ s)\b", "[TIME]");
+    s.add_filter(r"\d+(\.\d+)? (ms|s|min \d+ s)\b", "[TIME]");
     s.add_filter(r"recorded \d{4}-\d{2}-\d{2}", "recorded [DATE]");
     s.add_filter(r"(generation-seconds|time-saved)=\d+\.\d", "$1=[SECONDS]");
     s.add_filter(r"\d+(\.\d+)? (B|KiB|MiB|GiB)/s", "[RATE]");

@@ -5,7 +5,7 @@
 //! collector, which reads the machine only through [`System`] and the environment (so tests
 //! fake the machine). Everything else is derived from the registry: [`Facet::ALL`],
 //! [`Facet::DEFAULT`], the names the `native` input accepts, its default ([`NATIVE_DEFAULT`]) and
-//! description ([`NATIVE_DESCRIPTION`]), the component names, and the README's facets table
+//! description ([`NATIVE_DESCRIPTION`]), the component names, and the facets table of docs/keys.md
 //! (`tests/integration/action_yml.rs` checks it). A new facet is a file here, its `mod` line and
 //! its line in [`REGISTRY`]. New facets are opt-in: one on by default changes every user's key.
 
@@ -45,7 +45,7 @@ const REGISTRY: &[&FacetDef] = &[
 struct FacetDef {
     /// `native.<name>`, where the name is what the `native` input takes.
     component: &'static str,
-    /// What it records, one line of Markdown for the README's facets table.
+    /// What it records, one line of Markdown for the facets table of docs/keys.md.
     records: &'static str,
     /// On when the `native` input is not given.
     default: bool,
