@@ -433,7 +433,7 @@ fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
     let (stdout, stderr) = cli(&["list", "--prefix=tbl"]);
     let mut rows = stdout.lines();
     let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["key", "size", "created", "used", "ref", "version", "slot"], "{stdout}");
+    assert_eq!(header, ["key", "size", "created", "used", "ref", "version", "generated", "in", "slot"], "{stdout}");
     let row = rows.next().unwrap();
     assert!(row.starts_with(&format!("{}…  ", &key[..4 + 12])), "a short key: {row}");
     assert!(row.contains("T") && row.contains("Z  -"), "an ISO time and no ref: {row}");
