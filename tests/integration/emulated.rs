@@ -35,11 +35,13 @@ fn aarch64_binary() -> PathBuf {
 fn emulated_step() -> Step {
     let binary = aarch64_binary();
     let mut step = Step::new();
-    step.wrapper = ["sh", "-c", &format!("shift; exec qemu-aarch64 -L {SYSROOT} \"$0\" \"$@\"")]
-        .map(str::to_owned)
-        .into_iter()
-        .chain([binary.to_string_lossy().into_owned()])
-        .collect();
+    // The native binary's path comes first (dropped); a shell would also drop the variables whose
+    // names hold `-` (`INPUT_ALLOW-MACHINE-ONLY-KEY`), which the runner's node passes on.
+    let exec = format!(
+        "import os, sys; os.execvp('qemu-aarch64', ['qemu-aarch64', '-L', '{SYSROOT}', '{}'] + sys.argv[2:])",
+        binary.display()
+    );
+    step.wrapper = ["python3", "-c", &exec].map(str::to_owned).to_vec();
     step
 }
 
@@ -143,6 +145,7 @@ jobs:
         with:
           prefix: arm64
           path: out
+          hash-files: .github/workflows/arm64.yml
           native: arch,isa
           reuse-env: REUSED
       - if: env.REUSED != '1'
@@ -175,8 +178,10 @@ fn arm64_release(binary: &Path) -> tempfile::TempDir {
             files.push((name, std::fs::read_to_string(&path).unwrap()));
         }
     }
+    // Python, not a shell: a shell drops the variables whose names hold `-` (`INPUT_HASH-FILES`).
     let stand_in = format!(
-        "#!/bin/sh\necho 'aarch64 binary under qemu-aarch64' >&2\nexec qemu-aarch64 -L {SYSROOT} '{}' \"$@\"\n",
+        "#!/usr/bin/env python3\nimport os, sys\nprint('aarch64 binary under qemu-aarch64', file=sys.stderr)\n\
+         os.execvp('qemu-aarch64', ['qemu-aarch64', '-L', '{SYSROOT}', '{}'] + sys.argv[1:])\n",
         binary.display()
     );
     use sha2::Digest;
