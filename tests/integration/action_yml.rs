@@ -246,16 +246,20 @@ fn the_table_of_native_facets_is_the_facet_registry() {
     check_generated_part(KEYS_PAGE, "facets", &render_facets_table());
 }
 
-/// Issue 30, finding 7: refs on object stores (and the local store) are claims. The README's
-/// trust model says so, says which setup prevents a claim, and that a restore needs no write
-/// access (which `azure::a_restore_needs_only_read_access_and_a_read_only_save_claims_nothing`
+/// Where the trust model lives (the README links it).
+const GUARANTEES_PAGE: &str = "docs/guarantees.md";
+
+/// Issue 30, finding 7: refs on object stores (and the local store) are claims. The trust model
+/// (docs/guarantees.md) says so, says which setup prevents a claim, and that a restore needs no
+/// write access (which `azure::a_restore_needs_only_read_access_and_a_read_only_save_claims_nothing`
 /// and `local_backend::a_restore_from_a_store_it_may_only_read_hits_and_warns_about_nothing`
 /// check on the stores themselves).
 #[test]
-fn the_readme_says_that_whoever_can_write_can_claim_any_ref() {
-    let readme = std::fs::read_to_string("README.md").unwrap();
-    let start = readme.find("\n## Trust model\n").expect("a trust model section");
-    let section = &readme[start..];
+fn the_trust_model_says_that_whoever_can_write_can_claim_any_ref() {
+    let text = page(GUARANTEES_PAGE);
+    let start =
+        text.find("\n## Trust model\n").unwrap_or_else(|| panic!("{GUARANTEES_PAGE} has a trust model section"));
+    let section = &text[start..];
     let section = &section[..section[1..].find("\n## ").map_or(section.len(), |end| end + 1)];
     let flat = section.split_whitespace().collect::<Vec<_>>().join(" ");
     for said in [
