@@ -61,12 +61,14 @@ const RESTORE_OUTPUTS = [
   'extra-files',
   'layers',
   'cleaned-files',
+  'generation-seconds',
+  'time-saved',
 ];
 const UNSUPPORTED_OUTPUTS = {
   main: RESTORE_OUTPUTS,
   post: ['saved', 'save-result'],
   restore: RESTORE_OUTPUTS,
-  save: ['key', 'saved', 'save-result', 'changed-files'],
+  save: ['key', 'saved', 'save-result', 'changed-files', 'uncovered-files'],
   fingerprint: ['key', 'fingerprint-file'],
 };
 
@@ -83,6 +85,10 @@ const UNSUPPORTED_VALUES = {
   'cleaned-files': '0',
   saved: 'false',
   'save-result': 'unsupported-platform',
+  // Nothing was reused or generated: no figure, and no file read to name.
+  'generation-seconds': '',
+  'time-saved': '',
+  'uncovered-files': '',
 };
 
 /** The runner's platform, `OS/ARCH`, from RUNNER_OS/RUNNER_ARCH or else Node's own view. */

@@ -214,7 +214,7 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     assert!(restore.stdout.contains("stack: generation 6 base"), "{}", restore.stdout);
 }
 
-/// Scenario 4, by age: the README's retention (`--all-refs --older-than`) deletes an old generation; the
+/// Scenario 4, by age: the documented retention (`--all-refs --older-than`) deletes an old generation; the
 /// newest, used today, is kept and still reached.
 fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     let peer = store.start();

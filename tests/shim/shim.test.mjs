@@ -174,13 +174,15 @@ const RESTORE_MISS = {
   'extra-files': '0',
   layers: '0',
   'cleaned-files': '0',
+  'generation-seconds': '',
+  'time-saved': '',
 };
 
 test('a platform without a binary warns, sets every output as a miss and lets the job go on', () => {
   const expected = {
     main: RESTORE_MISS,
     restore: RESTORE_MISS,
-    save: { key: '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '' },
+    save: { key: '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '', 'uncovered-files': '' },
     fingerprint: { key: '', 'fingerprint-file': '' },
     post: { saved: 'false', 'save-result': 'unsupported-platform' },
   };
