@@ -14,9 +14,6 @@ pub mod config;
 pub mod env;
 pub(crate) mod file_mode;
 pub mod fingerprint;
-#[cfg(all(unix, feature = "fuzzing"))]
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod ids;
 pub(crate) mod inputs;
 pub mod keys;

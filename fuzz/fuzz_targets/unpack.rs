@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `unpack`: see `exact_cache::fuzzing::unpack` for what it asserts.
+//! Fuzz target `unpack`: see `exact_cache_fuzz_oracle::unpack` for what it asserts.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    exact_cache::fuzzing::unpack(data);
+    exact_cache_fuzz_oracle::unpack(data);
 });

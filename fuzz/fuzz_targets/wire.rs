@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `wire`: see `exact_cache::fuzzing::wire` for what it asserts.
+//! Fuzz target `wire`: see `exact_cache_fuzz_oracle::wire` for what it asserts.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    exact_cache::fuzzing::wire(data);
+    exact_cache_fuzz_oracle::wire(data);
 });

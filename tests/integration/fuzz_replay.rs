@@ -3,8 +3,10 @@
 //! (fuzz/regressions/). `UPDATE_FUZZ_SEEDS=1` regenerates the seeds from the current packer.
 
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME, SecretScanner, inventory, write_archive};
-use exact_cache::fuzzing::{self, PlacementCase, PlacementOutcome, Shape, UNPACK_PATHS, UnpackOutcome, unpack_record};
 use exact_cache::paths::{Locations, PatternSet};
+use exact_cache_fuzz_oracle::{
+    self as fuzzing, PlacementCase, PlacementOutcome, Shape, UNPACK_PATHS, UnpackOutcome, unpack_record,
+};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

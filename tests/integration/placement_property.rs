@@ -2,14 +2,14 @@
 //! already holds (links out of it included) and whatever a valid archive holds (links chained
 //! across overlapping roots included), a restore never creates, changes or removes anything
 //! outside its roots, never leaves a link leading out of them, and a refused restore changes
-//! nothing at all. `exact_cache::fuzzing::check_placement` makes each case and judges it; the
+//! nothing at all. `exact_cache_fuzz_oracle::check_placement` makes each case and judges it; the
 //! `placement` fuzz target drives the same code with libFuzzer (fuzz/README.md).
 //!
 //! Reproduce one case: `PLACEMENT_SEED=<seed> PLACEMENT_CASE=<n> cargo test --test
 //! integration placement_property`; `PLACEMENT_CASES=<count>` runs more. A failing case's bytes are also
 //! written under the test's target tmp directory, for `cargo +nightly fuzz run placement <file>`.
 
-use exact_cache::fuzzing::{PlacementCase, PlacementOutcome, Shape, check_placement, placement_input};
+use exact_cache_fuzz_oracle::{PlacementCase, PlacementOutcome, Shape, check_placement, placement_input};
 
 const SEED: u64 = 0x6578_6163_7406;
 const CASES: u64 = 300;

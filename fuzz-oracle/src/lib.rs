@@ -4,14 +4,17 @@
 //! server's answer never yields a range outside what was asked, and an archive — whatever it
 //! holds, whatever the workspace already holds, however the roots overlap — never changes
 //! anything outside the restore roots, and changes nothing at all unless it is restored whole.
-//! Not part of the supported interface. Unix only: the cases make symlinks and compare modes.
+//! Test support, not the product: a crate of its own so `src/` holds only what ships, as cargo
+//! keeps `cargo-test-support` beside it. Unix only: the cases make symlinks and compare modes.
 
-use crate::archive::{Compression, RestorePlan, read_fingerprint, unpack as unpack_archive};
-use crate::backend::http::status_error;
-use crate::backend::wire;
-use crate::fingerprint::{Fingerprint, FingerprintRecord, Value};
-use crate::manifest::Manifest;
-use crate::paths::{Locations, PatternSet};
+#![cfg(unix)]
+
+use exact_cache::archive::{Compression, RestorePlan, read_fingerprint, unpack as unpack_archive};
+use exact_cache::backend::http::status_error;
+use exact_cache::backend::wire;
+use exact_cache::fingerprint::{Fingerprint, FingerprintRecord, Value};
+use exact_cache::manifest::Manifest;
+use exact_cache::paths::{Locations, PatternSet};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -191,7 +194,7 @@ pub fn unpack(data: &[u8]) -> UnpackOutcome {
     }
     for (path, now) in &after {
         assert!(in_root(path) || before.contains_key(path), "`{}` was created outside the roots", path.display());
-        assert!(!path.to_string_lossy().contains(crate::paths::STAGING_PREFIX), "staging left behind: {path:?}");
+        assert!(!path.to_string_lossy().contains(exact_cache::paths::STAGING_PREFIX), "staging left behind: {path:?}");
         if let (Node::Link(target), false) = (now, before.get(path) == Some(now)) {
             let root = root_of(path).expect("restored links lie in a root");
             let resolved = normalize(&path.parent().expect("in a directory").join(target));
@@ -344,7 +347,7 @@ impl std::fmt::Display for PlacementCase {
             writeln!(f, "  before: {path}{shape}")?;
         }
         for (root, rel, shape) in &self.entries {
-            writeln!(f, "  entry:  {}{shape}", crate::manifest::EntryPath::new(*root, rel))?;
+            writeln!(f, "  entry:  {}{shape}", exact_cache::manifest::EntryPath::new(*root, rel))?;
         }
         Ok(())
     }
@@ -616,7 +619,7 @@ pub fn placement(data: &[u8]) -> PlacementOutcome {
 ///   the restore made; a link already there (the user's) ends the walk, since where it points
 ///   is not the restore's doing;
 /// - a refused restore left the whole tree exactly as it was (its staging included:
-///   [`crate::archive::Staged`] removes its staging when dropped);
+///   [`exact_cache::archive::Staged`] removes its staging when dropped);
 /// - a completed one left no staging directory.
 pub fn check_placement(case: &PlacementCase) -> PlacementVerdict {
     use std::fs;
@@ -748,7 +751,7 @@ fn verifiable(entries: &[(usize, String, Shape)], roots: &[String]) -> Vec<(usiz
         let link_ok = match shape {
             // A place stands for an absolute path.
             Shape::Link(target) => {
-                !target.starts_with('{') && crate::archive::check_symlink_target(rel, target).is_ok()
+                !target.starts_with('{') && exact_cache::archive::check_symlink_target(rel, target).is_ok()
             }
             _ => true,
         };
@@ -766,8 +769,8 @@ fn placement_archive(
     roots: &[String],
     resolve_places: &dyn Fn(&str) -> String,
 ) -> Vec<u8> {
-    use crate::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
-    use crate::manifest::{EntryKind, EntryPath, MANIFEST_FORMAT, ManifestEntry, RootKind, RootRecord};
+    use exact_cache::archive::{FINGERPRINT_NAME, MANIFEST_NAME};
+    use exact_cache::manifest::{EntryKind, EntryPath, MANIFEST_FORMAT, ManifestEntry, RootKind, RootRecord};
     use sha2::Digest;
     let mut tar = tar::Builder::new(Vec::new());
     let record = unpack_record();
@@ -801,7 +804,7 @@ fn placement_archive(
             .iter()
             .map(|line| RootRecord {
                 line: line.clone(),
-                kind: if crate::paths::has_glob_meta(line) { RootKind::Glob } else { RootKind::Dir },
+                kind: if exact_cache::paths::has_glob_meta(line) { RootKind::Glob } else { RootKind::Dir },
             })
             .collect(),
         entries: listed,
@@ -864,10 +867,11 @@ impl Judge<'_> {
         }
         for path in paths {
             let (was, now) = (self.before.get(path), self.after.get(path));
-            if path.to_string_lossy().contains(crate::paths::STAGING_PREFIX) {
+            if path.to_string_lossy().contains(exact_cache::paths::STAGING_PREFIX) {
                 // Reported once, at its top directory; `Staged` removes it when dropped.
-                let top_dir =
-                    path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(crate::paths::STAGING_PREFIX));
+                let top_dir = path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(exact_cache::paths::STAGING_PREFIX));
                 if top_dir && now.is_some() && was.is_none() {
                     broken.push(format!("staging left behind: `{}`", self.show(path)));
                 }
