@@ -228,32 +228,6 @@ pub fn forbidden(e: BackendError, what: String, needs: &'static str) -> CatalogE
     }
 }
 
-/// An object store's endpoint input: an `http(s)` URL with a host; `None` when not given.
-pub fn parse_endpoint(value: Option<&str>) -> Result<Option<String>, String> {
-    let Some(e) = value.map(str::trim).filter(|e| !e.is_empty()) else { return Ok(None) };
-    let parsed = url::Url::parse(e).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-    match parsed {
-        Some(_) => Ok(Some(e.to_owned())),
-        None => Err(format!("`{e}` is not an `http://` or `https://` URL")),
-    }
-}
-
-/// An object store's prefix input: ASCII letters, digits, `-`, `_`, `.` and `/` between
-/// non-empty segments other than `.` and `..`; `None` when not given.
-pub fn parse_prefix(value: Option<&str>) -> Result<Option<String>, String> {
-    let Some(p) = value.map(str::trim).filter(|p| !p.is_empty()) else { return Ok(None) };
-    let segments: Vec<&str> = p.trim_matches('/').split('/').collect();
-    let valid = p.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
-        && segments.iter().all(|s| !s.is_empty() && *s != "." && *s != "..");
-    match valid {
-        true => Ok(Some(p.to_owned())),
-        false => Err(format!(
-            "`{p}` is not a key prefix: use ASCII letters, digits, `-`, `_`, `.` and `/` between non-empty segments \
-             other than `.` and `..`"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

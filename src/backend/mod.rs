@@ -12,12 +12,14 @@
 //! are never printed (`CacheEntry`'s `Debug` leaves them out).
 
 pub mod azure;
+pub mod blob;
 pub mod catalog;
 mod download;
 pub(crate) mod entries;
 pub mod github;
 pub mod http;
 pub mod local;
+pub mod object;
 pub mod s3;
 pub mod store;
 mod upload;

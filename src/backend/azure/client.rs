@@ -4,6 +4,7 @@
 //! authorizes itself (a SAS); listings page by page; Azure's error answers as [`BackendError`]s.
 
 use super::AzureSettings;
+use crate::backend::blob::AZURE_VERSION;
 use crate::backend::entries::{self, bounded_listing};
 use crate::backend::http::{Check, Http, one_line, read_answer, send, status_error};
 use crate::backend::wire::{self, EnumerationResults, ListedBlob};
@@ -23,8 +24,6 @@ use std::time::Duration;
 const SIGNED_FOR: Duration = Duration::from_secs(3600);
 /// The longest wait for credentials (a managed identity endpoint may never answer).
 const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
-/// The Azure Blob REST version of every request.
-const AZURE_VERSION: &str = "2025-01-05";
 /// The header prefix of a blob's metadata.
 pub(super) const META: &str = "x-ms-meta-";
 
