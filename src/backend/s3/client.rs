@@ -284,17 +284,10 @@ mod tests {
     use crate::backend::s3::S3Inputs;
     use crate::env::Env;
 
-    fn settings(inputs: S3Inputs, env: &[(&str, &str)]) -> S3Settings {
-        S3Settings::resolve(&inputs, &Env::from_pairs(env.iter().copied())).unwrap()
-    }
-
-    fn bucket(name: &str) -> S3Inputs {
-        S3Inputs { bucket: Some(name.into()), ..S3Inputs::default() }
-    }
-
     #[test]
     fn s3_answers_become_clear_errors() {
-        let s = settings(bucket("ci-cache"), &[]);
+        let inputs = S3Inputs { bucket: Some("ci-cache".into()), ..S3Inputs::default() };
+        let s = S3Settings::resolve(&inputs, &Env::default()).unwrap();
         let mut headers = HeaderMap::new();
         let e = s3_error("look up", StatusCode::FORBIDDEN, &headers, "", &s);
         assert_eq!((e.kind, e.status), (ErrorKind::Forbidden, Some(403)), "403 is never a miss");
