@@ -42,17 +42,20 @@ impl Step {
     }
 }
 
-/// Where a block blob's requests go: one `PUT` to the blob with `query` added to its URL and
-/// `headers` (the `x-ms-version` and any authorization are the target's), retried when
-/// transient; an error answer becomes a [`BackendError`].
+/// One `PUT` to the blob.
+pub struct BlobRequest<'a> {
+    pub step: Step,
+    /// Added to the blob's URL.
+    pub query: &'a [(&'a str, &'a str)],
+    /// Besides the `x-ms-version` and any authorization, which are the target's.
+    pub headers: &'a [(HeaderName, &'a str)],
+    pub body: Bytes,
+}
+
+/// Where a block blob's requests go: each sent, retried when transient; an error answer becomes
+/// a [`BackendError`].
 pub trait BlobTarget: Send + Sync + 'static {
-    fn put<'a>(
-        &'a self,
-        step: Step,
-        query: &'a [(&'a str, &'a str)],
-        headers: &'a [(HeaderName, &'a str)],
-        body: Bytes,
-    ) -> BoxFuture<'a, Result<(), BackendError>>;
+    fn put<'a>(&'a self, request: BlobRequest<'a>) -> BoxFuture<'a, Result<(), BackendError>>;
 }
 
 /// One upload to one block blob: the [`BlockSink`] of its [`BlockWriter`](super::upload::BlockWriter),
@@ -86,7 +89,9 @@ impl<T: BlobTarget> BlockBlob<T> {
                     (HeaderName::from_static("x-ms-blob-type"), "BlockBlob"),
                     (CONTENT_TYPE, "application/octet-stream"),
                 ];
-                self.target.put(Step::PutBlob, &[], &self.with_creating(&own), data).await?;
+                let headers = self.with_creating(&own);
+                let request = BlobRequest { step: Step::PutBlob, query: &[], headers: &headers, body: data };
+                self.target.put(request).await?;
                 Ok(size)
             }
             Finished::Blocks { blocks, total } => {
@@ -96,7 +101,11 @@ impl<T: BlobTarget> BlockBlob<T> {
                 }
                 xml.push_str("</BlockList>");
                 let headers = self.with_creating(&[(CONTENT_TYPE, "application/xml")]);
-                self.target.put(Step::PutBlockList, &[("comp", "blocklist")], &headers, Bytes::from(xml)).await?;
+                let query = [("comp", "blocklist")];
+                let body = Bytes::from(xml);
+                self.target
+                    .put(BlobRequest { step: Step::PutBlockList, query: &query, headers: &headers, body })
+                    .await?;
                 Ok(total)
             }
         }
@@ -114,7 +123,7 @@ impl<T: BlobTarget> BlockSink for BlockBlob<T> {
         Box::pin(async move {
             let id = self.ids.id(index);
             let query = [("comp", "block"), ("blockid", id.as_str())];
-            self.target.put(Step::PutBlock, &query, &[], data).await
+            self.target.put(BlobRequest { step: Step::PutBlock, query: &query, headers: &[], body: data }).await
         })
     }
 }
@@ -132,13 +141,8 @@ mod tests {
     struct Recorded(Mutex<Vec<Request>>);
 
     impl BlobTarget for Recorded {
-        fn put<'a>(
-            &'a self,
-            step: Step,
-            query: &'a [(&'a str, &'a str)],
-            headers: &'a [(HeaderName, &'a str)],
-            body: Bytes,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
+        fn put<'a>(&'a self, request: BlobRequest<'a>) -> BoxFuture<'a, Result<(), BackendError>> {
+            let BlobRequest { step, query, headers, body } = request;
             let query = query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
             let headers = headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
             self.0.lock().unwrap().push((step, query, headers, body));

@@ -42,6 +42,33 @@ pub fn metadata(current_ref: Option<&str>, version: &str) -> [(&'static str, Str
     [(REF, saved_ref), (CREATED, created), (VERSION, version.to_owned())]
 }
 
+/// The metadata fields saved with an entry, as read back (from a `HEAD`'s headers or a
+/// listing); an empty value is none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metadata {
+    version: Option<String>,
+    saved_ref: Option<String>,
+    created: Option<String>,
+}
+
+impl Metadata {
+    /// Each field as `field` reads it.
+    pub fn read(field: impl Fn(&str) -> Option<String>) -> Self {
+        Self { version: field(VERSION), saved_ref: field(REF), created: field(CREATED) }
+    }
+
+    /// The field `name` ([`VERSION`], [`REF`], [`CREATED`]).
+    pub fn get(&self, name: &str) -> Option<String> {
+        let value = match name {
+            VERSION => &self.version,
+            REF => &self.saved_ref,
+            CREATED => &self.created,
+            _ => &None,
+        };
+        value.clone().filter(|v| !v.is_empty())
+    }
+}
+
 /// A non-empty header value of an answer.
 pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned)

@@ -22,23 +22,22 @@
 //!
 //! Its files are every store's: this one, the store (its `azure-*` inputs, checked here, and
 //! the [`ObjectStore`] description that makes it one); [`settings`], where entries live and who
-//! we are there; [`client`], each request authorized and sent, Azure's answers read;
-//! [`backend`], [`catalog`] and [`upload`], the roles by those names.
+//! we are there; [`client`], each request authorized and sent, Azure's answers read (its
+//! [`ObjectClient`](crate::backend::object::ObjectClient), under the backend and catalog every
+//! object store shares, [`ObjectBackend`]); [`upload`], its saves.
 
-mod backend;
-mod catalog;
 mod client;
 mod settings;
 mod upload;
 
-pub use backend::AzureBlobBackend;
 pub use settings::{AzureInputs, AzureSettings, SECRET_VARS};
 
 use crate::backend::BackendError;
 use crate::backend::http::Http;
-use crate::backend::object::{ObjectStore, Objects, endpoint_input, prefix_input};
+use crate::backend::object::{ObjectBackend, ObjectStore, Objects, endpoint_input, prefix_input};
 use crate::env::Env;
 use crate::inputs::{Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope};
+use client::Client;
 use settings::is_container_name;
 use std::sync::Arc;
 
@@ -77,6 +76,16 @@ pub static AZURE_ENDPOINT: Input<Option<String>> = endpoint_input(
      `AZURE_STORAGE_ENDPOINT`, `AZURE_ENDPOINT`, the connection string's, else `https://<account>.blob.core.windows.net`).",
 );
 
+/// The Azure Blob store's backend, which is also its catalog.
+pub type AzureBlobBackend = ObjectBackend<Client>;
+
+impl AzureBlobBackend {
+    pub fn new(http: Arc<Http>, settings: AzureSettings, env: &Env) -> Result<Self, BackendError> {
+        let prefix = settings.prefix.clone();
+        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::connect(http, settings, env)?, env))
+    }
+}
+
 /// `backend: azure-blob`, described.
 #[derive(Clone, Copy, Debug)]
 pub struct AzureBlobStore;
@@ -86,7 +95,7 @@ pub static AZURE_BLOB: Objects<AzureBlobStore> = Objects(AzureBlobStore);
 impl ObjectStore for AzureBlobStore {
     type Inputs = AzureInputs;
     type Settings = AzureSettings;
-    type Client = AzureBlobBackend;
+    type Client = Client;
 
     const NAME: &'static str = "azure-blob";
 

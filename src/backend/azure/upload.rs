@@ -3,31 +3,26 @@
 //! only if no blob has its name yet (`If-None-Match: *`), with the entry's metadata.
 
 use super::client::{Client, META};
-use crate::backend::blob::{BlobTarget, BlockBlob, Step};
+use crate::backend::blob::{BlobRequest, BlobTarget, BlockBlob, Step};
+use crate::backend::object::{NewEntry, ObjectClient};
 use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
-use crate::backend::{BackendError, Committed, ErrorKind, Upload, entries};
+use crate::backend::{BackendError, Committed, ErrorKind, Upload};
 use crate::ids::{Key, Version};
-use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderName, IF_NONE_MATCH};
 use std::sync::Arc;
 
-/// Start the save of `key` and `version` as the blob `name`, saved on `current_ref`.
-pub(super) fn start(
-    client: &Arc<Client>,
-    name: String,
-    current_ref: Option<&str>,
-    key: &Key,
-    version: &Version,
-) -> Box<dyn Upload> {
-    let metadata = entries::metadata(current_ref, version).into_iter().map(|(field, value)| {
+/// Start the save of `entry` as a blob.
+pub(super) fn start(client: &Arc<Client>, entry: NewEntry) -> Box<dyn Upload> {
+    let NewEntry { name, metadata, key, version } = entry;
+    let metadata = metadata.into_iter().map(|(field, value)| {
         let name = HeaderName::try_from(format!("{META}{field}")).expect("a metadata field is a header name");
         (name, value)
     });
     let creating = std::iter::once((IF_NONE_MATCH, "*".to_owned())).chain(metadata).collect();
     let blob = Arc::new(BlockBlob::new(Blob { client: Arc::clone(client), name }, creating));
     let writer = BlockWriter::new(Arc::clone(&client.http), blob.clone(), true);
-    Box::new(BlockUpload::new(writer, Create { blob, key: key.to_owned(), version: version.to_owned() }))
+    Box::new(BlockUpload::new(writer, Create { blob, key, version }))
 }
 
 /// One blob of the container, each request authorized by the client.
@@ -37,13 +32,8 @@ struct Blob {
 }
 
 impl BlobTarget for Blob {
-    fn put<'a>(
-        &'a self,
-        step: Step,
-        query: &'a [(&'a str, &'a str)],
-        headers: &'a [(HeaderName, &'a str)],
-        body: Bytes,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
+    fn put<'a>(&'a self, request: BlobRequest<'a>) -> BoxFuture<'a, Result<(), BackendError>> {
+        let BlobRequest { step, query, headers, body } = request;
         let what = match step {
             Step::PutBlob => "save the entry",
             Step::PutBlock => "upload a block",
@@ -68,12 +58,12 @@ impl CommitBlocks for Create {
     /// that committed first discarded this upload's blocks, which Azure may report as an
     /// invalid block list rather than as the condition.
     fn commit(self, finished: Finished) -> Result<Committed, BackendError> {
-        let client = &self.blob.target().client;
+        let Blob { client, name } = self.blob.target();
         let created = client.http.rt().block_on(self.blob.create(finished));
         match created {
             Ok(_) => Ok(Committed::Saved),
             Err(e) if matches!(e.kind, ErrorKind::Precondition | ErrorKind::AlreadyExists) => Ok(Committed::Exists),
-            Err(e) => match client.http.rt().block_on(client.lookup(&self.key, &self.version)) {
+            Err(e) => match client.http.rt().block_on(client.lookup(name, &self.key, &self.version)) {
                 Ok(Some(_)) => Ok(Committed::Exists),
                 _ => Err(e),
             },

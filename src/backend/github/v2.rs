@@ -12,15 +12,13 @@
 //! count. A refusal to create — 409, 412, or `ok: false` without a message (such a server's
 //! "another job is creating it") — is `exists`.
 
-use crate::backend::blob::{AZURE_VERSION, BlobTarget, BlockBlob, Step};
+use crate::backend::blob::{AZURE_VERSION, BlobRequest, BlobTarget, BlockBlob};
 use crate::backend::download;
 use crate::backend::http::{Check, Http, one_line, read_answer, send, urlencode};
 use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation};
 use crate::ids::{Key, Version};
-use bytes::Bytes;
-use reqwest::header::HeaderName;
 use serde::de::DeserializeOwned;
 use std::io::Read;
 use std::sync::Arc;
@@ -183,13 +181,8 @@ struct SignedUrl {
 }
 
 impl BlobTarget for SignedUrl {
-    fn put<'a>(
-        &'a self,
-        step: Step,
-        query: &'a [(&'a str, &'a str)],
-        headers: &'a [(HeaderName, &'a str)],
-        body: Bytes,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
+    fn put<'a>(&'a self, request: BlobRequest<'a>) -> BoxFuture<'a, Result<(), BackendError>> {
+        let BlobRequest { step, query, headers, body } = request;
         Box::pin(async move {
             let what = step.name();
             let url = with_query(&self.url, query);

@@ -3,11 +3,14 @@
 //! S3's error answers, and its credential and transport failures, as [`BackendError`]s.
 
 use super::settings::{CREDENTIAL_VARS, CredentialSource, S3Settings, SECRET_VARS};
-use crate::backend::entries::{self, bounded_listing};
+use super::upload;
+use crate::backend::entries::{self, Metadata, bounded_listing};
 use crate::backend::http::{Check, Http, NOT_TLS, answered_in_plain_http, one_line, read_answer, send, status_error};
+use crate::backend::object::{Needs, NewEntry, Object, ObjectClient};
 use crate::backend::wire::{self, ListBucketResult};
-use crate::backend::{BackendError, ErrorKind};
+use crate::backend::{BackendError, CacheEntry, ErrorKind, Upload};
 use crate::env::Env;
+use crate::ids::{Key, Version};
 use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;
@@ -25,18 +28,19 @@ const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
 /// The header prefix of an object's metadata.
 pub(super) const META: &str = "x-amz-meta-";
 
-pub(super) struct Client {
-    pub http: Arc<Http>,
+/// The S3 store's client ([`ObjectClient`]), under its backend and catalog.
+pub struct Client {
+    pub(super) http: Arc<Http>,
     store: AmazonS3,
-    pub settings: S3Settings,
+    settings: S3Settings,
     /// The bucket was found to exist (checked once, on the first miss).
-    pub bucket_exists: std::sync::OnceLock<()>,
+    bucket_exists: std::sync::OnceLock<()>,
     credentials: CredentialSource,
 }
 
 impl Client {
     /// The client of `settings` with the credentials of `env`, its secrets masked first.
-    pub fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
+    pub(super) fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
         for name in SECRET_VARS {
             if let Some(value) = env.non_empty(name) {
                 http.secrets.add(value);
@@ -79,7 +83,7 @@ impl Client {
 
 impl Client {
     /// A pre-signed URL for one request (its signature and session token masked from now on).
-    pub async fn sign(
+    async fn sign(
         &self,
         method: Method,
         path: &StorePath,
@@ -115,7 +119,7 @@ impl Client {
 
     /// One signed request with its body, retried when transient; the answer's headers and
     /// body (an S3 error answer becomes a [`BackendError`] named `what`, as [`s3_error`] reads it).
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         what: &str,
         method: Method,
@@ -169,7 +173,7 @@ impl Client {
     /// size and modification time (seconds since the epoch). A listing that has not ended
     /// after `list_pages` pages or `list_deadline` (a server that always says `IsTruncated`) is
     /// an error, never an endless loop.
-    pub async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64, i64)>, BackendError> {
+    async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64, i64)>, BackendError> {
         let root = StorePath::from("");
         bounded_listing(&self.http.tuning, "list the bucket", |token| {
             let root = &root;
@@ -204,13 +208,71 @@ impl Client {
     /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket
     /// is an error, not an endless series of misses.
     /// A policy that does not allow listing leaves the question open: then it is a plain miss.
-    pub async fn check_bucket(&self) -> Result<(), BackendError> {
+    async fn check_bucket(&self) -> Result<(), BackendError> {
         let root = StorePath::from("");
         let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", self.settings.prefix.as_str())];
         match self.call("list the bucket", Method::GET, &root, &query, &[], Bytes::new()).await {
             Err(e) if e.kind == ErrorKind::Forbidden => Ok(()),
             other => other.map(|_| ()),
         }
+    }
+}
+
+impl ObjectClient for Client {
+    const NEEDS: Needs = Needs { list: "s3:ListBucket", delete: "s3:DeleteObject" };
+
+    fn describe(&self) -> String {
+        let s = &self.settings;
+        let at = s.endpoint.as_deref().map(|e| format!(" at {e}")).unwrap_or_default();
+        format!(
+            "S3 bucket `{}`{}{at} ({})",
+            s.bucket,
+            if s.prefix.is_empty() { String::new() } else { format!(", prefix `{}`", s.prefix) },
+            s.region
+        )
+    }
+
+    /// A `HEAD` of the entry's object; the first miss checks that the bucket exists.
+    async fn lookup(&self, name: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        let path = StorePath::from(name);
+        match self.call("look up the entry", Method::HEAD, &path, &[], &[], Bytes::new()).await {
+            Ok((headers, _)) => Ok(entries::found(&headers, META, path.as_ref(), key, version)),
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                if self.bucket_exists.get().is_none() {
+                    self.check_bucket().await?;
+                    let _ = self.bucket_exists.set(());
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A listing without the metadata (S3's carries none): [`ObjectClient::metadata`] reads it.
+    async fn list(&self, prefix: &str) -> Result<Vec<Object>, BackendError> {
+        let objects = self.list_objects(prefix).await?;
+        Ok(objects.into_iter().map(|(name, size, modified)| Object { name, size, modified, metadata: None }).collect())
+    }
+
+    async fn metadata(&self, name: &str) -> Result<Option<Metadata>, BackendError> {
+        let path = StorePath::from(name);
+        match self.call("read the entry's metadata", Method::HEAD, &path, &[], &[], Bytes::new()).await {
+            Ok((headers, _)) => Ok(Some(Metadata::read(|field| entries::header(&headers, &format!("{META}{field}"))))),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn download_url(&self, name: &str) -> Result<String, BackendError> {
+        self.sign(Method::GET, &StorePath::from(name), &[], &[]).await
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), BackendError> {
+        self.call("delete", Method::DELETE, &StorePath::from(name), &[], &[], Bytes::new()).await.map(drop)
+    }
+
+    async fn upload(self: &Arc<Self>, entry: NewEntry) -> Result<Box<dyn Upload>, BackendError> {
+        upload::start(self, StorePath::from(entry.name), entry.metadata).await
     }
 }
 

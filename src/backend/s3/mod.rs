@@ -23,25 +23,24 @@
 //!
 //! Its files are every store's: this one, the store (its `s3-*` inputs, checked here, and the
 //! [`ObjectStore`] description that makes it one); [`settings`], where entries live and who we
-//! are there; [`client`], each request signed and sent, S3's answers read; [`backend`],
-//! [`catalog`] and [`upload`], the roles by those names.
+//! are there; [`client`], each request signed and sent, S3's answers read (its
+//! [`ObjectClient`](crate::backend::object::ObjectClient), under the backend and catalog every
+//! object store shares, [`ObjectBackend`]); [`upload`], its saves.
 
-mod backend;
-mod catalog;
 mod client;
 mod settings;
 mod upload;
 
-pub use backend::S3Backend;
 pub use settings::{S3Inputs, S3Settings, SECRET_VARS};
 
 use crate::backend::BackendError;
 use crate::backend::http::Http;
-use crate::backend::object::{ObjectStore, Objects, endpoint_input, prefix_input};
+use crate::backend::object::{ObjectBackend, ObjectStore, Objects, endpoint_input, prefix_input};
 use crate::env::Env;
 use crate::inputs::{
     Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope, parse_optional_bool,
 };
+use client::Client;
 use std::sync::Arc;
 
 pub static S3_BUCKET: Input<Option<String>> = Input::new(
@@ -82,6 +81,16 @@ pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
 )
 .catalog(Listing::Both);
 
+/// The S3 store's backend, which is also its catalog.
+pub type S3Backend = ObjectBackend<Client>;
+
+impl S3Backend {
+    pub fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
+        let prefix = settings.prefix.clone();
+        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::new(http, settings, env)?, env))
+    }
+}
+
 /// `backend: s3`, described.
 #[derive(Clone, Copy, Debug)]
 pub struct S3Store;
@@ -91,7 +100,7 @@ pub static S3: Objects<S3Store> = Objects(S3Store);
 impl ObjectStore for S3Store {
     type Inputs = S3Inputs;
     type Settings = S3Settings;
-    type Client = S3Backend;
+    type Client = Client;
 
     const NAME: &'static str = "s3";
 

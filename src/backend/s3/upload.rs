@@ -5,8 +5,7 @@
 use super::client::{Client, META};
 use crate::backend::upload::{BlockSink, BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::wire::{self, InitiateMultipartUploadResult};
-use crate::backend::{BackendError, Committed, ErrorKind, Upload, entries};
-use crate::ids::Version;
+use crate::backend::{BackendError, Committed, ErrorKind, Upload};
 use bytes::Bytes;
 use object_store::path::Path as StorePath;
 use reqwest::Method;
@@ -16,14 +15,12 @@ use std::sync::{Arc, Mutex};
 /// S3's smallest part but the last.
 const MIN_PART: usize = 5 << 20;
 
-/// Start the multipart upload of `version`'s entry at `path`, saved on `current_ref`.
+/// Start the multipart upload of an entry at `path`, with its `metadata`.
 pub(super) async fn start(
     client: &Arc<Client>,
     path: StorePath,
-    current_ref: Option<&str>,
-    version: &Version,
+    metadata: [(&'static str, String); 3],
 ) -> Result<Box<dyn Upload>, BackendError> {
-    let metadata = entries::metadata(current_ref, version);
     let headers: Vec<_> = metadata
         .iter()
         .map(|(field, value)| {

@@ -1,11 +1,20 @@
-//! What every object store (S3, Azure Blob) is as a store, written once: a store describes
-//! itself ([`ObjectStore`]: its name, its inputs, the one naming where its entries live, its
-//! settings resolved against the environment, its client, and its secrets), and [`Objects`]
-//! makes that a [`Store`] of the registry whose configured form builds the client as its
-//! backend and, with the same credentials, as its catalog. The inputs of the same role take the
+//! What every object store (S3, Azure Blob) shares, written once and laid out as a store is:
+//! this file, the store — a store describes itself ([`ObjectStore`]: its name, its inputs, the
+//! one naming where its entries live, its settings resolved against the environment, its
+//! client, and its secrets), and [`Objects`] makes that a [`Store`] of the registry whose
+//! configured form builds the client as its backend and, with the same credentials, as its
+//! catalog; [`client`], what each store's client does ([`ObjectClient`]); [`backend`] and
+//! [`catalog`], the [`ObjectBackend`] over any client. The inputs of the same role take the
 //! same parses: a prefix ([`prefix_input`]) and an endpoint ([`endpoint_input`]).
 //!
 //! How entries are kept inside an object store (names, metadata, listings) is [`super::entries`].
+
+mod backend;
+mod catalog;
+mod client;
+
+pub use backend::ObjectBackend;
+pub use client::{Needs, NewEntry, Object, ObjectClient};
 
 use super::catalog::{Catalog, CatalogError};
 use super::http::Http;
@@ -24,8 +33,8 @@ pub trait ObjectStore: fmt::Debug + Send + Sync + 'static {
     type Inputs: fmt::Debug + Send + Sync + 'static;
     /// Where its entries live, from the inputs and the environment.
     type Settings;
-    /// Its client: the backend, and the catalog.
-    type Client: Backend + Catalog + 'static;
+    /// Its client, under its backend and catalog ([`ObjectBackend`]).
+    type Client: ObjectClient;
 
     /// Its name as the `backend` input takes it.
     const NAME: &'static str;
@@ -43,8 +52,14 @@ pub trait ObjectStore: fmt::Debug + Send + Sync + 'static {
     /// The inputs first, then the store's own variables; why not, in words.
     fn resolve(&self, inputs: &Self::Inputs, env: &Env) -> Result<Self::Settings, String>;
 
-    /// The client for `settings`, with the credentials of `env` (its secrets masked first).
-    fn connect(&self, http: Arc<Http>, settings: Self::Settings, env: &Env) -> Result<Self::Client, BackendError>;
+    /// The backend of `settings` over its client, with the credentials of `env` (its secrets
+    /// masked first).
+    fn connect(
+        &self,
+        http: Arc<Http>,
+        settings: Self::Settings,
+        env: &Env,
+    ) -> Result<ObjectBackend<Self::Client>, BackendError>;
 
     /// The values of its credentials in `env`: masked in every step, never saved.
     fn secret_values(&self, env: &Env) -> Vec<String>;
@@ -81,7 +96,7 @@ struct ObjectConfig<S: ObjectStore> {
 }
 
 impl<S: ObjectStore> ObjectConfig<S> {
-    fn client(&self, env: &Env, secrets: SecretSink) -> Result<S::Client, BackendError> {
+    fn client(&self, env: &Env, secrets: SecretSink) -> Result<ObjectBackend<S::Client>, BackendError> {
         let settings =
             self.store.resolve(&self.inputs, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
         self.store.connect(Arc::new(Http::new(env, secrets)?), settings, env)
