@@ -1,7 +1,7 @@
 //! Azure block blobs, written the one way both of their writers write them: the GitHub cache
 //! service v2 (a signed URL the service hands out) and the Azure Blob store (each request
 //! authorized by the store's client). An archive that fits in one block goes up as a single Put
-//! Blob, a larger one as Put Block (several in flight, through a [`BlockWriter`]) and one Put
+//! Blob, a larger one as Put Block (several in flight, through a [`BlockWriter`](super::upload::BlockWriter)) and one Put
 //! Block List naming every block in order.
 //!
 //! How one request reaches the blob — its URL, its authorization, its retries, its words in an
