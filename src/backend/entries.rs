@@ -42,6 +42,33 @@ pub fn metadata(current_ref: Option<&str>, version: &str) -> [(&'static str, Str
     [(REF, saved_ref), (CREATED, created), (VERSION, version.to_owned())]
 }
 
+/// The metadata fields saved with an entry, as read back (from a `HEAD`'s headers or a
+/// listing); an empty value is none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metadata {
+    version: Option<String>,
+    saved_ref: Option<String>,
+    created: Option<String>,
+}
+
+impl Metadata {
+    /// Each field as `field` reads it.
+    pub fn read(field: impl Fn(&str) -> Option<String>) -> Self {
+        Self { version: field(VERSION), saved_ref: field(REF), created: field(CREATED) }
+    }
+
+    /// The field `name` ([`VERSION`], [`REF`], [`CREATED`]).
+    pub fn get(&self, name: &str) -> Option<String> {
+        let value = match name {
+            VERSION => &self.version,
+            REF => &self.saved_ref,
+            CREATED => &self.created,
+            _ => &None,
+        };
+        value.clone().filter(|v| !v.is_empty())
+    }
+}
+
 /// A non-empty header value of an answer.
 pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned)
@@ -225,32 +252,6 @@ pub fn forbidden(e: BackendError, what: String, needs: &'static str) -> CatalogE
             CatalogError::Forbidden { what, status: status.unwrap_or(403), message: e.message, needs }
         }
         _ => e.into(),
-    }
-}
-
-/// An object store's endpoint input: an `http(s)` URL with a host; `None` when not given.
-pub fn parse_endpoint(value: Option<&str>) -> Result<Option<String>, String> {
-    let Some(e) = value.map(str::trim).filter(|e| !e.is_empty()) else { return Ok(None) };
-    let parsed = url::Url::parse(e).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-    match parsed {
-        Some(_) => Ok(Some(e.to_owned())),
-        None => Err(format!("`{e}` is not an `http://` or `https://` URL")),
-    }
-}
-
-/// An object store's prefix input: ASCII letters, digits, `-`, `_`, `.` and `/` between
-/// non-empty segments other than `.` and `..`; `None` when not given.
-pub fn parse_prefix(value: Option<&str>) -> Result<Option<String>, String> {
-    let Some(p) = value.map(str::trim).filter(|p| !p.is_empty()) else { return Ok(None) };
-    let segments: Vec<&str> = p.trim_matches('/').split('/').collect();
-    let valid = p.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
-        && segments.iter().all(|s| !s.is_empty() && *s != "." && *s != "..");
-    match valid {
-        true => Ok(Some(p.to_owned())),
-        false => Err(format!(
-            "`{p}` is not a key prefix: use ASCII letters, digits, `-`, `_`, `.` and `/` between non-empty segments \
-             other than `.` and `..`"
-        )),
     }
 }
 

@@ -1,9 +1,11 @@
 //! Cache backends behind one trait. Each store (the GitHub cache service v1 and v2, the local
-//! directory, S3-compatible object storage) has its own directory and joins the registry
-//! [`STORES`] ([`store`]): its inputs, its backend, its catalog ([`catalog`]) and its secrets.
-//! Command logic sees only [`Backend`]: exact lookup by key and version, a streaming download,
-//! and reserve → stream → commit for saves; `http`, `download`, `upload` and `wire` are what the
-//! stores share.
+//! directory, S3-compatible object storage, Azure Blob Storage) has its own directory, laid out
+//! the same way ([`store`] names the files and their roles), and joins the registry [`STORES`]:
+//! its inputs, its backend, its catalog ([`catalog`]) and its secrets. Command logic sees only
+//! [`Backend`]: exact lookup by key and version, a streaming download, and reserve → stream →
+//! commit for saves; `http`, `download`, `upload` and `wire` are what the stores share, `blob`
+//! the Azure block blob both the v2 service and the Azure store write, `object` and `entries`
+//! what the object stores share (their configuration, and how entries are kept in them).
 //!
 //! Every failure is a [`BackendError`]: an [`ErrorKind`] that decides retries and whether it is
 //! a warning or a failure, the HTTP status when a server answered, and its source. Nothing
@@ -12,12 +14,14 @@
 //! are never printed (`CacheEntry`'s `Debug` leaves them out).
 
 pub mod azure;
+pub mod blob;
 pub mod catalog;
 mod download;
 pub(crate) mod entries;
 pub mod github;
 pub mod http;
 pub mod local;
+pub mod object;
 pub mod s3;
 pub mod store;
 mod upload;

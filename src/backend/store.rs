@@ -3,6 +3,14 @@
 //! its own inputs (they join the input registry), and, configured, its backend, its catalog and
 //! the variables holding its credentials. [`STORES`] is the registry: adding a store is one
 //! directory under `backend/` and one line here.
+//!
+//! Every store's directory has the same files for the same roles (a store leaves out what it
+//! has no use for): `mod.rs`, the store — its inputs, read and checked, and its [`Store`] (an
+//! object store describes itself as an [`super::object::ObjectStore`] instead, and
+//! [`super::object::Objects`] makes that a [`Store`]); `settings.rs`, its typed settings from
+//! the inputs and the environment, and its credential variables; `client.rs`, its requests
+//! (signed, sent, their answers read as [`BackendError`]s); `backend.rs`, its [`Backend`];
+//! `catalog.rs`, its [`Catalog`]; `upload.rs`, its saves (an [`super::Upload`]).
 
 use super::catalog::{Catalog, CatalogError};
 use super::{Backend, BackendError};

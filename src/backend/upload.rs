@@ -11,9 +11,12 @@
 //!
 //! Azure block ids ([`BlockIds`]) follow the Azure SDK's layout: self-hosted cache servers parse
 //! it to order the blocks, where Azure itself only asks for ids of one length.
+//!
+//! A save that streams through a [`BlockWriter`] is a [`BlockUpload`]: the writer, and what
+//! commits the blocks once written ([`CommitBlocks`]: a block blob's list, an S3 completion).
 
 use super::http::Http;
-use super::{BackendError, ErrorKind};
+use super::{BackendError, Committed, ErrorKind, Upload};
 use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -217,6 +220,43 @@ impl Write for BlockWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// What ends a [`BlockUpload`] once every block is written.
+pub trait CommitBlocks: Send + 'static {
+    /// Make the entry of what the writer left (`finished`) appear, or learn it is there already.
+    fn commit(self, finished: Finished) -> Result<Committed, BackendError>;
+}
+
+/// A reserved save streamed through a [`BlockWriter`], committed by `C`. Dropped without a
+/// commit, the writer stops first, then `C` is dropped (it may clean up after itself).
+pub struct BlockUpload<C: CommitBlocks> {
+    writer: BlockWriter,
+    commit: C,
+}
+
+impl<C: CommitBlocks> BlockUpload<C> {
+    pub fn new(writer: BlockWriter, commit: C) -> Self {
+        Self { writer, commit }
+    }
+}
+
+impl<C: CommitBlocks> Write for BlockUpload<C> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<C: CommitBlocks> Upload for BlockUpload<C> {
+    fn commit(self: Box<Self>) -> Result<Committed, BackendError> {
+        let BlockUpload { writer, commit } = *self;
+        let finished = writer.finish()?;
+        commit.commit(finished)
     }
 }
 

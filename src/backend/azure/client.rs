@@ -4,10 +4,14 @@
 //! authorizes itself (a SAS); listings page by page; Azure's error answers as [`BackendError`]s.
 
 use super::AzureSettings;
-use crate::backend::entries::{self, bounded_listing};
+use super::upload;
+use crate::backend::blob::AZURE_VERSION;
+use crate::backend::entries::{self, Metadata, bounded_listing};
 use crate::backend::http::{Check, Http, one_line, read_answer, send, status_error};
+use crate::backend::object::{Needs, NewEntry, Object, ObjectClient};
 use crate::backend::wire::{self, EnumerationResults, ListedBlob};
-use crate::backend::{BackendError, CacheEntry, ErrorKind};
+use crate::backend::{BackendError, CacheEntry, ErrorKind, Upload};
+use crate::env::Env;
 use crate::ids::{Key, Version};
 use bytes::Bytes;
 use object_store::azure::{AzureAuthorizer, AzureCredential, MicrosoftAzure};
@@ -23,21 +27,35 @@ use std::time::Duration;
 const SIGNED_FOR: Duration = Duration::from_secs(3600);
 /// The longest wait for credentials (a managed identity endpoint may never answer).
 const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
-/// The Azure Blob REST version of every request.
-const AZURE_VERSION: &str = "2025-01-05";
 /// The header prefix of a blob's metadata.
 pub(super) const META: &str = "x-ms-meta-";
 
-pub(super) struct Client {
-    pub http: Arc<Http>,
-    pub store: MicrosoftAzure,
-    pub settings: AzureSettings,
+/// The Azure Blob store's client ([`ObjectClient`]), under its backend and catalog.
+pub struct Client {
+    pub(super) http: Arc<Http>,
+    store: MicrosoftAzure,
+    settings: AzureSettings,
     /// The account's blob endpoint.
     endpoint: url::Url,
 }
 
 impl Client {
-    pub fn new(http: Arc<Http>, store: MicrosoftAzure, settings: AzureSettings) -> Result<Self, BackendError> {
+    /// The client of `settings` with the credentials of `env`, its secrets masked first.
+    pub(super) fn connect(http: Arc<Http>, settings: AzureSettings, env: &Env) -> Result<Self, BackendError> {
+        for secret in AzureSettings::secrets(env) {
+            http.secrets.add(&secret);
+        }
+        http.mask_token_file(env, "AZURE_FEDERATED_TOKEN_FILE")?;
+        let store = settings.builder(env).build().map_err(|e| {
+            BackendError::new(
+                ErrorKind::Fatal,
+                format!("cannot configure the Azure Blob client: {}", one_line(&e.to_string())),
+            )
+        })?;
+        Self::new(http, store, settings)
+    }
+
+    fn new(http: Arc<Http>, store: MicrosoftAzure, settings: AzureSettings) -> Result<Self, BackendError> {
         let endpoint = url::Url::parse(&settings.endpoint).map_err(|_| {
             BackendError::new(ErrorKind::Fatal, format!("`azure-endpoint` `{}` is not a URL", settings.endpoint))
         })?;
@@ -109,7 +127,7 @@ impl Client {
 
     /// One authorized request with its body, retried when transient: the answer's headers and
     /// body (an error answer becomes a [`BackendError`] named `what`, as [`azure_error`] reads it).
-    pub async fn call(
+    pub(super) async fn call(
         &self,
         what: &str,
         method: Method,
@@ -148,44 +166,9 @@ impl Client {
             .await
     }
 
-    /// The entry for exactly this key and version, if there is one.
-    pub async fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
-        let name = entries::object_name(&self.settings.prefix, key, version);
-        match self.call("look up the entry", Method::HEAD, Some(&name), &[], &[], Bytes::new()).await {
-            Ok((headers, _)) => Ok(entries::found(&headers, META, &name, key, version)),
-            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// A URL that reads `blob` by itself, for the download machinery (which sends no
-    /// authorization): a service SAS signed with the account key, a user delegation SAS for an
-    /// Azure AD identity, or the SAS token given. Its signature is masked.
-    pub async fn download_url(&self, blob: &str) -> Result<String, BackendError> {
-        let url = match self.credential().await?.as_ref() {
-            AzureCredential::SASToken(pairs) => {
-                let mut url = self.url(Some(blob), &[]);
-                url.query_pairs_mut().extend_pairs(pairs);
-                url
-            }
-            _ => {
-                let path = StorePath::from(blob);
-                let signed = self.store.signed_url(Method::GET, &path, SIGNED_FOR);
-                match tokio::time::timeout(CREDENTIALS_WITHIN, signed).await {
-                    Ok(Ok(url)) => url,
-                    Ok(Err(e)) => return Err(credential_error(&e.to_string())),
-                    Err(_) => return Err(credential_error("no user delegation key within the time allowed")),
-                }
-            }
-        };
-        let url = url.to_string();
-        self.http.mask_url(&url);
-        Ok(url)
-    }
-
     /// Every blob whose name starts with `prefix`, with its metadata (List Blobs, page by page,
     /// bounded like every listing).
-    pub async fn list_blobs(&self, prefix: &str) -> Result<Vec<ListedBlob>, BackendError> {
+    async fn list_blobs(&self, prefix: &str) -> Result<Vec<ListedBlob>, BackendError> {
         let what = "list the container";
         bounded_listing(&self.http.tuning, what, |marker| async move {
             let mut query = vec![
@@ -209,6 +192,70 @@ impl Client {
             Ok((page.blobs.blobs, page.next_marker.filter(|m| !m.is_empty())))
         })
         .await
+    }
+}
+
+impl ObjectClient for Client {
+    const NEEDS: Needs = Needs { list: "Storage Blob Data Reader", delete: "Storage Blob Data Contributor" };
+
+    fn describe(&self) -> String {
+        let s = &self.settings;
+        let prefix = if s.prefix.is_empty() { String::new() } else { format!(", prefix `{}`", s.prefix) };
+        let at = if s.custom_endpoint { format!(" at {}", s.endpoint) } else { String::new() };
+        format!("Azure Blob container `{}` of account `{}`{prefix}{at}", s.container, s.account)
+    }
+
+    async fn lookup(&self, name: &str, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError> {
+        match self.call("look up the entry", Method::HEAD, Some(name), &[], &[], Bytes::new()).await {
+            Ok((headers, _)) => Ok(entries::found(&headers, META, name, key, version)),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A listing with the metadata (`include=metadata`): no request per entry.
+    async fn list(&self, prefix: &str) -> Result<Vec<Object>, BackendError> {
+        let blobs = self.list_blobs(prefix).await?;
+        let object = |blob: ListedBlob| {
+            let modified =
+                chrono::DateTime::parse_from_rfc2822(&blob.properties.last_modified).map_or(0, |t| t.timestamp());
+            let metadata = Metadata::read(|field| blob.metadata.get(field).cloned());
+            Some(Object { name: blob.name?, size: blob.properties.content_length, modified, metadata: Some(metadata) })
+        };
+        Ok(blobs.into_iter().filter_map(object).collect())
+    }
+
+    /// A URL that reads `blob` by itself, for the download machinery (which sends no
+    /// authorization): a service SAS signed with the account key, a user delegation SAS for an
+    /// Azure AD identity, or the SAS token given. Its signature is masked.
+    async fn download_url(&self, blob: &str) -> Result<String, BackendError> {
+        let url = match self.credential().await?.as_ref() {
+            AzureCredential::SASToken(pairs) => {
+                let mut url = self.url(Some(blob), &[]);
+                url.query_pairs_mut().extend_pairs(pairs);
+                url
+            }
+            _ => {
+                let path = StorePath::from(blob);
+                let signed = self.store.signed_url(Method::GET, &path, SIGNED_FOR);
+                match tokio::time::timeout(CREDENTIALS_WITHIN, signed).await {
+                    Ok(Ok(url)) => url,
+                    Ok(Err(e)) => return Err(credential_error(&e.to_string())),
+                    Err(_) => return Err(credential_error("no user delegation key within the time allowed")),
+                }
+            }
+        };
+        let url = url.to_string();
+        self.http.mask_url(&url);
+        Ok(url)
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), BackendError> {
+        self.call("delete", Method::DELETE, Some(name), &[], &[], Bytes::new()).await.map(drop)
+    }
+
+    async fn upload(self: &Arc<Self>, entry: NewEntry) -> Result<Box<dyn Upload>, BackendError> {
+        Ok(upload::start(self, entry))
     }
 }
 

@@ -1,14 +1,19 @@
 //! The GitHub Actions cache service (`backend: github`, and `auto` wherever a runner offers it):
 //! the v1 REST protocol and v2 (Twirp + Azure Blob), chosen by the `protocol` input and the
-//! environment as the official client chooses ([`select`]), and the REST API as its catalog.
+//! environment as the official client chooses ([`settings`]), and the REST API as its catalog.
+//!
+//! Its files are every store's ([`super::store`]): this one, the store; [`settings`], which
+//! service serves the run; [`catalog`]; and, where another store has one `backend.rs`, one file
+//! per protocol ([`v1`], [`v2`]), each with its upload (v2's bytes go up as a block blob,
+//! [`super::blob`]).
 
-mod rest;
-pub mod select;
+mod catalog;
+pub mod settings;
 mod v1;
 mod v2;
 
-pub use rest::GithubCatalog;
-pub use select::{Protocol, Service};
+pub use catalog::GithubCatalog;
+pub use settings::{Protocol, Service};
 pub use v1::V1Backend;
 pub use v2::V2Backend;
 
@@ -56,12 +61,12 @@ struct GithubConfig {
 
 impl Configured for GithubConfig {
     fn serves_auto(&self, env: &Env) -> bool {
-        select::service(self.protocol, env).is_some()
+        settings::service(self.protocol, env).is_some()
     }
 
     fn backend(&self, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
-        let service = select::service(self.protocol, env)
-            .unwrap_or_else(|| Err(select::no_service_reason(self.protocol, env)))
+        let service = settings::service(self.protocol, env)
+            .unwrap_or_else(|| Err(settings::no_service_reason(self.protocol, env)))
             .map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
         let http = Arc::new(Http::new(env, secrets)?);
         Ok(match service {
@@ -71,13 +76,13 @@ impl Configured for GithubConfig {
     }
 
     fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError> {
-        match select::service(self.protocol, env) {
+        match settings::service(self.protocol, env) {
             Some(Ok(_)) => {
                 let token = token.or_else(|| env.non_empty("GITHUB_TOKEN"));
                 Ok(Box::new(GithubCatalog::from_env(env, token)?))
             }
             Some(Err(reason)) => Err(CatalogError::Unavailable { reason }),
-            None => Err(CatalogError::Unavailable { reason: select::no_service_reason(self.protocol, env) }),
+            None => Err(CatalogError::Unavailable { reason: settings::no_service_reason(self.protocol, env) }),
         }
     }
 }

@@ -6,26 +6,24 @@
 //!
 //! Saves: an exact lookup first, since self-hosted servers (falcondev-oss/github-actions-cache-
 //! server) accept a second `CreateCacheEntry` for an entry that exists and let its upload replace
-//! it, where github.com answers 409. Then an archive that fits in one block goes up as a single
-//! Put Blob, a larger one as Put Block (the Azure SDK's block ids, several in flight) and one Put
-//! Block List; then, after a second exact lookup, `FinalizeCacheEntryUpload` with the exact byte
+//! it, where github.com answers 409. Then the archive goes up as a block blob at the signed URL
+//! ([`crate::backend::blob`]: one Put Blob, or Put Block several in flight and one Put Block
+//! List); then, after a second exact lookup, `FinalizeCacheEntryUpload` with the exact byte
 //! count. A refusal to create — 409, 412, or `ok: false` without a message (such a server's
 //! "another job is creating it") — is `exists`.
 
+use crate::backend::blob::{AZURE_VERSION, BlobRequest, BlobTarget, BlockBlob};
 use crate::backend::download;
 use crate::backend::http::{Check, Http, one_line, read_answer, send, urlencode};
-use crate::backend::upload::{BlockIds, BlockSink, BlockWriter, BoxFuture, Finished};
+use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
-use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation};
 use crate::ids::{Key, Version};
-use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use std::io::{self, Read, Write};
+use std::io::Read;
 use std::sync::Arc;
 
 const SERVICE: &str = "/twirp/github.actions.results.api.v1.CacheService/";
-/// Azure Blob REST version sent with every blob request.
-pub const AZURE_VERSION: &str = "2025-01-05";
 
 pub struct V2Backend {
     twirp: Arc<Twirp>,
@@ -168,107 +166,67 @@ impl Backend for V2Backend {
             return Err(BackendError::new(ErrorKind::Fatal, "CreateCacheEntry: an answer without an upload URL"));
         }
         twirp.http.mask_url(&r.signed_upload_url);
-        let blob = Arc::new(BlobSink { http: Arc::clone(&twirp.http), url: r.signed_upload_url, ids: BlockIds::new() });
+        let signed = SignedUrl { http: Arc::clone(&twirp.http), url: r.signed_upload_url };
+        let blob = Arc::new(BlockBlob::new(signed, Vec::new()));
         let writer = BlockWriter::new(Arc::clone(&twirp.http), blob.clone(), true);
-        Ok(Reservation::Reserved(Box::new(V2Upload {
-            twirp: Arc::clone(twirp),
-            key: key.to_owned(),
-            version: version.to_owned(),
-            blob,
-            writer: Some(writer),
-        })))
+        let finalize = Finalize { twirp: Arc::clone(twirp), key: key.to_owned(), version: version.to_owned(), blob };
+        Ok(Reservation::Reserved(Box::new(BlockUpload::new(writer, finalize))))
     }
 }
 
-/// Azure block blob at a signed URL.
-struct BlobSink {
+/// A block blob at the signed URL the service handed out: it authorizes every request itself.
+struct SignedUrl {
     http: Arc<Http>,
     url: String,
-    ids: BlockIds,
 }
 
-impl BlobSink {
-    fn with_query(&self, extra: &str) -> String {
-        let sep = if self.url.contains('?') { '&' } else { '?' };
-        format!("{}{sep}{extra}", self.url)
-    }
-
-    async fn put(&self, what: &str, url: String, headers: &[(&str, &str)], body: Bytes) -> Result<(), BackendError> {
-        self.http
-            .retry(|| async {
-                let mut request = self
-                    .http
-                    .client
-                    .put(url.as_str())
-                    .timeout(self.http.tuning.upload_timeout(body.len()))
-                    .header("x-ms-version", AZURE_VERSION)
-                    .body(body.clone());
-                for (name, value) in headers {
-                    request = request.header(*name, *value);
-                }
-                send(what, request).await?.check(what).await.map(drop)
-            })
-            .await
-    }
-
-    async fn put_blob(&self, data: Bytes) -> Result<(), BackendError> {
-        let headers = [("x-ms-blob-type", "BlockBlob"), ("content-type", "application/octet-stream")];
-        self.put("Put Blob", self.url.clone(), &headers, data).await
-    }
-
-    async fn put_block_list(&self, blocks: usize) -> Result<(), BackendError> {
-        let mut xml = String::from(r#"<?xml version="1.0" encoding="utf-8"?><BlockList>"#);
-        for i in 0..blocks {
-            xml.push_str(&format!("<Latest>{}</Latest>", self.ids.id(i)));
-        }
-        xml.push_str("</BlockList>");
-        let url = self.with_query("comp=blocklist");
-        self.put("Put Block List", url, &[("content-type", "application/xml")], Bytes::from(xml)).await
-    }
-}
-
-impl BlockSink for BlobSink {
-    fn put_block(&self, index: usize, _offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>> {
+impl BlobTarget for SignedUrl {
+    fn put<'a>(&'a self, request: BlobRequest<'a>) -> BoxFuture<'a, Result<(), BackendError>> {
+        let BlobRequest { step, query, headers, body } = request;
         Box::pin(async move {
-            let url = self.with_query(&format!("comp=block&blockid={}", urlencode(&self.ids.id(index))));
-            self.put("Put Block", url, &[], data).await
+            let what = step.name();
+            let url = with_query(&self.url, query);
+            self.http
+                .retry(|| async {
+                    let mut request = self
+                        .http
+                        .client
+                        .put(url.as_str())
+                        .timeout(self.http.tuning.upload_timeout(body.len()))
+                        .header("x-ms-version", AZURE_VERSION)
+                        .body(body.clone());
+                    for (name, value) in headers {
+                        request = request.header(name.clone(), *value);
+                    }
+                    send(what, request).await?.check(what).await.map(drop)
+                })
+                .await
         })
     }
 }
 
-struct V2Upload {
+/// `url` with `query` added after what query it has (the signature's).
+fn with_query(url: &str, query: &[(&str, &str)]) -> String {
+    if query.is_empty() {
+        return url.to_owned();
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let pairs: Vec<String> = query.iter().map(|(name, value)| format!("{name}={}", urlencode(value))).collect();
+    format!("{url}{sep}{}", pairs.join("&"))
+}
+
+/// The end of a save once its blob is written: `FinalizeCacheEntryUpload`.
+struct Finalize {
     twirp: Arc<Twirp>,
     key: Key,
     version: Version,
-    blob: Arc<BlobSink>,
-    writer: Option<BlockWriter>,
+    blob: Arc<BlockBlob<SignedUrl>>,
 }
 
-impl Write for V2Upload {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.writer.as_mut().expect("open until commit").write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Upload for V2Upload {
-    fn commit(mut self: Box<Self>) -> Result<Committed, BackendError> {
-        let writer = self.writer.take().expect("committed once");
+impl CommitBlocks for Finalize {
+    fn commit(self, finished: Finished) -> Result<Committed, BackendError> {
         let http = Arc::clone(&self.twirp.http);
-        let size = match writer.finish()? {
-            Finished::Small(data) => {
-                let size = data.len() as u64;
-                http.rt().block_on(self.blob.put_blob(data))?;
-                size
-            }
-            Finished::Blocks { blocks, total } => {
-                http.rt().block_on(self.blob.put_block_list(blocks))?;
-                total
-            }
-        };
+        let size = http.rt().block_on(self.blob.create(finished))?;
         // A server that re-accepts keys took this upload also if another job's entry was
         // finalized after the lookup before it: only an entry that is still missing is finalized.
         if http.rt().block_on(self.twirp.exists(&self.key, &self.version))? {

@@ -126,7 +126,7 @@ pub(super) fn record_save(root: &Path, name: &str, saved_ref: &str) {
 fn write_record(root: &Path, name: &str, saved_ref: &str) -> io::Result<()> {
     let dir = open_store_dir(root, DIR, true)?;
     let record = serde_json::to_vec(&Record { saved_ref: Some(saved_ref.to_owned()) }).map_err(io::Error::other)?;
-    let tmp = format!(".{}{:x}", super::backend::upload_prefix(), rand_suffix());
+    let tmp = format!(".{}{:x}", super::upload::upload_prefix(), rand_suffix());
     let mut options = OpenOptions::new();
     options.write(true).create_new(true).follow(FollowSymlinks::No);
     #[cfg(unix)]

@@ -1,22 +1,46 @@
-//! S3-compatible object storage (`backend: s3`): its `s3-*` inputs, checked here, and the
-//! client ([`S3Backend`], which is also its catalog). Credentials come only from the standard
-//! AWS environment, never from inputs.
+//! S3-compatible object storage (`backend: s3`): AWS S3, MinIO, Ceph RGW, R2, GCS's
+//! interoperability endpoint.
+//!
+//! `object_store` (apache arrow-rs) holds the credentials — the standard AWS environment only:
+//! keys and session token, a web-identity role (`AWS_ROLE_ARN` + `AWS_WEB_IDENTITY_TOKEN_FILE`,
+//! GitHub OIDC), container credentials, instance metadata — and signs. Every data request is a
+//! pre-signed URL sent with our own HTTP client ([`Http`]), so S3 gets the same retries,
+//! timeouts, parallel ranged downloads and block uploads as the GitHub service, and a signed URL
+//! never reaches a log (its signature and session token are registered as secrets).
+//!
+//! Layout: `<s3-prefix><key>/<first 16 hex digits of the version>`, one object per entry, with
+//! the full version, the ref that saved it and its creation time as object metadata
+//! (`x-amz-meta-version`, `-ref`, `-created`). A lookup checks the full version, so the short
+//! name only keeps object names short (s3s-fs, for one, stores metadata in files named after
+//! them).
+//!
+//! An entry appears atomically and only once: the archive is streamed as a multipart upload to
+//! its final name, and `CompleteMultipartUpload` carries `If-None-Match: *` — until it
+//! completes, the object does not exist for any reader; a second saver's completion is refused
+//! (`412`, or `409` while another completion is in flight) and reported as `exists`. Every path
+//! that does not complete aborts the multipart upload, so no parts are left behind (and a
+//! lifecycle rule for incomplete uploads is the backstop for a killed process).
+//!
+//! Its files are every store's: this one, the store (its `s3-*` inputs, checked here, and the
+//! [`ObjectStore`] description that makes it one); [`settings`], where entries live and who we
+//! are there; [`client`], each request signed and sent, S3's answers read (its
+//! [`ObjectClient`](crate::backend::object::ObjectClient), under the backend and catalog every
+//! object store shares, [`ObjectBackend`]); [`upload`], its saves.
 
 mod client;
+mod settings;
+mod upload;
 
-pub use client::{S3Backend, S3Inputs, S3Settings};
+pub use settings::{S3Inputs, S3Settings, SECRET_VARS};
 
-use super::catalog::{Catalog, CatalogError};
-use super::entries::{parse_endpoint, parse_prefix};
-use super::http::Http;
-use super::store::{Configured, Store};
-use super::{Backend, BackendError, ErrorKind};
+use crate::backend::BackendError;
+use crate::backend::http::Http;
+use crate::backend::object::{ObjectBackend, ObjectStore, Objects, endpoint_input, prefix_input};
 use crate::env::Env;
 use crate::inputs::{
     Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope, parse_optional_bool,
 };
-use crate::paths::Locations;
-use crate::runner::SecretSink;
+use client::Client;
 use std::sync::Arc;
 
 pub static S3_BUCKET: Input<Option<String>> = Input::new(
@@ -30,15 +54,8 @@ pub static S3_BUCKET: Input<Option<String>> = Input::new(
 )
 .catalog(Listing::Both);
 
-pub static S3_PREFIX: Input<Option<String>> = Input::new(
-    "s3-prefix",
-    InputKind::Text,
-    Scope::Cache,
-    "",
-    "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).",
-    parse_prefix,
-)
-.catalog(Listing::Both);
+pub static S3_PREFIX: Input<Option<String>> =
+    prefix_input("s3-prefix", "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).");
 
 pub static S3_REGION: Input<Option<String>> = Input::text(
     "s3-region",
@@ -47,16 +64,11 @@ pub static S3_REGION: Input<Option<String>> = Input::text(
 )
 .catalog(Listing::Both);
 
-pub static S3_ENDPOINT: Input<Option<String>> = Input::new(
+pub static S3_ENDPOINT: Input<Option<String>> = endpoint_input(
     "s3-endpoint",
-    InputKind::Text,
-    Scope::Cache,
-    "",
     "With `backend: s3`: an S3-compatible endpoint such as `https://minio.internal:9000` (default: \
      `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`, else AWS).",
-    parse_endpoint,
-)
-.catalog(Listing::Both);
+);
 
 pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
     "s3-force-path-style",
@@ -69,17 +81,28 @@ pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
 )
 .catalog(Listing::Both);
 
-/// The AWS variables holding secrets: masked in every step with `backend: s3`, never saved.
-pub const SECRET_VARS: [&str; 2] = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"];
+/// The S3 store's backend, which is also its catalog.
+pub type S3Backend = ObjectBackend<Client>;
 
+impl S3Backend {
+    pub fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
+        let prefix = settings.prefix.clone();
+        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::new(http, settings, env)?, env))
+    }
+}
+
+/// `backend: s3`, described.
+#[derive(Clone, Copy, Debug)]
 pub struct S3Store;
 
-pub static S3: S3Store = S3Store;
+pub static S3: Objects<S3Store> = Objects(S3Store);
 
-impl Store for S3Store {
-    fn name(&self) -> &'static str {
-        "s3"
-    }
+impl ObjectStore for S3Store {
+    type Inputs = S3Inputs;
+    type Settings = S3Settings;
+    type Client = Client;
+
+    const NAME: &'static str = "s3";
 
     fn inputs(&self) -> &'static [&'static InputSpec] {
         static INPUTS: [&InputSpec; 5] =
@@ -87,27 +110,32 @@ impl Store for S3Store {
         &INPUTS
     }
 
-    fn configure(&self, raw: &RawInputs, _: &Locations, chosen: bool) -> Result<Arc<dyn Configured>, InputError> {
-        let inputs = read_inputs(raw)?;
-        if chosen && inputs.bucket.is_none() {
-            return Err(InputError::Invalid {
-                name: S3_BUCKET.name(),
-                detail: "is required with `backend: s3`".into(),
-            });
-        }
-        Ok(Arc::new(S3Config { inputs }))
+    /// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
+    fn read(&self, raw: &RawInputs) -> Result<S3Inputs, InputError> {
+        Ok(S3Inputs {
+            bucket: S3_BUCKET.read(raw)?,
+            prefix: S3_PREFIX.read(raw)?,
+            region: S3_REGION.read(raw)?,
+            endpoint: S3_ENDPOINT.read(raw)?,
+            force_path_style: S3_FORCE_PATH_STYLE.read(raw)?,
+        })
     }
-}
 
-/// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
-fn read_inputs(raw: &RawInputs) -> Result<S3Inputs, InputError> {
-    Ok(S3Inputs {
-        bucket: S3_BUCKET.read(raw)?,
-        prefix: S3_PREFIX.read(raw)?,
-        region: S3_REGION.read(raw)?,
-        endpoint: S3_ENDPOINT.read(raw)?,
-        force_path_style: S3_FORCE_PATH_STYLE.read(raw)?,
-    })
+    fn place(&self, inputs: &S3Inputs) -> (&'static Input<Option<String>>, bool) {
+        (&S3_BUCKET, inputs.bucket.is_some())
+    }
+
+    fn resolve(&self, inputs: &S3Inputs, env: &Env) -> Result<S3Settings, String> {
+        S3Settings::resolve(inputs, env)
+    }
+
+    fn connect(&self, http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<S3Backend, BackendError> {
+        S3Backend::new(http, settings, env)
+    }
+
+    fn secret_values(&self, env: &Env) -> Vec<String> {
+        SECRET_VARS.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned).collect()
+    }
 }
 
 /// A bucket name S3 accepts.
@@ -120,33 +148,5 @@ fn parse_bucket(value: Option<&str>) -> Result<Option<String>, String> {
     match valid {
         true => Ok(Some(b.to_owned())),
         false => Err(format!("`{b}` is not a bucket name (3 to 63 lowercase letters, digits, `.` and `-`)")),
-    }
-}
-
-#[derive(Debug)]
-struct S3Config {
-    inputs: S3Inputs,
-}
-
-impl S3Config {
-    fn client(&self, env: &Env, secrets: SecretSink) -> Result<S3Backend, BackendError> {
-        let settings =
-            S3Settings::resolve(&self.inputs, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
-        S3Backend::new(Arc::new(Http::new(env, secrets)?), settings, env)
-    }
-}
-
-impl Configured for S3Config {
-    fn backend(&self, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
-        Ok(Box::new(self.client(env, secrets)?))
-    }
-
-    fn catalog(&self, env: &Env, _token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError> {
-        // Listing needs no secret of its own: the same credentials as the backend's.
-        Ok(Box::new(self.client(env, SecretSink::detached())?))
-    }
-
-    fn secret_values(&self, env: &Env) -> Vec<String> {
-        SECRET_VARS.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned).collect()
     }
 }
