@@ -80,7 +80,7 @@ pub(super) fn explain_and_log(
     let env = runner.env();
     let shown = Shown::new(runner, config);
     let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
-    match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
+    match explain(&shown, backend, catalog, ours, &config.locate.path_lines, refs) {
         Ok(explanation) => {
             super::report::log_explanation(runner, &explanation, limit, asked);
             Ok(explanation)

@@ -67,11 +67,14 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
         CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
         CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
         CommandName::List => {
-            Outcome::Catalog(catalog_commands::list(ctx, &config, &invocation.catalog, invocation.json)?)
+            Outcome::Catalog(catalog_commands::list(ctx, &config.locate, &invocation.catalog, invocation.json)?)
         }
-        CommandName::Prune => {
-            Outcome::Catalog(catalog_commands::prune(ctx, &config, &invocation.catalog, invocation.dry_run)?)
-        }
+        CommandName::Prune => Outcome::Catalog(catalog_commands::prune(
+            ctx,
+            (&config.locate, config.keep),
+            &invocation.catalog,
+            invocation.dry_run,
+        )?),
     };
     publish::publish(ctx.runner, &config, &outcome)?;
     match deferred {
@@ -92,7 +95,7 @@ fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
             {
                 return Err(Error::Strict(format!("{reason}: {}", detail.as_deref().unwrap_or(""))));
             }
-            if config.fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
+            if config.restore.fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
                 let reason = restore.attempt.miss_reason();
                 return Err(Error::FailOnMiss { key: restore.record.key.clone(), reason });
             }
@@ -121,7 +124,7 @@ mod tests {
     use super::*;
     use crate::backend::CatalogError;
     use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
-    use crate::config::{EntryPoint, OUTPUTS};
+    use crate::config::{EntryPoint, Locate, OUTPUTS};
     use crate::env::Env;
     use crate::fingerprint::HostSystem;
     use crate::ids::{Key, Version};
@@ -167,7 +170,7 @@ mod tests {
             }
             let invocation = crate::cli::parse(["exact-cache"].iter().chain(args)).unwrap();
             let runner = self.runner();
-            let no_catalog = |_: &Config, _: &Env| Err(CatalogError::Unavailable { reason: "not in this test".into() });
+            let no_catalog = |_: &Locate, _: &Env| Err(CatalogError::Unavailable { reason: "not in this test".into() });
             let ctx = Context { runner: &runner, system: &HostSystem::default(), backend, catalog: &no_catalog };
             run_with(&invocation, &ctx).map(|()| key_values(&self.path("outputs")))
         }
@@ -226,7 +229,7 @@ mod tests {
     #[test]
     fn a_timeout_is_a_published_miss_and_fails_the_step_only_under_strict() {
         let job = Job::new();
-        let timing_out = |_: &Config, _: &Env, _| Box::new(TimingOut) as Box<dyn Backend>;
+        let timing_out = |_: &Locate, _: &Env, _| Box::new(TimingOut) as Box<dyn Backend>;
         let outputs = job.run(&[&["restore"][..], &ARGS].concat(), &timing_out).unwrap();
         assert_eq!(outputs["miss-reason"], "timeout");
         assert_eq!((outputs["cache-hit"].as_str(), outputs["reused"].as_str()), ("false", "false"));
@@ -249,7 +252,7 @@ mod tests {
     fn save_then_restore_in_process_publishes_every_declared_output() {
         let job = Job::new();
         let store = job.path("store");
-        let local = move |_: &Config, _: &Env, _| {
+        let local = move |_: &Locate, _: &Env, _| {
             Box::new(crate::backend::LocalBackend::new(store.clone())) as Box<dyn Backend>
         };
         std::fs::create_dir(job.path("ws/out")).unwrap();
