@@ -275,3 +275,96 @@ mod tests {
         assert_eq!((state["key"].as_str(), state["skip-save"].as_str()), (saved["key"].as_str(), "true"));
     }
 }
+
+#[cfg(test)]
+mod config_parts {
+    //! Which part of [`Config`] each file of `commands` reads (docs/architecture.md, "Config"),
+    //! checked against the code: `Config` (the whole type), a part's type in a signature
+    //! (`Locate`, `RestoreConfig`, `SaveConfig`, `Keep`), or `config.<field>` read of the whole.
+    //! A file absent from [`READS`] names none of them; a change in what a file reads changes
+    //! this table, deliberately.
+
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    const READS: &[(&str, &[&str])] = &[
+        // The whole: the commands take it and hand each layer below its part.
+        ("mod.rs", &["Config", "keep", "locate", "restore", "strict"]),
+        ("setup.rs", &["Config", "Locate", "check_key_inputs", "locate", "save", "secret_env"]),
+        ("fingerprint.rs", &["Config", "fingerprint", "locate", "preset"]),
+        (
+            "restore.rs",
+            &["Config", "Locate", "RestoreConfig", "fingerprint", "locate", "restore", "strict", "uncovered_reads"],
+        ),
+        (
+            "save.rs",
+            &[
+                "Config",
+                "Keep",
+                "Locate",
+                "SaveConfig",
+                "fingerprint",
+                "locate",
+                "preset",
+                "save",
+                "secret_env",
+                "uncovered_reads",
+            ],
+        ),
+        ("catalog_commands.rs", &["Config", "Keep", "Locate", "locate"]),
+        // What users read names the cache and masks values: the whole, read for that alone.
+        ("publish.rs", &["Config"]),
+        ("report.rs", &["Config", "locate", "preset", "save", "secret_env"]),
+        ("explain.rs", &["Config", "locate"]),
+        // Only what locates entries.
+        ("handoff.rs", &["Locate"]),
+        ("services.rs", &["Locate"]),
+        ("verify.rs", &["Locate"]),
+    ];
+
+    /// What `text` (tests and comments aside) names of `Config` and its parts.
+    fn named(text: &str) -> BTreeSet<String> {
+        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        let mut found = BTreeSet::new();
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices(|c: char| c.is_ascii_uppercase() || c == 'c') {
+                if line[..i].chars().next_back().is_some_and(word) {
+                    continue;
+                }
+                let ident: String = line[i..].chars().take_while(|c| word(*c)).collect();
+                let after = &line[i + ident.len()..];
+                match ident.as_str() {
+                    // `Config(…)` is an error's variant, not the type.
+                    "Config" if !after.starts_with('(') => found.insert(ident),
+                    "Locate" | "RestoreConfig" | "SaveConfig" | "Keep" => found.insert(ident),
+                    "config" if after.starts_with('.') => {
+                        found.insert(after[1..].chars().take_while(|c| word(*c)).collect())
+                    }
+                    _ => false,
+                };
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn each_file_reads_only_its_part_of_the_config() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+        let mut wrong = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            let found = named(&std::fs::read_to_string(&path).unwrap());
+            let listed: BTreeSet<String> = READS
+                .iter()
+                .find(|(name, _)| *name == file)
+                .map(|(_, reads)| reads.iter().map(|r| r.to_string()).collect())
+                .unwrap_or_default();
+            if found != listed {
+                wrong.push(format!("{file}: reads {found:?}, listed {listed:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "what commands read of the config changed:\n{}", wrong.join("\n"));
+    }
+}
