@@ -79,30 +79,30 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     publish::publish(ctx.runner, &config, &outcome)?;
     match deferred {
         Some(error) => Err(error),
-        None => verdict(&config, &outcome),
+        None => verdict(config.strict, config.restore.fail_on_cache_miss, &outcome),
     }
 }
 
 /// Whether a published outcome fails the step: cache trouble under `strict`, a miss under
 /// `fail-on-cache-miss`, changes under `verify-reuse: fail`.
-fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
+fn verdict(strict: bool, fail_on_cache_miss: bool, outcome: &Outcome) -> Result<(), Error> {
     use crate::outcome::Attempt;
     match outcome {
         Outcome::Restore(restore) => {
             if let Attempt::Miss { reason, detail } = &restore.attempt
                 && restore.attempt.is_trouble()
-                && config.strict
+                && strict
             {
                 return Err(Error::Strict(format!("{reason}: {}", detail.as_deref().unwrap_or(""))));
             }
-            if config.restore.fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
+            if fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
                 let reason = restore.attempt.miss_reason();
                 return Err(Error::FailOnMiss { key: restore.record.key.clone(), reason });
             }
             Ok(())
         }
         Outcome::Save(save) => {
-            if save.trouble && config.strict {
+            if save.trouble && strict {
                 return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
             }
             if save.result == crate::outcome::SaveResult::UncoveredReads {
