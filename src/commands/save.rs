@@ -45,11 +45,11 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             runner.warning(detail);
             return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
         }
-        let fingerprint_file = runner
+        let path = runner
             .state(State::FingerprintFile)
             .map(PathBuf::from)
             .unwrap_or_else(|| fingerprint_path(fingerprint_file, env, &key));
-        read_fingerprint(&fingerprint_file, &key)?
+        read_fingerprint(&path, &key)?
     } else if let Some(key) = &config.save.key {
         let record = read_fingerprint(&fingerprint_path(fingerprint_file, env, key), key)?;
         if record.version != version {
