@@ -26,9 +26,10 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
     let record = compute(ctx, config)?;
     let backend = (ctx.backend)(&config.locate, runner.env(), runner.secret_sink());
     let catalog = (ctx.catalog)(&config.locate, runner.env())?;
+    let shown = super::report::Shown::new(runner, config);
     let explanation = explain::explain_and_log(
         ctx,
-        config,
+        (&shown, &config.locate.path_lines),
         backend.as_ref(),
         catalog.as_ref(),
         &record,

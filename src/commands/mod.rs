@@ -314,7 +314,6 @@ mod config_parts {
         // What users read names the cache and masks values: the whole, read for that alone.
         ("publish.rs", &["Config"]),
         ("report.rs", &["Config", "locate", "preset", "save", "secret_env"]),
-        ("explain.rs", &["Config", "locate"]),
         // Only what locates entries.
         ("handoff.rs", &["Locate"]),
         ("services.rs", &["Locate"]),

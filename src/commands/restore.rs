@@ -567,9 +567,10 @@ fn explain_miss(
             return Some(Err(why));
         }
     };
+    let shown = super::report::Shown::new(runner, config);
     Some(explain::explain_and_log(
         ctx,
-        config,
+        (&shown, &config.locate.path_lines),
         backend,
         catalog.as_ref(),
         ours,
