@@ -8,7 +8,7 @@ use super::{Context, Error, explain, prune as pruning, worth};
 use crate::archive::read_generation;
 use crate::backend::{Backend, Listed};
 use crate::cli::CatalogArgs;
-use crate::config::{Config, DEFAULT_PREFIX, InputError, defs};
+use crate::config::{Config, DEFAULT_PREFIX, InputError, Keep, Locate, defs};
 use crate::manifest::Generation;
 use crate::outcome::{CatalogOutcome, ListedEntry};
 use crate::runner::Mode;
@@ -24,11 +24,12 @@ const GENERATION_READ_BYTES: u64 = 132 << 10;
 pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let record = compute(ctx, config)?;
-    let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
-    let catalog = (ctx.catalog)(config, runner.env())?;
+    let backend = (ctx.backend)(&config.locate, runner.env(), runner.secret_sink());
+    let catalog = (ctx.catalog)(&config.locate, runner.env())?;
+    let shown = super::report::Shown::new(runner, config);
     let explanation = explain::explain_and_log(
         ctx,
-        config,
+        (&shown, &config.locate.path_lines),
         backend.as_ref(),
         catalog.as_ref(),
         &record,
@@ -40,14 +41,14 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 
-pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: bool) -> Result<CatalogOutcome, Error> {
+pub(super) fn list(ctx: &Context, locate: &Locate, args: &CatalogArgs, json: bool) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
-    let catalog = (ctx.catalog)(config, runner.env())?;
+    let catalog = (ctx.catalog)(locate, runner.env())?;
     let refs = chosen_refs(ctx, args);
-    let entries = pruning::ours(catalog.as_ref(), &config.prefix, &refs)?;
-    runner.info(&format!("{} {}", heading(config, &refs, entries.len()), catalog.describe()));
-    let slots = ListedSlots::new(&entries, args.versions_known.then(|| config.version()).as_ref());
-    let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
+    let entries = pruning::ours(catalog.as_ref(), &locate.prefix, &refs)?;
+    runner.info(&format!("{} {}", heading(&locate.prefix, &refs, entries.len()), catalog.describe()));
+    let slots = ListedSlots::new(&entries, args.versions_known.then(|| locate.version()).as_ref());
+    let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
     let mut newest: Vec<usize> = (0..entries.len()).collect();
     newest.sort_by_key(|&i| std::cmp::Reverse(entries[i].created));
     let mut figures: Vec<Result<Option<Generation>, String>> =
@@ -79,7 +80,7 @@ pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: boo
         })
         .collect();
     let lines = match entries.is_empty() {
-        true => vec![format!("no entries of `{}` {} in {}", config.prefix, refs.describe(), catalog.describe())],
+        true => vec![format!("no entries of `{}` {} in {}", locate.prefix, refs.describe(), catalog.describe())],
         false => table(&entries, args.long),
     };
     // On the command line the table is the command's output; in a job's log, lines of it.
@@ -90,7 +91,7 @@ pub(super) fn list(ctx: &Context, config: &Config, args: &CatalogArgs, json: boo
     }
     let figures: Vec<Option<f64>> = entries.iter().map(|e| e.generation_seconds).collect();
     let uses = entries.iter().any(|e| e.last_used.is_some());
-    runner.info(&format!("total: {}", worth::totals_line(&config.prefix, &figures, uses)));
+    runner.info(&format!("total: {}", worth::totals_line(&locate.prefix, &figures, uses)));
     Ok(CatalogOutcome::List { entries, json })
 }
 
@@ -114,10 +115,10 @@ fn chosen_refs(ctx: &Context, args: &CatalogArgs) -> Refs {
 }
 
 /// `2 entries of `models` on every ref in` (the store follows).
-fn heading(config: &Config, refs: &Refs, count: usize) -> String {
-    let default = if config.prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
+fn heading(prefix: &str, refs: &Refs, count: usize) -> String {
+    let default = if prefix == DEFAULT_PREFIX { " (the default prefix; `--prefix` names another)" } else { "" };
     let listed = units::count_of(count, "entry");
-    format!("{listed} of `{}`{default} {} in", config.prefix, refs.describe())
+    format!("{listed} of `{prefix}`{default} {} in", refs.describe())
 }
 
 /// `<prefix>-<first 12 hex>…` (and a later generation's `.g<n>`), as `git` shortens commits.
@@ -174,25 +175,25 @@ fn table(entries: &[ListedEntry], long: bool) -> Vec<String> {
 
 pub(super) fn prune(
     ctx: &Context,
-    config: &Config,
+    (locate, keep): (&Locate, Keep),
     args: &CatalogArgs,
     dry_run: bool,
 ) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let rule = match args.older_than {
         Some(age) => Rule::OlderThan { age, now: chrono::Utc::now().timestamp() },
-        None => Rule::Newest { keep: config.prune_keep, just_saved: None },
+        None => Rule::Newest { keep: keep.newest, just_saved: None },
     };
     // By age, the default prefix loses only what nobody used: retention, not someone else's loss.
     let by_count = matches!(rule, Rule::Newest { .. });
-    if let Some(detail) = pruning::refusal(&config.prefix).filter(|_| by_count && !dry_run) {
+    if let Some(detail) = pruning::refusal(&locate.prefix).filter(|_| by_count && !dry_run) {
         return Err(InputError::Invalid { name: defs::PREFIX.name(), detail }.into());
     }
-    let catalog = (ctx.catalog)(config, runner.env())?;
+    let catalog = (ctx.catalog)(locate, runner.env())?;
     let refs = chosen_refs(ctx, args);
-    let entries = pruning::ours(catalog.as_ref(), &config.prefix, &refs)?;
-    runner.info(&format!("{} {}", heading(config, &refs, entries.len()), catalog.describe()));
-    let slots = ListedSlots::new(&entries, args.versions_known.then(|| config.version()).as_ref());
+    let entries = pruning::ours(catalog.as_ref(), &locate.prefix, &refs)?;
+    runner.info(&format!("{} {}", heading(&locate.prefix, &refs, entries.len()), catalog.describe()));
+    let slots = ListedSlots::new(&entries, args.versions_known.then(|| locate.version()).as_ref());
     let report = pruning::delete(catalog.as_ref(), entries, &refs, rule, &slots, dry_run)?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     let name = |e: &Listed| pruning::named(e, slots.slot(e));

@@ -9,7 +9,6 @@ use super::report::Shown;
 use crate::archive::{Compression, UnpackError, read_fingerprint};
 use crate::backend::{Backend, BackendError};
 use crate::backend::{Catalog, CatalogError, Listed};
-use crate::config::Config;
 use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
 use crate::keys::{self, Key};
 use crate::stack::Slot;
@@ -62,13 +61,14 @@ pub enum ExplainError {
     OtherKey { key: Key },
 }
 
-/// [`explain`] `ours` for this run (its refs; `secret-env` values masked) and log the result:
+/// [`explain`] `ours` for this run (its refs; `shown`: `secret-env` values masked; `path_lines`:
+/// ours, as the version names them) and log the result:
 /// at most `limit` changes, or why there is no explanation (also returned) after `unexplained: `.
 /// `asked`: the answer of the `explain` command, which `--quiet` keeps.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn explain_and_log(
     ctx: &Context,
-    config: &Config,
+    (shown, path_lines): (&Shown, &[String]),
     backend: &dyn Backend,
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
@@ -78,9 +78,8 @@ pub(super) fn explain_and_log(
 ) -> Result<Explanation, String> {
     let runner = ctx.runner;
     let env = runner.env();
-    let shown = Shown::new(runner, config);
     let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
-    match explain(&shown, backend, catalog, ours, &config.path_lines, refs) {
+    match explain(shown, backend, catalog, ours, path_lines, refs) {
         Ok(explanation) => {
             super::report::log_explanation(runner, &explanation, limit, asked);
             Ok(explanation)

@@ -8,7 +8,7 @@ use crate::outcome::FingerprintOutcome;
 
 pub(super) fn run(ctx: &Context, config: &Config) -> Result<FingerprintOutcome, Error> {
     let record = compute(ctx, config)?;
-    let file = handoff::write_fingerprint(config, ctx.runner.env(), &record)?;
+    let file = handoff::write_fingerprint(config.locate.fingerprint_file.as_deref(), ctx.runner.env(), &record)?;
     ctx.runner.info(&format!("fingerprint file: {}", file.display()));
     Ok(FingerprintOutcome { record, file })
 }
@@ -30,7 +30,7 @@ pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecor
         }
         ctx.runner.info(&line);
     }
-    let record = FingerprintRecord::new(&config.prefix, &config.version(), fingerprint);
+    let record = FingerprintRecord::new(&config.locate.prefix, &config.locate.version(), fingerprint);
     report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
     Ok(record)
 }

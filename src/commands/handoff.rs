@@ -7,7 +7,7 @@
 use super::Error;
 use super::verify::Kept;
 use crate::backend::LocalBackend;
-use crate::config::Config;
+use crate::config::Locate;
 use crate::env::Env;
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::{Key, Version};
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 /// Where the fingerprint file of `key` lives unless `fingerprint-file` says otherwise.
 /// `$RUNNER_TEMP/exact-cache/` on a runner (private to the job); otherwise a directory of the
 /// user's own, never a shared and predictable `/tmp` path.
-pub(super) fn fingerprint_path(config: &Config, env: &Env, key: &Key) -> PathBuf {
-    config.fingerprint_file.clone().unwrap_or_else(|| {
+pub(super) fn fingerprint_path(fingerprint_file: Option<&Path>, env: &Env, key: &Key) -> PathBuf {
+    fingerprint_file.map(Path::to_path_buf).unwrap_or_else(|| {
         let dir = match env.non_empty("RUNNER_TEMP") {
             Some(temp) => PathBuf::from(temp).join("exact-cache"),
             None => LocalBackend::default_dir(env).join("fingerprints"),
@@ -89,14 +89,18 @@ pub(super) enum Restored {
 
 /// Where the restore record of `key` and `version` lives: beside the fingerprint file, named by
 /// both (two caches can share a key when their `path` lines differ).
-pub(super) fn record_path(config: &Config, env: &Env, key: &Key, version: &Version) -> PathBuf {
+pub(super) fn record_path(fingerprint_file: Option<&Path>, env: &Env, key: &Key, version: &Version) -> PathBuf {
     let short: String = version.chars().take(16).collect();
-    fingerprint_path(config, env, key).with_file_name(format!("{key}.{short}.restore.json"))
+    fingerprint_path(fingerprint_file, env, key).with_file_name(format!("{key}.{short}.restore.json"))
 }
 
 /// Write the restore's record; its path.
-pub(super) fn write_record(config: &Config, env: &Env, record: &RestoreRecord) -> std::io::Result<PathBuf> {
-    let path = record_path(config, env, &record.key, &record.version);
+pub(super) fn write_record(
+    fingerprint_file: Option<&Path>,
+    env: &Env,
+    record: &RestoreRecord,
+) -> std::io::Result<PathBuf> {
+    let path = record_path(fingerprint_file, env, &record.key, &record.version);
     write_atomically(&path, &serde_json::to_string(record).expect("records serialize"))?;
     Ok(path)
 }
@@ -105,22 +109,22 @@ pub(super) fn write_record(config: &Config, env: &Env, record: &RestoreRecord) -
 /// left one; an error names a record that cannot be read, is another's, or (outside Actions,
 /// where `RUNNER_TEMP` is unset) is older than a session.
 pub(super) fn read_record(
-    config: &Config,
+    fingerprint_file: Option<&Path>,
     env: &Env,
     (key, version): (&Key, &Version),
     store: &str,
 ) -> Result<Option<(Restored, RestoreTimes)>, String> {
-    Ok(read_whole_record(config, env, (key, version), store)?
+    Ok(read_whole_record(fingerprint_file, env, (key, version), store)?
         .map(|record| (record.restored, RestoreTimes { ended_ms: record.ended_ms, hit: record.hit })))
 }
 
 fn read_whole_record(
-    config: &Config,
+    fingerprint_file: Option<&Path>,
     env: &Env,
     (key, version): (&Key, &Version),
     store: &str,
 ) -> Result<Option<RestoreRecord>, String> {
-    let path = record_path(config, env, key, version);
+    let path = record_path(fingerprint_file, env, key, version);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -140,8 +144,12 @@ fn read_whole_record(
     Ok(Some(record))
 }
 
-pub(super) fn write_fingerprint(config: &Config, env: &Env, record: &FingerprintRecord) -> Result<PathBuf, Error> {
-    let path = fingerprint_path(config, env, &record.key);
+pub(super) fn write_fingerprint(
+    fingerprint_file: Option<&Path>,
+    env: &Env,
+    record: &FingerprintRecord,
+) -> Result<PathBuf, Error> {
+    let path = fingerprint_path(fingerprint_file, env, &record.key);
     write_atomically(&path, &record.to_json())
         .map_err(|source| Error::WriteFingerprint { path: path.clone(), source })?;
     Ok(path)
@@ -173,8 +181,8 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// Leave the marker that lets a later `clean-on-miss` clean the directory roots (by index)
 /// exact-cache has restored into or saved from (only where it could not clean otherwise).
-pub(super) fn mark_owned(runner: &Runner, config: &Config, roots: &[usize]) {
-    for (dir, e) in config.clean_guard.mark_owned(&config.paths, roots) {
+pub(super) fn mark_owned(runner: &Runner, locate: &Locate, roots: &[usize]) {
+    for (dir, e) in locate.clean_guard.mark_owned(&locate.paths, roots) {
         runner.warning(&format!("cannot mark `{}` as exact-cache's own for `clean-on-miss`: {e}", dir.display()));
     }
 }

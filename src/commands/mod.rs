@@ -26,7 +26,6 @@ pub use error::Error;
 pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
 use crate::cli::{CommandName, Invocation};
-use crate::config::Config;
 use crate::fingerprint::System;
 use crate::outcome::Outcome;
 use crate::runner::Runner;
@@ -67,39 +66,42 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
         CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
         CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
         CommandName::List => {
-            Outcome::Catalog(catalog_commands::list(ctx, &config, &invocation.catalog, invocation.json)?)
+            Outcome::Catalog(catalog_commands::list(ctx, &config.locate, &invocation.catalog, invocation.json)?)
         }
-        CommandName::Prune => {
-            Outcome::Catalog(catalog_commands::prune(ctx, &config, &invocation.catalog, invocation.dry_run)?)
-        }
+        CommandName::Prune => Outcome::Catalog(catalog_commands::prune(
+            ctx,
+            (&config.locate, config.keep),
+            &invocation.catalog,
+            invocation.dry_run,
+        )?),
     };
     publish::publish(ctx.runner, &config, &outcome)?;
     match deferred {
         Some(error) => Err(error),
-        None => verdict(&config, &outcome),
+        None => verdict(config.strict, config.restore.fail_on_cache_miss, &outcome),
     }
 }
 
 /// Whether a published outcome fails the step: cache trouble under `strict`, a miss under
 /// `fail-on-cache-miss`, changes under `verify-reuse: fail`.
-fn verdict(config: &Config, outcome: &Outcome) -> Result<(), Error> {
+fn verdict(strict: bool, fail_on_cache_miss: bool, outcome: &Outcome) -> Result<(), Error> {
     use crate::outcome::Attempt;
     match outcome {
         Outcome::Restore(restore) => {
             if let Attempt::Miss { reason, detail } = &restore.attempt
                 && restore.attempt.is_trouble()
-                && config.strict
+                && strict
             {
                 return Err(Error::Strict(format!("{reason}: {}", detail.as_deref().unwrap_or(""))));
             }
-            if config.fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
+            if fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
                 let reason = restore.attempt.miss_reason();
                 return Err(Error::FailOnMiss { key: restore.record.key.clone(), reason });
             }
             Ok(())
         }
         Outcome::Save(save) => {
-            if save.trouble && config.strict {
+            if save.trouble && strict {
                 return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
             }
             if save.result == crate::outcome::SaveResult::UncoveredReads {
@@ -121,7 +123,7 @@ mod tests {
     use super::*;
     use crate::backend::CatalogError;
     use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
-    use crate::config::{EntryPoint, OUTPUTS};
+    use crate::config::{EntryPoint, Locate, OUTPUTS};
     use crate::env::Env;
     use crate::fingerprint::HostSystem;
     use crate::ids::{Key, Version};
@@ -167,7 +169,7 @@ mod tests {
             }
             let invocation = crate::cli::parse(["exact-cache"].iter().chain(args)).unwrap();
             let runner = self.runner();
-            let no_catalog = |_: &Config, _: &Env| Err(CatalogError::Unavailable { reason: "not in this test".into() });
+            let no_catalog = |_: &Locate, _: &Env| Err(CatalogError::Unavailable { reason: "not in this test".into() });
             let ctx = Context { runner: &runner, system: &HostSystem::default(), backend, catalog: &no_catalog };
             run_with(&invocation, &ctx).map(|()| key_values(&self.path("outputs")))
         }
@@ -226,7 +228,7 @@ mod tests {
     #[test]
     fn a_timeout_is_a_published_miss_and_fails_the_step_only_under_strict() {
         let job = Job::new();
-        let timing_out = |_: &Config, _: &Env, _| Box::new(TimingOut) as Box<dyn Backend>;
+        let timing_out = |_: &Locate, _: &Env, _| Box::new(TimingOut) as Box<dyn Backend>;
         let outputs = job.run(&[&["restore"][..], &ARGS].concat(), &timing_out).unwrap();
         assert_eq!(outputs["miss-reason"], "timeout");
         assert_eq!((outputs["cache-hit"].as_str(), outputs["reused"].as_str()), ("false", "false"));
@@ -249,7 +251,7 @@ mod tests {
     fn save_then_restore_in_process_publishes_every_declared_output() {
         let job = Job::new();
         let store = job.path("store");
-        let local = move |_: &Config, _: &Env, _| {
+        let local = move |_: &Locate, _: &Env, _| {
             Box::new(crate::backend::LocalBackend::new(store.clone())) as Box<dyn Backend>
         };
         std::fs::create_dir(job.path("ws/out")).unwrap();
@@ -270,5 +272,127 @@ mod tests {
         assert_eq!(std::fs::read(job.path("ws/out/model.pt")).unwrap(), b"weights");
         let state = key_values(&job.path("state"));
         assert_eq!((state["key"].as_str(), state["skip-save"].as_str()), (saved["key"].as_str(), "true"));
+    }
+}
+
+#[cfg(test)]
+mod config_parts {
+    //! Which part of [`Config`](crate::config::Config) each file of `src/` (but `config`'s own)
+    //! reads (docs/architecture.md, "Config"), checked against the code: `Config` (the whole
+    //! type), a part's type in a signature (`Locate`, `RestoreConfig`, `SaveConfig`, `Keep`), or
+    //! `config.<field>` read of the whole. A file absent from [`READS`] names none of them; a
+    //! change in what a file reads changes this table, deliberately.
+
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    const READS: &[(&str, &[&str])] = &[
+        // The whole: the commands take it and hand each layer below its part.
+        ("commands/mod.rs", &["keep", "locate", "restore", "strict"]),
+        ("commands/setup.rs", &["Config", "Locate", "check_key_inputs", "locate", "save", "secret_env"]),
+        ("commands/fingerprint.rs", &["Config", "fingerprint", "locate", "preset"]),
+        (
+            "commands/restore.rs",
+            &["Config", "Locate", "RestoreConfig", "fingerprint", "locate", "restore", "strict", "uncovered_reads"],
+        ),
+        (
+            "commands/save.rs",
+            &[
+                "Config",
+                "Keep",
+                "Locate",
+                "SaveConfig",
+                "fingerprint",
+                "locate",
+                "preset",
+                "save",
+                "secret_env",
+                "uncovered_reads",
+            ],
+        ),
+        ("commands/catalog_commands.rs", &["Config", "Keep", "Locate", "locate"]),
+        // What users read names the cache and masks values: the whole, read for that alone.
+        ("commands/publish.rs", &["Config"]),
+        ("commands/report.rs", &["Config", "locate", "preset", "save", "secret_env"]),
+        // Only what locates entries.
+        ("commands/handoff.rs", &["Locate"]),
+        ("commands/services.rs", &["Locate"]),
+        ("commands/verify.rs", &["Locate"]),
+    ];
+
+    /// What `text` (tests and comments aside) names of `Config` and its parts.
+    fn named(text: &str) -> BTreeSet<String> {
+        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        let mut found = BTreeSet::new();
+        let fields = [
+            "fingerprint",
+            "locate",
+            "restore",
+            "save",
+            "strict",
+            "uncovered_reads",
+            "secret_env",
+            "keep",
+            "preset",
+            "allow_machine_only_key",
+            "check_key_inputs",
+        ];
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices(|c: char| c.is_ascii_uppercase() || c == 'c') {
+                if line[..i].chars().next_back().is_some_and(word) {
+                    continue;
+                }
+                let ident: String = line[i..].chars().take_while(|c| word(*c)).collect();
+                let after = &line[i + ident.len()..];
+                match ident.as_str() {
+                    // `Config(…)` is an error's variant, not the type.
+                    "Config" if !after.starts_with('(') => found.insert(ident),
+                    "Locate" | "RestoreConfig" | "SaveConfig" | "Keep" => found.insert(ident),
+                    "config" if after.starts_with('.') => {
+                        let field: String = after[1..].chars().take_while(|c| word(*c)).collect();
+                        fields.contains(&field.as_str()) && found.insert(field)
+                    }
+                    _ => false,
+                };
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn each_file_reads_only_its_part_of_the_config() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut wrong = Vec::new();
+        for path in rust_files(&src) {
+            let file = path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            if file.starts_with("config/") {
+                continue;
+            }
+            let found = named(&std::fs::read_to_string(&path).unwrap());
+            let listed: BTreeSet<String> = READS
+                .iter()
+                .find(|(name, _)| *name == file)
+                .map(|(_, reads)| reads.iter().map(|r| r.to_string()).collect())
+                .unwrap_or_default();
+            if found != listed {
+                wrong.push(format!("{file}: reads {found:?}, listed {listed:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "what commands read of the config changed:\n{}", wrong.join("\n"));
+    }
+
+    /// Every `.rs` file beneath `dir`.
+    fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files.extend(rust_files(&path));
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+        files
     }
 }

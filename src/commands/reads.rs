@@ -2,8 +2,9 @@
 //! they read ([`crate::reads`]); at the save after the miss, name those that no input covers.
 
 use super::Context;
-use crate::config::{Config, UncoveredReads};
+use crate::config::UncoveredReads;
 use crate::fingerprint::{ComponentName, FingerprintRecord};
+use crate::paths::{Locations, PatternSet};
 use crate::reads::{self, Log};
 use crate::text::{error_chain, shorten};
 use crate::units;
@@ -15,10 +16,10 @@ const NAMED: usize = 5;
 
 /// The variables that make the job's later Python record its reads; nothing under `off`, when
 /// another exact-cache step of the job arranged it already, or where it cannot work (said once).
-pub(super) fn arrange(ctx: &Context, config: &Config) -> Vec<(String, String)> {
+pub(super) fn arrange(ctx: &Context, uncovered_reads: UncoveredReads, workspace: &Path) -> Vec<(String, String)> {
     let runner = ctx.runner;
     let env = runner.env();
-    if config.uncovered_reads == UncoveredReads::Off || env.non_empty(reads::LOG_VAR).is_some() {
+    if uncovered_reads == UncoveredReads::Off || env.non_empty(reads::LOG_VAR).is_some() {
         return Vec::new();
     }
     let (Some(temp), Some(_)) = (env.non_empty("RUNNER_TEMP"), env.non_empty("GITHUB_ENV")) else {
@@ -29,7 +30,7 @@ pub(super) fn arrange(ctx: &Context, config: &Config) -> Vec<(String, String)> {
         return Vec::new();
     };
     let dir = Path::new(temp).join("exact-cache").join("reads");
-    match reads::arrange(&dir, &config.fingerprint.locations.workspace, env) {
+    match reads::arrange(&dir, workspace, env) {
         Ok(exports) => {
             runner.info(
                 "uncovered-reads: the job's later Python processes record the files they read under the workspace \
@@ -47,9 +48,15 @@ pub(super) fn arrange(ctx: &Context, config: &Config) -> Vec<(String, String)> {
 
 /// After a miss: the files the job's Python read that no input covers, logged (a warning, or an
 /// error under `fail`); `None` when nothing was recorded.
-pub(super) fn check(ctx: &Context, config: &Config, record: &FingerprintRecord) -> Option<Vec<String>> {
+/// `locations` and `paths`: where the workspace is, and what is saved (no input of the key).
+pub(super) fn check(
+    ctx: &Context,
+    uncovered_reads: UncoveredReads,
+    (locations, paths): (&Locations, &PatternSet),
+    record: &FingerprintRecord,
+) -> Option<Vec<String>> {
     let runner = ctx.runner;
-    if config.uncovered_reads == UncoveredReads::Off {
+    if uncovered_reads == UncoveredReads::Off {
         return None;
     }
     let Some(path) = runner.env().non_empty(reads::LOG_VAR) else {
@@ -72,13 +79,13 @@ pub(super) fn check(ctx: &Context, config: &Config, record: &FingerprintRecord) 
         .get(ComponentName::Files.name())
         .map(|files| files.keys().cloned().collect())
         .unwrap_or_default();
-    let uncovered = log.uncovered(&config.fingerprint.locations, &config.paths, &covered);
+    let uncovered = log.uncovered(locations, paths, &covered);
     if uncovered.is_empty() {
         runner.info(&format!(
             "uncovered-reads: the job's Python read {} under the workspace; an input covers each",
             units::count_of(log.read.len(), "file")
         ));
-    } else if config.uncovered_reads == UncoveredReads::Fail {
+    } else if uncovered_reads == UncoveredReads::Fail {
         runner.error(&format!("{}; nothing is saved (`uncovered-reads: fail`)", line(&uncovered)));
     } else {
         runner.warning(&line(&uncovered));

@@ -46,8 +46,8 @@ impl<'a> Shown<'a> {
             redactor: runner.redactor(),
             secret_env: &config.secret_env,
             cache: cache_name(config),
-            save_on_failure: config.save_on_failure,
-            save_if: config.save_if,
+            save_on_failure: config.save.save_on_failure,
+            save_if: config.save.save_if,
             cli: runner.mode() == crate::runner::Mode::Cli,
         }
     }
@@ -110,14 +110,14 @@ impl<'a> Shown<'a> {
 /// first `path` line.
 /// A save given the restore's `key` names the cache by that key's prefix, as the restore did.
 fn cache_name(config: &Config) -> Option<String> {
-    let prefix = config.key.as_ref().and_then(|k| k.prefix()).unwrap_or(&config.prefix);
+    let prefix = config.save.key.as_ref().and_then(|k| k.prefix()).unwrap_or(&config.locate.prefix);
     if prefix != crate::config::DEFAULT_PREFIX {
         return Some(prefix.to_owned());
     }
     if let Some(preset) = config.preset {
         return Some(preset.name().to_owned());
     }
-    config.path_lines.iter().find(|line| !line.starts_with('!')).map(|line| shorten(line, NAME_CHARS))
+    config.locate.path_lines.iter().find(|line| !line.starts_with('!')).map(|line| shorten(line, NAME_CHARS))
 }
 
 /// The fingerprint in the log: each component's values where details are shown (Actions, in a

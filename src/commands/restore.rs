@@ -9,11 +9,12 @@ use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
 };
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
-use crate::config::Config;
+use crate::config::{Config, Locate, RestoreConfig};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
+use crate::paths::Locations;
 use crate::runner::ProgressReader;
 use crate::stack::{self, Gap, KeptStack, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line, shorten};
@@ -60,29 +61,31 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     let runner = ctx.runner;
     let started = Instant::now();
     let record = compute(ctx, config)?;
-    let fingerprint_file = handoff::write_fingerprint(config, runner.env(), &record)?;
+    let locate = &config.locate;
+    let fingerprint_file = handoff::write_fingerprint(locate.fingerprint_file.as_deref(), runner.env(), &record)?;
     // A preset's directories exist and are known to later steps whatever happens below.
-    for (name, dir) in &config.exports {
+    for (name, dir) in &config.restore.exports {
         if let Err(e) = std::fs::create_dir_all(dir) {
             runner.warning(&format!("cannot create `{dir}` for `{name}`: {e}"));
         }
     }
-    let backend = (ctx.backend)(config, runner.env(), runner.secret_sink());
+    let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
     let (tried, replacement) = {
         let _group = runner.group(&format!("Restore {}", record.key));
         runner.info(&format!("backend: {}", backend.describe()));
-        let tried = reuse(ctx, config, backend.as_ref(), &record.key);
+        let places = Places { locate, locations: &config.fingerprint.locations };
+        let tried = reuse(ctx, places, config.restore.lookup_only, backend.as_ref(), &record.key);
         log_attempt(ctx, &tried);
         let replacement = replacement(ctx, &tried);
         (tried, replacement)
     };
-    let version = config.version();
+    let version = locate.version();
     let store = backend.describe();
     let keep = |restored: Restored, hit: Option<HitRecord>| {
         let (key, version, store) = (record.key.clone(), version.clone(), store.clone());
         let ended_ms = Some(worth::now_ms());
         let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored, ended_ms, hit };
-        handoff::write_record(config, runner.env(), &kept)
+        handoff::write_record(locate.fingerprint_file.as_deref(), runner.env(), &kept)
             .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
             .ok()
     };
@@ -108,7 +111,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
                 stack: Some(reuse.kept),
             };
             let manifest_file = keep(Restored::Reused(Box::new(kept)), Some(hit));
-            handoff::mark_owned(runner, config, &roots);
+            handoff::mark_owned(runner, locate, &roots);
             Attempt::Reused {
                 restored: reuse.restored,
                 stack: reuse.stack,
@@ -146,13 +149,15 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         runner.info(&format!("saved: {}", super::report::Shown::new(runner, config).when_saved()));
     }
     let (cleaned, clean_error) = match attempt {
-        Attempt::Miss { .. } if config.clean_on_miss => clean_stale(ctx, config),
+        Attempt::Miss { .. } if config.restore.clean_on_miss => {
+            clean_stale(ctx, locate, &config.fingerprint.locations, config.strict)
+        }
         _ => (None, None),
     };
     let clean_failed = clean_error.is_some();
-    let mut exports = exports(config, attempt.reused());
+    let mut exports = exports(&config.restore, attempt.reused());
     if matches!(attempt, Attempt::Miss { .. }) && !clean_failed {
-        exports.extend(super::reads::arrange(ctx, config));
+        exports.extend(super::reads::arrange(ctx, config.uncovered_reads, &config.fingerprint.locations.workspace));
     }
     let backend = backend.describe();
     let outcome = RestoreOutcome {
@@ -173,17 +178,24 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
 
 /// Files under `path` not in the entry just placed: they were there before and are kept. Each
 /// as its entry path (what the save step matches) and as shown (`~/…`).
-fn extra_files(config: &Config, manifest: &Manifest) -> Result<Vec<(String, String)>, PackError> {
+fn extra_files(places: Places, manifest: &Manifest) -> Result<Vec<(String, String)>, PackError> {
     let ours: HashSet<&str> = manifest.entries.iter().map(|e| e.path.as_str()).collect();
-    let inventory = crate::archive::inventory(&config.paths)?;
+    let inventory = crate::archive::inventory(&places.locate.paths)?;
     Ok(inventory
         .entries
         .iter()
         .filter(|e| e.kind != EntryKind::Dir)
         .map(|e| (e.entry_path().to_string(), e))
         .filter(|(path, _)| !ours.contains(path.as_str()))
-        .map(|(path, e)| (path, config.fingerprint.locations.display(&e.abs)))
+        .map(|(path, e)| (path, places.locations.display(&e.abs)))
         .collect())
+}
+
+/// Where a reuse puts things: what locates entries, and how paths are shown.
+#[derive(Clone, Copy)]
+struct Places<'a> {
+    locate: &'a Locate,
+    locations: &'a Locations,
 }
 
 /// A stack put in place: the base, then each layer, each whole.
@@ -235,9 +247,16 @@ fn miss(reason: MissReason, detail: String) -> NotReused {
 
 /// Look the key up, download, verify and place the base — and with `grow`, its layers — as
 /// [`stack::reach`] says.
-fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Result<Reuse, NotReused> {
+fn reuse(
+    ctx: &Context,
+    places: Places,
+    lookup_only: bool,
+    backend: &dyn Backend,
+    key: &Key,
+) -> Result<Reuse, NotReused> {
+    let locate = places.locate;
     let lookups = KeyLookups { backend, key };
-    let bases = stack::find_bases(&lookups, key, &config.version());
+    let bases = stack::find_bases(&lookups, key, &locate.version());
     let Some((newest, entry)) = bases.newest else {
         return Err(match (bases.error, bases.offered) {
             (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
@@ -248,11 +267,11 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
             (None, None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
         });
     };
-    if config.lookup_only {
+    if lookup_only {
         return Err(NotReused::Found);
     }
     let (generation, base, mut manifest, roots) =
-        place_base(ctx, config, &lookups, (newest, entry)).map_err(|failed| match failed {
+        place_base(ctx, locate, &lookups, (newest, entry)).map_err(|failed| match failed {
             SlotFailure { reason, detail } if reason.calls_for_replacement() => {
                 NotReused::Unusable { reason, detail: Some(detail), newest }
             }
@@ -261,20 +280,20 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
     let mut kept = KeptStack {
         generation,
         highest: newest,
-        probed: if config.grow { config.grow_max_layers } else { 0 },
+        probed: locate.grow.map_or(0, |limits| limits.max_layers),
         base_bytes: base.content_bytes,
         top: manifest.digest(),
         ..KeptStack::default()
     };
     let mut applied = StackApplied { generation, base, layers: Vec::new(), stopped: None };
     let mut generations = vec![manifest.generation.clone()];
-    if config.grow {
+    if let Some(limits) = locate.grow {
         let below = Below { manifest: &mut manifest, roots: &roots, generations: &mut generations };
-        apply_layers(ctx, config, &lookups, &mut applied, &mut kept, below);
+        apply_layers(ctx, locate, limits.max_layers, &lookups, (&mut applied, &mut kept), below);
     }
     kept.stopped = applied.stopped.is_some() && !kept.trouble;
     let (preexisting, extra_files) =
-        extra_files(config, &manifest).map(|e| e.into_iter().unzip()).unwrap_or_else(|e| {
+        extra_files(places, &manifest).map(|e| e.into_iter().unzip()).unwrap_or_else(|e| {
             ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
             Default::default()
         });
@@ -298,12 +317,12 @@ type PlacedBase = (u32, Transfer, Manifest, Vec<PathBuf>);
 /// Place the newest base: the only one a restore uses ([`stack::reach`]).
 fn place_base(
     ctx: &Context,
-    config: &Config,
+    locate: &Locate,
     lookups: &KeyLookups,
     (newest, entry): (u32, CacheEntry),
 ) -> Result<PlacedBase, SlotFailure> {
     let (base, manifest, roots) =
-        place_slot(ctx, config, lookups, &entry, &config.required, Staged::commit, |m, _| {
+        place_slot(ctx, locate, lookups, &entry, &locate.required, Staged::commit, |m, _| {
             stack::check_slot(m, Slot::base(newest), None).map_err(|why| SlotFailure::corrupt(why.to_string()))
         })?;
     Ok((newest, base, manifest, roots))
@@ -340,21 +359,21 @@ struct Below<'a> {
 /// save compact; service trouble only stops this run's growth.
 fn apply_layers(
     ctx: &Context,
-    config: &Config,
+    locate: &Locate,
+    max_layers: u32,
     lookups: &KeyLookups,
-    applied: &mut StackApplied,
-    kept: &mut KeptStack,
+    (applied, kept): (&mut StackApplied, &mut KeptStack),
     below: Below<'_>,
 ) {
     let Below { manifest, roots: base_roots, generations } = below;
     let generation = applied.generation;
-    let (layers, gap) = stack::find_layers(lookups, lookups.key, &config.version(), generation, config.grow_max_layers);
-    let lines: Vec<&str> = config.paths.includes.iter().map(|p| p.line.as_str()).collect();
+    let (layers, gap) = stack::find_layers(lookups, lookups.key, &locate.version(), generation, max_layers);
+    let lines: Vec<&str> = locate.paths.includes.iter().map(|p| p.line.as_str()).collect();
     for (i, layer) in layers.iter().enumerate() {
         let n = i as u32 + 1;
         let top = kept.top.clone();
         let below: &Manifest = manifest;
-        let placed = place_slot(ctx, config, lookups, layer, &[], Staged::commit_layer, |m, roots| {
+        let placed = place_slot(ctx, locate, lookups, layer, &[], Staged::commit_layer, |m, roots| {
             stack::check_slot(m, Slot::new(generation, n), Some(&top))
                 .and_then(|()| stack::check_additions(m, below))
                 .and_then(|()| stack::check_roots(&lines, roots, base_roots))
@@ -399,7 +418,7 @@ fn apply_layers(
 /// manifest, and where its roots landed.
 fn place_slot(
     ctx: &Context,
-    config: &Config,
+    locate: &Locate,
     lookups: &KeyLookups,
     entry: &CacheEntry,
     required: &[PathBuf],
@@ -412,7 +431,7 @@ fn place_slot(
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
     // Every slot's manifest names the stack's key (a later generation's base is stored under a
     // key of its own).
-    let plan = RestorePlan { key: lookups.key, paths: &config.paths, required, compression: config.compression };
+    let plan = RestorePlan { key: lookups.key, paths: &locate.paths, required, compression: locate.compression };
     let staged = unpack(&mut reader, &plan).map_err(|e| failure(classify(&e), error_chain(&e)))?;
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();
@@ -494,11 +513,16 @@ fn classify(err: &UnpackError) -> MissReason {
 
 /// `clean-on-miss`: remove stale files under `path`. Trouble is a warning, or under `strict`
 /// the error that fails the step.
-fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<CleanError>) {
-    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system, &config.fingerprint.locations.workspace);
+fn clean_stale(
+    ctx: &Context,
+    locate: &Locate,
+    locations: &Locations,
+    strict: bool,
+) -> (Option<Cleaned>, Option<CleanError>) {
+    let tracked = super::tracked::GitTracked::new(ctx.runner, ctx.system, &locations.workspace);
     let mut stats = CleanStats::default();
-    let result = clean_into(&config.paths, &config.clean_guard, &tracked, &mut stats);
-    let names: Vec<String> = stats.removed.iter().map(|p| config.fingerprint.locations.display(p)).collect();
+    let result = clean_into(&locate.paths, &locate.clean_guard, &tracked, &mut stats);
+    let names: Vec<String> = stats.removed.iter().map(|p| locations.display(p)).collect();
     let cleaned =
         Cleaned { files: stats.removed_files, dirs: stats.removed_dirs, names, kept_tracked: stats.kept_tracked };
     match result {
@@ -512,7 +536,7 @@ fn clean_stale(ctx: &Context, config: &Config) -> (Option<Cleaned>, Option<Clean
                 ctx.runner.info(&format!("clean-on-miss: {} before it stopped", cleaned_line(&cleaned)));
                 cleaned
             });
-            if config.strict {
+            if strict {
                 return (cleaned, Some(e));
             }
             ctx.runner.warning(&format!("clean-on-miss did not finish: {}", error_chain(&e)));
@@ -531,11 +555,11 @@ fn explain_miss(
     ours: &FingerprintRecord,
 ) -> Option<Result<Explanation, String>> {
     let runner = ctx.runner;
-    if config.explain_misses == Some(false) {
+    if config.restore.explain_misses == Some(false) {
         return None;
     }
     let _group = runner.group("Why this is a miss");
-    let catalog = match (ctx.catalog)(config, runner.env()) {
+    let catalog = match (ctx.catalog)(&config.locate, runner.env()) {
         Ok(c) => c,
         Err(e) => {
             let why = format!("skipped: {}", error_line(&e));
@@ -543,9 +567,10 @@ fn explain_miss(
             return Some(Err(why));
         }
     };
+    let shown = super::report::Shown::new(runner, config);
     Some(explain::explain_and_log(
         ctx,
-        config,
+        (&shown, &config.locate.path_lines),
         backend,
         catalog.as_ref(),
         ours,
@@ -556,9 +581,9 @@ fn explain_miss(
 }
 
 /// What later steps are told: a preset's directories and `reuse-env`.
-fn exports(config: &Config, reused: bool) -> Vec<(String, String)> {
-    let mut exports = config.exports.clone();
-    if let Some(name) = &config.reuse_env {
+fn exports(restore: &RestoreConfig, reused: bool) -> Vec<(String, String)> {
+    let mut exports = restore.exports.clone();
+    if let Some(name) = &restore.reuse_env {
         exports.push((name.clone(), if reused { "1" } else { "0" }.to_owned()));
     }
     exports

@@ -8,11 +8,13 @@ use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
-use crate::config::{Config, UncoveredReads, VerifyReuse};
+use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
+use crate::paths::Locations;
+use crate::preset::Preset;
 use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
@@ -22,7 +24,7 @@ use std::time::Instant;
 
 pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Error> {
     let outcome = attempt(ctx, config, post)?;
-    Ok(finish(ctx, config, outcome))
+    Ok(finish(ctx, &config.locate, config.save.prune, outcome))
 }
 
 /// Which key to save under (the restore step's, `key`'s, or computed here), what the restore of
@@ -30,7 +32,9 @@ pub(super) fn run(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutc
 fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Error> {
     let runner = ctx.runner;
     let env = runner.env();
-    let version = config.version();
+    let locate = &config.locate;
+    let fingerprint_file = locate.fingerprint_file.as_deref();
+    let version = locate.version();
     let mut record = if post {
         let Some(key) = runner.state(State::Key).map(Key::from) else {
             runner.info("the restore step computed no key; nothing to save");
@@ -41,40 +45,47 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             runner.warning(detail);
             return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
         }
-        let fingerprint_file = runner
+        let path = runner
             .state(State::FingerprintFile)
             .map(PathBuf::from)
-            .unwrap_or_else(|| fingerprint_path(config, env, &key));
-        read_fingerprint(&fingerprint_file, &key)?
-    } else if let Some(key) = &config.key {
-        let record = read_fingerprint(&fingerprint_path(config, env, key), key)?;
+            .unwrap_or_else(|| fingerprint_path(fingerprint_file, env, &key));
+        read_fingerprint(&path, &key)?
+    } else if let Some(key) = &config.save.key {
+        let record = read_fingerprint(&fingerprint_path(fingerprint_file, env, key), key)?;
         if record.version != version {
             return Err(Error::VersionMismatch { key: key.clone() });
         }
         record
     } else {
         let record = compute(ctx, config)?;
-        handoff::write_fingerprint(config, env, &record)?;
+        handoff::write_fingerprint(fingerprint_file, env, &record)?;
         record
     };
     // Two caches of one key (other `path` lines) share its fingerprint file: this save's version
     // is its own `path` lines'.
     record.version = version;
-    let store = (ctx.backend)(config, env, runner.secret_sink()).describe();
-    let (restored, times) = handoff::read_record(config, env, (&record.key, &record.version), &store)
+    let store = (ctx.backend)(locate, env, runner.secret_sink()).describe();
+    let (restored, times) = handoff::read_record(fingerprint_file, env, (&record.key, &record.version), &store)
         .unwrap_or_else(|why| {
             runner.info(&format!("{why}; not using it"));
             None
         })
         .map_or((None, RestoreTimes::default()), |(restored, times)| (Some(restored), times));
+    let writing = Writing {
+        locate,
+        locations: &config.fingerprint.locations,
+        secret_env: &config.secret_env,
+        generation_seconds: config.save.generation_seconds,
+    };
+    let after = |hit| after_hit(ctx, &config.save, config.preset, writing, hit);
     let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
     let place = match restored {
         Some(Restored::Reused(kept)) => {
-            return after_hit(ctx, config, Hit { record: &record, kept: Some(*kept), found_by, times });
+            return after(Hit { record: &record, kept: Some(*kept), found_by, times });
         }
         // `lookup-only` found it, or the restore could not leave its record.
         _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
-            return after_hit(ctx, config, Hit { record: &record, kept: None, found_by, times });
+            return after(Hit { record: &record, kept: None, found_by, times });
         }
         Some(Restored::Unusable { newest }) => {
             runner.info("the restore step could not use this key's entry: saving a replacement");
@@ -83,9 +94,11 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         Some(Restored::NotReused) | None => Place::First,
     };
     // The run that generated what this save keeps: what its Python read and nothing covers.
-    let uncovered = super::reads::check(ctx, config, &record).map(|files| Box::new(Uncovered { files }));
+    let saved = (&config.fingerprint.locations, &locate.paths);
+    let uncovered =
+        super::reads::check(ctx, config.uncovered_reads, saved, &record).map(|files| Box::new(Uncovered { files }));
     let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
-    if !config.save_if {
+    if !config.save.save_if {
         runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
         let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false");
         return Ok(with_uncovered(disabled));
@@ -95,7 +108,17 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         let detail = super::reads::line(files);
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
-    Ok(with_uncovered(save(ctx, config, &record, &Target::whole(place), times)))
+    Ok(with_uncovered(save(ctx, writing, &record, &Target::whole(place), times)))
+}
+
+/// What writing an entry reads: what locates it and what it holds, how paths are shown, the
+/// variables whose values it must never hold, and `generation-seconds`.
+#[derive(Clone, Copy)]
+struct Writing<'a> {
+    locate: &'a Locate,
+    locations: &'a Locations,
+    secret_env: &'a [String],
+    generation_seconds: Option<f64>,
 }
 
 /// An entry restored earlier in the job.
@@ -112,19 +135,26 @@ struct Hit<'a> {
 /// After a hit: `verify-reuse`, then with `grow` a layer (or a compacted base) of what the job
 /// added; otherwise nothing is saved. Both read one comparison of the tree with what the
 /// restore kept.
-fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Error> {
+fn after_hit(
+    ctx: &Context,
+    save: &SaveConfig,
+    preset: Option<Preset>,
+    writing: Writing,
+    hit: Hit,
+) -> Result<SaveOutcome, Error> {
     let runner = ctx.runner;
     let key = &hit.record.key;
-    let verifying = config.verify_reuse != VerifyReuse::Off;
+    let verifying = save.verify_reuse != VerifyReuse::Off;
+    let grow = writing.locate.grow;
     let compared = match &hit.kept {
-        None if verifying || config.grow => {
+        None if verifying || grow.is_some() => {
             let what = if verifying { "verify-reuse" } else { "grow" };
             runner.info(&format!("{what}: the restore step kept no manifest; nothing to compare with"));
             None
         }
-        Some(kept) if verifying || config.grow => {
+        Some(kept) if verifying || grow.is_some() => {
             let what = if verifying { "verify-reuse" } else { "grow" };
-            match verify::compare(kept, config) {
+            match verify::compare(kept, writing.locate, writing.locations) {
                 Ok(changes) => Some((kept, changes)),
                 Err(e) => {
                     runner.warning(&format!("{what}: {}", error_chain(&e)));
@@ -134,19 +164,21 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         }
         _ => None,
     };
-    if config.grow && !config.save_if {
+    if grow.is_some() && !save.save_if {
         runner.info("`save-if` is false: what the job added is not saved as a layer");
     }
     let grown = match &compared {
-        Some((kept, changes)) if config.grow && config.save_if => grow_stack(ctx, config, &hit, kept, changes),
+        Some((kept, changes)) if save.save_if => {
+            grow.and_then(|limits| grow_stack(ctx, limits, writing, &hit, (kept, changes)))
+        }
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
     let worth = hit.times.hit;
-    let verified = compared
-        .as_ref()
-        .filter(|_| verifying)
-        .map(|(_, changes)| reuse_verdict(ctx, config, changes, additions_kept, worth));
+    let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| {
+        let why = (preset, grow.is_some());
+        reuse_verdict(ctx, save.verify_reuse, why, changes, (additions_kept, worth))
+    });
     if let Some(mut grown) = grown {
         grown.verified = verified;
         return Ok(grown);
@@ -161,10 +193,10 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
 /// when there is nothing to add.
 fn grow_stack(
     ctx: &Context,
-    config: &Config,
+    limits: Limits,
+    writing: Writing,
     hit: &Hit,
-    kept: &verify::Kept,
-    changes: &verify::TreeChanges,
+    (kept, changes): (&verify::Kept, &verify::TreeChanges),
 ) -> Option<SaveOutcome> {
     let runner = ctx.runner;
     if !changes.removed.is_empty() {
@@ -180,7 +212,6 @@ fn grow_stack(
             units::count_of(changes.changed.len(), "file")
         ));
     }
-    let limits = Limits { max_layers: config.grow_max_layers, max_share: config.grow_max_share };
     let applied = kept.stack.clone().unwrap_or_default();
     let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
     let target = match stack::plan(limits, &applied, &kept.manifest, added) {
@@ -206,7 +237,7 @@ fn grow_stack(
             Target { only: Some(paths), announce, ..Target::whole(Place::Above { seen, replacing: false }) }
         }
     };
-    Some(save(ctx, config, hit.record, &target, hit.times))
+    Some(save(ctx, writing, hit.record, &target, hit.times))
 }
 
 /// Where in the key's stack a save writes.
@@ -324,7 +355,7 @@ fn keep_only(inv: &mut Inventory, paths: &HashSet<String>, stack_dirs: &HashMap<
 /// Archive the `path` roots (or a layer's part of them) and upload them as `target`.
 fn save(
     ctx: &Context,
-    config: &Config,
+    writing: Writing,
     record: &FingerprintRecord,
     target: &Target,
     times: RestoreTimes,
@@ -339,7 +370,8 @@ fn save(
         return SaveOutcome::skipped(key, SaveResult::ReadOnly, "cache mode is read-only");
     }
 
-    let mut inv = match inventory(&config.paths) {
+    let locate = writing.locate;
+    let mut inv = match inventory(&locate.paths) {
         Ok(inv) => inv,
         Err(e) => return pack_trouble(key, &e),
     };
@@ -355,7 +387,7 @@ fn save(
         ));
     }
     let is_layer = matches!(target.place, Place::Slot(slot) if !slot.is_base());
-    let required: &[PathBuf] = if is_layer { &[] } else { &config.required };
+    let required: &[PathBuf] = if is_layer { &[] } else { &locate.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
         let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
         runner.warning(&msg);
@@ -374,7 +406,7 @@ fn save(
     }
 
     // The packer checks every byte against these before it goes into the archive.
-    let secrets = SecretScanner::new(secret_values(config, env));
+    let secrets = SecretScanner::new(secret_values(writing.secret_env, locate, env));
     if secrets.in_fingerprint(record) {
         let msg = "the fingerprint (a `hash-env` or preset variable) holds the value of a token or of a `secret-env` \
                    variable (not shown); nothing was uploaded";
@@ -386,8 +418,8 @@ fn save(
         return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
     }
 
-    let generation = generation(ctx, config, target, &inv, times);
-    let backend = (ctx.backend)(config, env, runner.secret_sink());
+    let generation = generation(ctx, writing.generation_seconds, target, &inv, times);
+    let backend = (ctx.backend)(locate, env, runner.secret_sink());
     runner.info(&format!("backend: {}", backend.describe()));
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
         Ok(slot) => slot,
@@ -398,19 +430,21 @@ fn save(
         (None, Place::Above { replacing: true, .. }) => runner.info(&format!("saving {slot} as the replacement")),
         _ => {}
     }
-    let mut outcome = upload(ctx, config, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
+    let mut outcome =
+        upload(ctx, writing, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
     if outcome.is_saved() {
         outcome.generation = generation.as_ref().and_then(Generation::plausible);
-        log_generation(ctx, config, generation.as_ref());
+        log_generation(ctx, writing.generation_seconds.is_some(), generation.as_ref());
     }
     outcome
 }
 
-/// The log's line about the time to generate an entry just written.
-fn log_generation(ctx: &Context, config: &Config, generation: Option<&Generation>) {
+/// The log's line about the time to generate an entry just written (`given`: by
+/// `generation-seconds`).
+fn log_generation(ctx: &Context, given: bool, generation: Option<&Generation>) {
     let runner = ctx.runner;
     match generation.and_then(Generation::plausible) {
-        Some(d) if config.generation_seconds.is_some() => {
+        Some(d) if given => {
             runner.info(&format!("time to generate: {} (`generation-seconds`)", units::duration(d)));
         }
         Some(d) => runner.info(&format!(
@@ -430,7 +464,7 @@ fn log_generation(ctx: &Context, config: &Config, generation: Option<&Generation
 /// compaction adds what the stack it replaces took, and records nothing when that is not known.
 fn generation(
     ctx: &Context,
-    config: &Config,
+    given: Option<f64>,
     target: &Target,
     inv: &Inventory,
     times: RestoreTimes,
@@ -440,14 +474,14 @@ fn generation(
     let compacting = matches!(target.place, Place::Above { replacing: false, .. });
     let below = times.hit.and_then(|h| h.generation_ms);
     match (compacting, below) {
-        (true, None) if config.generation_seconds.is_none() => None,
-        _ => worth::measure(config, env, inv, since, below.filter(|_| compacting), worth::now_ms()),
+        (true, None) if given.is_none() => None,
+        _ => worth::measure(given, env, inv, since, below.filter(|_| compacting), worth::now_ms()),
     }
 }
 
 fn upload(
     ctx: &Context,
-    config: &Config,
+    writing: Writing,
     backend: &dyn Backend,
     record: &FingerprintRecord,
     (slot, target, generation): (Slot, &Target, Option<Generation>),
@@ -480,7 +514,7 @@ fn upload(
     let written = write_archive_with(
         inv,
         record,
-        config.compression,
+        writing.locate.compression,
         stamp,
         secrets,
         CountingWriter { inner: upload, count: 0 },
@@ -492,7 +526,7 @@ fn upload(
             return trouble(BackendError::in_io(&io).expect("checked"));
         }
         Err(PackError::Secret { path }) => {
-            let shown = config.fingerprint.locations.display(&path);
+            let shown = writing.locations.display(&path);
             let msg = format!(
                 "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not \
                  committed"
@@ -522,7 +556,7 @@ fn upload(
                 units::count_of(archived.files, "file"),
                 units::bytes(archived.content_bytes),
                 units::bytes(archived.archive_bytes),
-                config.compression.name(),
+                writing.locate.compression.name(),
                 units::duration(archived.elapsed)
             ));
             match slot {
@@ -618,7 +652,7 @@ impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
 }
 
 /// Mark the roots of a saved entry as exact-cache's own, say how it ended, and `prune`.
-fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutcome {
+fn finish(ctx: &Context, locate: &Locate, prune: Option<Keep>, mut outcome: SaveOutcome) -> SaveOutcome {
     let runner = ctx.runner;
     match outcome.result {
         SaveResult::Exists => runner.info(&format!("entry exists: {}", outcome.detail.as_deref().unwrap_or(""))),
@@ -628,9 +662,9 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
         _ => {}
     }
     if outcome.is_saved() {
-        handoff::mark_owned(runner, config, &(0..config.paths.includes.len()).collect::<Vec<_>>());
-        if let (true, Some(key)) = (config.prune, &outcome.key) {
-            outcome.pruned = Some(prune_after_save(ctx, config, key));
+        handoff::mark_owned(runner, locate, &(0..locate.paths.includes.len()).collect::<Vec<_>>());
+        if let (Some(keep), Some(key)) = (prune, &outcome.key) {
+            outcome.pruned = Some(prune_after_save(ctx, locate, keep, key));
         }
     }
     outcome
@@ -638,19 +672,20 @@ fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutco
 
 /// `verify-reuse`: what changed in the tree since the restore, as a verdict (`additions_kept`:
 /// `grow` saved what was added).
+/// `why`: the preset, and whether `grow` is on (what the verdict says of added files).
 fn reuse_verdict(
     ctx: &Context,
-    config: &Config,
+    verify_reuse: VerifyReuse,
+    (preset, growing): (Option<Preset>, bool),
     changes: &verify::TreeChanges,
-    additions_kept: bool,
-    hit: Option<handoff::HitRecord>,
+    (additions_kept, hit): (bool, Option<handoff::HitRecord>),
 ) -> Verified {
     let runner = ctx.runner;
     let extras = match changes.kept_extras {
         0 => String::new(),
         n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
     };
-    let mut verdict = changes.verdict(config, additions_kept, &extras);
+    let mut verdict = changes.verdict(preset, growing, additions_kept, &extras);
     if let Some(hit) = hit {
         verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms));
     }
@@ -661,7 +696,7 @@ fn reuse_verdict(
     }
     let shown: Vec<&str> = changed_files.iter().take(10).map(String::as_str).collect();
     let message = format!("verify-reuse: {verdict}\n{}", shown.join("\n"));
-    let failed = config.verify_reuse == VerifyReuse::Fail;
+    let failed = verify_reuse == VerifyReuse::Fail;
     if failed {
         runner.error(&message)
     } else {
@@ -671,15 +706,15 @@ fn reuse_verdict(
 }
 
 /// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
-fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
+fn prune_after_save(ctx: &Context, locate: &Locate, keep: Keep, saved_key: &Key) -> String {
     let runner = ctx.runner;
     // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
-    let prefix = saved_key.rsplit_once('-').map_or(config.prefix.as_str(), |(p, _)| p);
+    let prefix = saved_key.rsplit_once('-').map_or(locate.prefix.as_str(), |(p, _)| p);
     if let Some(why) = super::prune::refusal(prefix) {
         runner.warning(&format!("prune: {why}"));
         return format!("skipped: {why}");
     }
-    let catalog = match (ctx.catalog)(config, runner.env()) {
+    let catalog = match (ctx.catalog)(locate, runner.env()) {
         Ok(c) => c,
         Err(e) => {
             let e = error_line(&e);
@@ -688,7 +723,7 @@ fn prune_after_save(ctx: &Context, config: &Config, saved_key: &Key) -> String {
         }
     };
     let current_ref = runner.env().non_empty("GITHUB_REF");
-    let pruned = super::prune::prune(catalog.as_ref(), prefix, current_ref, config.prune_keep, false, Some(saved_key));
+    let pruned = super::prune::prune(catalog.as_ref(), prefix, current_ref, keep.newest, false, Some(saved_key));
     match pruned {
         Ok((report, slots)) => {
             for (entry, why) in &report.failed {

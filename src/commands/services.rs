@@ -3,27 +3,27 @@
 //! Commands receive them as factories, so a test can hand in its own.
 
 use crate::backend::{Backend, BackendError, CacheEntry, Catalog, CatalogError, ErrorKind, Reservation};
-use crate::config::Config;
+use crate::config::Locate;
 use crate::env::Env;
 use crate::ids::{Key, Version};
 use crate::runner::SecretSink;
 use crate::text::error_chain;
 
 /// Builds the backend a configuration asks for.
-pub type BackendFactory = dyn Fn(&Config, &Env, SecretSink) -> Box<dyn Backend>;
+pub type BackendFactory = dyn Fn(&Locate, &Env, SecretSink) -> Box<dyn Backend>;
 /// Builds the catalog that lists and deletes entries.
-pub type CatalogFactory = dyn Fn(&Config, &Env) -> Result<Box<dyn Catalog>, CatalogError>;
+pub type CatalogFactory = dyn Fn(&Locate, &Env) -> Result<Box<dyn Catalog>, CatalogError>;
 
 /// The chosen store's backend; one that cannot be built fails every call as service trouble,
 /// with the reason.
-pub fn select_backend(config: &Config, env: &Env, secrets: SecretSink) -> Box<dyn Backend> {
-    config.stores.backend(env, secrets).unwrap_or_else(|e| Box::new(Unavailable { reason: error_chain(&e) }))
+pub fn select_backend(locate: &Locate, env: &Env, secrets: SecretSink) -> Box<dyn Backend> {
+    locate.stores.backend(env, secrets).unwrap_or_else(|e| Box::new(Unavailable { reason: error_chain(&e) }))
 }
 
 /// Where the chosen store's entries are listed and deleted (the GitHub REST API with
 /// `github-token`, or `GITHUB_TOKEN`, for the cache service).
-pub fn select_catalog(config: &Config, env: &Env) -> Result<Box<dyn Catalog>, CatalogError> {
-    config.stores.catalog(env, config.github_token.as_deref())
+pub fn select_catalog(locate: &Locate, env: &Env) -> Result<Box<dyn Catalog>, CatalogError> {
+    locate.stores.catalog(env, locate.github_token.as_deref())
 }
 
 /// No cache service can be reached.

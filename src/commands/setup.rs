@@ -5,7 +5,7 @@
 use super::Error;
 use crate::archive::MIN_SECRET_LEN;
 use crate::cli::{CommandName, Invocation};
-use crate::config::{self, Config, EntryPoint, INPUTS, RawInputs};
+use crate::config::{self, Config, EntryPoint, INPUTS, Locate, RawInputs};
 use crate::env::Env;
 use crate::runner::{Mode, Runner};
 use std::path::PathBuf;
@@ -40,16 +40,16 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
     // The commands that compute a key; `save` with `key` takes the restore's.
     let computes_key = match invocation.command {
         CommandName::Fingerprint | CommandName::Restore | CommandName::Explain => true,
-        CommandName::Save => config.key.is_none(),
+        CommandName::Save => config.save.key.is_none(),
         CommandName::List | CommandName::Prune => false,
     };
     if computes_key {
         config.check_key_inputs()?;
     }
-    if let Some(token) = &config.github_token {
+    if let Some(token) = &config.locate.github_token {
         runner.add_secret(token);
     }
-    for value in config.stores.secret_values(env) {
+    for value in config.locate.stores.secret_values(env) {
         runner.add_secret(&value);
     }
     // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
@@ -106,13 +106,13 @@ fn workspace(invocation: &Invocation, env: &Env) -> Result<PathBuf, Error> {
 /// What a save must never archive: the job's tokens, the `github-token` input, the values of
 /// the variables named in `secret-env`, and the chosen store's credentials (S3's secret key
 /// and session token).
-pub(super) fn secret_values(config: &Config, env: &Env) -> Vec<String> {
+pub(super) fn secret_values(secret_env: &[String], locate: &Locate, env: &Env) -> Vec<String> {
     TOKEN_VARIABLES
         .iter()
         .filter_map(|name| env.non_empty(name))
-        .chain(config.github_token.as_deref())
-        .chain(config.secret_env.iter().filter_map(|name| env.non_empty(name)))
+        .chain(locate.github_token.as_deref())
+        .chain(secret_env.iter().filter_map(|name| env.non_empty(name)))
         .map(str::to_owned)
-        .chain(config.stores.secret_values(env))
+        .chain(locate.stores.secret_values(env))
         .collect()
 }

@@ -5,8 +5,9 @@
 //! compacted base) the post step saved are that work saved: reported, never a warning.
 
 use crate::archive::{PackError, inventory};
-use crate::config::Config;
+use crate::config::Locate;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry};
+use crate::paths::Locations;
 use crate::preset::Preset;
 use std::collections::HashMap;
 
@@ -53,7 +54,8 @@ impl TreeChanges {
     }
 
     /// `verify-reuse`'s one line about these changes; `extras` ends the counts.
-    pub fn verdict(&self, config: &Config, additions_kept: bool, extras: &str) -> String {
+    /// `preset` and `growing` (`grow` is on) say why files were added.
+    pub fn verdict(&self, preset: Option<Preset>, growing: bool, additions_kept: bool, extras: &str) -> String {
         if self.is_empty() {
             return format!("nothing under `path` changed since the restore{extras}");
         }
@@ -63,8 +65,8 @@ impl TreeChanges {
             self.changed.len(),
             self.removed.len()
         );
-        let torch = config.preset == Some(Preset::TorchInductor);
-        let why = match (self.added.is_empty(), torch, additions_kept, config.grow) {
+        let torch = preset == Some(Preset::TorchInductor);
+        let why = match (self.added.is_empty(), torch, additions_kept, growing) {
             (true, ..) => "",
             (false, true, true, _) => ": torch compiled graphs the restored cache did not hold; `grow` kept them",
             (false, true, false, true) => {
@@ -87,11 +89,12 @@ impl TreeChanges {
     }
 }
 
-pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackError> {
+/// Compare what is under `path` now (`locate`'s roots, shown through `locations`) with what the
+/// restore kept.
+pub(super) fn compare(kept: &Kept, locate: &Locate, locations: &Locations) -> Result<TreeChanges, PackError> {
     let manifest = &kept.manifest;
     let preexisting: std::collections::HashSet<&str> = kept.preexisting.iter().map(String::as_str).collect();
-    let locations = &config.fingerprint.locations;
-    let inv = inventory(&config.paths)?;
+    let inv = inventory(&locate.paths)?;
     let mut expected: HashMap<&str, &ManifestEntry> =
         manifest.entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| (e.path.as_str(), e)).collect();
     // A file now beneath what was a file or link of the entry cannot go into a layer (a layer
@@ -136,7 +139,7 @@ pub(super) fn compare(kept: &Kept, config: &Config) -> Result<TreeChanges, PackE
             }
         }
     }
-    let bases: Vec<_> = config.root_dirs();
+    let bases: Vec<_> = locate.root_dirs();
     for gone in expected.into_values() {
         let shown = match gone.entry_path().and_then(|p| Some((bases.get(p.root)?, p.rel))) {
             Some((base, "")) => locations.display(base),

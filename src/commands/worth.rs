@@ -7,7 +7,6 @@
 //! total. A figure no job could take (negative, longer than three days) is "not recorded".
 
 use crate::archive::Inventory;
-use crate::config::Config;
 use crate::env::Env;
 use crate::manifest::{EntryKind, Generation};
 use crate::outcome::Worth;
@@ -19,19 +18,19 @@ pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// What a save records: the `generation-seconds` input, else the window from `since_ms` (the end
+/// What a save records: `given` (the `generation-seconds` input), else the window from `since_ms` (the end
 /// of this job's restore) to the newest modification time of what is saved (`inv`), plus `below_ms`
 /// (a compaction holds what the stack below took). `None` when there is no window: no restore
 /// in this job, or nothing under `path` newer than its end.
 pub(super) fn measure(
-    config: &Config,
+    given: Option<f64>,
     env: &Env,
     inv: &Inventory,
     since_ms: Option<i64>,
     below_ms: Option<i64>,
     now_ms: i64,
 ) -> Option<Generation> {
-    let millis = match config.generation_seconds {
+    let millis = match given {
         Some(seconds) => (seconds * 1000.0).round().min(i64::MAX as f64) as i64,
         None => {
             let since = since_ms?;
@@ -41,8 +40,7 @@ pub(super) fn measure(
         }
     };
     let r#ref = env.non_empty("GITHUB_REF").map(str::to_owned);
-    let generation =
-        Generation { millis, recorded: now_ms.div_euclid(1000), r#ref, given: config.generation_seconds.is_some() };
+    let generation = Generation { millis, recorded: now_ms.div_euclid(1000), r#ref, given: given.is_some() };
     let r#ref = generation.plausible_ref().map(str::to_owned);
     Some(Generation { r#ref, ..generation })
 }
@@ -155,6 +153,8 @@ mod tests {
     use crate::archive::inventory;
     use crate::inputs::RawInputs;
 
+    use crate::config::Config;
+
     fn config(ws: &std::path::Path, extra: &[(&str, &str)]) -> Config {
         let mut raw = RawInputs::default();
         raw.set("path", "out");
@@ -181,26 +181,29 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         planted(ws.path(), &[("a", T0 + 4_000), ("sub/b", T0 + 20_700), ("old", T0 - 3_600_000)]);
         let c = config(ws.path(), &[]);
-        let inv = inventory(&c.paths).unwrap();
+        let inv = inventory(&c.locate.paths).unwrap();
         let env = Env::from_pairs([("GITHUB_REF", "refs/heads/main")]);
         // The post step runs long after the generator: its own time does not count.
-        let g = measure(&c, &env, &inv, Some(T0), None, T0 + 600_000).unwrap();
+        let g = measure(c.save.generation_seconds, &env, &inv, Some(T0), None, T0 + 600_000).unwrap();
         assert_eq!((g.millis, g.r#ref.as_deref(), g.given), (20_700, Some("refs/heads/main"), false));
         assert_eq!(g.recorded, (T0 + 600_000) / 1000);
         // A file from the future counts up to the save only.
-        assert_eq!(measure(&c, &env, &inv, Some(T0), None, T0 + 10_000).unwrap().millis, 10_000);
+        assert_eq!(measure(c.save.generation_seconds, &env, &inv, Some(T0), None, T0 + 10_000).unwrap().millis, 10_000);
         // A compaction adds what the stack below took.
-        assert_eq!(measure(&c, &env, &inv, Some(T0), Some(5_000), T0 + 60_000).unwrap().millis, 25_700);
+        assert_eq!(
+            measure(c.save.generation_seconds, &env, &inv, Some(T0), Some(5_000), T0 + 60_000).unwrap().millis,
+            25_700
+        );
         // No restore in this job, or nothing written after it: no figure.
-        assert_eq!(measure(&c, &env, &inv, None, None, T0 + 60_000), None);
-        assert_eq!(measure(&c, &env, &inv, Some(T0 + 30_000), None, T0 + 60_000), None);
+        assert_eq!(measure(c.save.generation_seconds, &env, &inv, None, None, T0 + 60_000), None);
+        assert_eq!(measure(c.save.generation_seconds, &env, &inv, Some(T0 + 30_000), None, T0 + 60_000), None);
         // The input wins, whatever the files say.
         let given = config(ws.path(), &[("generation-seconds", "260.5")]);
-        let g = measure(&given, &Env::default(), &inv, None, None, T0).unwrap();
+        let g = measure(given.save.generation_seconds, &Env::default(), &inv, None, None, T0).unwrap();
         assert_eq!((g.millis, g.r#ref, g.given), (260_500, None, true));
         // A ref that is no ref is not recorded.
         let odd = Env::from_pairs([("GITHUB_REF", "refs/heads/a\n::warning::x")]);
-        assert_eq!(measure(&c, &odd, &inv, Some(T0), None, T0 + 60_000).unwrap().r#ref, None);
+        assert_eq!(measure(c.save.generation_seconds, &odd, &inv, Some(T0), None, T0 + 60_000).unwrap().r#ref, None);
     }
 
     #[test]

@@ -22,56 +22,99 @@ use crate::inputs::Input;
 use crate::keys;
 use crate::paths::{Locations, PatternSet, VersionRoots};
 use crate::preset::{Preset, PresetPlan};
+use crate::stack::Limits;
 use std::path::{Path, PathBuf};
 
-/// Everything a command needs, validated.
+/// Everything a command needs, validated, in parts: what enters the key ([`FingerprintSpec`]),
+/// what locates entries and the files around them ([`Locate`]), what a restore does
+/// ([`RestoreConfig`]), what a save does ([`SaveConfig`]), and the few settings more than one
+/// command reads. `commands::restore::run` and `commands::save::run` take the whole and hand
+/// each layer below only its part (docs/architecture.md, "Config").
 #[derive(Clone, Debug)]
 pub struct Config {
     pub fingerprint: FingerprintSpec,
+    pub locate: Locate,
+    pub restore: RestoreConfig,
+    pub save: SaveConfig,
+    /// `strict`: cache trouble fails the step (a restore's, a save's, a clean's).
+    pub strict: bool,
+    /// `uncovered-reads`: what the generating run's Python reads, recorded from the restore
+    /// (which installs the hook on a miss) and judged by the save after it.
+    pub uncovered_reads: UncoveredReads,
+    /// Variables whose values never print (every command) and a save refuses to archive
+    /// (besides the job's tokens).
+    pub secret_env: Vec<String>,
+    /// `prune-keep` for the `prune` command (a save's own prune is [`SaveConfig::prune`]).
+    pub keep: Keep,
+    pub preset: Option<Preset>,
+    /// `allow-machine-only-key`.
+    pub allow_machine_only_key: bool,
+}
+
+/// What locates entries and the files around them: the store, the prefix, the `path` lines
+/// and compression (which make the version), what an entry must hold, how a key's stack grows,
+/// and where one step leaves files for another. Restore, save and the catalog commands all
+/// read it.
+#[derive(Clone, Debug)]
+pub struct Locate {
     pub prefix: String,
     /// The `path` lines as the version names them ([`version_lines`]).
     pub path_lines: Vec<String>,
     pub paths: PatternSet,
+    /// `required`: paths an entry must hold; a restore does not use a base without them, a
+    /// save does not write one.
     pub required: Vec<PathBuf>,
     pub compression: Compression,
-    pub strict: bool,
+    /// `grow` with `grow-max-layers` and `grow-max-share`: a key's entries are a stack of a base
+    /// and up to `max_layers` layers. A restore looks that far; a save adds a layer within both
+    /// limits. `None`: bases only.
+    pub grow: Option<Limits>,
     /// Every store with its inputs read, and the `backend` input's choice among them.
     pub stores: Stores,
-    pub clean_on_miss: bool,
-    /// What `clean-on-miss` may touch.
+    /// `github-token`: the cache service's catalog (the REST API).
+    pub github_token: Option<String>,
+    /// `fingerprint-file`: where the fingerprint file (and beside it the restore's record)
+    /// lives; `None`: the default place.
+    pub fingerprint_file: Option<PathBuf>,
+    /// Which directories exact-cache may claim as its own and `clean-on-miss` may clean.
     pub clean_guard: CleanGuard,
+}
+
+/// What a restore does besides placing entries.
+#[derive(Clone, Debug)]
+pub struct RestoreConfig {
+    /// `clean-on-miss`, within [`Locate::clean_guard`].
+    pub clean_on_miss: bool,
     pub reuse_env: Option<String>,
     pub lookup_only: bool,
     pub fail_on_cache_miss: bool,
+    /// Variables exported to later steps on restore (a preset's cache directories).
+    pub exports: Vec<(String, String)>,
+    /// `None`: automatic (when listing is possible).
+    pub explain_misses: Option<bool>,
+}
+
+/// What a save does besides writing an entry.
+#[derive(Clone, Debug)]
+pub struct SaveConfig {
+    /// `key`: the restore's key, whose fingerprint file the save reads instead of computing one.
     pub key: Option<keys::Key>,
     pub save_on_failure: bool,
     /// `job-status` is `success` (or not given): the post step may save.
     pub job_succeeded: bool,
-    pub fingerprint_file: Option<PathBuf>,
-    pub preset: Option<Preset>,
-    /// Variables exported to later steps on restore (a preset's cache directories).
-    pub exports: Vec<(String, String)>,
-    pub verify_reuse: VerifyReuse,
-    /// `uncovered-reads`: record what the generating run's Python reads, and what to make of it.
-    pub uncovered_reads: UncoveredReads,
-    /// `None`: automatic (when listing is possible).
-    pub explain_misses: Option<bool>,
-    /// `grow`: restore applies layers, and the post step of a warm run saves one.
-    pub grow: bool,
-    pub grow_max_layers: u32,
-    /// `grow-max-share` as a fraction.
-    pub grow_max_share: f64,
     /// `save-if`: whether this job may write entries.
     pub save_if: bool,
+    pub verify_reuse: VerifyReuse,
     /// `generation-seconds`: the generation time a save records instead of measuring it.
     pub generation_seconds: Option<f64>,
-    pub prune: bool,
-    pub prune_keep: usize,
-    pub github_token: Option<String>,
-    /// Variables whose values a save refuses to archive (besides the job's tokens).
-    pub secret_env: Vec<String>,
-    /// `allow-machine-only-key`.
-    pub allow_machine_only_key: bool,
+    /// `prune` with `prune-keep`: after a save, delete older keys, keeping this many.
+    pub prune: Option<Keep>,
+}
+
+/// `prune-keep`: how many of the newest keys a prune keeps on a ref.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep {
+    pub newest: usize,
 }
 
 /// What enters the fingerprint: the `hash-*` inputs, the native facets, Python, the variant,
@@ -214,39 +257,67 @@ impl Config {
                 .transpose()
         };
 
+        // Read in this order (the first bad input is the one reported), then grouped.
+        let compression = defs::COMPRESSION.read(raw)?;
+        let strict = defs::STRICT.read(raw)?;
+        let reuse_env = defs::REUSE_ENV.read(raw)?;
+        let lookup_only = defs::LOOKUP_ONLY.read(raw)?;
+        let fail_on_cache_miss = defs::FAIL_ON_CACHE_MISS.read(raw)?;
+        let key = defs::KEY.read(raw)?;
+        let save_on_failure = defs::SAVE_ON_FAILURE.read(raw)?;
+        let job_succeeded = defs::JOB_STATUS.read(raw)?;
+        let fingerprint_file = resolve(&defs::FINGERPRINT_FILE)?;
+        let verify_reuse = defs::VERIFY_REUSE.read(raw)?;
+        let uncovered_reads = defs::UNCOVERED_READS.read(raw)?;
+        let explain_misses = defs::EXPLAIN_MISSES.read(raw)?.decided();
+        let grow = defs::GROW.read(raw)?.or_auto(preset == Some(Preset::TorchInductor));
+        let limits =
+            Limits { max_layers: defs::GROW_MAX_LAYERS.read(raw)?, max_share: defs::GROW_MAX_SHARE.read(raw)? };
+        let save_if = defs::SAVE_IF.read(raw)?;
+        let generation_seconds = defs::GENERATION_SECONDS.read(raw)?;
+        let prune = defs::PRUNE.read(raw)?;
+        let keep = Keep { newest: defs::PRUNE_KEEP.read(raw)? };
+        let github_token = defs::GITHUB_TOKEN.read(raw)?;
+        let secret_env = defs::SECRET_ENV.read(raw)?;
+        let allow_machine_only_key = defs::ALLOW_MACHINE_ONLY_KEY.read(raw)?;
+
         Ok(Config {
             fingerprint,
-            prefix,
-            path_lines: version_lines(&path_lines, &locations, env, preset_plan.as_ref()),
-            paths,
-            required,
-            compression: defs::COMPRESSION.read(raw)?,
-            strict: defs::STRICT.read(raw)?,
-            stores,
-            clean_on_miss,
-            clean_guard,
-            reuse_env: defs::REUSE_ENV.read(raw)?,
-            lookup_only: defs::LOOKUP_ONLY.read(raw)?,
-            fail_on_cache_miss: defs::FAIL_ON_CACHE_MISS.read(raw)?,
-            key: defs::KEY.read(raw)?,
-            save_on_failure: defs::SAVE_ON_FAILURE.read(raw)?,
-            job_succeeded: defs::JOB_STATUS.read(raw)?,
-            fingerprint_file: resolve(&defs::FINGERPRINT_FILE)?,
+            locate: Locate {
+                prefix,
+                path_lines: version_lines(&path_lines, &locations, env, preset_plan.as_ref()),
+                paths,
+                required,
+                compression,
+                grow: grow.then_some(limits),
+                stores,
+                github_token,
+                fingerprint_file,
+                clean_guard,
+            },
+            restore: RestoreConfig {
+                clean_on_miss,
+                reuse_env,
+                lookup_only,
+                fail_on_cache_miss,
+                exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
+                explain_misses,
+            },
+            save: SaveConfig {
+                key,
+                save_on_failure,
+                job_succeeded,
+                save_if,
+                verify_reuse,
+                generation_seconds,
+                prune: prune.then_some(keep),
+            },
+            strict,
+            uncovered_reads,
+            secret_env,
+            keep,
             preset,
-            exports: preset_plan.map(|p| p.exports).unwrap_or_default(),
-            verify_reuse: defs::VERIFY_REUSE.read(raw)?,
-            uncovered_reads: defs::UNCOVERED_READS.read(raw)?,
-            explain_misses: defs::EXPLAIN_MISSES.read(raw)?.decided(),
-            grow: defs::GROW.read(raw)?.or_auto(preset == Some(Preset::TorchInductor)),
-            grow_max_layers: defs::GROW_MAX_LAYERS.read(raw)?,
-            grow_max_share: defs::GROW_MAX_SHARE.read(raw)?,
-            save_if: defs::SAVE_IF.read(raw)?,
-            generation_seconds: defs::GENERATION_SECONDS.read(raw)?,
-            prune: defs::PRUNE.read(raw)?,
-            prune_keep: defs::PRUNE_KEEP.read(raw)?,
-            github_token: defs::GITHUB_TOKEN.read(raw)?,
-            secret_env: defs::SECRET_ENV.read(raw)?,
-            allow_machine_only_key: defs::ALLOW_MACHINE_ONLY_KEY.read(raw)?,
+            allow_machine_only_key,
         })
     }
 
@@ -273,7 +344,9 @@ impl Config {
                 .to_owned(),
         })
     }
+}
 
+impl Locate {
     /// The cache service version for these paths and this compression.
     pub fn version(&self) -> keys::Version {
         keys::cache_version(&self.path_lines, self.compression)
@@ -330,15 +403,15 @@ mod tests {
     #[test]
     fn defaults_and_lists() {
         let c = config(&[("path", "out\n\n models/*.pth \n"), ("hash-env", "B, A\nC"), ("native", "none")]).unwrap();
-        assert_eq!(c.path_lines, ["out", "models/*.pth"]);
-        assert_eq!(c.prefix, "exact-cache");
-        assert_eq!(c.compression, Compression::Zstd);
+        assert_eq!(c.locate.path_lines, ["out", "models/*.pth"]);
+        assert_eq!(c.locate.prefix, "exact-cache");
+        assert_eq!(c.locate.compression, Compression::Zstd);
         assert_eq!(c.fingerprint.hash_env, ["B", "A", "C"]);
         assert!(c.fingerprint.native.is_empty());
-        assert_eq!(c.root_dirs(), [PathBuf::from("/ws/repo/out"), PathBuf::from("/ws/repo/models")]);
+        assert_eq!(c.locate.root_dirs(), [PathBuf::from("/ws/repo/out"), PathBuf::from("/ws/repo/models")]);
         let d =
             config(&[("path", "out"), ("required", "out/a.pth\nmodels/x.pth"), ("path", "out\nmodels/*.pth")]).unwrap();
-        assert_eq!(d.required.len(), 2);
+        assert_eq!(d.locate.required.len(), 2);
         assert_eq!(d.fingerprint.native.len(), 5);
     }
 
@@ -347,20 +420,27 @@ mod tests {
         let c = config(&[("path", "out"), ("backend", " GitHub "), ("verify-reuse", "WARN"), ("compression", "Gzip")])
             .unwrap();
         assert_eq!(
-            (c.stores.choice(), c.verify_reuse, c.compression),
+            (c.locate.stores.choice(), c.save.verify_reuse, c.locate.compression),
             (BackendChoice::Named("github"), VerifyReuse::Warn, Compression::Gzip)
         );
         let c =
             config(&[("path", "out"), ("protocol", "V2"), ("explain-misses", "False"), ("preset", "Torch-Inductor")])
                 .unwrap();
-        assert_eq!((c.explain_misses, c.preset), (Some(false), Some(Preset::TorchInductor)));
-        assert!(c.grow, "the torch-inductor preset grows by default");
+        assert_eq!((c.restore.explain_misses, c.preset), (Some(false), Some(Preset::TorchInductor)));
+        assert!(c.locate.grow.is_some(), "the torch-inductor preset grows by default");
         let c = config(&[("path", "out"), ("preset", "torch-inductor"), ("grow", "FALSE")]).unwrap();
-        assert!(!c.grow);
+        assert!(c.locate.grow.is_none());
         let c = config(&[("path", "out"), ("grow", "true"), ("grow-max-layers", "16"), ("grow-max-share", "12.5%")])
             .unwrap();
-        assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (true, 16, 0.125));
-        assert_eq!(config(&[("path", "out"), ("grow-max-share", "200")]).unwrap().grow_max_share, 2.0);
+        assert_eq!(c.locate.grow, Some(Limits { max_layers: 16, max_share: 0.125 }));
+        assert_eq!(
+            config(&[("path", "out"), ("grow", "true"), ("grow-max-share", "200")])
+                .unwrap()
+                .locate
+                .grow
+                .map(|l| l.max_share),
+            Some(2.0)
+        );
 
         let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
         // Undocumented values are input errors, not silently mapped.
@@ -405,17 +485,19 @@ mod tests {
             ("s3-force-path-style", "true"),
         ])
         .unwrap();
-        assert_eq!(c.stores.choice(), BackendChoice::Named("s3"));
+        assert_eq!(c.locate.stores.choice(), BackendChoice::Named("s3"));
     }
 
     #[test]
     fn defaults_come_from_inputs() {
         let c = config(&[("path", "out")]).unwrap();
-        assert_eq!((c.stores.choice(), c.verify_reuse), (BackendChoice::Auto, VerifyReuse::Off));
-        assert_eq!((c.explain_misses, c.prune_keep, c.preset), (None, 1, None));
-        assert_eq!((c.grow, c.grow_max_layers, c.grow_max_share), (false, 4, 0.5));
+        assert_eq!((c.locate.stores.choice(), c.save.verify_reuse), (BackendChoice::Auto, VerifyReuse::Off));
+        assert_eq!((c.restore.explain_misses, c.keep, c.save.prune, c.preset), (None, Keep { newest: 1 }, None, None));
+        assert_eq!(c.locate.grow, None);
+        let grown = config(&[("path", "out"), ("grow", "true")]).unwrap();
+        assert_eq!(grown.locate.grow, Some(Limits { max_layers: 4, max_share: 0.5 }));
         assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
-        assert!(!c.strict && !c.prune && !c.lookup_only);
+        assert!(!c.strict && !c.restore.lookup_only);
     }
 
     #[test]
@@ -438,7 +520,7 @@ mod tests {
         let lines = "out\n<root>/_work/repo/repo/models\n~/.cache/x\n<root>/home/.cache/y\n<root>/_work/_temp/z";
         let (one, two) = (on_runner("/opt/runner-1", lines), on_runner("/opt/runner-2", lines));
         assert_eq!(
-            one.path_lines,
+            one.locate.path_lines,
             [
                 "out",
                 "models",
@@ -449,10 +531,13 @@ mod tests {
                 "<exact-cache-dir>/torch-inductor/triton"
             ]
         );
-        assert_eq!(one.version(), two.version());
+        assert_eq!(one.locate.version(), two.locate.version());
         // Each still restores to its own places.
-        assert_eq!(one.root_dirs()[5], PathBuf::from("/opt/runner-1/_work/_exact-cache/torch-inductor/inductor"));
-        assert_eq!(two.root_dirs()[1], PathBuf::from("/opt/runner-2/_work/repo/repo/models"));
+        assert_eq!(
+            one.locate.root_dirs()[5],
+            PathBuf::from("/opt/runner-1/_work/_exact-cache/torch-inductor/inductor")
+        );
+        assert_eq!(two.locate.root_dirs()[1], PathBuf::from("/opt/runner-2/_work/repo/repo/models"));
     }
 
     #[test]

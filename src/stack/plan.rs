@@ -33,7 +33,7 @@ pub struct KeptStack {
 
 /// How far a stack grows before it is compacted: `grow-max-layers`, and `grow-max-share` as a
 /// fraction.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Limits {
     pub max_layers: u32,
     pub max_share: f64,

@@ -189,7 +189,7 @@ fn forge(step: &Step, inputs: &[(&str, &str)], generation: Option<Generation>) -
         .find(|p| p.extension().is_some_and(|e| e == "json") && !p.to_string_lossy().ends_with(".restore.json"))
         .unwrap();
     let record = FingerprintRecord::from_json(&std::fs::read(file).unwrap()).unwrap();
-    let inv = inventory(&config.paths).unwrap();
+    let inv = inventory(&config.locate.paths).unwrap();
     let stamp = Stamp { stack: None, generation };
     write_archive_with(&inv, &record, Compression::Zstd, stamp, &SecretScanner::none(), Vec::new(), &mut |_| {})
         .unwrap()
