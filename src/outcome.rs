@@ -301,7 +301,8 @@ pub struct Explanation {
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
     /// `against_key` is this very key: the fingerprint is the same, and the entry was saved
-    /// for other `path` lines or another compression (its `changes` is the one line saying so).
+    /// for other `path` lines or another compression (its `changes` is the one line saying so,
+    /// as `commands::words` renders it).
     pub same_key: Option<SameKey>,
 }
 
@@ -315,32 +316,6 @@ pub struct SameKey {
     /// Its slot when it is part of this very stack: a layer whose base is gone, or a later
     /// generation's base that this run's lookup did not find.
     pub slot: Option<Slot>,
-}
-
-impl SameKey {
-    /// One line for the log, the summary, the `miss-reason` detail and `explain`'s `changes`.
-    pub fn sentence(&self) -> String {
-        if let Some(slot) = self.slot {
-            return match slot.is_base() {
-                true => format!(
-                    "this key's stack has a {slot} that this run's lookup did not find (saved on a ref this run \
-                     cannot read, or since this run looked)"
-                ),
-                false => format!(
-                    "only {slot} of this key's stack exists: its base is gone (evicted or deleted), and a layer is \
-                     never applied without it"
-                ),
-            };
-        }
-        match &self.compression {
-            Some(c) => format!(
-                "an entry with this key exists for other `path` lines or compression: it was saved with `compression: {c}`"
-            ),
-            None => "an entry with this key exists for other `path` lines or compression: it was saved with other \
-                     `path` lines (or by an exact-cache of another archive format)"
-                .to_owned(),
-        }
-    }
 }
 
 /// How a save ended, with everything the step reports.

@@ -5,7 +5,7 @@ use super::fingerprint::compute;
 use super::handoff::{self, RestoreTimes, Restored, fingerprint_path, read_fingerprint};
 use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
-use super::{Context, Error, setup::secret_values, verify, worth};
+use super::{Context, Error, setup::secret_values, verify, words, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, UncoveredReads, VerifyReuse};
@@ -408,21 +408,7 @@ fn save(
 
 /// The log's line about the time to generate an entry just written.
 fn log_generation(ctx: &Context, config: &Config, generation: Option<&Generation>) {
-    let runner = ctx.runner;
-    match generation.and_then(Generation::plausible) {
-        Some(d) if config.generation_seconds.is_some() => {
-            runner.info(&format!("time to generate: {} (`generation-seconds`)", units::duration(d)));
-        }
-        Some(d) => runner.info(&format!(
-            "time to generate: {} (from the end of this job's restore to the newest file under `path`)",
-            units::duration(d)
-        )),
-        None if generation.is_some() => runner.info("time to generate: not recorded (not a time one job takes)"),
-        None => runner.info(
-            "time to generate: not recorded (no restore of this key earlier in the job, or nothing under `path` \
-             written after it; `generation-seconds` gives it)",
-        ),
-    }
+    ctx.runner.info(&words::time_to_generate(generation, config.generation_seconds.is_some()));
 }
 
 /// What this save records as the entry's generation time ([`worth::measure`]): the window
@@ -516,15 +502,7 @@ fn upload(
     };
     match writer.inner.commit() {
         Ok(Committed::Saved) => {
-            runner.info(&format!(
-                "saved {}{} ({}, {} compressed with {}) in {}",
-                slot.map(|slot| format!("{slot}: ")).unwrap_or_default(),
-                units::count_of(archived.files, "file"),
-                units::bytes(archived.content_bytes),
-                units::bytes(archived.archive_bytes),
-                config.compression.name(),
-                units::duration(archived.elapsed)
-            ));
+            runner.info(&words::saved(slot, &archived, config.compression.name()));
             match slot {
                 Some(slot) if !slot.is_base() => SaveOutcome::layer(key, archived, slot),
                 _ => SaveOutcome { slot, ..SaveOutcome::saved(key, archived) },
@@ -620,12 +598,8 @@ impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
 /// Mark the roots of a saved entry as exact-cache's own, say how it ended, and `prune`.
 fn finish(ctx: &Context, config: &Config, mut outcome: SaveOutcome) -> SaveOutcome {
     let runner = ctx.runner;
-    match outcome.result {
-        SaveResult::Exists => runner.info(&format!("entry exists: {}", outcome.detail.as_deref().unwrap_or(""))),
-        result if outcome.trouble => {
-            runner.warning(&format!("not saved ({result}): {}", outcome.detail.as_deref().unwrap_or("")))
-        }
-        _ => {}
+    if let Some(said) = words::save_ended(&outcome) {
+        said.say(runner);
     }
     if outcome.is_saved() {
         handoff::mark_owned(runner, config, &(0..config.paths.includes.len()).collect::<Vec<_>>());
