@@ -151,7 +151,7 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         grown.verified = verified;
         return Ok(grown);
     }
-    runner.info(&format!("entry `{key}` {}; not saving", hit.found_by));
+    runner.info(&words::hit_not_saved(key, hit.found_by));
     let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, "restored");
     outcome.verified = verified;
     Ok(outcome)
@@ -168,42 +168,31 @@ fn grow_stack(
 ) -> Option<SaveOutcome> {
     let runner = ctx.runner;
     if !changes.removed.is_empty() {
-        runner.info(&format!(
-            "grow: {} removed since the restore; layers never delete (a content-addressed cache needs no deletions)",
-            units::count_of(changes.removed.len(), "file")
-        ));
+        runner.info(&words::grow_removed(changes.removed.len()));
     }
     if !changes.changed.is_empty() {
-        runner.info(&format!(
-            "grow: {} changed since the restore, not kept: layers only add files (a content-addressed cache never \
-             changes one)",
-            units::count_of(changes.changed.len(), "file")
-        ));
+        runner.info(&words::grow_changed(changes.changed.len()));
     }
     let limits = Limits { max_layers: config.grow_max_layers, max_share: config.grow_max_share };
     let applied = kept.stack.clone().unwrap_or_default();
     let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
     let target = match stack::plan(limits, &applied, &kept.manifest, added) {
         Growth::Nothing => {
-            runner.info("grow: no file was added under `path` since the restore");
+            runner.info(words::GROW_NOTHING);
             return None;
         }
         Growth::Skip(why) => {
-            runner.info(&format!("grow: not this run: {why}"));
+            runner.info(&words::grow_skipped(&why));
             return None;
         }
         Growth::Layer { slot, parent, paths, stack_dirs } => {
-            runner.info(&format!(
-                "grow: saving {} added since the restore ({}) as {slot}",
-                units::count_of(paths.len(), "file"),
-                units::bytes(changes.layer_bytes),
-            ));
-            Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, announce: None }
+            runner.info(&words::grow_layer(paths.len(), changes.layer_bytes, slot));
+            Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, compacting: None }
         }
         Growth::Compact { paths, why } => {
             let seen = applied.highest.max(applied.generation);
-            let announce = Some(format!("grow: compacting the stack into {{slot}}: {why}"));
-            Target { only: Some(paths), announce, ..Target::whole(Place::Above { seen, replacing: false }) }
+            let compacting = Some(why);
+            Target { only: Some(paths), compacting, ..Target::whole(Place::Above { seen, replacing: false }) }
         }
     };
     Some(save(ctx, config, hit.record, &target, hit.times))
@@ -232,14 +221,14 @@ struct Target {
     /// A layer: the modes of the stack's directories, which its own directory entries keep (a
     /// restore refuses a layer that would change one).
     stack_dirs: HashMap<String, u32>,
-    /// The log line that says why, once the slot is known (`{slot}` stands for it).
-    announce: Option<String>,
+    /// A compaction: why (the log says it once the slot is known).
+    compacting: Option<String>,
 }
 
 impl Target {
     /// Everything under `path`, at `place`.
     fn whole(place: Place) -> Target {
-        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), announce: None }
+        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), compacting: None }
     }
 }
 
@@ -393,9 +382,9 @@ fn save(
         Ok(slot) => slot,
         Err(settled) => return *settled,
     };
-    match (&target.announce, target.place) {
-        (Some(line), _) => runner.info(&line.replace("{slot}", &slot.to_string())),
-        (None, Place::Above { replacing: true, .. }) => runner.info(&format!("saving {slot} as the replacement")),
+    match (&target.compacting, target.place) {
+        (Some(why), _) => runner.info(&words::compacting(slot, why)),
+        (None, Place::Above { replacing: true, .. }) => runner.info(&words::saving_replacement(slot)),
         _ => {}
     }
     let mut outcome = upload(ctx, config, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
@@ -551,9 +540,7 @@ fn reserve(
                 let next = Slot::next_base([slot.generation]);
                 match next.filter(|_| newest.is_none_or(|n| n < slot.generation)) {
                     Some(next) => {
-                        ctx.runner.info(&format!(
-                            "{slot} exists where this run's lookup does not reach it; saving {next} instead"
-                        ));
+                        ctx.runner.info(&words::out_of_reach(slot, next));
                         slot = next;
                     }
                     None => break,

@@ -5,6 +5,7 @@
 //! each value's cell from here. Tests assert the values (outputs, records, outcome structs) and
 //! this module's snapshots assert the words once.
 
+use crate::ids::Key;
 use crate::manifest::Generation;
 use crate::outcome::{Cleaned, Explanation, MissReason, SameKey, SaveOutcome, SaveResult, StackApplied, Transfer};
 use crate::runner::Runner;
@@ -253,6 +254,61 @@ pub(super) fn save_ended(outcome: &SaveOutcome) -> Option<Said> {
     }
 }
 
+/// After a hit, without `grow` (or with nothing to add): `entry `…` was found by the restore
+/// step; not saving` (`skipped-hit`).
+pub(super) fn hit_not_saved(key: &Key, found_by: &str) -> String {
+    format!("entry `{key}` {found_by}; not saving")
+}
+
+/// `grow` found files removed since the restore.
+pub(super) fn grow_removed(files: usize) -> String {
+    format!(
+        "grow: {} removed since the restore; layers never delete (a content-addressed cache needs no deletions)",
+        units::count_of(files, "file")
+    )
+}
+
+/// `grow` found files changed since the restore.
+pub(super) fn grow_changed(files: usize) -> String {
+    format!(
+        "grow: {} changed since the restore, not kept: layers only add files (a content-addressed cache never \
+         changes one)",
+        units::count_of(files, "file")
+    )
+}
+
+/// `grow`'s plan ([`crate::stack::Growth::Nothing`]): nothing to save.
+pub(super) const GROW_NOTHING: &str = "grow: no file was added under `path` since the restore";
+
+/// `grow`'s plan ([`crate::stack::Growth::Skip`]): not this run, and why.
+pub(super) fn grow_skipped(why: &str) -> String {
+    format!("grow: not this run: {why}")
+}
+
+/// `grow`'s plan ([`crate::stack::Growth::Layer`]): what the layer holds, and its slot.
+pub(super) fn grow_layer(files: usize, bytes: u64, slot: Slot) -> String {
+    format!(
+        "grow: saving {} added since the restore ({}) as {slot}",
+        units::count_of(files, "file"),
+        units::bytes(bytes)
+    )
+}
+
+/// `grow`'s plan ([`crate::stack::Growth::Compact`]), once the save has numbered the new base.
+pub(super) fn compacting(slot: Slot, why: &str) -> String {
+    format!("grow: compacting the stack into {slot}: {why}")
+}
+
+/// The save of a job whose restore could not use the entry, once it has numbered the new base.
+pub(super) fn saving_replacement(slot: Slot) -> String {
+    format!("saving {slot} as the replacement")
+}
+
+/// A new base that exists where this run's lookups do not reach it: the save goes one up.
+pub(super) fn out_of_reach(slot: Slot, next: Slot) -> String {
+    format!("{slot} exists where this run's lookup does not reach it; saving {next} instead")
+}
+
 /// The summary's `result` cell of a save.
 pub(super) fn save_result_cell(md: &Markdown, result: SaveResult) -> Inline {
     md.code(result.name())
@@ -405,6 +461,13 @@ mod tests {
         writeln!(out, "info: {}", time_to_generate(None, false)).unwrap();
         let cells = [Some(Duration::from_millis(20_700)), None].map(time_to_generate_cell);
         writeln!(out, "summary: {}", cells.join(" | ")).unwrap();
+        writeln!(out, "info: {}", hit_not_saved(&"p-abc".into(), "was found by the restore step")).unwrap();
+        writeln!(out, "info: {}\ninfo: {}\ninfo: {GROW_NOTHING}", grow_removed(1), grow_changed(2)).unwrap();
+        writeln!(out, "info: {}", grow_skipped("the stack is being compacted by another job")).unwrap();
+        writeln!(out, "info: {}", grow_layer(1, 7, Slot::new(0, 1))).unwrap();
+        writeln!(out, "info: {}", compacting(Slot::base(1), "a layer of the stack could not be applied")).unwrap();
+        writeln!(out, "info: {}", saving_replacement(Slot::base(1))).unwrap();
+        writeln!(out, "info: {}", out_of_reach(Slot::base(2), Slot::base(3))).unwrap();
         insta::assert_snapshot!(out);
     }
 }
