@@ -86,8 +86,8 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let uncovered = super::reads::check(ctx, config, &record).map(|files| Box::new(Uncovered { files }));
     let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
     if !config.save_if {
-        runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
-        let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false");
+        runner.info(&words::disabled(&record.key));
+        let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, words::DISABLED);
         return Ok(with_uncovered(disabled));
     }
     let refusing = config.uncovered_reads == UncoveredReads::Fail;
@@ -135,7 +135,7 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         _ => None,
     };
     if config.grow && !config.save_if {
-        runner.info("`save-if` is false: what the job added is not saved as a layer");
+        runner.info(words::DISABLED_LAYER);
     }
     let grown = match &compared {
         Some((kept, changes)) if config.grow && config.save_if => grow_stack(ctx, config, &hit, kept, changes),

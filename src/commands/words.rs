@@ -254,6 +254,17 @@ pub(super) fn save_ended(outcome: &SaveOutcome) -> Option<Said> {
     }
 }
 
+/// `save-if` is false (`disabled`): the detail.
+pub(super) const DISABLED: &str = "`save-if` is false";
+
+/// `save-if` is false (`disabled`): the log's line.
+pub(super) fn disabled(key: &Key) -> String {
+    format!("{DISABLED}: not saving `{key}`")
+}
+
+/// `save-if` is false after a hit, with `grow`.
+pub(super) const DISABLED_LAYER: &str = "`save-if` is false: what the job added is not saved as a layer";
+
 /// After a hit, without `grow` (or with nothing to add): `entry `…` was found by the restore
 /// step; not saving` (`skipped-hit`).
 pub(super) fn hit_not_saved(key: &Key, found_by: &str) -> String {
@@ -461,6 +472,7 @@ mod tests {
         writeln!(out, "info: {}", time_to_generate(None, false)).unwrap();
         let cells = [Some(Duration::from_millis(20_700)), None].map(time_to_generate_cell);
         writeln!(out, "summary: {}", cells.join(" | ")).unwrap();
+        writeln!(out, "info: {}\ninfo: {DISABLED_LAYER}", disabled(&"p-abc".into())).unwrap();
         writeln!(out, "info: {}", hit_not_saved(&"p-abc".into(), "was found by the restore step")).unwrap();
         writeln!(out, "info: {}\ninfo: {}\ninfo: {GROW_NOTHING}", grow_removed(1), grow_changed(2)).unwrap();
         writeln!(out, "info: {}", grow_skipped("the stack is being compacted by another job")).unwrap();

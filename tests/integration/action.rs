@@ -767,7 +767,6 @@ fn save_if_false_restores_and_verifies_but_writes_nothing() {
     let post = step.run(&["save", "--post"], &off, &miss.state);
     assert_eq!((post.code, post.output("save-result"), post.output("saved")), (0, "disabled", "false"));
     assert_eq!(post.output("key"), miss.output("key"));
-    assert!(post.stdout.contains("`save-if` is false: not saving"), "{}", post.stdout);
     assert_eq!(entries(), 0, "nothing written");
     let direct = step.run(&["save"], &off, NO_STATE);
     assert_eq!(direct.output("save-result"), "disabled");
@@ -786,7 +785,6 @@ fn save_if_false_restores_and_verifies_but_writes_nothing() {
     let post = step.run(&["save", "--post"], &verifying, &hit.state);
     assert_eq!(post.output("save-result"), "skipped-hit", "{}", post.stdout);
     assert!(post.output("changed-files").contains("b.bin"), "{}", post.stdout);
-    assert!(post.stdout.contains("not saved as a layer"), "{}", post.stdout);
     assert_eq!(entries(), 1, "no layer written");
     // The control: the same job with `save-if` left out saves the layer.
     let post = step.run(&["save", "--post"], &on, &hit.state);

@@ -227,7 +227,6 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     let (warm, saved) = scene.job(&[("b.bin", "graph b")]);
     assert_eq!(outputs(&warm.restore, &["reused", "layers"]), ["true", "0"]);
     assert_eq!(outputs(&saved, &["save-result", "saved"]), ["layer", "true"], "{}", saved.stdout);
-    assert!(saved.stdout.contains("saving 1 file added since the restore (7 B) as layer 1"), "{}", saved.stdout);
 
     // The third run gets A and B, and a run that adds nothing saves nothing.
     let (third, saved) = scene.job(&[]);
@@ -236,7 +235,6 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     assert_eq!(third.restore.reused_generation(), Some(0), "{}", third.restore.stdout);
     assert!(third.restore.summary.contains("| stack |"), "{}", third.restore.summary);
     assert_eq!(saved.output("save-result"), "skipped-hit");
-    assert!(saved.stdout.contains("no file was added under `path` since the restore"), "{}", saved.stdout);
 
     // Layer 2 adds C (in a new directory, on top of layer 1); layers only add: the job's change
     // to B and its removal of A are not kept.
@@ -246,8 +244,6 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     std::fs::remove_file(job.step.ws.join("out/a.bin")).unwrap();
     let saved = job.post(&scene);
     assert_eq!(saved.output("save-result"), "layer", "{}", saved.stdout);
-    assert!(saved.stdout.contains("1 file removed since the restore; layers never delete"), "{}", saved.stdout);
-    assert!(saved.stdout.contains("1 file changed since the restore, not kept"), "{}", saved.stdout);
 
     let fourth = scene.restore();
     assert_eq!(outputs(&fourth.restore, &["layers", "restored-files", "restored-bytes"]), ["2", "3", "21"]);
@@ -270,9 +266,6 @@ fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     assert_eq!(job.names(), ["a.bin", "b.bin"]);
     // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(
-        saved.stdout.contains("compacting the stack into generation 1 base: a layer of the stack could not be applied")
-    );
 
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "layers", "restored-files"]), ["true", "0", "2"]);
@@ -329,7 +322,6 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
     let (full, saved) = scene.job(&[("d.bin", "graph d")]);
     assert_eq!(full.restore.output("layers"), "2");
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains("compacting the stack into generation 1 base: the stack has 2 layers"));
 
     let (next, saved) = scene.job(&[("e.bin", "graph e")]);
     assert_eq!(outputs(&next.restore, &["layers", "restored-files"]), ["0", "4"]);
@@ -669,10 +661,10 @@ fn a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact(stor
     write(&job.step.ws.join("out/c.bin"), b"graph c");
     let saved = job.post(&scene);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains("compacting the stack into generation 1 base"), "{}", saved.stdout);
 
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "layers"]), ["true", "0"], "{}", next.restore.stdout);
+    assert_eq!(next.restore.reused_generation(), Some(1), "compacted: {}", next.restore.stdout);
     assert!(!next.restore.stdout.contains("not applied"), "{}", next.restore.stdout);
     assert_eq!(next.names(), ["a.bin", "c.bin"]);
 }
@@ -734,6 +726,7 @@ fn compaction_never_takes_files_that_were_there_before_the_restore(store: Store)
     write(&job.step.ws.join("out/b.bin"), b"graph b");
     let saved = job.post(&scene);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains("compacting the stack into generation 1 base"), "{}", saved.stdout);
-    assert_eq!(scene.restore().names(), ["a.bin", "b.bin"]);
+    let next = scene.restore();
+    assert_eq!(next.restore.reused_generation(), Some(1), "compacted: {}", next.restore.stdout);
+    assert_eq!(next.names(), ["a.bin", "b.bin"]);
 }
