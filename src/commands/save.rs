@@ -13,7 +13,7 @@ use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
-use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
+use crate::stack::{self, Added, Growth, Limits, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
 use std::collections::{HashMap, HashSet};
@@ -33,13 +33,12 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let version = config.version();
     let mut record = if post {
         let Some(key) = runner.state(State::Key).map(Key::from) else {
-            runner.info("the restore step computed no key; nothing to save");
-            return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
+            runner.info(words::NO_KEY_LOG);
+            return Ok(SaveOutcome::skipped(None, SaveResult::Error, words::NO_KEY));
         };
         if runner.state(State::SkipSave).as_deref() == Some(SKIP_SAVE_STALE) {
-            let detail = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
-            runner.warning(detail);
-            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
+            runner.warning(words::STALE);
+            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, words::STALE));
         }
         let fingerprint_file = runner
             .state(State::FingerprintFile)
@@ -77,7 +76,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             return after_hit(ctx, config, Hit { record: &record, kept: None, found_by, times });
         }
         Some(Restored::Unusable { newest }) => {
-            runner.info("the restore step could not use this key's entry: saving a replacement");
+            runner.info(words::REPLACING);
             Place::Above { seen: newest, replacing: true }
         }
         Some(Restored::NotReused) | None => Place::First,
@@ -119,7 +118,7 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
     let compared = match &hit.kept {
         None if verifying || config.grow => {
             let what = if verifying { "verify-reuse" } else { "grow" };
-            runner.info(&format!("{what}: the restore step kept no manifest; nothing to compare with"));
+            runner.info(&words::no_manifest_kept(what));
             None
         }
         Some(kept) if verifying || config.grow => {
@@ -152,7 +151,7 @@ fn after_hit(ctx: &Context, config: &Config, hit: Hit) -> Result<SaveOutcome, Er
         return Ok(grown);
     }
     runner.info(&words::hit_not_saved(key, hit.found_by));
-    let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, "restored");
+    let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, words::RESTORED);
     outcome.verified = verified;
     Ok(outcome)
 }
@@ -251,7 +250,7 @@ fn next_base(
                 // A file in the way here, service trouble in the restore, a save with no restore
                 // before it: the key has an entry all the same.
                 Some(generation) => {
-                    let detail = format!("{} of this key exists already", Slot::base(generation));
+                    let detail = words::base_exists(Slot::base(generation));
                     Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)))
                 }
                 None => Ok(Slot::FIRST_BASE),
@@ -261,16 +260,12 @@ fn next_base(
     };
     let (now, failed) = newest_base(ctx, backend, record);
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
-        let detail =
-            format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
+        let detail = words::replaced_by_another(Slot::base(now));
         return Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)));
     }
     let basis = if failed { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
-        let detail = format!(
-            "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
-             changes"
-        );
+        let detail = words::generations_used_up();
         ctx.runner.warning(&detail);
         Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
     })
@@ -324,8 +319,8 @@ fn save(
     let _group = runner.group(&format!("Save {}", record.key));
 
     if let Some(mode) = env.non_empty("ACTIONS_CACHE_MODE").filter(|m| matches!(*m, "read" | "none")) {
-        runner.info(&format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write to the cache"));
-        return SaveOutcome::skipped(key, SaveResult::ReadOnly, "cache mode is read-only");
+        runner.info(&words::cache_mode(mode));
+        return SaveOutcome::skipped(key, SaveResult::ReadOnly, words::READ_ONLY);
     }
 
     let mut inv = match inventory(&config.paths) {
@@ -346,33 +341,24 @@ fn save(
     let is_layer = matches!(target.place, Place::Slot(slot) if !slot.is_base());
     let required: &[PathBuf] = if is_layer { &[] } else { &config.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
-        let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
+        let msg = words::required_missing(missing);
         runner.warning(&msg);
         return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
     }
     // An existing directory root is an entry of its own: empty directories alone hold nothing.
     if !inv.entries.iter().any(|e| e.kind != EntryKind::Dir) {
-        let msg = match inv.entries.is_empty() {
-            true => "nothing to save: no `path` entry exists",
-            false => "nothing to save: `path` holds only empty directories, no files",
-        };
-        runner.warning(&format!(
-            "{msg}; not saving an empty entry (if an empty result is right, put a marker file in `path`)"
-        ));
+        let msg = words::nothing_to_save(inv.entries.is_empty());
+        runner.warning(&words::not_saving_empty(msg));
         return SaveOutcome::skipped(key, SaveResult::Incomplete, msg);
     }
 
     // The packer checks every byte against these before it goes into the archive.
     let secrets = SecretScanner::new(secret_values(config, env));
     if secrets.in_fingerprint(record) {
-        let msg = "the fingerprint (a `hash-env` or preset variable) holds the value of a token or of a `secret-env` \
-                   variable (not shown); nothing was uploaded";
-        return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
+        return SaveOutcome::trouble(key, SaveResult::SecretFound, words::SECRET_IN_FINGERPRINT);
     }
     if secrets.in_roots(&inv.roots).is_some() {
-        let msg = "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was \
-                   uploaded";
-        return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
+        return SaveOutcome::trouble(key, SaveResult::SecretFound, words::SECRET_IN_PATH);
     }
 
     let generation = generation(ctx, config, target, &inv, times);
@@ -468,11 +454,7 @@ fn upload(
         }
         Err(PackError::Secret { path }) => {
             let shown = config.fingerprint.locations.display(&path);
-            let msg = format!(
-                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not \
-                 committed"
-            );
-            return SaveOutcome::trouble(key, SaveResult::SecretFound, &msg);
+            return SaveOutcome::trouble(key, SaveResult::SecretFound, &words::secret_in_file(&shown));
         }
         Err(other) => return pack_trouble(key, &other),
     };
@@ -499,12 +481,11 @@ fn upload(
         }
         Ok(Committed::Exists) => SaveOutcome {
             archived: Some(archived),
-            ..SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry first")
+            ..SaveOutcome::skipped(key, SaveResult::Exists, words::SAVED_FIRST)
         },
-        Ok(Committed::Creating) => SaveOutcome {
-            archived: Some(archived),
-            ..SaveOutcome::skipped(key, SaveResult::Exists, "another job is creating this entry")
-        },
+        Ok(Committed::Creating) => {
+            SaveOutcome { archived: Some(archived), ..SaveOutcome::skipped(key, SaveResult::Exists, words::CREATING) }
+        }
         Err(e) => trouble(&e),
     }
 }
@@ -549,13 +530,7 @@ fn reserve(
             Reservation::Exists => break,
         }
     }
-    let detail = match slot {
-        Slot::FIRST_BASE => {
-            "an entry with this key and version exists already (saved earlier, or being saved by another job)"
-                .to_owned()
-        }
-        slot => format!("{slot} of this key exists already (saved by another job)"),
-    };
+    let detail = words::reserved_by_another(slot);
     Err(NotReserved::Settled(Box::new(SaveOutcome::skipped(key, SaveResult::Exists, &detail))))
 }
 

@@ -254,6 +254,92 @@ pub(super) fn save_ended(outcome: &SaveOutcome) -> Option<Said> {
     }
 }
 
+/// A post step without the restore step's key (`error`): the log's line, and the detail.
+pub(super) const NO_KEY_LOG: &str = "the restore step computed no key; nothing to save";
+pub(super) const NO_KEY: &str = "no key from the restore step";
+
+/// `clean-on-miss` could not finish in the restore step (`incomplete`).
+pub(super) const STALE: &str = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
+
+/// The restore step found the key's entries and could use none: this save replaces them.
+pub(super) const REPLACING: &str = "the restore step could not use this key's entry: saving a replacement";
+
+/// `verify-reuse` or `grow` (`what`) after a hit whose restore kept no manifest.
+pub(super) fn no_manifest_kept(what: &str) -> String {
+    format!("{what}: the restore step kept no manifest; nothing to compare with")
+}
+
+/// The detail of `skipped-hit` after a hit.
+pub(super) const RESTORED: &str = "restored";
+
+/// `exists`: a base of the key exists already.
+pub(super) fn base_exists(slot: Slot) -> String {
+    format!("{slot} of this key exists already")
+}
+
+/// `exists`: another job wrote the replacement this save would write.
+pub(super) fn replaced_by_another(slot: Slot) -> String {
+    format!("{slot} replaced the entry this job's restore could not use (saved by another job)")
+}
+
+/// A key whose generations are used up (`skipped-hit`, and a warning).
+pub(super) fn generations_used_up() -> String {
+    format!(
+        "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
+         changes"
+    )
+}
+
+/// `ACTIONS_CACHE_MODE` forbids writes (`read-only`): the log's line, and the detail.
+pub(super) fn cache_mode(mode: &str) -> String {
+    format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write to the cache")
+}
+pub(super) const READ_ONLY: &str = "cache mode is read-only";
+
+/// A `required` path is missing (`incomplete`).
+pub(super) fn required_missing(path: &std::path::Path) -> String {
+    format!("required path `{}` does not exist; not saving an incomplete entry", path.display())
+}
+
+/// Nothing to save (`incomplete`): no `path` entry at all (`none`), or empty directories only.
+pub(super) fn nothing_to_save(none: bool) -> &'static str {
+    match none {
+        true => "nothing to save: no `path` entry exists",
+        false => "nothing to save: `path` holds only empty directories, no files",
+    }
+}
+
+/// The warning of [`nothing_to_save`].
+pub(super) fn not_saving_empty(nothing: &str) -> String {
+    format!("{nothing}; not saving an empty entry (if an empty result is right, put a marker file in `path`)")
+}
+
+/// `secret-found`: in the fingerprint, in a `path` line, in a file.
+pub(super) const SECRET_IN_FINGERPRINT: &str = "the fingerprint (a `hash-env` or preset variable) holds the value of \
+                                                 a token or of a `secret-env` variable (not shown); nothing was uploaded";
+pub(super) const SECRET_IN_PATH: &str =
+    "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was uploaded";
+pub(super) fn secret_in_file(shown: &str) -> String {
+    format!(
+        "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
+    )
+}
+
+/// `exists`: another job committed the entry first, or is committing it.
+pub(super) const SAVED_FIRST: &str = "another job saved this entry first";
+pub(super) const CREATING: &str = "another job is creating this entry";
+
+/// `exists`: the slot could not be reserved.
+pub(super) fn reserved_by_another(slot: Slot) -> String {
+    match slot {
+        Slot::FIRST_BASE => {
+            "an entry with this key and version exists already (saved earlier, or being saved by another job)"
+                .to_owned()
+        }
+        slot => format!("{slot} of this key exists already (saved by another job)"),
+    }
+}
+
 /// `save-if` is false (`disabled`): the detail.
 pub(super) const DISABLED: &str = "`save-if` is false";
 
@@ -473,6 +559,22 @@ mod tests {
         let cells = [Some(Duration::from_millis(20_700)), None].map(time_to_generate_cell);
         writeln!(out, "summary: {}", cells.join(" | ")).unwrap();
         writeln!(out, "info: {}\ninfo: {DISABLED_LAYER}", disabled(&"p-abc".into())).unwrap();
+        writeln!(out, "info: {NO_KEY_LOG}\ndetail: {NO_KEY}\nwarning: {STALE}\ninfo: {REPLACING}").unwrap();
+        writeln!(out, "info: {}\ndetail: {RESTORED}", no_manifest_kept("verify-reuse")).unwrap();
+        writeln!(out, "detail: {}", base_exists(Slot::base(1))).unwrap();
+        writeln!(out, "detail: {}", replaced_by_another(Slot::base(2))).unwrap();
+        writeln!(out, "warning: {}", generations_used_up()).unwrap();
+        writeln!(out, "info: {}\ndetail: {READ_ONLY}", cache_mode("read")).unwrap();
+        writeln!(out, "warning: {}", required_missing(std::path::Path::new("out/model.pth"))).unwrap();
+        for none in [true, false] {
+            writeln!(out, "warning: {}\ndetail: {}", not_saving_empty(nothing_to_save(none)), nothing_to_save(none))
+                .unwrap();
+        }
+        writeln!(out, "detail: {SECRET_IN_FINGERPRINT}\ndetail: {SECRET_IN_PATH}").unwrap();
+        writeln!(out, "detail: {}", secret_in_file("out/.env")).unwrap();
+        writeln!(out, "detail: {SAVED_FIRST}\ndetail: {CREATING}").unwrap();
+        writeln!(out, "detail: {}", reserved_by_another(Slot::FIRST_BASE)).unwrap();
+        writeln!(out, "detail: {}", reserved_by_another(Slot::base(3))).unwrap();
         writeln!(out, "info: {}", hit_not_saved(&"p-abc".into(), "was found by the restore step")).unwrap();
         writeln!(out, "info: {}\ninfo: {}\ninfo: {GROW_NOTHING}", grow_removed(1), grow_changed(2)).unwrap();
         writeln!(out, "info: {}", grow_skipped("the stack is being compacted by another job")).unwrap();
