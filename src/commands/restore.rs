@@ -208,10 +208,7 @@ fn reuse(ctx: &Context, config: &Config, backend: &dyn Backend, key: &Key) -> Re
     let Some((newest, entry)) = bases.newest else {
         return Err(match (bases.error, bases.offered) {
             (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
-            (None, Some(other)) => miss(
-                MissReason::PrefixOnly,
-                format!("the service offered `{other}`, which is not this key; exact reuse only"),
-            ),
+            (None, Some(other)) => miss(MissReason::PrefixOnly, words::prefix_only(&other)),
             (None, None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
         });
     };

@@ -1,9 +1,11 @@
 //! Where words render: the one place each typed value of a restore or a save becomes what users
-//! read — its log line and its cell of the step summary. A miss reason, a save result, an
-//! explanation, a stack put in place, a replacement, what `clean-on-miss` removed: commands
-//! decide the value and say `words::…(&value)`; [`super::report`] lays the summary out and takes
-//! each value's cell from here. Tests assert the values (outputs, records, outcome structs) and
-//! this module's snapshots assert the words once.
+//! read — its log line (and the level it is said at) and its cell of the step summary. A miss
+//! reason, a save result and the details a save gives for it, an explanation, a stack put in
+//! place, `grow`'s plan, a replacement, what `clean-on-miss` removed: commands decide the value
+//! and say `words::…(&value)`; [`super::report`] lays the summary out and takes each value's
+//! cell from here. Tests assert the values (outputs, the restore record, outcome structs) and
+//! this module's snapshots assert the words of every value once. Causes from outside (an
+//! error chain, a path) are put in as given.
 
 use crate::ids::Key;
 use crate::manifest::Generation;
@@ -42,6 +44,11 @@ pub(super) fn not_reused(reason: MissReason, detail: Option<&str>) -> Said {
         None => format!("not reused ({reason})"),
     };
     if reason.is_trouble() { Said::Warning(text) } else { Said::Info(text) }
+}
+
+/// The detail of `prefix-only`: the service offered another key.
+pub(super) fn prefix_only(offered: &str) -> String {
+    format!("the service offered `{offered}`, which is not this key; exact reuse only")
 }
 
 /// The summary's `result` cell of a miss.
@@ -481,6 +488,7 @@ mod tests {
             writeln!(out, "{}", said(&not_reused(*reason, Some("the detail")))).unwrap();
             writeln!(out, "summary: {}", not_reused_cell(&md, *reason)).unwrap();
         }
+        writeln!(out, "detail: {}", prefix_only("p-other")).unwrap();
         writeln!(out, "info: {FOUND}\nsummary: {FOUND_CELL}").unwrap();
         writeln!(out, "info: {}\nsummary: {REUSED_CELL}", reused(&transfer(3))).unwrap();
         let mut applied = StackApplied { generation: 0, base: transfer(3), layers: vec![], stopped: None };
