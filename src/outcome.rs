@@ -4,8 +4,9 @@
 //! (`commands::publish`) turns it into step outputs, state, exported variables and the step
 //! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
 //! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
-//! declares. This module is plain data: it depends on nothing but the fingerprint record,
-//! [`crate::choice`], [`crate::units`] and the stack's [`Slot`].
+//! declares. This module is plain data, without sentences (`commands::words` renders each value
+//! for users): it depends on nothing but the fingerprint record, [`crate::choice`] and the
+//! stack's [`Slot`].
 
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::{Key, Version};
@@ -261,16 +262,6 @@ pub struct StackApplied {
 }
 
 impl StackApplied {
-    /// `generation 1 base 120 MiB (300 files) + layer 1 2 MiB (4 files) + …`.
-    pub fn parts(&self) -> String {
-        let part = |name: String, t: &Transfer| {
-            format!("{name} {} ({})", crate::units::bytes(t.content_bytes), crate::units::count_of(t.files, "file"))
-        };
-        let mut parts = vec![part(Slot::base(self.generation).to_string(), &self.base)];
-        parts.extend(self.layers.iter().enumerate().map(|(i, t)| part(format!("layer {}", i + 1), t)));
-        parts.join(" + ")
-    }
-
     /// The base and every layer, summed.
     pub fn total(&self) -> Transfer {
         self.layers.iter().fold(self.base, |sum, l| Transfer {

@@ -79,7 +79,15 @@ pub(super) const REUSED_CELL: &str = "✅ reused";
 /// `generation 1 base 120 MiB (300 files) + layer 1 2 MiB (4 files)`, when the stack is more
 /// than generation 0's base alone.
 pub(super) fn stack(stack: &StackApplied) -> Option<String> {
-    (!stack.layers.is_empty() || stack.generation > 0).then(|| stack.parts())
+    if stack.layers.is_empty() && stack.generation == 0 {
+        return None;
+    }
+    let part = |name: String, t: &Transfer| {
+        format!("{name} {} ({})", units::bytes(t.content_bytes), units::count_of(t.files, "file"))
+    };
+    let mut parts = vec![part(Slot::base(stack.generation).to_string(), &stack.base)];
+    parts.extend(stack.layers.iter().enumerate().map(|(i, t)| part(format!("layer {}", i + 1), t)));
+    Some(parts.join(" + "))
 }
 
 /// Why the stack stopped below layer `n`: `layer 2 not applied (corrupt): …`.
