@@ -4,8 +4,9 @@
 //! (`commands::publish`) turns it into step outputs, state, exported variables and the step
 //! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
 //! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
-//! declares. This module is plain data: it depends on nothing but the fingerprint record,
-//! [`crate::choice`], [`crate::units`] and the stack's [`Slot`].
+//! declares. This module is plain data, without sentences (`commands::words` renders each value
+//! for users): it depends on nothing but the fingerprint record, [`crate::choice`] and the
+//! stack's [`Slot`].
 
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::{Key, Version};
@@ -261,16 +262,6 @@ pub struct StackApplied {
 }
 
 impl StackApplied {
-    /// `generation 1 base 120 MiB (300 files) + layer 1 2 MiB (4 files) + …`.
-    pub fn parts(&self) -> String {
-        let part = |name: String, t: &Transfer| {
-            format!("{name} {} ({})", crate::units::bytes(t.content_bytes), crate::units::count_of(t.files, "file"))
-        };
-        let mut parts = vec![part(Slot::base(self.generation).to_string(), &self.base)];
-        parts.extend(self.layers.iter().enumerate().map(|(i, t)| part(format!("layer {}", i + 1), t)));
-        parts.join(" + ")
-    }
-
     /// The base and every layer, summed.
     pub fn total(&self) -> Transfer {
         self.layers.iter().fold(self.base, |sum, l| Transfer {
@@ -301,7 +292,8 @@ pub struct Explanation {
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
     /// `against_key` is this very key: the fingerprint is the same, and the entry was saved
-    /// for other `path` lines or another compression (its `changes` is the one line saying so).
+    /// for other `path` lines or another compression (its `changes` is the one line saying so,
+    /// as `commands::words` renders it).
     pub same_key: Option<SameKey>,
 }
 
@@ -315,32 +307,6 @@ pub struct SameKey {
     /// Its slot when it is part of this very stack: a layer whose base is gone, or a later
     /// generation's base that this run's lookup did not find.
     pub slot: Option<Slot>,
-}
-
-impl SameKey {
-    /// One line for the log, the summary, the `miss-reason` detail and `explain`'s `changes`.
-    pub fn sentence(&self) -> String {
-        if let Some(slot) = self.slot {
-            return match slot.is_base() {
-                true => format!(
-                    "this key's stack has a {slot} that this run's lookup did not find (saved on a ref this run \
-                     cannot read, or since this run looked)"
-                ),
-                false => format!(
-                    "only {slot} of this key's stack exists: its base is gone (evicted or deleted), and a layer is \
-                     never applied without it"
-                ),
-            };
-        }
-        match &self.compression {
-            Some(c) => format!(
-                "an entry with this key exists for other `path` lines or compression: it was saved with `compression: {c}`"
-            ),
-            None => "an entry with this key exists for other `path` lines or compression: it was saved with other \
-                     `path` lines (or by an exact-cache of another archive format)"
-                .to_owned(),
-        }
-    }
 }
 
 /// How a save ended, with everything the step reports.

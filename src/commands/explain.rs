@@ -138,7 +138,7 @@ pub(super) fn explain(
         return Ok(Explanation {
             against_key: theirs.key.clone(),
             against_ref: theirs.r#ref.clone(),
-            changes: vec![same_key.sentence()],
+            changes: vec![super::words::same_key(&same_key)],
             same_key: Some(same_key),
         });
     }

@@ -20,6 +20,7 @@ mod services;
 mod setup;
 mod tracked;
 mod verify;
+mod words;
 mod worth;
 
 pub use error::Error;

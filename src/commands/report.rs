@@ -1,6 +1,7 @@
 //! What users read: the fingerprint and explanations of misses in the log, and the step summary
 //! of each command's outcome.
 
+use super::words;
 use crate::config::Config;
 use crate::fingerprint::{ComponentName, FingerprintRecord, Value};
 use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
@@ -154,24 +155,11 @@ pub(super) fn log_fingerprint(runner: &Runner, shown: &Shown, record: &Fingerpri
     runner.info(&format!("key: {}", record.key));
 }
 
-/// Why a miss is a miss, in the log: the entry compared with (and its ref, when it has one) and
-/// at most `limit` changes. `asked`: the answer of `explain`, which `--quiet` keeps.
+/// Why a miss is a miss, in the log ([`words::explanation`]). `asked`: the answer of `explain`,
+/// which `--quiet` keeps.
 pub(super) fn log_explanation(runner: &Runner, explanation: &Explanation, limit: usize, asked: bool) {
-    let say = |line: &str| if asked { runner.answer(line) } else { runner.info(line) };
-    let against_ref = match explanation.against_ref.as_deref() {
-        Some("") => " (saved outside Actions)".to_owned(),
-        Some(r) => format!(" ({r})"),
-        None => String::new(),
-    };
-    say(&format!("compared with `{}`{against_ref}:", explanation.against_key));
-    for line in explanation.changes.iter().take(limit) {
-        say(&format!("  {line}"));
-    }
-    if explanation.changes.len() > limit {
-        say(&format!("  … and {} more", explanation.changes.len() - limit));
-    }
-    if explanation.changes.is_empty() {
-        say("  no fingerprint component differs");
+    for line in words::explanation(explanation, limit) {
+        if asked { runner.answer(&line) } else { runner.info(&line) }
     }
 }
 
@@ -266,52 +254,38 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
     let mut rows = vec![vec![Inline::ours("key"), md.code(&outcome.record.key)]];
     match &outcome.attempt {
         Attempt::Reused { restored, extra_files, stack, .. } => {
-            rows.push(vec![Inline::ours("result"), Inline::ours("✅ reused")]);
+            rows.push(vec![Inline::ours("result"), Inline::ours(words::REUSED_CELL)]);
             rows.push(vec![Inline::ours("restored"), transfer(restored)]);
             if let Some(worth) = &outcome.worth {
                 rows.push(vec![Inline::ours("time saved"), md.prose(&super::worth::sentence(worth))]);
             }
-            if !stack.layers.is_empty() || stack.generation > 0 {
-                rows.push(vec![Inline::ours("stack"), md.prose(&stack.parts())]);
+            if let Some(parts) = words::stack(stack) {
+                rows.push(vec![Inline::ours("stack"), md.prose(&parts)]);
             }
             if let Some(why) = &stack.stopped {
-                rows.push(vec![
-                    Inline::ours("stack stopped"),
-                    md.prose(&format!("⚠️ {why}; a later save that adds files compacts the stack")),
-                ]);
+                rows.push(vec![Inline::ours("stack stopped"), md.prose(&words::stack_stopped_cell(why))]);
             }
             if !extra_files.is_empty() {
-                rows.push(vec![Inline::ours("kept"), md.prose(&super::restore::extra_files_line(extra_files))]);
+                rows.push(vec![Inline::ours("kept"), md.prose(&words::extra_files(extra_files))]);
             }
         }
-        Attempt::Found => {
-            let found = "☑️ entry exists (`lookup-only`; nothing downloaded)";
-            rows.push(vec![Inline::ours("result"), Inline::ours(found)])
-        }
+        Attempt::Found => rows.push(vec![Inline::ours("result"), Inline::ours(words::FOUND_CELL)]),
         Attempt::Miss { reason, detail } => {
-            let result = format!("❌ not reused: {}", md.code(reason.name()));
-            rows.push(vec![Inline::ours("result"), Inline::ours(result)]);
+            rows.push(vec![Inline::ours("result"), words::not_reused_cell(&md, *reason)]);
             if let Some(d) = detail {
                 rows.push(vec![Inline::ours("why"), md.prose(d)]);
             }
             rows.push(vec![Inline::ours("saved"), Inline::ours(shown.when_saved())]);
             if let Some(slot) = outcome.replacement {
-                let replaced = format!("the save of this job writes {slot}, which later restores find first");
-                rows.push(vec![Inline::ours("replacement"), md.prose(&replaced)]);
+                rows.push(vec![Inline::ours("replacement"), md.prose(&words::replacement_cell(slot))]);
             }
         }
     }
     if outcome.clean_failed {
-        let failed = "❌ did not finish (`strict`): what is there will not be saved under this key";
-        rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(failed)]);
+        rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(words::CLEAN_FAILED_CELL)]);
     }
     if let Some(c) = &outcome.cleaned {
-        let mut text =
-            format!("removed {}, {}", units::count_of(c.files, "file"), units::count_of(c.dirs, "directory"));
-        if c.kept_tracked > 0 {
-            text.push_str(&format!("; kept {} the repository tracks", units::count_of(c.kept_tracked, "file")));
-        }
-        rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(text)]);
+        rows.push(vec![Inline::ours("clean-on-miss"), Inline::ours(words::cleaned_cell(c))]);
     }
     rows.push(vec![Inline::ours("backend"), md.prose(&outcome.backend)]);
     md.table(&["", ""], rows);
@@ -327,28 +301,19 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
         md.details(&format!("clean-on-miss removed {}", units::count_of(c.names.len(), "file")), &list);
     }
     if let Some(e) = &outcome.explanation {
-        let when = match e.against_ref.as_deref() {
-            Some("") => " (saved outside Actions)".to_owned(),
-            Some(r) => format!(" on {}", md.code(r)),
-            None => String::new(),
-        };
-        let against = md.code(&e.against_key);
-        let intro = match e.same_key {
-            Some(_) => format!("**Why this is a miss** — {against}{when} has this very key and fingerprint:"),
-            None => format!("**Why this is a miss** — compared with the newest entry {against}{when}:"),
-        };
-        md.paragraph(&Inline::ours(intro));
+        let intro = words::explanation_intro(&md, e);
+        md.paragraph(&intro);
         // A change quotes their labels and values: code, which GitHub never links.
         let rows: Vec<Vec<Inline>> = e.changes.iter().take(SUMMARY_VALUES).map(|c| vec![md.code(c)]).collect();
         if rows.is_empty() {
-            md.paragraph(&Inline::ours("no fingerprint component differs"));
+            md.paragraph(&words::nothing_differs_cell());
         } else {
             md.table(&["what changed"], rows);
         }
     }
     if let Some(why) = &outcome.unexplained {
-        let line = format!("**Why this is a miss** — `explain-misses`: {}", md.prose(why));
-        md.paragraph(&Inline::ours(line));
+        let line = words::unexplained_cell(&md, why);
+        md.paragraph(&line);
     }
     fingerprint_details(&mut md, shown, &outcome.record);
     md.as_str().to_owned()
@@ -377,15 +342,14 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(key) = &outcome.key {
         rows.push(vec![Inline::ours("key"), md.code(key)]);
     }
-    rows.push(vec![Inline::ours("result"), md.code(outcome.result.name())]);
+    rows.push(vec![Inline::ours("result"), words::save_result_cell(&md, outcome.result)]);
     if let Some(d) = &outcome.detail {
         rows.push(vec![Inline::ours("detail"), md.prose(d)]);
     }
     if let Some(archived) = outcome.archived.filter(|a| a.files > 0) {
-        let what = outcome.slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"));
-        rows.push(vec![Inline::ours(what), transfer(&archived)]);
+        rows.push(vec![Inline::ours(words::saved_label(outcome.slot)), transfer(&archived)]);
         if outcome.is_saved() {
-            let generation = outcome.generation.map_or_else(|| "not recorded".to_owned(), units::duration);
+            let generation = words::time_to_generate_cell(outcome.generation);
             rows.push(vec![Inline::ours("time to generate"), Inline::ours(generation)]);
         }
     }

@@ -4,7 +4,7 @@
 use super::fingerprint::compute;
 use super::handoff::{HitRecord, RestoreRecord, Restored};
 use super::lookups::KeyLookups;
-use super::{Context, Error, explain, handoff, worth};
+use super::{Context, Error, explain, handoff, words, worth};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
 };
@@ -16,44 +16,11 @@ use crate::manifest::{EntryKind, Generation, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
 use crate::paths::Locations;
 use crate::runner::ProgressReader;
-use crate::stack::{self, Gap, KeptStack, MAX_GENERATIONS, Slot};
-use crate::text::{error_chain, error_line, shorten};
-use crate::units;
+use crate::stack::{self, Gap, KeptStack, Slot};
+use crate::text::{error_chain, error_line};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
-
-/// Files not in the entry named in the log and the summary before "and N more".
-const EXTRA_SHOWN: usize = 5;
-
-/// `3 files under `path` not in the entry: `a`, `b`, `c``, naming at most [`EXTRA_SHOWN`].
-pub(super) fn extra_files_line(extra: &[String]) -> String {
-    let mut names: Vec<String> = extra.iter().take(EXTRA_SHOWN).map(|f| format!("`{}`", shorten(f, 120))).collect();
-    if extra.len() > EXTRA_SHOWN {
-        names.push(format!("and {} more", extra.len() - EXTRA_SHOWN));
-    }
-    format!("{} under `path` not in the entry: {}", units::count_of(extra.len(), "file"), names.join(", "))
-}
-
-/// `removed 2 stale files (`a`, `b`) and 1 directory; kept 3 files the repository tracks`,
-/// naming at most [`EXTRA_SHOWN`] files.
-fn cleaned_line(cleaned: &Cleaned) -> String {
-    let mut names: Vec<String> =
-        cleaned.names.iter().take(EXTRA_SHOWN).map(|f| format!("`{}`", shorten(f, 120))).collect();
-    if cleaned.names.len() > EXTRA_SHOWN {
-        names.push(format!("and {} more", cleaned.names.len() - EXTRA_SHOWN));
-    }
-    let named = if names.is_empty() { String::new() } else { format!(" ({})", names.join(", ")) };
-    let mut line = format!(
-        "removed {}{named} and {}",
-        units::count_of(cleaned.files, "stale file"),
-        units::count_of(cleaned.dirs, "directory")
-    );
-    if cleaned.kept_tracked > 0 {
-        line.push_str(&format!("; kept {} the repository tracks", units::count_of(cleaned.kept_tracked, "file")));
-    }
-    line
-}
 
 /// The outcome, and the `clean-on-miss` failure that fails the step under `strict` once the
 /// outcome is published.
@@ -143,7 +110,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     if let (Attempt::Miss { detail: detail @ None, .. }, Some(same)) =
         (&mut attempt, explanation.as_ref().and_then(|e| e.same_key.as_ref()))
     {
-        *detail = Some(same.sentence());
+        *detail = Some(words::same_key(same));
     }
     if let Attempt::Miss { .. } = attempt {
         runner.info(&format!("saved: {}", super::report::Shown::new(runner, config).when_saved()));
@@ -260,10 +227,7 @@ fn reuse(
     let Some((newest, entry)) = bases.newest else {
         return Err(match (bases.error, bases.offered) {
             (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
-            (None, Some(other)) => miss(
-                MissReason::PrefixOnly,
-                format!("the service offered `{other}`, which is not this key; exact reuse only"),
-            ),
+            (None, Some(other)) => miss(MissReason::PrefixOnly, words::prefix_only(&other)),
             (None, None) => NotReused::Miss { reason: MissReason::NotFound, detail: None },
         });
     };
@@ -389,8 +353,8 @@ fn apply_layers(
                 applied.layers.push(transfer);
             }
             Err(failed) => {
-                let why = format!("layer {n} not applied ({}): {}", failed.reason, failed.detail);
-                ctx.runner.warning(&format!("{why}; the stack stops at {}", Slot::new(generation, n - 1)));
+                let why = words::layer_not_applied(n, failed.reason, &failed.detail);
+                ctx.runner.warning(&words::stack_stops(&why, Slot::new(generation, n - 1)));
                 // Only the service's trouble skips growth; anything else about the layer (what
                 // it holds, or what is in its way here) makes the next save compact.
                 kept.trouble = failed.is_trouble();
@@ -401,7 +365,7 @@ fn apply_layers(
     }
     match gap {
         Some(Gap::Missing(why)) => {
-            ctx.runner.warning(&format!("{why}; a later save that adds files compacts the stack"));
+            ctx.runner.warning(&words::compacts_later(&why));
             applied.stopped = Some(why);
         }
         Some(Gap::Trouble(why)) => {
@@ -450,26 +414,17 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
         Ok(Reuse { restored, stack, extra_files, .. }) => {
-            runner.info(&format!(
-                "reused {} ({}) in {}",
-                units::count_of(restored.files, "file"),
-                units::bytes(restored.content_bytes),
-                units::duration(restored.elapsed)
-            ));
-            if !stack.layers.is_empty() || stack.generation > 0 {
-                runner.info(&format!("stack: {}", stack.parts()));
+            runner.info(&words::reused(restored));
+            if let Some(parts) = words::stack(stack) {
+                runner.info(&format!("stack: {parts}"));
             }
             if !extra_files.is_empty() {
-                runner.info(&format!("kept {}", extra_files_line(extra_files)));
+                runner.info(&words::kept(extra_files));
             }
         }
-        Err(NotReused::Found) => runner.info("entry exists; `lookup-only` is set, so nothing was downloaded"),
+        Err(NotReused::Found) => runner.info(words::FOUND),
         Err(NotReused::Miss { reason, detail } | NotReused::Unusable { reason, detail, .. }) => {
-            let text = match detail {
-                Some(d) => format!("not reused ({reason}): {d}"),
-                None => format!("not reused ({reason})"),
-            };
-            if reason.is_trouble() { runner.warning(&text) } else { runner.info(&text) }
+            words::not_reused(*reason, detail.as_deref()).say(runner)
         }
     }
 }
@@ -480,15 +435,7 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
 fn replacement(ctx: &Context, tried: &Result<Reuse, NotReused>) -> Option<Slot> {
     let Err(NotReused::Unusable { newest, .. }) = tried else { return None };
     let slot = Slot::next_base([*newest]);
-    match slot {
-        Some(slot) => ctx.runner.info(&format!(
-            "the job regenerates; its save writes {slot} as this key's replacement, which later restores find first"
-        )),
-        None => ctx.runner.warning(&format!(
-            "this key has used all {MAX_GENERATIONS} generations: no replacement can be saved until the fingerprint \
-             changes"
-        )),
-    }
+    words::replacement(slot).say(ctx.runner);
     slot
 }
 
@@ -527,13 +474,13 @@ fn clean_stale(
         Cleaned { files: stats.removed_files, dirs: stats.removed_dirs, names, kept_tracked: stats.kept_tracked };
     match result {
         Ok(()) => {
-            ctx.runner.info(&format!("clean-on-miss: {}", cleaned_line(&cleaned)));
+            ctx.runner.info(&format!("clean-on-miss: {}", words::cleaned(&cleaned)));
             (Some(cleaned), None)
         }
         Err(e) => {
             // What went before the failure is named all the same.
             let cleaned = (cleaned.files + cleaned.dirs > 0).then(|| {
-                ctx.runner.info(&format!("clean-on-miss: {} before it stopped", cleaned_line(&cleaned)));
+                ctx.runner.info(&format!("clean-on-miss: {} before it stopped", words::cleaned(&cleaned)));
                 cleaned
             });
             if strict {

@@ -5,7 +5,7 @@ use super::fingerprint::compute;
 use super::handoff::{self, RestoreTimes, Restored, fingerprint_path, read_fingerprint};
 use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
-use super::{Context, Error, setup::secret_values, verify, worth};
+use super::{Context, Error, setup::secret_values, verify, words, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
@@ -15,7 +15,7 @@ use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
 use crate::paths::Locations;
 use crate::preset::Preset;
-use crate::stack::{self, Added, Growth, Limits, MAX_GENERATIONS, Slot};
+use crate::stack::{self, Added, Growth, Limits, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
 use std::collections::{HashMap, HashSet};
@@ -37,13 +37,12 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let version = locate.version();
     let mut record = if post {
         let Some(key) = runner.state(State::Key).map(Key::from) else {
-            runner.info("the restore step computed no key; nothing to save");
-            return Ok(SaveOutcome::skipped(None, SaveResult::Error, "no key from the restore step"));
+            runner.info(words::NO_KEY_LOG);
+            return Ok(SaveOutcome::skipped(None, SaveResult::Error, words::NO_KEY));
         };
         if runner.state(State::SkipSave).as_deref() == Some(SKIP_SAVE_STALE) {
-            let detail = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
-            runner.warning(detail);
-            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, detail));
+            runner.warning(words::STALE);
+            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, words::STALE));
         }
         let path = runner
             .state(State::FingerprintFile)
@@ -88,7 +87,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
             return after(Hit { record: &record, kept: None, found_by, times });
         }
         Some(Restored::Unusable { newest }) => {
-            runner.info("the restore step could not use this key's entry: saving a replacement");
+            runner.info(words::REPLACING);
             Place::Above { seen: newest, replacing: true }
         }
         Some(Restored::NotReused) | None => Place::First,
@@ -99,8 +98,8 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         super::reads::check(ctx, config.uncovered_reads, saved, &record).map(|files| Box::new(Uncovered { files }));
     let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
     if !config.save.save_if {
-        runner.info(&format!("`save-if` is false: not saving `{}`", record.key));
-        let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, "`save-if` is false");
+        runner.info(&words::disabled(&record.key));
+        let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, words::DISABLED);
         return Ok(with_uncovered(disabled));
     }
     let refusing = config.uncovered_reads == UncoveredReads::Fail;
@@ -149,7 +148,7 @@ fn after_hit(
     let compared = match &hit.kept {
         None if verifying || grow.is_some() => {
             let what = if verifying { "verify-reuse" } else { "grow" };
-            runner.info(&format!("{what}: the restore step kept no manifest; nothing to compare with"));
+            runner.info(&words::no_manifest_kept(what));
             None
         }
         Some(kept) if verifying || grow.is_some() => {
@@ -165,7 +164,7 @@ fn after_hit(
         _ => None,
     };
     if grow.is_some() && !save.save_if {
-        runner.info("`save-if` is false: what the job added is not saved as a layer");
+        runner.info(words::DISABLED_LAYER);
     }
     let grown = match &compared {
         Some((kept, changes)) if save.save_if => {
@@ -183,8 +182,8 @@ fn after_hit(
         grown.verified = verified;
         return Ok(grown);
     }
-    runner.info(&format!("entry `{key}` {}; not saving", hit.found_by));
-    let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, "restored");
+    runner.info(&words::hit_not_saved(key, hit.found_by));
+    let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, words::RESTORED);
     outcome.verified = verified;
     Ok(outcome)
 }
@@ -200,41 +199,30 @@ fn grow_stack(
 ) -> Option<SaveOutcome> {
     let runner = ctx.runner;
     if !changes.removed.is_empty() {
-        runner.info(&format!(
-            "grow: {} removed since the restore; layers never delete (a content-addressed cache needs no deletions)",
-            units::count_of(changes.removed.len(), "file")
-        ));
+        runner.info(&words::grow_removed(changes.removed.len()));
     }
     if !changes.changed.is_empty() {
-        runner.info(&format!(
-            "grow: {} changed since the restore, not kept: layers only add files (a content-addressed cache never \
-             changes one)",
-            units::count_of(changes.changed.len(), "file")
-        ));
+        runner.info(&words::grow_changed(changes.changed.len()));
     }
     let applied = kept.stack.clone().unwrap_or_default();
     let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
     let target = match stack::plan(limits, &applied, &kept.manifest, added) {
         Growth::Nothing => {
-            runner.info("grow: no file was added under `path` since the restore");
+            runner.info(words::GROW_NOTHING);
             return None;
         }
         Growth::Skip(why) => {
-            runner.info(&format!("grow: not this run: {why}"));
+            runner.info(&words::grow_skipped(&why));
             return None;
         }
         Growth::Layer { slot, parent, paths, stack_dirs } => {
-            runner.info(&format!(
-                "grow: saving {} added since the restore ({}) as {slot}",
-                units::count_of(paths.len(), "file"),
-                units::bytes(changes.layer_bytes),
-            ));
-            Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, announce: None }
+            runner.info(&words::grow_layer(paths.len(), changes.layer_bytes, slot));
+            Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, compacting: None }
         }
         Growth::Compact { paths, why } => {
             let seen = applied.highest.max(applied.generation);
-            let announce = Some(format!("grow: compacting the stack into {{slot}}: {why}"));
-            Target { only: Some(paths), announce, ..Target::whole(Place::Above { seen, replacing: false }) }
+            let compacting = Some(why);
+            Target { only: Some(paths), compacting, ..Target::whole(Place::Above { seen, replacing: false }) }
         }
     };
     Some(save(ctx, writing, hit.record, &target, hit.times))
@@ -263,14 +251,14 @@ struct Target {
     /// A layer: the modes of the stack's directories, which its own directory entries keep (a
     /// restore refuses a layer that would change one).
     stack_dirs: HashMap<String, u32>,
-    /// The log line that says why, once the slot is known (`{slot}` stands for it).
-    announce: Option<String>,
+    /// A compaction: why (the log says it once the slot is known).
+    compacting: Option<String>,
 }
 
 impl Target {
     /// Everything under `path`, at `place`.
     fn whole(place: Place) -> Target {
-        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), announce: None }
+        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), compacting: None }
     }
 }
 
@@ -293,7 +281,7 @@ fn next_base(
                 // A file in the way here, service trouble in the restore, a save with no restore
                 // before it: the key has an entry all the same.
                 Some(generation) => {
-                    let detail = format!("{} of this key exists already", Slot::base(generation));
+                    let detail = words::base_exists(Slot::base(generation));
                     Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)))
                 }
                 None => Ok(Slot::FIRST_BASE),
@@ -303,16 +291,12 @@ fn next_base(
     };
     let (now, failed) = newest_base(ctx, backend, record);
     if let Some(now) = now.filter(|now| replacing && *now > seen) {
-        let detail =
-            format!("{} replaced the entry this job's restore could not use (saved by another job)", Slot::base(now));
+        let detail = words::replaced_by_another(Slot::base(now));
         return Err(Box::new(SaveOutcome::skipped(Some(key), SaveResult::Exists, &detail)));
     }
     let basis = if failed { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
-        let detail = format!(
-            "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
-             changes"
-        );
+        let detail = words::generations_used_up();
         ctx.runner.warning(&detail);
         Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
     })
@@ -366,8 +350,8 @@ fn save(
     let _group = runner.group(&format!("Save {}", record.key));
 
     if let Some(mode) = env.non_empty("ACTIONS_CACHE_MODE").filter(|m| matches!(*m, "read" | "none")) {
-        runner.info(&format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write to the cache"));
-        return SaveOutcome::skipped(key, SaveResult::ReadOnly, "cache mode is read-only");
+        runner.info(&words::cache_mode(mode));
+        return SaveOutcome::skipped(key, SaveResult::ReadOnly, words::READ_ONLY);
     }
 
     let locate = writing.locate;
@@ -389,33 +373,24 @@ fn save(
     let is_layer = matches!(target.place, Place::Slot(slot) if !slot.is_base());
     let required: &[PathBuf] = if is_layer { &[] } else { &locate.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
-        let msg = format!("required path `{}` does not exist; not saving an incomplete entry", missing.display());
+        let msg = words::required_missing(missing);
         runner.warning(&msg);
         return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
     }
     // An existing directory root is an entry of its own: empty directories alone hold nothing.
     if !inv.entries.iter().any(|e| e.kind != EntryKind::Dir) {
-        let msg = match inv.entries.is_empty() {
-            true => "nothing to save: no `path` entry exists",
-            false => "nothing to save: `path` holds only empty directories, no files",
-        };
-        runner.warning(&format!(
-            "{msg}; not saving an empty entry (if an empty result is right, put a marker file in `path`)"
-        ));
+        let msg = words::nothing_to_save(inv.entries.is_empty());
+        runner.warning(&words::not_saving_empty(msg));
         return SaveOutcome::skipped(key, SaveResult::Incomplete, msg);
     }
 
     // The packer checks every byte against these before it goes into the archive.
     let secrets = SecretScanner::new(secret_values(writing.secret_env, locate, env));
     if secrets.in_fingerprint(record) {
-        let msg = "the fingerprint (a `hash-env` or preset variable) holds the value of a token or of a `secret-env` \
-                   variable (not shown); nothing was uploaded";
-        return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
+        return SaveOutcome::trouble(key, SaveResult::SecretFound, words::SECRET_IN_FINGERPRINT);
     }
     if secrets.in_roots(&inv.roots).is_some() {
-        let msg = "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was \
-                   uploaded";
-        return SaveOutcome::trouble(key, SaveResult::SecretFound, msg);
+        return SaveOutcome::trouble(key, SaveResult::SecretFound, words::SECRET_IN_PATH);
     }
 
     let generation = generation(ctx, writing.generation_seconds, target, &inv, times);
@@ -425,9 +400,9 @@ fn save(
         Ok(slot) => slot,
         Err(settled) => return *settled,
     };
-    match (&target.announce, target.place) {
-        (Some(line), _) => runner.info(&line.replace("{slot}", &slot.to_string())),
-        (None, Place::Above { replacing: true, .. }) => runner.info(&format!("saving {slot} as the replacement")),
+    match (&target.compacting, target.place) {
+        (Some(why), _) => runner.info(&words::compacting(slot, why)),
+        (None, Place::Above { replacing: true, .. }) => runner.info(&words::saving_replacement(slot)),
         _ => {}
     }
     let mut outcome =
@@ -442,21 +417,7 @@ fn save(
 /// The log's line about the time to generate an entry just written (`given`: by
 /// `generation-seconds`).
 fn log_generation(ctx: &Context, given: bool, generation: Option<&Generation>) {
-    let runner = ctx.runner;
-    match generation.and_then(Generation::plausible) {
-        Some(d) if given => {
-            runner.info(&format!("time to generate: {} (`generation-seconds`)", units::duration(d)));
-        }
-        Some(d) => runner.info(&format!(
-            "time to generate: {} (from the end of this job's restore to the newest file under `path`)",
-            units::duration(d)
-        )),
-        None if generation.is_some() => runner.info("time to generate: not recorded (not a time one job takes)"),
-        None => runner.info(
-            "time to generate: not recorded (no restore of this key earlier in the job, or nothing under `path` \
-             written after it; `generation-seconds` gives it)",
-        ),
-    }
+    ctx.runner.info(&words::time_to_generate(generation, given));
 }
 
 /// What this save records as the entry's generation time ([`worth::measure`]): the window
@@ -527,11 +488,7 @@ fn upload(
         }
         Err(PackError::Secret { path }) => {
             let shown = writing.locations.display(&path);
-            let msg = format!(
-                "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not \
-                 committed"
-            );
-            return SaveOutcome::trouble(key, SaveResult::SecretFound, &msg);
+            return SaveOutcome::trouble(key, SaveResult::SecretFound, &words::secret_in_file(&shown));
         }
         Err(other) => return pack_trouble(key, &other),
     };
@@ -550,15 +507,7 @@ fn upload(
     };
     match writer.inner.commit() {
         Ok(Committed::Saved) => {
-            runner.info(&format!(
-                "saved {}{} ({}, {} compressed with {}) in {}",
-                slot.map(|slot| format!("{slot}: ")).unwrap_or_default(),
-                units::count_of(archived.files, "file"),
-                units::bytes(archived.content_bytes),
-                units::bytes(archived.archive_bytes),
-                writing.locate.compression.name(),
-                units::duration(archived.elapsed)
-            ));
+            runner.info(&words::saved(slot, &archived, writing.locate.compression.name()));
             match slot {
                 Some(slot) if !slot.is_base() => SaveOutcome::layer(key, archived, slot),
                 _ => SaveOutcome { slot, ..SaveOutcome::saved(key, archived) },
@@ -566,12 +515,11 @@ fn upload(
         }
         Ok(Committed::Exists) => SaveOutcome {
             archived: Some(archived),
-            ..SaveOutcome::skipped(key, SaveResult::Exists, "another job saved this entry first")
+            ..SaveOutcome::skipped(key, SaveResult::Exists, words::SAVED_FIRST)
         },
-        Ok(Committed::Creating) => SaveOutcome {
-            archived: Some(archived),
-            ..SaveOutcome::skipped(key, SaveResult::Exists, "another job is creating this entry")
-        },
+        Ok(Committed::Creating) => {
+            SaveOutcome { archived: Some(archived), ..SaveOutcome::skipped(key, SaveResult::Exists, words::CREATING) }
+        }
         Err(e) => trouble(&e),
     }
 }
@@ -607,9 +555,7 @@ fn reserve(
                 let next = Slot::next_base([slot.generation]);
                 match next.filter(|_| newest.is_none_or(|n| n < slot.generation)) {
                     Some(next) => {
-                        ctx.runner.info(&format!(
-                            "{slot} exists where this run's lookup does not reach it; saving {next} instead"
-                        ));
+                        ctx.runner.info(&words::out_of_reach(slot, next));
                         slot = next;
                     }
                     None => break,
@@ -618,13 +564,7 @@ fn reserve(
             Reservation::Exists => break,
         }
     }
-    let detail = match slot {
-        Slot::FIRST_BASE => {
-            "an entry with this key and version exists already (saved earlier, or being saved by another job)"
-                .to_owned()
-        }
-        slot => format!("{slot} of this key exists already (saved by another job)"),
-    };
+    let detail = words::reserved_by_another(slot);
     Err(NotReserved::Settled(Box::new(SaveOutcome::skipped(key, SaveResult::Exists, &detail))))
 }
 
@@ -654,12 +594,8 @@ impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
 /// Mark the roots of a saved entry as exact-cache's own, say how it ended, and `prune`.
 fn finish(ctx: &Context, locate: &Locate, prune: Option<Keep>, mut outcome: SaveOutcome) -> SaveOutcome {
     let runner = ctx.runner;
-    match outcome.result {
-        SaveResult::Exists => runner.info(&format!("entry exists: {}", outcome.detail.as_deref().unwrap_or(""))),
-        result if outcome.trouble => {
-            runner.warning(&format!("not saved ({result}): {}", outcome.detail.as_deref().unwrap_or("")))
-        }
-        _ => {}
+    if let Some(said) = words::save_ended(&outcome) {
+        said.say(runner);
     }
     if outcome.is_saved() {
         handoff::mark_owned(runner, locate, &(0..locate.paths.includes.len()).collect::<Vec<_>>());

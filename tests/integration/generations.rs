@@ -153,10 +153,10 @@ fn a_record_a_step_wrote_never_numbers_a_generation(store: Store) {
     generate(&step, "out");
     let save = step.run(&["save", "--post"], &pruning, &restore.state);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("saving generation 1 base as the replacement"), "{}", save.stdout);
     for _ in 0..2 {
         let (restore, save) = job(&peer.step(), &pruning, "out");
         assert_eq!(outputs(&restore, &["cache-hit", "reused"]), ["true", "true"], "{}", restore.stdout);
+        assert_eq!(restore.reused_generation(), Some(1), "the replacement: {}", restore.stdout);
         assert_eq!(save.output("save-result"), "skipped-hit", "{}", save.stdout);
     }
 }
@@ -180,7 +180,8 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     peer.plant(&k5, &v5, b"not an archive");
     let (restore, save) = job(&peer.step(), &plain, "out");
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
-    assert!(save.stdout.contains("saving generation 6 base as the replacement"), "{}", save.stdout);
+    assert_eq!(restore.restored(), serde_json::json!({"outcome": "unusable", "newest": 5}), "{}", restore.stdout);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
 
     // Prune by count, with every generation there: it deletes what no restore reaches and keeps
     // the newest, which the next restore uses.
@@ -196,7 +197,7 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
         }
         assert!(!pruned.stdout.contains(".g6"), "the newest is kept: {}", pruned.stdout);
         let (restore, _) = job(&peer.step(), &plain, "out");
-        assert!(restore.stdout.contains("stack: generation 6 base"), "{}", restore.stdout);
+        assert_eq!(restore.reused_generation(), Some(6), "{}", restore.stdout);
         // Planted again, as eviction's counterpart: older generations a store still holds.
         for generation in [0, 1, 2, 5] {
             let (k, v) = base_of(&key, "out", generation);
@@ -211,7 +212,7 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     }
     let (restore, _) = job(&peer.step(), &plain, "out");
     assert_eq!(outputs(&restore, &["reused"]), ["true"], "{}", restore.stdout);
-    assert!(restore.stdout.contains("stack: generation 6 base"), "{}", restore.stdout);
+    assert_eq!(restore.reused_generation(), Some(6), "{}", restore.stdout);
 }
 
 /// Scenario 4, by age: the documented retention (`--all-refs --older-than`) deletes an old generation; the
@@ -232,7 +233,7 @@ fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     assert!(pruned.stdout.contains("deleted 2"), "{}", pruned.stdout);
     let (restore, _) = job(&peer.step(), &plain, "out");
     assert_eq!(outputs(&restore, &["reused"]), ["true"], "{}", restore.stdout);
-    assert!(restore.stdout.contains("stack: generation 2 base"), "{}", restore.stdout);
+    assert_eq!(restore.reused_generation(), Some(2), "{}", restore.stdout);
 }
 
 /// Scenario 5: Two caches whose keys are equal (their `path` lines differ, so their versions do): each
@@ -300,11 +301,7 @@ fn a_replacement_goes_above_generations_this_runs_lookup_does_not_reach() {
     peer.backdate(&key, hour);
     peer.backdate(&base_of(&key, "out", 2).0, hour);
     let (restore, save) = job(&peer.step(), &plain, "out");
-    assert!(
-        restore.stdout.contains("its save writes generation 2 base"),
-        "generation 1 is the newest: {}",
-        restore.stdout
-    );
+    assert_eq!(restore.restored()["newest"], 1, "generation 1 is the newest: {}", restore.stdout);
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
     assert!(
@@ -315,7 +312,7 @@ fn a_replacement_goes_above_generations_this_runs_lookup_does_not_reach() {
         save.stdout
     );
     let (restore, _) = job(&peer.step(), &plain, "out");
-    assert!(restore.stdout.contains("stack: generation 3 base"), "{}", restore.stdout);
+    assert_eq!(restore.reused_generation(), Some(3), "{}", restore.stdout);
 }
 
 /// Files under the later generations' prefix that are no generation of ours (a copy, a name

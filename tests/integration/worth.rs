@@ -72,7 +72,6 @@ fn a_generator_of_known_length_is_what_a_hit_saves(store: Store) {
     sleeping_generator(&step, SLEEP);
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
-    assert!(post.summary.contains("| time to generate | 2."), "{}", post.summary);
 
     let warm_step = peer.step();
     let warm = warm_step.run(&["restore"], &inputs, NO_STATE);
@@ -101,11 +100,6 @@ fn a_post_step_records_the_generators_window_not_the_jobs(store: Store) {
     set_mtime(&step.ws.join(PATH).join("sub/model.expected"), ended + 90_000);
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
-    assert!(
-        post.stdout.contains("time to generate: 1 min 30 s (from the end of this job's restore"),
-        "{}",
-        post.stdout
-    );
     let warm = peer.step().run(&["restore"], &inputs, NO_STATE);
     assert_eq!(warm.output("generation-seconds"), "90.0", "{}", warm.stdout);
     let saved = seconds(&warm, "time-saved");
@@ -282,7 +276,6 @@ fn a_layer_records_its_own_window_and_a_hit_reports_the_stack() {
     set_mtime(&step.ws.join(PATH).join("added.bin"), ended + 20_000);
     let grown = step.run(&["save", "--post"], &inputs, &warm.state);
     assert_eq!(grown.output("save-result"), "layer", "{}", grown.stdout);
-    assert!(grown.stdout.contains("time to generate: 20.0 s"), "{}", grown.stdout);
 
     let again = elsewhere(&step).run(&["restore"], &inputs, NO_STATE);
     assert_eq!((again.output("layers"), again.output("generation-seconds")), ("1", "80.0"), "{}", again.stdout);

@@ -43,6 +43,9 @@ pub struct StepResult {
     pub env: BTreeMap<String, String>,
     pub summary: String,
     pub peak_rss_mib: Option<f64>,
+    /// A restore's record for the save of its job (what it reused: the stack's generation and
+    /// layers), as the restore wrote it beside its fingerprint file.
+    pub restore_record: Option<serde_json::Value>,
 }
 
 impl StepResult {
@@ -55,9 +58,35 @@ impl StepResult {
         format!("{}\n{}\n{}\n{outputs:?}", log.join("\n"), self.stderr, self.summary)
     }
 
+    /// What a restore did, as its record tells the save: `{"outcome": "reused", "stack": …}`,
+    /// `{"outcome": "unusable", "newest": 0}` or `{"outcome": "not-reused"}` (`null`: no record).
+    pub fn restored(&self) -> serde_json::Value {
+        self.restore_record.as_ref().map_or(serde_json::Value::Null, |r| r["restored"].clone())
+    }
+
+    /// The generation of the stack a restore reused, as its record says: the typed value behind
+    /// the log's `stack: generation 1 base …` (`None`: nothing reused).
+    pub fn reused_generation(&self) -> Option<u64> {
+        let restored = self.restored();
+        (restored["outcome"] == "reused").then(|| restored["stack"]["generation"].as_u64()).flatten()
+    }
+
     pub fn output(&self, name: &str) -> &str {
         self.outputs.get(name).map(String::as_str).unwrap_or_else(|| panic!("output `{name}` is unset: {self:#?}"))
     }
+}
+
+/// The record a restore wrote for `key` beside its fingerprint file (`<key>.<version>.restore.json`):
+/// the newest, when several versions have one.
+fn restore_record(outputs: &BTreeMap<String, String>) -> Option<serde_json::Value> {
+    let (key, file) = (outputs.get("key")?, Path::new(outputs.get("fingerprint-file")?));
+    let prefix = format!("{key}.");
+    let newest = std::fs::read_dir(file.parent()?)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".restore.json")))
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())?;
+    serde_json::from_str(&std::fs::read_to_string(newest.path()).ok()?).ok()
 }
 
 /// The state a main step starts with: none (a post step gets the main step's `StepResult::state`).
@@ -191,6 +220,8 @@ impl Step {
         }
         let out = cmd.output().unwrap();
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        let outputs = parse_command_file(&read(&output));
+        let restore_record = (args.first() == Some(&"restore")).then(|| restore_record(&outputs)).flatten();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let peak_rss_mib = stderr
             .lines()
@@ -202,10 +233,11 @@ impl Step {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr,
             peak_rss_mib,
-            outputs: parse_command_file(&read(&output)),
+            outputs,
             state: parse_command_file(&read(&state_file)),
             env: parse_command_file(&read(&env_file)),
             summary: read(&summary),
+            restore_record,
         }
     }
 

@@ -1,0 +1,603 @@
+//! Where words render: the one place each typed value of a restore or a save becomes what users
+//! read — its log line (and the level it is said at) and its cell of the step summary. A miss
+//! reason, a save result and the details a save gives for it, an explanation, a stack put in
+//! place, `grow`'s plan, a replacement, what `clean-on-miss` removed: commands decide the value
+//! and say `words::…(&value)`; [`super::report`] lays the summary out and takes each value's
+//! cell from here. Tests assert the values (outputs, the restore record, outcome structs) and
+//! this module's snapshots assert the words of every value once. Causes from outside (an
+//! error chain, a path) are put in as given.
+
+use crate::ids::Key;
+use crate::manifest::Generation;
+use crate::outcome::{Cleaned, Explanation, MissReason, SameKey, SaveOutcome, SaveResult, StackApplied, Transfer};
+use crate::runner::Runner;
+use crate::runner::summary::{Inline, Markdown};
+use crate::stack::{MAX_GENERATIONS, Slot};
+use crate::text::shorten;
+use crate::units;
+
+/// Files named in a line before "and N more" (files not in the entry, files cleaned).
+const NAMED: usize = 5;
+
+/// A log line and the level it is said at.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Said {
+    Info(String),
+    Warning(String),
+}
+
+impl Said {
+    pub fn say(&self, runner: &Runner) {
+        match self {
+            Said::Info(line) => runner.info(line),
+            Said::Warning(line) => runner.warning(line),
+        }
+    }
+}
+
+// A miss reason.
+
+/// `not reused (corrupt): …`: a warning when the reason is trouble.
+pub(super) fn not_reused(reason: MissReason, detail: Option<&str>) -> Said {
+    let text = match detail {
+        Some(d) => format!("not reused ({reason}): {d}"),
+        None => format!("not reused ({reason})"),
+    };
+    if reason.is_trouble() { Said::Warning(text) } else { Said::Info(text) }
+}
+
+/// The detail of `prefix-only`: the service offered another key.
+pub(super) fn prefix_only(offered: &str) -> String {
+    format!("the service offered `{offered}`, which is not this key; exact reuse only")
+}
+
+/// The summary's `result` cell of a miss.
+pub(super) fn not_reused_cell(md: &Markdown, reason: MissReason) -> Inline {
+    Inline::ours(format!("❌ not reused: {}", md.code(reason.name())))
+}
+
+/// `lookup-only` found the entry (the `lookup-only` miss reason).
+pub(super) const FOUND: &str = "entry exists; `lookup-only` is set, so nothing was downloaded";
+/// The summary's `result` cell when `lookup-only` found the entry.
+pub(super) const FOUND_CELL: &str = "☑️ entry exists (`lookup-only`; nothing downloaded)";
+
+// A reuse: what it put in place, its stack, the files it kept.
+
+/// `reused 3 files (1.2 MiB) in 40 ms`.
+pub(super) fn reused(restored: &Transfer) -> String {
+    format!(
+        "reused {} ({}) in {}",
+        units::count_of(restored.files, "file"),
+        units::bytes(restored.content_bytes),
+        units::duration(restored.elapsed)
+    )
+}
+
+/// The summary's `result` cell of a reuse.
+pub(super) const REUSED_CELL: &str = "✅ reused";
+
+/// `generation 1 base 120 MiB (300 files) + layer 1 2 MiB (4 files)`, when the stack is more
+/// than generation 0's base alone.
+pub(super) fn stack(stack: &StackApplied) -> Option<String> {
+    if stack.layers.is_empty() && stack.generation == 0 {
+        return None;
+    }
+    let part = |name: String, t: &Transfer| {
+        format!("{name} {} ({})", units::bytes(t.content_bytes), units::count_of(t.files, "file"))
+    };
+    let mut parts = vec![part(Slot::base(stack.generation).to_string(), &stack.base)];
+    parts.extend(stack.layers.iter().enumerate().map(|(i, t)| part(format!("layer {}", i + 1), t)));
+    Some(parts.join(" + "))
+}
+
+/// Why the stack stopped below layer `n`: `layer 2 not applied (corrupt): …`.
+pub(super) fn layer_not_applied(n: u32, reason: MissReason, detail: &str) -> String {
+    format!("layer {n} not applied ({reason}): {detail}")
+}
+
+/// The log's warning when a layer was not applied: the stack stops at the slot below.
+pub(super) fn stack_stops(why: &str, at: Slot) -> String {
+    format!("{why}; the stack stops at {at}")
+}
+
+/// A stack stopped before a layer that is missing: the next growing save compacts.
+pub(super) fn compacts_later(why: &str) -> String {
+    format!("{why}; a later save that adds files compacts the stack")
+}
+
+/// The summary's `stack stopped` cell.
+pub(super) fn stack_stopped_cell(why: &str) -> String {
+    format!("⚠️ {}", compacts_later(why))
+}
+
+/// `3 files under `path` not in the entry: `a`, `b`, `c``, naming at most [`NAMED`].
+pub(super) fn extra_files(extra: &[String]) -> String {
+    format!("{} under `path` not in the entry: {}", units::count_of(extra.len(), "file"), named(extra))
+}
+
+/// The log's line of the files a reuse kept.
+pub(super) fn kept(extra: &[String]) -> String {
+    format!("kept {}", extra_files(extra))
+}
+
+/// At most [`NAMED`] names in code spans, then `and N more`.
+fn named(names: &[String]) -> String {
+    let mut shown: Vec<String> = names.iter().take(NAMED).map(|f| format!("`{}`", shorten(f, 120))).collect();
+    if names.len() > NAMED {
+        shown.push(format!("and {} more", names.len() - NAMED));
+    }
+    shown.join(", ")
+}
+
+// A replacement of an entry that could not be used.
+
+/// The restore's line on what the save of this job writes instead (`None`: the generations are
+/// used up).
+pub(super) fn replacement(slot: Option<Slot>) -> Said {
+    match slot {
+        Some(slot) => Said::Info(format!(
+            "the job regenerates; its save writes {slot} as this key's replacement, which later restores find first"
+        )),
+        None => Said::Warning(format!(
+            "this key has used all {MAX_GENERATIONS} generations: no replacement can be saved until the fingerprint \
+             changes"
+        )),
+    }
+}
+
+/// The summary's `replacement` cell.
+pub(super) fn replacement_cell(slot: Slot) -> String {
+    format!("the save of this job writes {slot}, which later restores find first")
+}
+
+// What `clean-on-miss` removed.
+
+/// `removed 2 stale files (`a`, `b`) and 1 directory; kept 3 files the repository tracks`,
+/// naming at most [`NAMED`] files.
+pub(super) fn cleaned(cleaned: &Cleaned) -> String {
+    let named = if cleaned.names.is_empty() { String::new() } else { format!(" ({})", named(&cleaned.names)) };
+    let mut line = format!(
+        "removed {}{named} and {}",
+        units::count_of(cleaned.files, "stale file"),
+        units::count_of(cleaned.dirs, "directory")
+    );
+    line.push_str(&kept_tracked(cleaned));
+    line
+}
+
+/// The summary's `clean-on-miss` cell: counts only (the files follow in a list of their own).
+pub(super) fn cleaned_cell(cleaned: &Cleaned) -> String {
+    let mut text =
+        format!("removed {}, {}", units::count_of(cleaned.files, "file"), units::count_of(cleaned.dirs, "directory"));
+    text.push_str(&kept_tracked(cleaned));
+    text
+}
+
+fn kept_tracked(cleaned: &Cleaned) -> String {
+    match cleaned.kept_tracked {
+        0 => String::new(),
+        n => format!("; kept {} the repository tracks", units::count_of(n, "file")),
+    }
+}
+
+/// The summary's `clean-on-miss` cell when it could not finish under `strict`.
+pub(super) const CLEAN_FAILED_CELL: &str =
+    "❌ did not finish (`strict`): what is there will not be saved under this key";
+
+// An explanation of a miss.
+
+/// An entry with this very key (and fingerprint) but another version: one line for the log,
+/// the summary, the `miss-reason` detail and `explain`'s `changes`.
+pub(super) fn same_key(same: &SameKey) -> String {
+    if let Some(slot) = same.slot {
+        return match slot.is_base() {
+            true => format!(
+                "this key's stack has a {slot} that this run's lookup did not find (saved on a ref this run \
+                 cannot read, or since this run looked)"
+            ),
+            false => format!(
+                "only {slot} of this key's stack exists: its base is gone (evicted or deleted), and a layer is \
+                 never applied without it"
+            ),
+        };
+    }
+    match &same.compression {
+        Some(c) => format!(
+            "an entry with this key exists for other `path` lines or compression: it was saved with `compression: {c}`"
+        ),
+        None => "an entry with this key exists for other `path` lines or compression: it was saved with other \
+                 `path` lines (or by an exact-cache of another archive format)"
+            .to_owned(),
+    }
+}
+
+/// When nothing differs between the fingerprints compared.
+const NOTHING_DIFFERS: &str = "no fingerprint component differs";
+
+/// Why a miss is a miss, as log lines: the entry compared with (and its ref, when it has one)
+/// and at most `limit` changes.
+pub(super) fn explanation(explanation: &Explanation, limit: usize) -> Vec<String> {
+    let against_ref = match explanation.against_ref.as_deref() {
+        Some("") => " (saved outside Actions)".to_owned(),
+        Some(r) => format!(" ({r})"),
+        None => String::new(),
+    };
+    let mut lines = vec![format!("compared with `{}`{against_ref}:", explanation.against_key)];
+    lines.extend(explanation.changes.iter().take(limit).map(|line| format!("  {line}")));
+    if explanation.changes.len() > limit {
+        lines.push(format!("  … and {} more", explanation.changes.len() - limit));
+    }
+    if explanation.changes.is_empty() {
+        lines.push(format!("  {NOTHING_DIFFERS}"));
+    }
+    lines
+}
+
+/// The summary's paragraph before the changes: what the miss was compared with.
+pub(super) fn explanation_intro(md: &Markdown, explanation: &Explanation) -> Inline {
+    let when = match explanation.against_ref.as_deref() {
+        Some("") => " (saved outside Actions)".to_owned(),
+        Some(r) => format!(" on {}", md.code(r)),
+        None => String::new(),
+    };
+    let against = md.code(&explanation.against_key);
+    Inline::ours(match explanation.same_key {
+        Some(_) => format!("**Why this is a miss** — {against}{when} has this very key and fingerprint:"),
+        None => format!("**Why this is a miss** — compared with the newest entry {against}{when}:"),
+    })
+}
+
+/// The summary's paragraph when no change is listed.
+pub(super) fn nothing_differs_cell() -> Inline {
+    Inline::ours(NOTHING_DIFFERS)
+}
+
+/// The summary's paragraph when `explain-misses` explains nothing: why.
+pub(super) fn unexplained_cell(md: &Markdown, why: &str) -> Inline {
+    Inline::ours(format!("**Why this is a miss** — `explain-misses`: {}", md.prose(why)))
+}
+
+// A save result.
+
+/// How a save ended, when the log says it at the end: an entry that exists, or trouble.
+pub(super) fn save_ended(outcome: &SaveOutcome) -> Option<Said> {
+    let detail = outcome.detail.as_deref().unwrap_or("");
+    match outcome.result {
+        SaveResult::Exists => Some(Said::Info(format!("entry exists: {detail}"))),
+        result if outcome.trouble => Some(Said::Warning(format!("not saved ({result}): {detail}"))),
+        _ => None,
+    }
+}
+
+/// A post step without the restore step's key (`error`): the log's line, and the detail.
+pub(super) const NO_KEY_LOG: &str = "the restore step computed no key; nothing to save";
+pub(super) const NO_KEY: &str = "no key from the restore step";
+
+/// `clean-on-miss` could not finish in the restore step (`incomplete`).
+pub(super) const STALE: &str = "`clean-on-miss` could not remove stale files in the restore step; not saving them";
+
+/// The restore step found the key's entries and could use none: this save replaces them.
+pub(super) const REPLACING: &str = "the restore step could not use this key's entry: saving a replacement";
+
+/// `verify-reuse` or `grow` (`what`) after a hit whose restore kept no manifest.
+pub(super) fn no_manifest_kept(what: &str) -> String {
+    format!("{what}: the restore step kept no manifest; nothing to compare with")
+}
+
+/// The detail of `skipped-hit` after a hit.
+pub(super) const RESTORED: &str = "restored";
+
+/// `exists`: a base of the key exists already.
+pub(super) fn base_exists(slot: Slot) -> String {
+    format!("{slot} of this key exists already")
+}
+
+/// `exists`: another job wrote the replacement this save would write.
+pub(super) fn replaced_by_another(slot: Slot) -> String {
+    format!("{slot} replaced the entry this job's restore could not use (saved by another job)")
+}
+
+/// A key whose generations are used up (`skipped-hit`, and a warning).
+pub(super) fn generations_used_up() -> String {
+    format!(
+        "this key has used all {MAX_GENERATIONS} generations; what this job made is not kept until the fingerprint \
+         changes"
+    )
+}
+
+/// `ACTIONS_CACHE_MODE` forbids writes (`read-only`): the log's line, and the detail.
+pub(super) fn cache_mode(mode: &str) -> String {
+    format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write to the cache")
+}
+pub(super) const READ_ONLY: &str = "cache mode is read-only";
+
+/// A `required` path is missing (`incomplete`).
+pub(super) fn required_missing(path: &std::path::Path) -> String {
+    format!("required path `{}` does not exist; not saving an incomplete entry", path.display())
+}
+
+/// Nothing to save (`incomplete`): no `path` entry at all (`none`), or empty directories only.
+pub(super) fn nothing_to_save(none: bool) -> &'static str {
+    match none {
+        true => "nothing to save: no `path` entry exists",
+        false => "nothing to save: `path` holds only empty directories, no files",
+    }
+}
+
+/// The warning of [`nothing_to_save`].
+pub(super) fn not_saving_empty(nothing: &str) -> String {
+    format!("{nothing}; not saving an empty entry (if an empty result is right, put a marker file in `path`)")
+}
+
+/// `secret-found`: in the fingerprint, in a `path` line, in a file.
+pub(super) const SECRET_IN_FINGERPRINT: &str = "the fingerprint (a `hash-env` or preset variable) holds the value of \
+                                                 a token or of a `secret-env` variable (not shown); nothing was uploaded";
+pub(super) const SECRET_IN_PATH: &str =
+    "a `path` line holds the value of a token or of a `secret-env` variable (not shown); nothing was uploaded";
+pub(super) fn secret_in_file(shown: &str) -> String {
+    format!(
+        "`{shown}` holds the value of a token or of a `secret-env` variable (not shown); the entry was not committed"
+    )
+}
+
+/// `exists`: another job committed the entry first, or is committing it.
+pub(super) const SAVED_FIRST: &str = "another job saved this entry first";
+pub(super) const CREATING: &str = "another job is creating this entry";
+
+/// `exists`: the slot could not be reserved.
+pub(super) fn reserved_by_another(slot: Slot) -> String {
+    match slot {
+        Slot::FIRST_BASE => {
+            "an entry with this key and version exists already (saved earlier, or being saved by another job)"
+                .to_owned()
+        }
+        slot => format!("{slot} of this key exists already (saved by another job)"),
+    }
+}
+
+/// `save-if` is false (`disabled`): the detail.
+pub(super) const DISABLED: &str = "`save-if` is false";
+
+/// `save-if` is false (`disabled`): the log's line.
+pub(super) fn disabled(key: &Key) -> String {
+    format!("{DISABLED}: not saving `{key}`")
+}
+
+/// `save-if` is false after a hit, with `grow`.
+pub(super) const DISABLED_LAYER: &str = "`save-if` is false: what the job added is not saved as a layer";
+
+/// After a hit, without `grow` (or with nothing to add): `entry `…` was found by the restore
+/// step; not saving` (`skipped-hit`).
+pub(super) fn hit_not_saved(key: &Key, found_by: &str) -> String {
+    format!("entry `{key}` {found_by}; not saving")
+}
+
+/// `grow` found files removed since the restore.
+pub(super) fn grow_removed(files: usize) -> String {
+    format!(
+        "grow: {} removed since the restore; layers never delete (a content-addressed cache needs no deletions)",
+        units::count_of(files, "file")
+    )
+}
+
+/// `grow` found files changed since the restore.
+pub(super) fn grow_changed(files: usize) -> String {
+    format!(
+        "grow: {} changed since the restore, not kept: layers only add files (a content-addressed cache never \
+         changes one)",
+        units::count_of(files, "file")
+    )
+}
+
+/// `grow`'s plan ([`crate::stack::Growth::Nothing`]): nothing to save.
+pub(super) const GROW_NOTHING: &str = "grow: no file was added under `path` since the restore";
+
+/// `grow`'s plan ([`crate::stack::Growth::Skip`]): not this run, and why.
+pub(super) fn grow_skipped(why: &str) -> String {
+    format!("grow: not this run: {why}")
+}
+
+/// `grow`'s plan ([`crate::stack::Growth::Layer`]): what the layer holds, and its slot.
+pub(super) fn grow_layer(files: usize, bytes: u64, slot: Slot) -> String {
+    format!(
+        "grow: saving {} added since the restore ({}) as {slot}",
+        units::count_of(files, "file"),
+        units::bytes(bytes)
+    )
+}
+
+/// `grow`'s plan ([`crate::stack::Growth::Compact`]), once the save has numbered the new base.
+pub(super) fn compacting(slot: Slot, why: &str) -> String {
+    format!("grow: compacting the stack into {slot}: {why}")
+}
+
+/// The save of a job whose restore could not use the entry, once it has numbered the new base.
+pub(super) fn saving_replacement(slot: Slot) -> String {
+    format!("saving {slot} as the replacement")
+}
+
+/// A new base that exists where this run's lookups do not reach it: the save goes one up.
+pub(super) fn out_of_reach(slot: Slot, next: Slot) -> String {
+    format!("{slot} exists where this run's lookup does not reach it; saving {next} instead")
+}
+
+/// The summary's `result` cell of a save.
+pub(super) fn save_result_cell(md: &Markdown, result: SaveResult) -> Inline {
+    md.code(result.name())
+}
+
+/// `saved generation 1 base: 2 files (15 B, 40 B compressed with zstd) in 3 ms` (the slot
+/// named unless it is generation 0's base).
+pub(super) fn saved(slot: Option<Slot>, archived: &Transfer, compression: &str) -> String {
+    format!(
+        "saved {}{} ({}, {} compressed with {}) in {}",
+        slot.map(|slot| format!("{slot}: ")).unwrap_or_default(),
+        units::count_of(archived.files, "file"),
+        units::bytes(archived.content_bytes),
+        units::bytes(archived.archive_bytes),
+        compression,
+        units::duration(archived.elapsed)
+    )
+}
+
+/// The summary's label of what was written: `saved`, `saved as layer 1`.
+pub(super) fn saved_label(slot: Option<Slot>) -> String {
+    slot.map_or_else(|| "saved".to_owned(), |slot| format!("saved as {slot}"))
+}
+
+/// The log's line on the time to generate an entry just written: `generation` as the save
+/// measured it (or the input gave it, `given`).
+pub(super) fn time_to_generate(generation: Option<&Generation>, given: bool) -> String {
+    match generation.and_then(Generation::plausible) {
+        Some(d) if given => format!("time to generate: {} (`generation-seconds`)", units::duration(d)),
+        Some(d) => format!(
+            "time to generate: {} (from the end of this job's restore to the newest file under `path`)",
+            units::duration(d)
+        ),
+        None if generation.is_some() => "time to generate: not recorded (not a time one job takes)".to_owned(),
+        None => "time to generate: not recorded (no restore of this key earlier in the job, or nothing under \
+                 `path` written after it; `generation-seconds` gives it)"
+            .to_owned(),
+    }
+}
+
+/// The summary's `time to generate` cell.
+pub(super) fn time_to_generate_cell(generation: Option<std::time::Duration>) -> String {
+    generation.map_or_else(|| "not recorded".to_owned(), units::duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::choice::Named;
+    use crate::runner::Redactor;
+    use std::fmt::Write;
+    use std::time::Duration;
+
+    fn said(s: &Said) -> String {
+        match s {
+            Said::Info(line) => format!("info: {line}"),
+            Said::Warning(line) => format!("warning: {line}"),
+        }
+    }
+
+    fn transfer(files: usize) -> Transfer {
+        Transfer { files, content_bytes: 15 << 20, archive_bytes: 4 << 20, elapsed: Duration::from_millis(1250) }
+    }
+
+    /// Every miss reason, as the log and the summary say it.
+    #[test]
+    fn words_of_a_restore() {
+        let md = Markdown::new(Redactor::default());
+        let mut out = String::new();
+        // `none` is a reuse and `lookup-only` an entry found ([`FOUND`]): neither is a miss.
+        for reason in MissReason::ALL.iter().filter(|r| !matches!(r, MissReason::None | MissReason::LookupOnly)) {
+            writeln!(out, "{}", said(&not_reused(*reason, None))).unwrap();
+            writeln!(out, "{}", said(&not_reused(*reason, Some("the detail")))).unwrap();
+            writeln!(out, "summary: {}", not_reused_cell(&md, *reason)).unwrap();
+        }
+        writeln!(out, "detail: {}", prefix_only("p-other")).unwrap();
+        writeln!(out, "info: {FOUND}\nsummary: {FOUND_CELL}").unwrap();
+        writeln!(out, "info: {}\nsummary: {REUSED_CELL}", reused(&transfer(3))).unwrap();
+        let mut applied = StackApplied { generation: 0, base: transfer(3), layers: vec![], stopped: None };
+        writeln!(out, "stack of generation 0's base alone: {:?}", stack(&applied)).unwrap();
+        applied.generation = 1;
+        applied.layers.push(transfer(1));
+        writeln!(out, "info: stack: {}", stack(&applied).unwrap()).unwrap();
+        let why = layer_not_applied(2, MissReason::Corrupt, "its parent is not the slot below");
+        writeln!(out, "warning: {}", stack_stops(&why, Slot::new(1, 1))).unwrap();
+        writeln!(out, "warning: {}\nsummary: {}", compacts_later("layer 3 is missing"), stack_stopped_cell(&why))
+            .unwrap();
+        let extra: Vec<String> = (1..=7).map(|i| format!("out/x{i}.bin")).collect();
+        writeln!(out, "info: {}\nsummary: {}", kept(&extra[..1]), extra_files(&extra)).unwrap();
+        writeln!(out, "{}\n{}", said(&replacement(Some(Slot::base(2)))), said(&replacement(None))).unwrap();
+        writeln!(out, "summary: {}", replacement_cell(Slot::base(2))).unwrap();
+        let removed = Cleaned { files: 6, dirs: 1, names: extra.clone(), kept_tracked: 2 };
+        let none = Cleaned::default();
+        writeln!(out, "info: clean-on-miss: {}\ninfo: clean-on-miss: {}", cleaned(&removed), cleaned(&none)).unwrap();
+        writeln!(out, "summary: {}\nsummary: {CLEAN_FAILED_CELL}", cleaned_cell(&removed)).unwrap();
+        insta::assert_snapshot!(out);
+    }
+
+    /// Every kind of explanation, as the log and the summary say it.
+    #[test]
+    fn words_of_an_explanation() {
+        let md = Markdown::new(Redactor::default());
+        let mut out = String::new();
+        for same in [
+            SameKey { compression: Some("gzip".into()), slot: None },
+            SameKey { compression: None, slot: None },
+            SameKey { compression: None, slot: Some(Slot::base(1)) },
+            SameKey { compression: None, slot: Some(Slot::new(0, 2)) },
+        ] {
+            writeln!(out, "{}", same_key(&same)).unwrap();
+        }
+        let changes = |n: usize| (1..=n).map(|i| format!("env: V{i} a → b")).collect();
+        for (against_ref, changes, same_key) in [
+            (Some("refs/heads/main"), changes(3), None),
+            (Some(""), changes(0), None),
+            (None, changes(1), Some(SameKey { compression: None, slot: None })),
+        ] {
+            let e = Explanation {
+                against_key: "p-abc".into(),
+                against_ref: against_ref.map(str::to_owned),
+                changes,
+                same_key,
+            };
+            writeln!(out, "{}\nsummary: {}", explanation(&e, 2).join("\n"), explanation_intro(&md, &e)).unwrap();
+        }
+        writeln!(out, "summary: {}", nothing_differs_cell()).unwrap();
+        writeln!(out, "summary: {}", unexplained_cell(&md, "skipped: no catalog")).unwrap();
+        insta::assert_snapshot!(out);
+    }
+
+    /// Every save result, as the log and the summary say it.
+    #[test]
+    fn words_of_a_save() {
+        let md = Markdown::new(Redactor::default());
+        let mut out = String::new();
+        for result in SaveResult::ALL {
+            for trouble in [false, true] {
+                let outcome = SaveOutcome { trouble, ..SaveOutcome::skipped(None, *result, "the detail") };
+                let line = save_ended(&outcome).map_or_else(|| "(nothing)".to_owned(), |s| said(&s));
+                writeln!(out, "{result} (trouble: {trouble}): {line}").unwrap();
+            }
+            writeln!(out, "summary: {}", save_result_cell(&md, *result)).unwrap();
+        }
+        writeln!(out, "info: {}", saved(None, &transfer(2), "zstd")).unwrap();
+        writeln!(out, "info: {}", saved(Some(Slot::new(0, 1)), &transfer(2), "gzip")).unwrap();
+        writeln!(out, "summary: {} | {}", saved_label(None), saved_label(Some(Slot::new(0, 1)))).unwrap();
+        let generation = |millis| Generation { millis, recorded: 0, r#ref: None, given: false };
+        writeln!(out, "info: {}", time_to_generate(Some(&generation(20_700)), true)).unwrap();
+        writeln!(out, "info: {}", time_to_generate(Some(&generation(20_700)), false)).unwrap();
+        writeln!(out, "info: {}", time_to_generate(Some(&generation(-1)), false)).unwrap();
+        writeln!(out, "info: {}", time_to_generate(None, false)).unwrap();
+        let cells = [Some(Duration::from_millis(20_700)), None].map(time_to_generate_cell);
+        writeln!(out, "summary: {}", cells.join(" | ")).unwrap();
+        writeln!(out, "info: {}\ninfo: {DISABLED_LAYER}", disabled(&"p-abc".into())).unwrap();
+        writeln!(out, "info: {NO_KEY_LOG}\ndetail: {NO_KEY}\nwarning: {STALE}\ninfo: {REPLACING}").unwrap();
+        writeln!(out, "info: {}\ndetail: {RESTORED}", no_manifest_kept("verify-reuse")).unwrap();
+        writeln!(out, "detail: {}", base_exists(Slot::base(1))).unwrap();
+        writeln!(out, "detail: {}", replaced_by_another(Slot::base(2))).unwrap();
+        writeln!(out, "warning: {}", generations_used_up()).unwrap();
+        writeln!(out, "info: {}\ndetail: {READ_ONLY}", cache_mode("read")).unwrap();
+        writeln!(out, "warning: {}", required_missing(std::path::Path::new("out/model.pth"))).unwrap();
+        for none in [true, false] {
+            writeln!(out, "warning: {}\ndetail: {}", not_saving_empty(nothing_to_save(none)), nothing_to_save(none))
+                .unwrap();
+        }
+        writeln!(out, "detail: {SECRET_IN_FINGERPRINT}\ndetail: {SECRET_IN_PATH}").unwrap();
+        writeln!(out, "detail: {}", secret_in_file("out/.env")).unwrap();
+        writeln!(out, "detail: {SAVED_FIRST}\ndetail: {CREATING}").unwrap();
+        writeln!(out, "detail: {}", reserved_by_another(Slot::FIRST_BASE)).unwrap();
+        writeln!(out, "detail: {}", reserved_by_another(Slot::base(3))).unwrap();
+        writeln!(out, "info: {}", hit_not_saved(&"p-abc".into(), "was found by the restore step")).unwrap();
+        writeln!(out, "info: {}\ninfo: {}\ninfo: {GROW_NOTHING}", grow_removed(1), grow_changed(2)).unwrap();
+        writeln!(out, "info: {}", grow_skipped("the stack is being compacted by another job")).unwrap();
+        writeln!(out, "info: {}", grow_layer(1, 7, Slot::new(0, 1))).unwrap();
+        writeln!(out, "info: {}", compacting(Slot::base(1), "a layer of the stack could not be applied")).unwrap();
+        writeln!(out, "info: {}", saving_replacement(Slot::base(1))).unwrap();
+        writeln!(out, "info: {}", out_of_reach(Slot::base(2), Slot::base(3))).unwrap();
+        insta::assert_snapshot!(out);
+    }
+}
