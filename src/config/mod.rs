@@ -100,8 +100,6 @@ pub struct SaveConfig {
     /// `key`: the restore's key, whose fingerprint file the save reads instead of computing one.
     pub key: Option<keys::Key>,
     pub save_on_failure: bool,
-    /// `job-status` is `success` (or not given): the post step may save.
-    pub job_succeeded: bool,
     /// `save-if`: whether this job may write entries.
     pub save_if: bool,
     pub verify_reuse: VerifyReuse,
@@ -265,7 +263,8 @@ impl Config {
         let fail_on_cache_miss = defs::FAIL_ON_CACHE_MISS.read(raw)?;
         let key = defs::KEY.read(raw)?;
         let save_on_failure = defs::SAVE_ON_FAILURE.read(raw)?;
-        let job_succeeded = defs::JOB_STATUS.read(raw)?;
+        // `job-status` is read by `commands::setup::failed_job`, before the rest: a failed job's
+        // post step stops there.
         let fingerprint_file = resolve(&defs::FINGERPRINT_FILE)?;
         let verify_reuse = defs::VERIFY_REUSE.read(raw)?;
         let uncovered_reads = defs::UNCOVERED_READS.read(raw)?;
@@ -306,7 +305,6 @@ impl Config {
             save: SaveConfig {
                 key,
                 save_on_failure,
-                job_succeeded,
                 save_if,
                 verify_reuse,
                 generation_seconds,
