@@ -232,6 +232,8 @@ pub trait CommitBlocks: Send + 'static {
 /// A reserved save streamed through a [`BlockWriter`], committed by `C`. Dropped without a
 /// commit, the writer stops first, then `C` is dropped (it may clean up after itself).
 pub struct BlockUpload<C: CommitBlocks> {
+    // Fields drop in this order: the writer stops sending blocks before `commit` cleans up
+    // (S3 aborts its multipart upload then). Keep `writer` first.
     writer: BlockWriter,
     commit: C,
 }

@@ -383,6 +383,39 @@ mod config_parts {
         assert!(wrong.is_empty(), "what commands read of the config changed:\n{}", wrong.join("\n"));
     }
 
+    /// The scan above sees reads of the whole through a binding named `config` only: every
+    /// binding of the whole type (a parameter, a field, a `let` with its type) is named so.
+    #[test]
+    fn the_whole_config_is_always_bound_as_config() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut wrong = Vec::new();
+        for path in rust_files(&src) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                for (i, _) in line.match_indices("Config") {
+                    let after = line[i + "Config".len()..].chars().next();
+                    if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '(') {
+                        continue;
+                    }
+                    let before = line[..i].trim_end_matches(['&', ' ']).trim_end_matches("'a").trim_end();
+                    let Some(binding) = before.strip_suffix(':') else { continue };
+                    let name: String = binding
+                        .chars()
+                        .rev()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    if !name.is_empty() && name != "config" {
+                        wrong.push(format!("{}: `{name}: …Config`", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "bind the whole config as `config`:\n{}", wrong.join("\n"));
+    }
+
     /// Every `.rs` file beneath `dir`.
     fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
         let mut files = Vec::new();

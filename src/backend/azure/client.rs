@@ -225,6 +225,14 @@ impl ObjectClient for Client {
         Ok(blobs.into_iter().filter_map(object).collect())
     }
 
+    async fn metadata(&self, name: &str) -> Result<Option<Metadata>, BackendError> {
+        match self.call("read the entry's metadata", Method::HEAD, Some(name), &[], &[], Bytes::new()).await {
+            Ok((headers, _)) => Ok(Some(Metadata::read(|field| entries::header(&headers, &format!("{META}{field}"))))),
+            Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A URL that reads `blob` by itself, for the download machinery (which sends no
     /// authorization): a service SAS signed with the account key, a user delegation SAS for an
     /// Azure AD identity, or the SAS token given. Its signature is masked.

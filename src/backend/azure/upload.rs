@@ -9,16 +9,13 @@ use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, 
 use crate::backend::{BackendError, Committed, ErrorKind, Upload};
 use crate::ids::{Key, Version};
 use reqwest::Method;
-use reqwest::header::{HeaderName, IF_NONE_MATCH};
+use reqwest::header::IF_NONE_MATCH;
 use std::sync::Arc;
 
 /// Start the save of `entry` as a blob.
 pub(super) fn start(client: &Arc<Client>, entry: NewEntry) -> Box<dyn Upload> {
-    let NewEntry { name, metadata, key, version } = entry;
-    let metadata = metadata.into_iter().map(|(field, value)| {
-        let name = HeaderName::try_from(format!("{META}{field}")).expect("a metadata field is a header name");
-        (name, value)
-    });
+    let metadata = entry.metadata_headers(META);
+    let NewEntry { name, key, version, .. } = entry;
     let creating = std::iter::once((IF_NONE_MATCH, "*".to_owned())).chain(metadata).collect();
     let blob = Arc::new(BlockBlob::new(Blob { client: Arc::clone(client), name }, creating));
     let writer = BlockWriter::new(Arc::clone(&client.http), blob.clone(), true);

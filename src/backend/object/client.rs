@@ -6,6 +6,7 @@
 use crate::backend::entries::Metadata;
 use crate::backend::{BackendError, CacheEntry, Upload};
 use crate::ids::{Key, Version};
+use reqwest::header::HeaderName;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -38,6 +39,20 @@ pub struct NewEntry {
     pub version: Version,
 }
 
+impl NewEntry {
+    /// The metadata as the headers that save it, each field's name after the store's prefix
+    /// (`x-amz-meta-`, `x-ms-meta-`).
+    pub fn metadata_headers(&self, prefix: &str) -> Vec<(HeaderName, String)> {
+        self.metadata
+            .iter()
+            .map(|(field, value)| {
+                let name = HeaderName::try_from(format!("{prefix}{field}")).expect("a metadata field is a header name");
+                (name, value.clone())
+            })
+            .collect()
+    }
+}
+
 /// An object store's requests, behind [`super::ObjectBackend`] (which knows the HTTP client and
 /// the prefix, and names each entry's object).
 pub trait ObjectClient: Send + Sync + Sized + 'static {
@@ -57,11 +72,10 @@ pub trait ObjectClient: Send + Sync + Sized + 'static {
     /// Every object whose name starts with `prefix`, bounded like every listing.
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Vec<Object>, BackendError>>;
 
-    /// The metadata of the object `name`, for a listing that does not carry it; `None`: the
-    /// object is gone. A store whose listing carries it is never asked.
-    fn metadata(&self, _name: &str) -> impl Future<Output = Result<Option<Metadata>, BackendError>> {
-        async { Ok(Some(Metadata::default())) }
-    }
+    /// The metadata of the object `name` (a `HEAD`), for a listing that does not carry it;
+    /// `None`: the object is gone. Every store answers it, so that a listing without metadata
+    /// never shows entries without their version and ref.
+    fn metadata(&self, name: &str) -> impl Future<Output = Result<Option<Metadata>, BackendError>>;
 
     /// A URL that reads the object `name` by itself (signed; its signature masked).
     fn download_url(&self, name: &str) -> impl Future<Output = Result<String, BackendError>>;

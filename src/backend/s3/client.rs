@@ -2,7 +2,7 @@
 //! the AWS environment) sent through [`send`] and checked with [`Check`]; listings page by page;
 //! S3's error answers, and its credential and transport failures, as [`BackendError`]s.
 
-use super::settings::{CREDENTIAL_VARS, CredentialSource, S3Settings, SECRET_VARS};
+use super::settings::{CREDENTIAL_VARS, CredentialSource, S3Settings};
 use super::upload;
 use crate::backend::entries::{self, Metadata, bounded_listing};
 use crate::backend::http::{Check, Http, NOT_TLS, answered_in_plain_http, one_line, read_answer, send, status_error};
@@ -40,11 +40,9 @@ pub struct Client {
 
 impl Client {
     /// The client of `settings` with the credentials of `env`, its secrets masked first.
-    pub(super) fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
-        for name in SECRET_VARS {
-            if let Some(value) = env.non_empty(name) {
-                http.secrets.add(value);
-            }
+    pub(super) fn connect(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
+        for secret in S3Settings::secrets(env) {
+            http.secrets.add(&secret);
         }
         for name in ["AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] {
             http.mask_token_file(env, name)?;
@@ -272,7 +270,7 @@ impl ObjectClient for Client {
     }
 
     async fn upload(self: &Arc<Self>, entry: NewEntry) -> Result<Box<dyn Upload>, BackendError> {
-        upload::start(self, StorePath::from(entry.name), entry.metadata).await
+        upload::start(self, entry).await
     }
 }
 

@@ -87,7 +87,7 @@ pub type S3Backend = ObjectBackend<Client>;
 impl S3Backend {
     pub fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
         let prefix = settings.prefix.clone();
-        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::new(http, settings, env)?, env))
+        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::connect(http, settings, env)?, env))
     }
 }
 
@@ -134,7 +134,7 @@ impl ObjectStore for S3Store {
     }
 
     fn secret_values(&self, env: &Env) -> Vec<String> {
-        SECRET_VARS.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned).collect()
+        S3Settings::secrets(env)
     }
 }
 

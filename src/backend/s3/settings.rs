@@ -31,6 +31,11 @@ pub struct S3Inputs {
 }
 
 impl S3Settings {
+    /// The secrets of `env`: each secret variable's value.
+    pub fn secrets(env: &Env) -> Vec<String> {
+        SECRET_VARS.iter().filter_map(|name| env.non_empty(name)).map(str::to_owned).collect()
+    }
+
     /// Inputs first, then the variables the AWS tools read: `AWS_REGION`, `AWS_DEFAULT_REGION`
     /// (else `us-east-1`); `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`; `AWS_S3_FORCE_PATH_STYLE`.
     /// An endpoint on an IP address or `localhost`, and a bucket name with a `.`, are always

@@ -3,31 +3,23 @@
 //! every path that does not complete it.
 
 use super::client::{Client, META};
+use crate::backend::object::NewEntry;
 use crate::backend::upload::{BlockSink, BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::wire::{self, InitiateMultipartUploadResult};
 use crate::backend::{BackendError, Committed, ErrorKind, Upload};
 use bytes::Bytes;
 use object_store::path::Path as StorePath;
 use reqwest::Method;
-use reqwest::header::HeaderName;
 use std::sync::{Arc, Mutex};
 
 /// S3's smallest part but the last.
 const MIN_PART: usize = 5 << 20;
 
-/// Start the multipart upload of an entry at `path`, with its `metadata`.
-pub(super) async fn start(
-    client: &Arc<Client>,
-    path: StorePath,
-    metadata: [(&'static str, String); 3],
-) -> Result<Box<dyn Upload>, BackendError> {
-    let headers: Vec<_> = metadata
-        .iter()
-        .map(|(field, value)| {
-            let name = HeaderName::try_from(format!("{META}{field}")).expect("a metadata field is a header name");
-            (name, value.as_str())
-        })
-        .collect();
+/// Start the save of `entry`: the multipart upload at its name, with its metadata.
+pub(super) async fn start(client: &Arc<Client>, entry: NewEntry) -> Result<Box<dyn Upload>, BackendError> {
+    let metadata = entry.metadata_headers(META);
+    let headers: Vec<_> = metadata.iter().map(|(name, value)| (name.clone(), value.as_str())).collect();
+    let path = StorePath::from(entry.name);
     let (_, body) =
         client.call("start the upload", Method::POST, &path, &[("uploads", "")], &headers, Bytes::new()).await?;
     let started: InitiateMultipartUploadResult = wire::decode_xml(&body)
