@@ -258,7 +258,18 @@ pub struct StackApplied {
     pub layers: Vec<Transfer>,
     /// Why the stack stopped before a layer that exists (corrupt, missing, foreign): the next
     /// growing save compacts.
-    pub stopped: Option<String>,
+    pub stopped: Option<StackStop>,
+}
+
+/// Why a restore's stack stopped before a layer that exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StackStop {
+    /// Layer `layer` was found and not applied: why (`corrupt`, `foreign`, …), and the cause.
+    NotApplied { layer: u32, reason: MissReason, detail: String },
+    /// Layer `missing` is missing, though layer `later` exists.
+    Missing { missing: u32, later: u32 },
+    /// The lookup of layer `layer` failed: the service's answer, in words.
+    Trouble { layer: u32, cause: String },
 }
 
 impl StackApplied {

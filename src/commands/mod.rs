@@ -93,7 +93,7 @@ fn verdict(strict: bool, fail_on_cache_miss: bool, outcome: &Outcome) -> Result<
                 && restore.attempt.is_trouble()
                 && strict
             {
-                return Err(Error::Strict(format!("{reason}: {}", detail.as_deref().unwrap_or(""))));
+                return Err(Error::Strict(words::strict_restore(*reason, detail.as_deref())));
             }
             if fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
                 let reason = restore.attempt.miss_reason();
@@ -103,7 +103,7 @@ fn verdict(strict: bool, fail_on_cache_miss: bool, outcome: &Outcome) -> Result<
         }
         Outcome::Save(save) => {
             if save.trouble && strict {
-                return Err(Error::Strict(format!("{}: {}", save.result, save.detail.as_deref().unwrap_or(""))));
+                return Err(Error::Strict(words::strict_save(save.result, save.detail.as_deref())));
             }
             if save.result == crate::outcome::SaveResult::UncoveredReads {
                 return Err(Error::UncoveredReads { count: save.uncovered.as_ref().map_or(0, |u| u.files.len()) });

@@ -1,18 +1,15 @@
 //! `uncovered-reads`: on a miss, arrange that the job's later Python processes record the files
 //! they read ([`crate::reads`]); at the save after the miss, name those that no input covers.
 
-use super::Context;
+use super::{Context, words};
 use crate::config::UncoveredReads;
 use crate::fingerprint::{ComponentName, FingerprintRecord};
 use crate::paths::{Locations, PatternSet};
 use crate::reads::{self, Log};
-use crate::text::{error_chain, shorten};
+use crate::text::error_chain;
 use crate::units;
 use std::collections::BTreeSet;
 use std::path::Path;
-
-/// Files a warning names before "and N more".
-const NAMED: usize = 5;
 
 /// The variables that make the job's later Python record its reads; nothing under `off`, when
 /// another exact-cache step of the job arranged it already, or where it cannot work (said once).
@@ -86,25 +83,9 @@ pub(super) fn check(
             units::count_of(log.read.len(), "file")
         ));
     } else if uncovered_reads == UncoveredReads::Fail {
-        runner.error(&format!("{}; nothing is saved (`uncovered-reads: fail`)", line(&uncovered)));
+        runner.error(&words::uncovered_refused(&uncovered));
     } else {
-        runner.warning(&line(&uncovered));
+        runner.warning(&words::uncovered(&uncovered));
     }
     Some(uncovered)
-}
-
-/// `the generating run read 1 file that no input covers: `data/cases.txt`; …`.
-pub(super) fn line(uncovered: &[String]) -> String {
-    let mut named: Vec<String> = uncovered.iter().take(NAMED).map(|f| format!("`{}`", shorten(f, 120))).collect();
-    if uncovered.len() > NAMED {
-        named.push(format!("and {} more", uncovered.len() - NAMED));
-    }
-    format!(
-        "the generating run read {} that no input of the key covers: {}. A change to {} would not change the key: \
-         list {} in `hash-files` (the `uncovered-files` output names all)",
-        units::count_of(uncovered.len(), "file"),
-        named.join(", "),
-        if uncovered.len() == 1 { "it" } else { "them" },
-        if uncovered.len() == 1 { "it" } else { "them" },
-    )
 }

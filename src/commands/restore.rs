@@ -13,7 +13,7 @@ use crate::config::{Config, Locate, RestoreConfig};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
-use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, Transfer};
+use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, StackStop, Transfer};
 use crate::paths::Locations;
 use crate::runner::ProgressReader;
 use crate::stack::{self, Gap, KeptStack, Slot};
@@ -353,7 +353,7 @@ fn apply_layers(
                 applied.layers.push(transfer);
             }
             Err(failed) => {
-                let why = words::layer_not_applied(n, failed.reason, &failed.detail);
+                let why = StackStop::NotApplied { layer: n, reason: failed.reason, detail: failed.detail.clone() };
                 ctx.runner.warning(&words::stack_stops(&why, Slot::new(generation, n - 1)));
                 // Only the service's trouble skips growth; anything else about the layer (what
                 // it holds, or what is in its way here) makes the next save compact.
@@ -363,18 +363,16 @@ fn apply_layers(
             }
         }
     }
-    match gap {
-        Some(Gap::Missing(why)) => {
-            ctx.runner.warning(&words::compacts_later(&why));
-            applied.stopped = Some(why);
-        }
-        Some(Gap::Trouble(why)) => {
-            ctx.runner.warning(&why);
+    let stop = match gap {
+        Some(Gap::Missing { missing, later }) => StackStop::Missing { missing, later },
+        Some(Gap::Trouble { layer, cause }) => {
             kept.trouble = true;
-            applied.stopped = Some(why);
+            StackStop::Trouble { layer, cause }
         }
-        None => {}
-    }
+        None => return,
+    };
+    ctx.runner.warning(&words::stack_gap(&stop));
+    applied.stopped = Some(stop);
 }
 
 /// Download one slot of the stack, verify it, `check` its manifest and where its roots land, and

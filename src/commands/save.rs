@@ -15,7 +15,7 @@ use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
 use crate::paths::Locations;
 use crate::preset::Preset;
-use crate::stack::{self, Added, Growth, Limits, Slot};
+use crate::stack::{self, Added, CompactWhy, Growth, Limits, Slot};
 use crate::text::{error_chain, error_line};
 use crate::units;
 use std::collections::{HashMap, HashSet};
@@ -104,7 +104,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     }
     let refusing = config.uncovered_reads == UncoveredReads::Fail;
     if let Some(Uncovered { files }) = uncovered.as_deref().filter(|u| refusing && !u.files.is_empty()) {
-        let detail = super::reads::line(files);
+        let detail = words::uncovered(files);
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
     Ok(with_uncovered(save(ctx, writing, &record, &Target::whole(place), times)))
@@ -212,7 +212,7 @@ fn grow_stack(
             return None;
         }
         Growth::Skip(why) => {
-            runner.info(&words::grow_skipped(&why));
+            runner.info(&words::grow_skipped(why));
             return None;
         }
         Growth::Layer { slot, parent, paths, stack_dirs } => {
@@ -252,7 +252,7 @@ struct Target {
     /// restore refuses a layer that would change one).
     stack_dirs: HashMap<String, u32>,
     /// A compaction: why (the log says it once the slot is known).
-    compacting: Option<String>,
+    compacting: Option<CompactWhy>,
 }
 
 impl Target {
@@ -401,7 +401,7 @@ fn save(
         Err(settled) => return *settled,
     };
     match (&target.compacting, target.place) {
-        (Some(why), _) => runner.info(&words::compacting(slot, why)),
+        (Some(why), _) => runner.info(&words::compacting(slot, *why)),
         (None, Place::Above { replacing: true, .. }) => runner.info(&words::saving_replacement(slot)),
         _ => {}
     }
@@ -617,11 +617,7 @@ fn reuse_verdict(
     (additions_kept, hit): (bool, Option<handoff::HitRecord>),
 ) -> Verified {
     let runner = ctx.runner;
-    let extras = match changes.kept_extras {
-        0 => String::new(),
-        n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
-    };
-    let mut verdict = changes.verdict(preset, growing, additions_kept, &extras);
+    let mut verdict = words::reuse_verdict(changes, preset, growing, additions_kept);
     if let Some(hit) = hit {
         verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms));
     }

@@ -8,7 +8,6 @@ use crate::archive::{PackError, inventory};
 use crate::config::Locate;
 use crate::manifest::{EntryKind, Manifest, ManifestEntry};
 use crate::paths::Locations;
-use crate::preset::Preset;
 use std::collections::HashMap;
 
 /// What the restore step keeps for the save step: the restored manifest, and the files that
@@ -51,34 +50,6 @@ impl TreeChanges {
     pub fn is_fine(&self, additions_kept: bool) -> bool {
         self.is_empty()
             || (additions_kept && self.changed.is_empty() && self.removed.is_empty() && self.not_layered == 0)
-    }
-
-    /// `verify-reuse`'s one line about these changes; `extras` ends the counts.
-    /// `preset` and `growing` (`grow` is on) say why files were added.
-    pub fn verdict(&self, preset: Option<Preset>, growing: bool, additions_kept: bool, extras: &str) -> String {
-        if self.is_empty() {
-            return format!("nothing under `path` changed since the restore{extras}");
-        }
-        let counts = format!(
-            "{} added, {} changed, {} removed under `path` since the restore{extras}",
-            self.added.len(),
-            self.changed.len(),
-            self.removed.len()
-        );
-        let torch = preset == Some(Preset::TorchInductor);
-        let why = match (self.added.is_empty(), torch, additions_kept, growing) {
-            (true, ..) => "",
-            (false, true, true, _) => ": torch compiled graphs the restored cache did not hold; `grow` kept them",
-            (false, true, false, true) => {
-                ": torch compiled graphs the restored cache did not hold, and `grow` did not keep them this time"
-            }
-            (false, true, false, false) => {
-                ": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run"
-            }
-            (false, false, true, _) => ": `grow` kept the added files",
-            (false, false, false, _) => "",
-        };
-        format!("{counts}{why}")
     }
 
     /// Every path, sorted (the `changed-files` output).

@@ -7,12 +7,16 @@
 //! this module's snapshots assert the words of every value once. Causes from outside (an
 //! error chain, a path) are put in as given.
 
+use super::verify::TreeChanges;
 use crate::ids::Key;
 use crate::manifest::Generation;
-use crate::outcome::{Cleaned, Explanation, MissReason, SameKey, SaveOutcome, SaveResult, StackApplied, Transfer};
+use crate::outcome::{
+    Cleaned, Explanation, MissReason, SameKey, SaveOutcome, SaveResult, StackApplied, StackStop, Transfer,
+};
+use crate::preset::Preset;
 use crate::runner::Runner;
 use crate::runner::summary::{Inline, Markdown};
-use crate::stack::{MAX_GENERATIONS, Slot};
+use crate::stack::{CompactWhy, MAX_GENERATIONS, SkipWhy, Slot};
 use crate::text::shorten;
 use crate::units;
 
@@ -90,24 +94,103 @@ pub(super) fn stack(stack: &StackApplied) -> Option<String> {
     Some(parts.join(" + "))
 }
 
-/// Why the stack stopped below layer `n`: `layer 2 not applied (corrupt): …`.
-pub(super) fn layer_not_applied(n: u32, reason: MissReason, detail: &str) -> String {
-    format!("layer {n} not applied ({reason}): {detail}")
+/// Why a stack stopped, in words.
+fn stack_stop(stop: &StackStop) -> String {
+    match stop {
+        StackStop::NotApplied { layer, reason, detail } => format!("layer {layer} not applied ({reason}): {detail}"),
+        StackStop::Missing { missing, later } => {
+            format!("layer {missing} is missing, so layer {later} and later are not applied")
+        }
+        StackStop::Trouble { layer, cause } => format!("layer {layer} could not be looked up: {cause}"),
+    }
 }
 
 /// The log's warning when a layer was not applied: the stack stops at the slot below.
-pub(super) fn stack_stops(why: &str, at: Slot) -> String {
-    format!("{why}; the stack stops at {at}")
+pub(super) fn stack_stops(stop: &StackStop, at: Slot) -> String {
+    format!("{}; the stack stops at {at}", stack_stop(stop))
 }
 
-/// A stack stopped before a layer that is missing: the next growing save compacts.
-pub(super) fn compacts_later(why: &str) -> String {
-    format!("{why}; a later save that adds files compacts the stack")
+/// The log's warning when layers past a gap are not looked for or not found: a missing layer
+/// makes the next growing save compact; the service's trouble is said as it is.
+pub(super) fn stack_gap(stop: &StackStop) -> String {
+    match stop {
+        StackStop::Trouble { .. } => stack_stop(stop),
+        _ => compacts_later(stop),
+    }
+}
+
+/// A stack stopped: the next growing save compacts.
+fn compacts_later(stop: &StackStop) -> String {
+    format!("{}; a later save that adds files compacts the stack", stack_stop(stop))
 }
 
 /// The summary's `stack stopped` cell.
-pub(super) fn stack_stopped_cell(why: &str) -> String {
-    format!("⚠️ {}", compacts_later(why))
+pub(super) fn stack_stopped_cell(stop: &StackStop) -> String {
+    format!("⚠️ {}", compacts_later(stop))
+}
+
+/// `the generating run read 1 file that no input covers: …`: the reads no input of the key
+/// covers (the detail of [`SaveResult::UncoveredReads`] and the warning of `uncovered-reads: warn`).
+pub(super) fn uncovered(files: &[String]) -> String {
+    let them = if files.len() == 1 { "it" } else { "them" };
+    format!(
+        "the generating run read {} that no input of the key covers: {}. A change to {them} would not change the \
+         key: list {them} in `hash-files` (the `uncovered-files` output names all)",
+        units::count_of(files.len(), "file"),
+        named(files),
+    )
+}
+
+/// The error of `uncovered-reads: fail`.
+pub(super) fn uncovered_refused(files: &[String]) -> String {
+    format!("{}; nothing is saved (`uncovered-reads: fail`)", uncovered(files))
+}
+
+/// `verify-reuse`'s one line about what changed under `path` since the restore; `preset` and
+/// `growing` (`grow` is on) say why files were added, `additions_kept` whether `grow` kept them.
+pub(super) fn reuse_verdict(
+    changes: &TreeChanges,
+    preset: Option<Preset>,
+    growing: bool,
+    additions_kept: bool,
+) -> String {
+    let extras = match changes.kept_extras {
+        0 => String::new(),
+        n => format!(" ({} not in the entry, there before the restore, kept)", units::count_of(n, "file")),
+    };
+    if changes.is_empty() {
+        return format!("nothing under `path` changed since the restore{extras}");
+    }
+    let counts = format!(
+        "{} added, {} changed, {} removed under `path` since the restore{extras}",
+        changes.added.len(),
+        changes.changed.len(),
+        changes.removed.len()
+    );
+    let torch = preset == Some(Preset::TorchInductor);
+    let why = match (changes.added.is_empty(), torch, additions_kept, growing) {
+        (true, ..) => "",
+        (false, true, true, _) => ": torch compiled graphs the restored cache did not hold; `grow` kept them",
+        (false, true, false, true) => {
+            ": torch compiled graphs the restored cache did not hold, and `grow` did not keep them this time"
+        }
+        (false, true, false, false) => {
+            ": torch compiled graphs the restored cache did not hold, so it recompiled on this warm run"
+        }
+        (false, false, true, _) => ": `grow` kept the added files",
+        (false, false, false, _) => "",
+    };
+    format!("{counts}{why}")
+}
+
+/// The error of `strict` when a restore met the service's trouble.
+pub(super) fn strict_restore(reason: MissReason, detail: Option<&str>) -> String {
+    format!("{reason}: {}", detail.unwrap_or(""))
+}
+
+/// The error of `strict` when a save met trouble.
+pub(super) fn strict_save(result: SaveResult, detail: Option<&str>) -> String {
+    format!("{result}: {}", detail.unwrap_or(""))
 }
 
 /// `3 files under `path` not in the entry: `a`, `b`, `c``, naming at most [`NAMED`].
@@ -393,7 +476,10 @@ pub(super) fn grow_changed(files: usize) -> String {
 pub(super) const GROW_NOTHING: &str = "grow: no file was added under `path` since the restore";
 
 /// `grow`'s plan ([`crate::stack::Growth::Skip`]): not this run, and why.
-pub(super) fn grow_skipped(why: &str) -> String {
+pub(super) fn grow_skipped(why: SkipWhy) -> String {
+    let why = match why {
+        SkipWhy::LayerUnread => "a layer could not be read in the restore step (service trouble)",
+    };
     format!("grow: not this run: {why}")
 }
 
@@ -407,7 +493,21 @@ pub(super) fn grow_layer(files: usize, bytes: u64, slot: Slot) -> String {
 }
 
 /// `grow`'s plan ([`crate::stack::Growth::Compact`]), once the save has numbered the new base.
-pub(super) fn compacting(slot: Slot, why: &str) -> String {
+pub(super) fn compacting(slot: Slot, why: CompactWhy) -> String {
+    let layers = |n: u32| units::count_of(n as usize, "layer");
+    let why = match why {
+        CompactWhy::Stopped => "a layer of the stack could not be applied".to_owned(),
+        CompactWhy::Full { layers: n } => format!("the stack has {} (`grow-max-layers`)", layers(n)),
+        CompactWhy::Unprobed { probed } => {
+            format!("the restore looked for {} only, so the next one may exist", layers(probed))
+        }
+        CompactWhy::Heavy { layer_bytes, base_bytes, max_share } => format!(
+            "its layers would hold {} against a base of {} (`grow-max-share` {:.0}%)",
+            units::bytes(layer_bytes),
+            units::bytes(base_bytes),
+            max_share * 100.0
+        ),
+    };
     format!("grow: compacting the stack into {slot}: {why}")
 }
 
@@ -504,10 +604,18 @@ mod tests {
         applied.generation = 1;
         applied.layers.push(transfer(1));
         writeln!(out, "info: stack: {}", stack(&applied).unwrap()).unwrap();
-        let why = layer_not_applied(2, MissReason::Corrupt, "its parent is not the slot below");
-        writeln!(out, "warning: {}", stack_stops(&why, Slot::new(1, 1))).unwrap();
-        writeln!(out, "warning: {}\nsummary: {}", compacts_later("layer 3 is missing"), stack_stopped_cell(&why))
+        let why = StackStop::NotApplied {
+            layer: 2,
+            reason: MissReason::Corrupt,
+            detail: "its parent is not the slot below".into(),
+        };
+        writeln!(out, "warning: {}\nsummary: {}", stack_stops(&why, Slot::new(1, 1)), stack_stopped_cell(&why))
             .unwrap();
+        for gap in
+            [StackStop::Missing { missing: 3, later: 4 }, StackStop::Trouble { layer: 2, cause: "HTTP 503".into() }]
+        {
+            writeln!(out, "warning: {}\nsummary: {}", stack_gap(&gap), stack_stopped_cell(&gap)).unwrap();
+        }
         let extra: Vec<String> = (1..=7).map(|i| format!("out/x{i}.bin")).collect();
         writeln!(out, "info: {}\nsummary: {}", kept(&extra[..1]), extra_files(&extra)).unwrap();
         writeln!(out, "{}\n{}", said(&replacement(Some(Slot::base(2)))), said(&replacement(None))).unwrap();
@@ -556,6 +664,24 @@ mod tests {
     fn words_of_a_save() {
         let md = Markdown::new(Redactor::default());
         let mut out = String::new();
+        let read: Vec<String> = (1..=7).map(|i| format!("data/case{i}.txt")).collect();
+        writeln!(out, "warning: {}\nerror: {}", uncovered(&read[..1]), uncovered_refused(&read)).unwrap();
+        let none = TreeChanges::default();
+        let added = TreeChanges { added: read.clone(), kept_extras: 2, ..TreeChanges::default() };
+        let changed =
+            TreeChanges { changed: read[..1].to_vec(), removed: read[1..3].to_vec(), ..TreeChanges::default() };
+        for (changes, preset, growing, kept) in [
+            (&none, None, false, false),
+            (&changed, None, false, false),
+            (&added, None, true, true),
+            (&added, Some(Preset::TorchInductor), true, true),
+            (&added, Some(Preset::TorchInductor), true, false),
+            (&added, Some(Preset::TorchInductor), false, false),
+        ] {
+            writeln!(out, "verify-reuse: {}", reuse_verdict(changes, preset, growing, kept)).unwrap();
+        }
+        writeln!(out, "strict: {}", strict_restore(MissReason::ServiceError, Some("HTTP 503"))).unwrap();
+        writeln!(out, "strict: {}", strict_save(SaveResult::Error, None)).unwrap();
         for result in SaveResult::ALL {
             for trouble in [false, true] {
                 let outcome = SaveOutcome { trouble, ..SaveOutcome::skipped(None, *result, "the detail") };
@@ -593,9 +719,16 @@ mod tests {
         writeln!(out, "detail: {}", reserved_by_another(Slot::base(3))).unwrap();
         writeln!(out, "info: {}", hit_not_saved(&"p-abc".into(), "was found by the restore step")).unwrap();
         writeln!(out, "info: {}\ninfo: {}\ninfo: {GROW_NOTHING}", grow_removed(1), grow_changed(2)).unwrap();
-        writeln!(out, "info: {}", grow_skipped("the stack is being compacted by another job")).unwrap();
+        writeln!(out, "info: {}", grow_skipped(SkipWhy::LayerUnread)).unwrap();
         writeln!(out, "info: {}", grow_layer(1, 7, Slot::new(0, 1))).unwrap();
-        writeln!(out, "info: {}", compacting(Slot::base(1), "a layer of the stack could not be applied")).unwrap();
+        for why in [
+            CompactWhy::Stopped,
+            CompactWhy::Full { layers: 4 },
+            CompactWhy::Unprobed { probed: 1 },
+            CompactWhy::Heavy { layer_bytes: 501, base_bytes: 1000, max_share: 0.5 },
+        ] {
+            writeln!(out, "info: {}", compacting(Slot::base(1), why)).unwrap();
+        }
         writeln!(out, "info: {}", saving_replacement(Slot::base(1))).unwrap();
         writeln!(out, "info: {}", out_of_reach(Slot::base(2), Slot::base(3))).unwrap();
         insta::assert_snapshot!(out);

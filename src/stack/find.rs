@@ -61,10 +61,10 @@ pub fn find_bases<L: SlotLookup>(lookup: &L, key: &Key, base_version: &Version) 
 /// Why layers past the applied ones are not applied.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Gap {
-    /// A later layer exists past a missing one.
-    Missing(String),
-    /// A lookup failed.
-    Trouble(String),
+    /// Layer `later` exists past the missing layer `missing`.
+    Missing { missing: u32, later: u32 },
+    /// The lookup of layer `layer` failed: the service's answer, in words.
+    Trouble { layer: u32, cause: String },
 }
 
 /// The layers `1..=max_layers` of `generation` to apply, in order: those before the first one
@@ -86,15 +86,13 @@ pub fn find_layers<L: SlotLookup>(
             Ok(Answer::Ours(k, entry)) if k == *key => found.push(entry),
             Ok(_) => break,
             Err(e) => {
-                let why = format!("layer {} could not be looked up: {}", i + 1, lookup.describe(&e));
-                return (found, Some(Gap::Trouble(why)));
+                let layer = i as u32 + 1;
+                return (found, Some(Gap::Trouble { layer, cause: lookup.describe(&e) }));
             }
         }
     }
     let past_gap = answers.find_map(|(i, answer)| answer.as_ref().is_ok_and(ours).then_some(i + 1));
-    let gap = past_gap.map(|later| {
-        Gap::Missing(format!("layer {} is missing, so layer {later} and later are not applied", found.len() + 1))
-    });
+    let gap = past_gap.map(|later| Gap::Missing { missing: found.len() as u32 + 1, later: later as u32 });
     (found, gap)
 }
 
@@ -204,12 +202,12 @@ mod tests {
         let planted = Planted::new(&[Slot::new(1, 1), Slot::new(1, 2), Slot::new(1, 4), Slot::new(0, 3)]);
         let (layers, gap) = find_layers(&planted, &key(), &base(), 1, 5);
         assert_eq!(layers, [Slot::new(1, 1), Slot::new(1, 2)]);
-        assert_eq!(gap, Some(Gap::Missing("layer 3 is missing, so layer 4 and later are not applied".into())));
+        assert_eq!(gap, Some(Gap::Missing { missing: 3, later: 4 }));
         let mut failing = Planted::new(&[Slot::new(0, 1), Slot::new(0, 2)]);
         failing.failing = Some(Slot::new(0, 2));
         let (layers, gap) = find_layers(&failing, &key(), &base(), 0, 4);
         assert_eq!(layers, [Slot::new(0, 1)]);
-        assert_eq!(gap, Some(Gap::Trouble("layer 2 could not be looked up: (down)".into())));
+        assert_eq!(gap, Some(Gap::Trouble { layer: 2, cause: "(down)".into() }));
         assert_eq!(find_layers(&Planted::new(&[]), &key(), &base(), 0, 4), (vec![], None));
     }
 }

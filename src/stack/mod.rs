@@ -31,5 +31,5 @@ mod slot;
 
 pub use check::{check_additions, check_roots, check_slot, merge};
 pub use find::{Answer, Gap, SlotLookup, find_bases, find_layers};
-pub use plan::{Added, Growth, KeptStack, Limits, plan};
+pub use plan::{Added, CompactWhy, Growth, KeptStack, Limits, SkipWhy, plan};
 pub use slot::{MAX_GENERATIONS, MAX_LAYERS, Slot, generation_of};

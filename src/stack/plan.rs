@@ -3,7 +3,6 @@
 
 use super::slot::Slot;
 use crate::manifest::{EntryKind, Manifest};
-use crate::units;
 use std::collections::{HashMap, HashSet};
 
 /// What the restore step keeps about the stack it applied, for the save step's growth.
@@ -53,14 +52,36 @@ pub enum Growth {
     /// Nothing was added.
     Nothing,
     /// Not this run: why.
-    Skip(String),
+    Skip(SkipWhy),
     /// The next layer, made on top of `parent` (the [`Manifest::digest`] of the slot below): these
     /// entry paths (and the directories above them, which keep the modes `stack_dirs` gives the
     /// stack's directories).
     Layer { slot: Slot, parent: String, paths: HashSet<String>, stack_dirs: HashMap<String, u32> },
     /// A new base (the save numbers it: [`Slot::next_base`]), holding what the stack held and
     /// what the job added (nothing that was there before the restore and not in the stack); why.
-    Compact { paths: HashSet<String>, why: String },
+    Compact { paths: HashSet<String>, why: CompactWhy },
+}
+
+/// Why a save does not grow the stack this run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipWhy {
+    /// A layer could not be read in the restore step (the service's trouble): the stack may be
+    /// whole, so neither a layer nor a compaction.
+    LayerUnread,
+}
+
+/// Why the stack is compacted rather than given another layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CompactWhy {
+    /// A layer of the stack could not be applied.
+    Stopped,
+    /// The stack has `layers` layers, `grow-max-layers`.
+    Full { layers: u32 },
+    /// The restore looked for `probed` layers only, so the next one may exist.
+    Unprobed { probed: u32 },
+    /// The layers would hold `layer_bytes` against a base of `base_bytes`, more than
+    /// `max_share` (`grow-max-share`, a fraction) of it.
+    Heavy { layer_bytes: u64, base_bytes: u64, max_share: f64 },
 }
 
 /// What to save of `added` on top of the stack the restore applied (`stack`, its merged
@@ -70,7 +91,7 @@ pub fn plan(limits: Limits, stack: &KeptStack, manifest: &Manifest, added: Added
         return Growth::Nothing;
     }
     if stack.trouble {
-        return Growth::Skip("a layer could not be read in the restore step (service trouble)".to_owned());
+        return Growth::Skip(SkipWhy::LayerUnread);
     }
     match compaction(limits, stack, added.bytes) {
         Some(why) => {
@@ -94,21 +115,16 @@ pub fn plan(limits: Limits, stack: &KeptStack, manifest: &Manifest, added: Added
 }
 
 /// Why the stack is compacted rather than given another layer of `new_bytes`, if it is.
-fn compaction(limits: Limits, stack: &KeptStack, new_bytes: u64) -> Option<String> {
-    let layers = |n: u32| units::count_of(n as usize, "layer");
+fn compaction(limits: Limits, stack: &KeptStack, new_bytes: u64) -> Option<CompactWhy> {
     if stack.stopped {
-        Some("a layer of the stack could not be applied".to_owned())
+        Some(CompactWhy::Stopped)
     } else if stack.layers >= limits.max_layers {
-        Some(format!("the stack has {} (`grow-max-layers`)", layers(stack.layers)))
+        Some(CompactWhy::Full { layers: stack.layers })
     } else if stack.layers >= stack.probed {
-        Some(format!("the restore looked for {} only, so the next one may exist", layers(stack.probed)))
+        Some(CompactWhy::Unprobed { probed: stack.probed })
     } else if (stack.layer_bytes + new_bytes) as f64 > limits.max_share * stack.base_bytes as f64 {
-        Some(format!(
-            "its layers would hold {} against a base of {} (`grow-max-share` {:.0}%)",
-            units::bytes(stack.layer_bytes + new_bytes),
-            units::bytes(stack.base_bytes),
-            limits.max_share * 100.0
-        ))
+        let (layer_bytes, base_bytes) = (stack.layer_bytes + new_bytes, stack.base_bytes);
+        Some(CompactWhy::Heavy { layer_bytes, base_bytes, max_share: limits.max_share })
     } else {
         None
     }
@@ -167,7 +183,7 @@ mod tests {
         assert_eq!(stack_dirs, HashMap::from([("0".to_owned(), 0o700)]));
         assert_eq!(plan(LIMITS, &stack(), &manifest(), Added { paths: &[], bytes: 0 }), Growth::Nothing);
         let trouble = KeptStack { trouble: true, ..stack() };
-        assert!(matches!(plan_adding(&trouble, 10), Growth::Skip(why) if why.contains("service trouble")));
+        assert_eq!(plan_adding(&trouble, 10), Growth::Skip(SkipWhy::LayerUnread));
     }
 
     #[test]
@@ -179,12 +195,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         };
-        assert_eq!(compacted(KeptStack { layers: 4, ..stack() }, 10), "the stack has 4 layers (`grow-max-layers`)");
-        assert_eq!(
-            compacted(KeptStack { probed: 1, ..stack() }, 10),
-            "the restore looked for 1 layer only, so the next one may exist"
-        );
-        assert!(compacted(stack(), 401).contains("(`grow-max-share` 50%)"));
-        assert!(compacted(KeptStack { stopped: true, ..stack() }, 10).contains("could not be applied"));
+        assert_eq!(compacted(KeptStack { layers: 4, ..stack() }, 10), CompactWhy::Full { layers: 4 });
+        assert_eq!(compacted(KeptStack { probed: 1, ..stack() }, 10), CompactWhy::Unprobed { probed: 1 });
+        let heavy = CompactWhy::Heavy { layer_bytes: 501, base_bytes: 1000, max_share: 0.5 };
+        assert_eq!(compacted(stack(), 401), heavy);
+        assert!(matches!(plan_adding(&stack(), 400), Growth::Layer { .. }), "at the limit, a layer");
+        assert_eq!(compacted(KeptStack { stopped: true, ..stack() }, 10), CompactWhy::Stopped);
     }
 }
