@@ -321,6 +321,10 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
     assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "layer");
     let (full, saved) = scene.job(&[("d.bin", "graph d")]);
     assert_eq!(full.restore.output("layers"), "2");
+    // What the save compacts for (`CompactWhy::Full`): the restore kept a whole stack of
+    // `grow-max-layers` layers, not one that stopped.
+    let stack = &full.restore.restored()["stack"];
+    assert_eq!((stack["layers"].as_u64(), stack["stopped"].as_bool()), (Some(2), Some(false)), "{stack}");
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
 
     let (next, saved) = scene.job(&[("e.bin", "graph e")]);
