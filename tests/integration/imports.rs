@@ -26,11 +26,11 @@ fn inputs() -> Vec<(&'static str, &'static str)> {
     vec![("path", "fixtures"), ("prefix", "fixtures-v1"), ("hash-files", "tools/gen.py"), ("native", "none")]
 }
 
-/// Run the generator as a later step of the job: the runner's environment plus what the
-/// restore exported.
-fn generate(step: &Step, restore: &StepResult) -> String {
+/// Run the generator `script` as a later step of the job: the runner's environment plus what
+/// the restore exported.
+fn generate(step: &Step, restore: &StepResult, script: &str) -> String {
     let out = std::process::Command::new("python3")
-        .arg("tools/gen.py")
+        .arg(script)
         .current_dir(&step.ws)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap())
@@ -64,7 +64,7 @@ fn a_helper_change_is_a_miss_and_the_data_file_is_named_on_the_generating_run() 
     assert!(fingerprint["components"]["files"]["tools/helpers/weights.py"].is_string(), "{fingerprint}");
     assert_eq!(fingerprint["components"]["imports"]["tools/helpers/weights.py"], "tools/gen.py");
     assert!(first.summary.contains("Files the key covers: 1 from hash-files, 1 through imports"), "{}", first.summary);
-    assert_eq!(generate(&step, &first), "GENERATED 5\n");
+    assert_eq!(generate(&step, &first, "tools/gen.py"), "GENERATED 5\n");
     let saved = post(&mut step, &first, &inputs());
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     assert_eq!(saved.output("uncovered-files"), "data/cases.txt", "the script and its import are covered");
@@ -97,13 +97,13 @@ fn a_helper_change_is_a_miss_and_the_data_file_is_named_on_the_generating_run() 
         "{}",
         third.stdout
     );
-    assert_eq!(generate(&step, &third), "GENERATED 10\n");
+    assert_eq!(generate(&step, &third, "tools/gen.py"), "GENERATED 10\n");
 
     // The one line that covers the data file: no file is left uncovered.
     let mut covered = inputs();
     covered[2] = ("hash-files", "tools/gen.py\ndata/cases.txt");
     let fourth = step.run(&["restore"], &covered, NO_STATE);
-    generate(&step, &fourth);
+    generate(&step, &fourth, "tools/gen.py");
     let saved = post(&mut step, &fourth, &covered);
     assert_eq!((saved.output("save-result"), saved.output("uncovered-files")), ("saved", ""), "{}", saved.stdout);
     assert!(!saved.stdout.contains("::warning::"), "{}", saved.stdout);
@@ -116,7 +116,7 @@ fn uncovered_reads_fail_refuses_the_save_and_off_records_nothing() {
     let mut failing = inputs();
     failing.push(("uncovered-reads", "fail"));
     let restore = step.run(&["restore"], &failing, NO_STATE);
-    generate(&step, &restore);
+    generate(&step, &restore, "tools/gen.py");
     let refused = post(&mut step, &restore, &failing);
     assert_eq!(refused.code, 1, "{}", refused.stdout);
     assert_eq!((refused.output("save-result"), refused.output("saved")), ("uncovered-reads", "false"));
@@ -160,16 +160,7 @@ fn reads_under_path_in_hash_files_or_written_by_the_job_are_covered_and_a_users_
     let inputs = [("path", "fixtures"), ("hash-files", "gen.py\ninputs/*.csv"), ("native", "none")];
     let restore = step.run(&["restore"], &inputs, NO_STATE);
     assert!(restore.env["PYTHONPATH"].ends_with(&format!(":{}", theirs.display())), "{:?}", restore.env);
-    let out = std::process::Command::new("python3")
-        .arg("gen.py")
-        .current_dir(&step.ws)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap())
-        .envs(&restore.env)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = generate(&step, &restore, "gen.py");
     assert!(stdout.contains("USER their sitecustomize ran"), "{stdout}");
     assert!(stdout.contains("OURS ON SYS.PATH False"), "{stdout}");
     let saved = post(&mut step, &restore, &inputs);

@@ -733,18 +733,7 @@ fn stopped(child: &mut std::process::Child) -> String {
 /// A scratch git repository at `dir` with `files` added to its index and committed.
 fn git_repo(step: &Step, files: &[&str]) {
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&step.ws)
-            .env("HOME", &step.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        git_at(step, &step.ws, args);
     };
     git(&["init", "-q"]);
     let mut add = vec!["add", "--"];
