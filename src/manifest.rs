@@ -446,9 +446,12 @@ mod tests {
         // Not a record at all: the manifest still reads, without one.
         let odd = br#"{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":"4 days"}"#;
         assert_eq!(Manifest::from_reader_bounded(&odd[..], 0).unwrap().generation, None);
-        // Nor an array, which serde reads as a struct field by field, nor a figure that is no integer.
+        // Nor an array (serde reads one as a struct, field by field), nor a figure that is no
+        // integer.
         for not_a_record in ["[1,2]", "[20700,1796000000]", r#"{"millis":1.5,"recorded":0}"#, r#"{"millis":[1]}"#] {
-            let json = format!(r#"{{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":{not_a_record}}}"#);
+            let json = format!(
+                r#"{{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":{not_a_record}}}"#
+            );
             assert_eq!(Manifest::from_reader_bounded(json.as_bytes(), 0).unwrap().generation, None, "{not_a_record}");
             assert_eq!(Generation::from_value(serde_json::from_str(not_a_record).unwrap()), None, "{not_a_record}");
         }

@@ -803,3 +803,31 @@ impl<R: Read> Read for Counted<'_, R> {
 fn placeholder_record() -> FingerprintRecord {
     FingerprintRecord::new("", &"".into(), Default::default())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An archive whose generation pax record holds `value`, then the fingerprint member.
+    fn with_generation(value: &str) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        tar.append_pax_extensions([(super::super::GENERATION_PAX, value.as_bytes())]).unwrap();
+        let record = placeholder_record().to_json();
+        let mut header = tar::Header::new_ustar();
+        header.set_size(record.len() as u64);
+        header.set_mode(0o644);
+        tar.append_data(&mut header, FINGERPRINT_NAME, record.as_bytes()).unwrap();
+        tar.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_generation_record_that_is_no_object_is_no_figure() {
+        let read = |value: &str| read_generation(&with_generation(value)[..], Compression::None).unwrap();
+        let honest = r#"{"millis":20700,"recorded":1796000000}"#;
+        assert_eq!(read(honest).map(|g| g.millis), Some(20_700));
+        // serde reads an array as a struct, field by field: `[1,2]` would be 1 ms, recorded at 2.
+        for forged in ["[1,2]", "[20700,1796000000]", r#"{"millis":1.5,"recorded":0}"#, "\"3 days\""] {
+            assert_eq!(read(forged), None, "{forged}");
+        }
+    }
+}

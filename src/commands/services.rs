@@ -5,10 +5,10 @@
 
 use super::words;
 use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Catalog, CatalogError, ErrorKind, Reservation};
-use crate::runner::Runner;
 use crate::config::Locate;
 use crate::env::Env;
 use crate::ids::{Key, Version};
+use crate::runner::Runner;
 use crate::runner::SecretSink;
 use crate::text::error_chain;
 

@@ -152,7 +152,8 @@ const NOTES: usize = 5;
 /// them and a last line counting the rest.
 pub(super) fn reads_notes<'a>(notes: impl ExactSizeIterator<Item = &'a String>) -> Vec<String> {
     let total = notes.len();
-    let mut said: Vec<String> = notes.take(NOTES).map(|n| format!("uncovered-reads: {}", shorten(n, NOTE_CHARS))).collect();
+    let mut said: Vec<String> =
+        notes.take(NOTES).map(|n| format!("uncovered-reads: {}", shorten(n, NOTE_CHARS))).collect();
     if total > NOTES {
         let more = total - NOTES;
         said.push(format!("uncovered-reads: and {more} more {}", if more == 1 { "note" } else { "notes" }));
@@ -714,8 +715,9 @@ mod tests {
         let mut out = String::new();
         let read: Vec<String> = (1..=7).map(|i| format!("data/case{i}.txt")).collect();
         writeln!(out, "warning: {}\nerror: {}", uncovered(&read[..1]), uncovered_refused(&read)).unwrap();
-        let notes: Vec<String> =
-            (1..=7).map(|i| format!("note {i} {}\n::error::x", if i == 1 { "long ".repeat(100) } else { String::new() })).collect();
+        let notes: Vec<String> = (1..=7)
+            .map(|i| format!("note {i} {}\n::error::x", if i == 1 { "long ".repeat(100) } else { String::new() }))
+            .collect();
         for note in reads_notes(notes.iter()) {
             writeln!(out, "warning: {note}").unwrap();
         }

@@ -260,6 +260,9 @@ mod tests {
         }
         // Without `RUNNER_TEMP` nothing is ours.
         let outside = Env::default();
-        assert_eq!(without_hook_dirs("/runner/_temp/exact-cache/reads", &outside), Value::text("/runner/_temp/exact-cache/reads"));
+        assert_eq!(
+            without_hook_dirs("/runner/_temp/exact-cache/reads", &outside),
+            Value::text("/runner/_temp/exact-cache/reads")
+        );
     }
 }

@@ -728,7 +728,8 @@ mod tests {
         runner.add_secret("s3cr3t-value");
         // A note from outside: ours at its head, a secret just past the cut, 10,000 `é` (two
         // bytes each, so a byte cut would split one).
-        let note = format!("uncovered-reads: {}s3cr3t-value{}", "é".repeat(MAX_ANNOTATION_CHARS - 20), "x".repeat(5_000));
+        let note =
+            format!("uncovered-reads: {}s3cr3t-value{}", "é".repeat(MAX_ANNOTATION_CHARS - 20), "x".repeat(5_000));
         runner.warning(&note);
         runner.warning("short and whole");
         let text = log.text();
@@ -737,7 +738,8 @@ mod tests {
         assert_eq!(warnings.len(), 2, "{text}");
         let (head, tail) = warnings[0].split_once('…').expect("cut with an ellipsis");
         assert_eq!(head.chars().count(), MAX_ANNOTATION_CHARS);
-        // Redacted before the cut: the mask fills the last characters, no part of the secret is left.
+        // Redacted before the cut: the mask fills the last characters; no part of the secret is
+        // left.
         assert!(head.starts_with("uncovered-reads: éé") && head.ends_with("é***"), "{head}");
         assert!(!warnings[0].contains("s3cr3t"));
         assert_eq!(tail, " (5000 more characters not shown)");

@@ -79,7 +79,10 @@ fn cache_mode_none_and_write_only_skip_the_restore_and_say_so() {
             let warning = warnings(&r).into_iter().find(|w| w.contains("ACTIONS_CACHE_MODE"));
             assert_eq!(warning.is_some(), warned, "{mode}: {}", r.stdout);
             if let Some(w) = warning {
-                assert!(w.contains("`readonly`, none of `none`, `read`, `write`, `write-only`: read as `write`"), "{w}");
+                assert!(
+                    w.contains("`readonly`, none of `none`, `read`, `write`, `write-only`: read as `write`"),
+                    "{w}"
+                );
             }
             std::fs::remove_dir_all(step.ws.join("out")).unwrap();
         }
@@ -267,7 +270,8 @@ fn the_official_client_reads_the_refusals_and_the_mode_as_we_do() {
         services.faults.push(lookup, Fault::ReadDenied, 100);
         let (_, log) = official(&env, ws.path(), "restore", "peer-key");
         services.faults.clear();
-        let warning = log.lines().find(|l| l.starts_with("::warning::Failed to restore")).unwrap_or_else(|| panic!("{log}"));
+        let warning =
+            log.lines().find(|l| l.starts_with("::warning::Failed to restore")).unwrap_or_else(|| panic!("{log}"));
         assert!(warning.contains(services::READ_DENIED), "{warning}");
 
         // A refused write: it takes it for the policy's denial, not for another job's entry.
@@ -285,7 +289,7 @@ fn the_official_client_reads_the_refusals_and_the_mode_as_we_do() {
         assert!(!saved);
         assert!(log.lines().any(|l| l.starts_with("::warning::") && l.contains(services::QUOTA)), "{log}");
 
-        // `ACTIONS_CACHE_MODE`: `none` skips the restore, `read` the save — not a call either way.
+        // `ACTIONS_CACHE_MODE`: `none` skips the restore, `read` the save; not a call either way.
         let calls = (services.faults.calls(lookup), services.faults.calls(reserve));
         env.push(("ACTIONS_CACHE_MODE".into(), "none".into()));
         let (ok, log) = official(&env, ws.path(), "restore", "peer-key");

@@ -72,9 +72,7 @@ impl Configured for GithubConfig {
         let mode = CacheMode::from_env(env).0;
         Ok(match service {
             Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?.with_mode(mode)),
-            Service::V2 { results_url, token } => {
-                Box::new(V2Backend::new(http, &results_url, token)?.with_mode(mode))
-            }
+            Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?.with_mode(mode)),
         })
     }
 
