@@ -37,13 +37,14 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
     }
     let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
+    let mode = super::services::cache_mode(runner);
     let (tried, replacement) = {
         let _group = runner.group(&format!("Restore {}", record.key));
         runner.info(&format!("backend: {}", backend.describe()));
         let places = Places { locate, locations: &config.fingerprint.locations };
-        let tried = match super::services::cache_mode(runner) {
-            mode if mode.readable() => reuse(ctx, places, config.restore.lookup_only, backend.as_ref(), &record.key),
-            mode => Err(miss(MissReason::CacheMode, words::cache_mode_no_reads(mode))),
+        let tried = match mode.readable() {
+            true => reuse(ctx, places, config.restore.lookup_only, backend.as_ref(), &record.key),
+            false => Err(miss(MissReason::CacheMode, words::cache_mode_no_reads(mode))),
         };
         log_attempt(ctx, &tried);
         let replacement = replacement(ctx, &tried);
@@ -127,7 +128,8 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     };
     let clean_failed = clean_error.is_some();
     let mut exports = exports(&config.restore, attempt.reused());
-    if matches!(attempt, Attempt::Miss { .. }) && !clean_failed {
+    // What the generator reads matters to a save, which a job that may not write never makes.
+    if matches!(attempt, Attempt::Miss { .. }) && !clean_failed && mode.writable() {
         exports.extend(super::reads::arrange(ctx, config.uncovered_reads, &config.fingerprint.locations.workspace));
     }
     let backend = backend.describe();

@@ -65,6 +65,9 @@ fn cache_mode_none_and_write_only_skip_the_restore_and_say_so() {
                 assert!(r.stdout.contains(&said), "{}", r.stdout);
                 assert!(warnings(&r).is_empty(), "an info line, no warning: {}", r.stdout);
                 assert!(r.summary.contains("cache-mode"), "{}", r.summary);
+                // `write-only` regenerates and saves: what the generator reads is recorded.
+                let armed = mode.trim().eq_ignore_ascii_case("write-only");
+                assert_eq!(r.env.contains_key("EXACT_CACHE_READS_LOG"), armed, "{mode}: {:?}", r.env);
             }
         }
         assert_eq!(services.faults.calls(lookup), before, "nothing was looked up (v1: {v1})");
@@ -98,12 +101,17 @@ fn cache_mode_read_and_none_skip_the_save_and_write_only_saves_without_reading()
         let (lookup, reserve) = ops(v1);
         for mode in ["read", "none"] {
             step.set_env("ACTIONS_CACHE_MODE", mode);
+            // A miss of a job that may not write arms nothing for a save it never makes.
+            let missed = step.run(&["restore"], &INPUTS, NO_STATE);
+            assert!(missed.env.is_empty(), "{mode}: {:?}", missed.env);
             let r = step.run(&["save"], &with(&[("strict", "true")]), NO_STATE);
             assert_eq!((r.code, r.output("saved"), r.output("save-result")), (0, "false", "read-only"), "{}", r.stdout);
             assert!(r.stdout.contains(&format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write")));
             assert!(warnings(&r).is_empty(), "{}", r.stdout);
         }
-        assert_eq!((services.faults.calls(lookup), services.faults.calls(reserve)), (0, 0), "not a call");
+        // The `read` restore's one lookup; neither save made a call.
+        assert_eq!((services.faults.calls(lookup), services.faults.calls(reserve)), (1, 0));
+        let lookups = services.faults.calls(lookup);
 
         // `write-only`: the service refuses every read, and the save never asks it one.
         services.faults.push(lookup, Fault::ReadDenied, 100);
@@ -111,11 +119,11 @@ fn cache_mode_read_and_none_skip_the_save_and_write_only_saves_without_reading()
         let r = step.run(&["save"], &INPUTS, NO_STATE);
         assert_eq!(r.output("save-result"), "saved", "{}", r.stdout);
         assert!(warnings(&r).is_empty(), "{}", r.stdout);
-        assert_eq!((services.faults.calls(lookup), finalized(&services)), (0, 1), "v1: {v1}");
+        assert_eq!((services.faults.calls(lookup) - lookups, finalized(&services)), (0, 1), "v1: {v1}");
         // A second save of the key, which the job could not look up: the service refuses it.
         let again = step.run(&["save"], &INPUTS, NO_STATE);
         assert_eq!(again.output("save-result"), "exists", "{}", again.stdout);
-        assert_eq!((services.faults.calls(lookup), finalized(&services)), (0, 1));
+        assert_eq!((services.faults.calls(lookup) - lookups, finalized(&services)), (0, 1));
 
         // Read back with `write`.
         services.faults.clear();
