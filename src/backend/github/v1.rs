@@ -13,7 +13,8 @@
 //! spooled, another just before the reservation and another before the commit, since self-hosted
 //! servers (act, falcondev-oss/github-actions-cache-server) accept a reservation for an entry
 //! that exists and let its commit replace it. A reservation refused with 409 or 412, or answered
-//! `{"cacheId": null}` (falcondev's "another job is creating it"), is `exists`.
+//! `{"cacheId": null}` (falcondev's "another job is creating it"), is `exists`. A job whose
+//! `ACTIONS_CACHE_MODE` forbids reads makes none of those lookups.
 
 use crate::backend::download;
 use crate::backend::http::{Check, Http, read_answer, send};

@@ -10,7 +10,9 @@
 //! ([`crate::backend::blob`]: one Put Blob, or Put Block several in flight and one Put Block
 //! List); then, after a second exact lookup, `FinalizeCacheEntryUpload` with the exact byte
 //! count. A refusal to create — 409, 412, or `ok: false` without a message (such a server's
-//! "another job is creating it") — is `exists`.
+//! "another job is creating it") — is `exists`; `ok: false` with a message says why (a read-only
+//! token, a cache over its quota: [`kind_in_words`]), from Create or Finalize, and is never
+//! `exists`. A job whose `ACTIONS_CACHE_MODE` forbids reads asks no lookup before it creates.
 
 use crate::backend::blob::{AZURE_VERSION, BlobRequest, BlobTarget, BlockBlob};
 use crate::backend::download;
