@@ -311,6 +311,13 @@ fn the_official_client_reads_the_refusals_and_the_mode_as_we_do() {
     // A rate-limited lookup (v2): it reads `Retry-After` and gives up, as our answer says it.
     let services = Services::start_with(BlobStore::Fast { name: String::new() });
     let ws = tempfile::tempdir().unwrap();
+    // And a full quota at `FinalizeCacheEntryUpload` (v2): its message, as a warning.
+    write(&ws.path().join("out/a"), b"a");
+    services.faults.push(Op::Finalize, Fault::Quota, 100);
+    let (saved, log) = official(&services.v2_env(), ws.path(), "save", "peer-key-5");
+    services.faults.clear();
+    assert!(!saved);
+    assert!(log.lines().any(|l| l.starts_with("::warning::") && l.contains(services::QUOTA)), "{log}");
     services.faults.push(Op::Lookup, Fault::Status { code: 429, retry_after: Some(30), msg: "rate limited" }, 100);
     let (_, log) = official(&services.v2_env(), ws.path(), "restore", "peer-key");
     assert!(log.contains("your rate limit will reset in 30 seconds"), "{log}");
