@@ -117,9 +117,11 @@ impl Generation {
         self.r#ref.as_deref().filter(|r| !r.is_empty() && r.len() <= 255 && !r.chars().any(char::is_control))
     }
 
-    /// Read leniently: a value that is not a generation record is no record, never a damaged entry.
+    /// Read leniently: a value that is not a generation record is no record, never a damaged
+    /// entry. A record is an object (serde would also read an array such as `[1,2]` as one,
+    /// field by field: that is no figure).
     pub fn from_value(value: serde_json::Value) -> Option<Generation> {
-        serde_json::from_value(value).ok()
+        value.is_object().then(|| serde_json::from_value(value).ok()).flatten()
     }
 }
 
@@ -444,6 +446,15 @@ mod tests {
         // Not a record at all: the manifest still reads, without one.
         let odd = br#"{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":"4 days"}"#;
         assert_eq!(Manifest::from_reader_bounded(&odd[..], 0).unwrap().generation, None);
+        // Nor an array (serde reads one as a struct, field by field), nor a figure that is no
+        // integer.
+        for not_a_record in ["[1,2]", "[20700,1796000000]", r#"{"millis":1.5,"recorded":0}"#, r#"{"millis":[1]}"#] {
+            let json = format!(
+                r#"{{"exact_cache_manifest":1,"key":"k","roots":[],"entries":[],"generation":{not_a_record}}}"#
+            );
+            assert_eq!(Manifest::from_reader_bounded(json.as_bytes(), 0).unwrap().generation, None, "{not_a_record}");
+            assert_eq!(Generation::from_value(serde_json::from_str(not_a_record).unwrap()), None, "{not_a_record}");
+        }
         for absurd in [-1, Generation::MAX_MILLIS + 1, i64::MAX] {
             let g = Generation {
                 millis: absurd,

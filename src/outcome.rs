@@ -83,13 +83,18 @@ crate::choice::named_enum! {
         LookupOnly => "lookup-only",
         /// The entry was fine but could not be written here (disk full, permissions).
         IoError => "io-error",
+        /// `ACTIONS_CACHE_MODE` (`none`, `write-only`) does not let this job read the cache:
+        /// nothing was looked up.
+        CacheMode => "cache-mode",
+        /// The service refused this job the read (`cache read denied:`).
+        ReadDenied => "read-denied",
     }
 }
 
 impl MissReason {
     /// Cache trouble (a warning, a failure under `strict`), not plain absence.
     pub fn is_trouble(self) -> bool {
-        !matches!(self, MissReason::NotFound | MissReason::PrefixOnly | MissReason::LookupOnly)
+        !matches!(self, MissReason::NotFound | MissReason::PrefixOnly | MissReason::LookupOnly | MissReason::CacheMode)
     }
 
     /// Whether the entry was found and downloaded, and only its verification or placement

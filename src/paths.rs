@@ -19,6 +19,22 @@ pub const STAGING_PREFIX: &str = ".exact-cache-staging-";
 /// directory is outside the places `clean-on-miss` may clean anyway; walks skip it.
 pub const OWNED_MARKER: &str = ".exact-cache-root";
 
+/// Where exact-cache keeps, under `RUNNER_TEMP`, the directories it puts on the job's
+/// `PYTHONPATH` (the reads hook's `sitecustomize`): `<RUNNER_TEMP>/<HOOK_DIRS.0>/<HOOK_DIRS.1>…`,
+/// i.e. directly under `<RUNNER_TEMP>/exact-cache/`, named `reads` or `reads` and more. The
+/// fingerprint leaves such a directory out of every `hash-env` value ([`is_hook_dir`]): what one
+/// cache's miss exported enters no key. The hook's side keeps its directory of this shape.
+pub const HOOK_DIRS: (&str, &str) = ("exact-cache", "reads");
+
+/// Whether `entry` (one entry of a path list such as `PYTHONPATH`) is one of exact-cache's own
+/// hook directories of this job ([`HOOK_DIRS`]) under `runner_temp`, compared lexically.
+pub fn is_hook_dir(entry: &Path, runner_temp: &Path) -> bool {
+    let (entry, temp) = (normalize(entry), normalize(runner_temp));
+    entry.is_absolute()
+        && entry.parent() == Some(temp.join(HOOK_DIRS.0).as_path())
+        && entry.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(HOOK_DIRS.1))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
     #[error("`{line}`: `~user` paths are not supported, use `~/…` or an absolute path")]

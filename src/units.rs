@@ -18,16 +18,23 @@ pub fn bytes(n: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// `42 ms`, `1.5 s`, `2 min 5 s`: never a bare `0.0 s`.
+/// `42 ms`, `1.5 s`, `2 min 5 s`, `3 h 20 min`, `3 days`, `1 day 4 h`: never a bare `0.0 s`,
+/// and a long time in its largest units (two of them at most).
 pub fn duration(d: Duration) -> String {
     let secs = d.as_secs_f64();
+    let whole = d.as_secs();
+    let (hours, days) = (whole / 3_600, whole / 86_400);
+    let then = |n: u64, unit: &str| if n == 0 { String::new() } else { format!(" {n} {unit}") };
     if secs < 1.0 {
         format!("{} ms", d.as_millis())
     } else if secs < 60.0 {
         format!("{secs:.1} s")
-    } else {
-        let whole = d.as_secs();
+    } else if hours == 0 {
         format!("{} min {} s", whole / 60, whole % 60)
+    } else if days == 0 {
+        format!("{hours} h{}", then(whole % 3_600 / 60, "min"))
+    } else {
+        format!("{}{}", count_of(days, "day"), then(whole % 86_400 / 3_600, "h"))
     }
 }
 
@@ -124,6 +131,13 @@ mod tests {
         assert_eq!(duration(Duration::from_micros(300)), "0 ms");
         assert_eq!(duration(Duration::from_millis(12_340)), "12.3 s");
         assert_eq!(duration(Duration::from_secs(125)), "2 min 5 s");
+        assert_eq!(duration(Duration::from_secs(3_599)), "59 min 59 s");
+        assert_eq!(duration(Duration::from_secs(3_600)), "1 h");
+        assert_eq!(duration(Duration::from_secs(3 * 3_600 + 20 * 60 + 59)), "3 h 20 min");
+        // Three days read as days, not as 4,320 minutes or 72 hours.
+        assert_eq!(duration(Duration::from_secs(3 * 86_400)), "3 days");
+        assert_eq!(duration(Duration::from_secs(86_400 + 4 * 3_600 + 59)), "1 day 4 h");
+        assert_eq!(duration(Duration::from_secs(u64::MAX)), "213,503,982,334,601 days 7 h");
     }
 
     #[test]

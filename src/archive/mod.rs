@@ -13,7 +13,9 @@
 //! Restore ([`unpack`]) extracts into a staging directory beside each root (same filesystem),
 //! verifies everything against the manifest, and only then moves entries into place, undoing
 //! every move if one fails. Restore, rollback and clean touch the file system only through
-//! directory handles that never follow links ([`beneath`]).
+//! directory handles that never follow links ([`beneath`]). Every archive is read through
+//! [`records`], which bounds each header record (pax, GNU long names) before the tar reader
+//! holds it.
 //!
 //! [`FingerprintRecord`]: crate::fingerprint::FingerprintRecord
 //! [`Manifest`]: crate::manifest::Manifest
@@ -24,6 +26,7 @@ mod clean;
 mod codec;
 mod pack;
 mod place;
+mod records;
 mod safety;
 mod secrets;
 mod staging;

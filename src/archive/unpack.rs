@@ -18,6 +18,7 @@
 use super::beneath::{self, Tree};
 use super::claims::{Claims, Granted};
 use super::codec::{Compression, decoder};
+use super::records::Records;
 use super::safety::{check_covered, check_entry_name, check_link_covered, check_symlink_target};
 use super::staging;
 use super::writers::{Failure, NewFile, Writers};
@@ -254,11 +255,12 @@ pub struct Staged {
     pub stats: RestoreStats,
 }
 
-/// Read, check and stage an archive from `reader` (compressed bytes).
+/// Read, check and stage an archive from `reader` (compressed bytes). Every header record is
+/// bounded ([`Records`]), the fingerprint and the manifest by their own limits.
 pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackError> {
     let buffered = BufReader::with_capacity(1 << 20, reader);
     let stream = decoder(plan.compression, buffered).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
-    let mut archive = tar::Archive::new(stream);
+    let mut archive = tar::Archive::new(Records::new(stream));
     let mut stager = Stager::new(plan)?;
     let entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
     for (index, entry) in entries.enumerate() {
@@ -711,7 +713,7 @@ fn make_symlink(dir: &Dir, target: &str, name: &str) -> io::Result<()> {
 pub fn read_fingerprint<R: Read>(reader: R, compression: Compression) -> Result<FingerprintRecord, UnpackError> {
     let stream =
         decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
-    let mut archive = tar::Archive::new(stream);
+    let mut archive = tar::Archive::new(Records::new(stream));
     let mut entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
     let mut first = entries
         .next()
@@ -739,7 +741,7 @@ pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<O
         decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
     // The record and the fingerprint's header are the archive's first few KiB: a pax record that
     // claims more (the tar reader holds a pax record whole) is cut here, whatever it decompresses to.
-    let mut archive = tar::Archive::new(stream.take(GENERATION_HEAD_BYTES));
+    let mut archive = tar::Archive::new(Records::new(stream.take(GENERATION_HEAD_BYTES)));
     let mut entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
     let mut first = entries
         .next()
@@ -751,7 +753,7 @@ pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<O
     for extension in extensions {
         let extension = extension.map_err(|e| UnpackError::corrupt("unreadable pax record", e))?;
         if extension.key_bytes() == super::GENERATION_PAX.as_bytes() {
-            return Ok(serde_json::from_slice(extension.value_bytes()).ok());
+            return Ok(serde_json::from_slice(extension.value_bytes()).ok().and_then(Generation::from_value));
         }
     }
     Ok(None)
@@ -800,4 +802,32 @@ impl<R: Read> Read for Counted<'_, R> {
 
 fn placeholder_record() -> FingerprintRecord {
     FingerprintRecord::new("", &"".into(), Default::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An archive whose generation pax record holds `value`, then the fingerprint member.
+    fn with_generation(value: &str) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        tar.append_pax_extensions([(super::super::GENERATION_PAX, value.as_bytes())]).unwrap();
+        let record = placeholder_record().to_json();
+        let mut header = tar::Header::new_ustar();
+        header.set_size(record.len() as u64);
+        header.set_mode(0o644);
+        tar.append_data(&mut header, FINGERPRINT_NAME, record.as_bytes()).unwrap();
+        tar.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_generation_record_that_is_no_object_is_no_figure() {
+        let read = |value: &str| read_generation(&with_generation(value)[..], Compression::None).unwrap();
+        let honest = r#"{"millis":20700,"recorded":1796000000}"#;
+        assert_eq!(read(honest).map(|g| g.millis), Some(20_700));
+        // serde reads an array as a struct, field by field: `[1,2]` would be 1 ms, recorded at 2.
+        for forged in ["[1,2]", "[20700,1796000000]", r#"{"millis":1.5,"recorded":0}"#, "\"3 days\""] {
+            assert_eq!(read(forged), None, "{forged}");
+        }
+    }
 }

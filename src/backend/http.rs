@@ -1,8 +1,10 @@
 //! What the remote backends (the cache service protocols and S3) share: HTTP clients on a
 //! small Tokio runtime, tuning knobs, the one place an answer's status becomes an error
 //! ([`Check`]), the classification of every failure into an [`ErrorKind`], bounded retries with
-//! backoff for transient failures, and the 429 circuit breaker (after one rate-limit answer, no
-//! further calls are made in this run).
+//! backoff for transient failures, and the answer to a rate limit (HTTP 429): one wait of the
+//! `Retry-After` it asks for, once in this run and only when it is short enough
+//! ([`Tuning::rate_limit_wait`]); after that, or when it cannot be waited out, no further calls
+//! are made in this run.
 //!
 //! Timeouts: downloads use a per-read idle timeout (`read_timeout`); calls and uploads get a
 //! whole-request budget instead, because reqwest's read timeout also runs while a request body
@@ -25,8 +27,8 @@ use crate::runner::SecretSink;
 use reqwest::header::HeaderMap;
 use reqwest::{Response, StatusCode};
 use std::future::Future;
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
 
@@ -72,6 +74,9 @@ pub struct Tuning {
     pub upload_concurrency: usize,
     /// Largest archive sent as one Put Blob (v2).
     pub single_put_limit: usize,
+    /// The longest `Retry-After` a rate-limited run waits out (once), never longer than
+    /// [`Tuning::call_timeout`]: 60 s (`EXACT_CACHE_RATE_LIMIT_WAIT_SECONDS`).
+    pub rate_limit_wait: Duration,
 }
 
 impl Tuning {
@@ -98,6 +103,7 @@ impl Tuning {
             upload_block: mib("EXACT_CACHE_UPLOAD_BLOCK_MIB", 16.0).max(64 * 1024),
             upload_concurrency: num("EXACT_CACHE_UPLOAD_CONCURRENCY").map(|n| n.max(1.0) as usize).unwrap_or(4),
             single_put_limit: mib("EXACT_CACHE_SINGLE_PUT_MIB", 16.0),
+            rate_limit_wait: secs("EXACT_CACHE_RATE_LIMIT_WAIT_SECONDS", 60.0),
         }
     }
 
@@ -132,8 +138,11 @@ pub struct Http {
     pub download_client: reqwest::Client,
     pub tuning: Tuning,
     pub secrets: SecretSink,
-    /// The first rate-limit answer of this run: every later call is refused, naming it.
+    /// The first rate-limit answer of this run that was not waited out: every later call is
+    /// refused, naming it.
     rate_limited: OnceLock<BackendError>,
+    /// The run's one wait for a rate limit: when it ends, once begun.
+    rate_wait: Mutex<Option<Instant>>,
 }
 
 impl Http {
@@ -157,7 +166,15 @@ impl Http {
         };
         let client = build(None)?;
         let download_client = build(Some(tuning.read_timeout))?;
-        Ok(Self { rt: Some(rt), client, download_client, tuning, secrets, rate_limited: OnceLock::new() })
+        Ok(Self {
+            rt: Some(rt),
+            client,
+            download_client,
+            tuning,
+            secrets,
+            rate_limited: OnceLock::new(),
+            rate_wait: Mutex::new(None),
+        })
     }
 
     pub fn rt(&self) -> &tokio::runtime::Runtime {
@@ -210,13 +227,16 @@ impl Http {
     }
 
     /// Run `call` until it succeeds, fails for good, or runs out of attempts. Transient
-    /// failures and timeouts are retried with backoff; a rate-limit answer trips the breaker.
+    /// failures and timeouts are retried with backoff. A rate-limit answer is waited out once
+    /// ([`Http::rate_limit_wait`]) and the call made again; a second one, or one that cannot be
+    /// waited out, trips the breaker.
     pub async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T, BackendError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
         let mut attempt = 1;
+        let mut waited = false;
         loop {
             if let Some(first) = self.rate_limited.get() {
                 // Lookups run at once: whichever is refused here names the answer that tripped
@@ -230,6 +250,11 @@ impl Http {
             match call().await {
                 Ok(v) => return Ok(v),
                 Err(e) if matches!(e.kind, ErrorKind::RateLimited { .. }) => {
+                    if !waited && let Some(until) = self.rate_limit_wait(e.kind) {
+                        waited = true;
+                        tokio::time::sleep_until(until.into()).await;
+                        continue;
+                    }
                     let _ = self.rate_limited.set(BackendError::new(e.kind, e.message.clone()));
                     return Err(e);
                 }
@@ -249,6 +274,24 @@ impl Http {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// When a call answered `rate_limited` may be made again: after the run's one wait — the
+    /// `Retry-After` asked for, when it is no longer than [`Tuning::rate_limit_wait`] and the call
+    /// budget. Calls answered 429 while that wait lasts share it (lookups run at once); once it
+    /// is over, or for a `Retry-After` too long or absent, `None`: no wait, ever again.
+    fn rate_limit_wait(&self, rate_limited: ErrorKind) -> Option<Instant> {
+        let ErrorKind::RateLimited { retry_after: Some(after) } = rate_limited else { return None };
+        let mut wait = self.rate_wait.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match *wait {
+            Some(until) => (now < until).then_some(until),
+            None if after <= self.tuning.rate_limit_wait.min(self.tuning.call_timeout) => {
+                *wait = Some(now + after);
+                *wait
+            }
+            None => None,
         }
     }
 }
@@ -387,23 +430,21 @@ fn cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn st
 /// The error an HTTP error status stands for: its kind, the status, and a message. `body` may
 /// be a Twirp error (`{"code","msg"}`), an Azure DevOps error (`{"message","typeKey"}`) or an
 /// XML `<Error>` document (Azure Blob, S3). A service's own words decide only where its status
-/// cannot (quota, an entry that exists).
+/// cannot ([`kind_in_words`]: a refused read or write, the quota; an entry that exists).
 pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str) -> BackendError {
     let detail = error_detail(body);
     let lower = detail.to_ascii_lowercase();
-    let kind = if lower.contains("insufficient usage") || lower.contains("quota") {
-        ErrorKind::QuotaExceeded
-    } else {
-        match status.as_u16() {
+    let kind = match status.as_u16() {
+        429 => ErrorKind::RateLimited { retry_after: retry_after(headers) },
+        code => kind_in_words(&detail).unwrap_or(match code {
             404 => ErrorKind::NotFound,
             409 => ErrorKind::AlreadyExists,
-            429 => ErrorKind::RateLimited { retry_after: retry_after(headers) },
             408 | 500 | 502 | 503 | 504 => ErrorKind::Transient,
             _ if lower.contains("already exists") => ErrorKind::AlreadyExists,
             403 => ErrorKind::Forbidden,
             412 => ErrorKind::Precondition,
             _ => ErrorKind::Fatal,
-        }
+        }),
     };
     let mut message = format!("{what}: HTTP {}", status.as_u16());
     if let ErrorKind::RateLimited { retry_after: Some(after) } = kind {
@@ -413,6 +454,23 @@ pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &
         message.push_str(&format!(": {detail}"));
     }
     BackendError::new(kind, message).with_status(status.as_u16())
+}
+
+/// The kind a cache service's message names, where its status cannot (a 403 is a refused read
+/// as well as a bad token; a quota arrives as a 400, or as `ok: false` with a message). Matching
+/// the message is done here, in the decoding layer, and only for GitHub's stable prefixes and
+/// phrases (as the official toolkit matches them); everything past this point goes by the kind.
+pub fn kind_in_words(message: &str) -> Option<ErrorKind> {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("cache read denied:") {
+        Some(ErrorKind::ReadDenied)
+    } else if lower.contains("cache write denied:") {
+        Some(ErrorKind::ReadOnly)
+    } else if lower.contains("insufficient usage") || lower.contains("quota") {
+        Some(ErrorKind::QuotaExceeded)
+    } else {
+        None
+    }
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
@@ -517,6 +575,94 @@ mod tests {
         // Our own words never do.
         let words = "access denied (HTTP 403)";
         assert_eq!(status_error("x", StatusCode::BAD_REQUEST, &HeaderMap::new(), words).kind, ErrorKind::Fatal);
+    }
+
+    #[test]
+    fn githubs_refusals_are_told_apart_by_their_words_where_the_status_cannot() {
+        let twirp = |msg: &str| format!(r#"{{"code":"permission_denied","msg":"{msg}"}}"#);
+        let v1 = |msg: &str| format!(r#"{{"message":"{msg}"}}"#);
+        let cases = [
+            (403, twirp("cache read denied: the token has no readable cache scopes"), ErrorKind::ReadDenied),
+            (403, v1("cache read denied: no scopes"), ErrorKind::ReadDenied),
+            (403, v1("cache write denied: token has no writable scopes"), ErrorKind::ReadOnly),
+            (400, v1("Cache storage quota exceeded for repository"), ErrorKind::QuotaExceeded),
+            (403, twirp("Resource not accessible by integration"), ErrorKind::Forbidden),
+            // A rate limit is one whatever it says.
+            (429, v1("quota of requests exceeded"), ErrorKind::RateLimited { retry_after: None }),
+        ];
+        for (status, body, kind) in cases {
+            let e = status_error("x", StatusCode::from_u16(status).unwrap(), &HeaderMap::new(), &body);
+            assert_eq!((e.kind, e.status), (kind, Some(status)), "{body}");
+        }
+        // And in an `ok: false` answer's message.
+        assert_eq!(kind_in_words("Cache storage quota exceeded for repository"), Some(ErrorKind::QuotaExceeded));
+        assert_eq!(kind_in_words("cache write denied: x"), Some(ErrorKind::ReadOnly));
+        assert_eq!(kind_in_words("another job is creating this cache"), None);
+    }
+
+    /// A call that answers 429 (with `after`) `limited` times, then succeeds; how many calls it
+    /// took, and the result.
+    fn limited(http: &Http, limited: u32, after: Option<Duration>) -> (u32, Result<(), BackendError>) {
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let result = http.rt().block_on(http.retry(|| async {
+            if calls.fetch_add(1, Ordering::Relaxed) < limited {
+                return Err(BackendError::new(ErrorKind::RateLimited { retry_after: after }, "x: HTTP 429"));
+            }
+            Ok(())
+        }));
+        (calls.load(Ordering::Relaxed), result)
+    }
+
+    #[test]
+    fn a_rate_limit_is_waited_out_once_in_a_run_then_stops_every_call() {
+        let short = Some(Duration::from_millis(200));
+        let env = Env::from_pairs([("EXACT_CACHE_RATE_LIMIT_WAIT_SECONDS", "1")]);
+        // One 429: waited out, then the call succeeds.
+        let http = Http::new(&env, SecretSink::detached()).unwrap();
+        let started = Instant::now();
+        let (calls, result) = limited(&http, 1, short);
+        assert_eq!((calls, result.is_ok()), (2, true));
+        assert!(started.elapsed() >= Duration::from_millis(200), "{:?}", started.elapsed());
+        // The run's one wait is spent: the next 429 stops this call and every later one.
+        let (calls, result) = limited(&http, 1, short);
+        assert_eq!((calls, result.unwrap_err().kind), (1, ErrorKind::RateLimited { retry_after: short }));
+        let (calls, result) = limited(&http, 0, None);
+        assert_eq!(calls, 0, "the breaker refuses without a call");
+        assert!(result.unwrap_err().message.contains("rate-limited an earlier call"));
+
+        // Still limited after the wait: never a loop.
+        let http = Http::new(&env, SecretSink::detached()).unwrap();
+        let (calls, result) = limited(&http, 100, short);
+        assert_eq!((calls, result.is_err()), (2, true));
+        // Longer than the step waits, or no `Retry-After`: not waited for at all.
+        for after in [Some(Duration::from_secs(5)), None] {
+            let http = Http::new(&env, SecretSink::detached()).unwrap();
+            let started = Instant::now();
+            let (calls, result) = limited(&http, 1, after);
+            assert_eq!((calls, result.is_err()), (1, true), "{after:?}");
+            assert!(started.elapsed() < Duration::from_secs(1));
+        }
+    }
+
+    #[test]
+    fn calls_limited_during_the_wait_share_it() {
+        let env = Env::from_pairs([("EXACT_CACHE_RATE_LIMIT_WAIT_SECONDS", "1")]);
+        let http = Http::new(&env, SecretSink::detached()).unwrap();
+        let after = Some(Duration::from_millis(300));
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let started = Instant::now();
+        let call = || async {
+            // Each of the two is limited on its first call only.
+            if calls.fetch_add(1, Ordering::Relaxed) < 2 {
+                return Err(BackendError::new(ErrorKind::RateLimited { retry_after: after }, "x: HTTP 429"));
+            }
+            Ok(())
+        };
+        let (a, b) = http.rt().block_on(async { tokio::join!(http.retry(call), http.retry(call)) });
+        assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+        assert_eq!(calls.load(Ordering::Relaxed), 4);
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(550), "one wait: {took:?}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub(crate) mod entries;
 pub mod github;
 pub mod http;
 pub mod local;
+mod mode;
 pub mod object;
 pub mod s3;
 pub mod store;
@@ -30,6 +31,7 @@ pub mod wire;
 pub use catalog::{Catalog, CatalogError, Listed};
 pub use github::{GithubCatalog, Protocol, V1Backend, V2Backend};
 pub use local::LocalBackend;
+pub use mode::CacheMode;
 pub use s3::{S3Backend, S3Inputs, S3Settings};
 pub use store::{BackendChoice, STORES, Stores, parse_backend};
 
@@ -48,11 +50,19 @@ pub enum ErrorKind {
     Precondition,
     /// The credentials may not do this (HTTP 403). Never retried, never a miss.
     Forbidden,
-    /// The token may read but not write (read-only cache, `ACTIONS_CACHE_MODE=read`).
+    /// The service refuses this job writes: a read-only token (GitHub's `cache write denied:`).
+    /// A save ends `read-only`.
     ReadOnly,
+    /// The service refuses this job reads (GitHub's `cache read denied:`, inside a 403): a
+    /// restore ends as a miss (`read-denied`); a save's check that an entry exists learns
+    /// nothing from it.
+    ReadDenied,
+    /// HTTP 429, with the `Retry-After` it asked for. [`http::Http::retry`] waits it out once.
     RateLimited {
         retry_after: Option<Duration>,
     },
+    /// The repository is over its cache storage quota: the cache is read-only until eviction
+    /// frees room. A save ends `read-only`.
     QuotaExceeded,
     /// Worth retrying: 5xx, resets.
     Transient,

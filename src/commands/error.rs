@@ -42,6 +42,13 @@ pub enum Error {
          the save step the same `path` and `compression` as the restore step"
     )]
     VersionMismatch { key: Key },
+    #[error(
+        "this job's restore step computed the key `{restored}` for this cache, and the fingerprint computed now \
+         gives `{computed}` ({changes}): an entry saved under it is one no restore looks for. Pass the restore \
+         step's key, `key: ${{{{ steps.<restore>.outputs.key }}}}`, to save what it missed (or give this save its own \
+         `prefix` if it is another cache)"
+    )]
+    KeyChangedSinceRestore { restored: Key, computed: Key, changes: String },
     #[error("the entry for `{key}` was not reused ({reason}) and `fail-on-cache-miss` is set")]
     FailOnMiss { key: Key, reason: MissReason },
     #[error("cache trouble and `strict` is set: {0}")]

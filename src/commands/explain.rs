@@ -249,6 +249,11 @@ fn render_all(theirs: &Fingerprint, ours: &Fingerprint, shown: &Shown) -> Vec<St
     lines
 }
 
+/// Every difference from `theirs` to `ours`, as an explanation says them (one line each).
+pub(super) fn changes(theirs: &Fingerprint, ours: &Fingerprint, shown: &Shown) -> Vec<String> {
+    render_all(theirs, ours, shown)
+}
+
 pub(super) fn render(c: &Change, shown: &Shown) -> String {
     let (component, label) = (c.component.as_str(), c.label.as_str());
     let short = |v: &Value| shown.value(component, label, v, VALUE_CHARS);

@@ -50,6 +50,11 @@ pub(super) struct RestoreRecord {
     /// recorded), and what the restore took — for `verify-reuse`'s line and a compaction's figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hit: Option<HitRecord>,
+    /// What the restore's inputs asked of the fingerprint
+    /// ([`crate::fingerprint::FingerprintSpec::inputs_digest`]): a save without `key` with the
+    /// same is a save of the same cache ([`restored_keys`]). Absent in records of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
 }
 
 /// What a save reads of the restore's record besides what it did: when it ended and what a
@@ -142,6 +147,38 @@ fn read_whole_record(
         return Err(format!("`{}` is the record of a restore more than 12 hours ago", path.display()));
     }
     Ok(Some(record))
+}
+
+/// The most files of the fingerprint directory [`restored_keys`] looks at.
+const RECORDS_LOOKED_AT: usize = 1_000;
+
+/// The keys this job's restores of the same cache computed: of `prefix`, for `version`, from
+/// `store`, with the same `inputs` ([`RestoreRecord::inputs`]) — the keys of the restore records
+/// beside the fingerprint files (each read as [`read_record`] reads it; outside Actions only
+/// those of the last 12 hours).
+pub(super) fn restored_keys(
+    fingerprint_file: Option<&Path>,
+    env: &Env,
+    (prefix, version, inputs): (&str, &Version, &str),
+    store: &str,
+) -> Vec<Key> {
+    let any = Key::from(format!("{prefix}-"));
+    let dir = fingerprint_path(fingerprint_file, env, &any).with_file_name("");
+    let short: String = version.chars().take(16).collect();
+    let suffix = format!(".{short}.restore.json");
+    let Ok(listing) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let mut keys: Vec<Key> = listing
+        .take(RECORDS_LOOKED_AT)
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(&suffix).map(Key::from))
+        .filter(|key| key.is_of(prefix))
+        .filter(|key| {
+            let record = read_whole_record(fingerprint_file, env, (key, version), store);
+            matches!(record, Ok(Some(r)) if r.inputs.as_deref() == Some(inputs))
+        })
+        .collect();
+    keys.sort();
+    keys
 }
 
 pub(super) fn write_fingerprint(

@@ -67,8 +67,8 @@ pub(super) fn check(
             return None;
         }
     };
-    for note in &log.notes {
-        runner.warning(&format!("uncovered-reads: {note}"));
+    for note in words::reads_notes(log.notes.iter()) {
+        runner.warning(&note);
     }
     let covered: BTreeSet<String> = record
         .components

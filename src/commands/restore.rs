@@ -37,11 +37,15 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         }
     }
     let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
+    let mode = super::services::cache_mode(runner);
     let (tried, replacement) = {
         let _group = runner.group(&format!("Restore {}", record.key));
         runner.info(&format!("backend: {}", backend.describe()));
         let places = Places { locate, locations: &config.fingerprint.locations };
-        let tried = reuse(ctx, places, config.restore.lookup_only, backend.as_ref(), &record.key);
+        let tried = match mode.readable() {
+            true => reuse(ctx, places, config.restore.lookup_only, backend.as_ref(), &record.key),
+            false => Err(miss(MissReason::CacheMode, words::cache_mode_no_reads(mode))),
+        };
         log_attempt(ctx, &tried);
         let replacement = replacement(ctx, &tried);
         (tried, replacement)
@@ -51,7 +55,8 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     let keep = |restored: Restored, hit: Option<HitRecord>| {
         let (key, version, store) = (record.key.clone(), version.clone(), store.clone());
         let ended_ms = Some(worth::now_ms());
-        let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored, ended_ms, hit };
+        let inputs = Some(config.fingerprint.inputs_digest());
+        let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored, ended_ms, hit, inputs };
         handoff::write_record(locate.fingerprint_file.as_deref(), runner.env(), &kept)
             .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
             .ok()
@@ -123,7 +128,8 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     };
     let clean_failed = clean_error.is_some();
     let mut exports = exports(&config.restore, attempt.reused());
-    if matches!(attempt, Attempt::Miss { .. }) && !clean_failed {
+    // What the generator reads matters to a save, which a job that may not write never makes.
+    if matches!(attempt, Attempt::Miss { .. }) && !clean_failed && mode.writable() {
         exports.extend(super::reads::arrange(ctx, config.uncovered_reads, &config.fingerprint.locations.workspace));
     }
     let backend = backend.describe();
@@ -305,7 +311,7 @@ impl SlotFailure {
 
     /// The service's trouble, not the entry's.
     fn is_trouble(&self) -> bool {
-        matches!(self.reason, MissReason::Timeout | MissReason::ServiceError)
+        matches!(self.reason, MissReason::Timeout | MissReason::ServiceError | MissReason::ReadDenied)
     }
 }
 
@@ -442,6 +448,7 @@ fn miss_reason(kind: ErrorKind) -> MissReason {
     match kind {
         ErrorKind::Timeout => MissReason::Timeout,
         ErrorKind::NotFound => MissReason::NotFound,
+        ErrorKind::ReadDenied => MissReason::ReadDenied,
         _ => MissReason::ServiceError,
     }
 }

@@ -7,7 +7,7 @@ use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify, words, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
-use crate::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
+use crate::backend::{Backend, BackendError, CacheMode, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
@@ -57,13 +57,16 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         record
     } else {
         let record = compute(ctx, config)?;
+        check_restored_key(ctx, config, &record)?;
         handoff::write_fingerprint(fingerprint_file, env, &record)?;
         record
     };
     // Two caches of one key (other `path` lines) share its fingerprint file: this save's version
     // is its own `path` lines'.
     record.version = version;
-    let store = (ctx.backend)(locate, env, runner.secret_sink()).describe();
+    let store = store_name(ctx, locate);
+    // Said once: what the job may do is read again where it matters.
+    super::services::cache_mode(runner);
     let (restored, times) = handoff::read_record(fingerprint_file, env, (&record.key, &record.version), &store)
         .unwrap_or_else(|why| {
             runner.info(&format!("{why}; not using it"));
@@ -97,6 +100,9 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let uncovered =
         super::reads::check(ctx, config.uncovered_reads, saved, &record).map(|files| Box::new(Uncovered { files }));
     let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
+    if let Some(may_not) = may_not_write(ctx, Some(&record.key)) {
+        return Ok(with_uncovered(may_not));
+    }
     if !config.save.save_if {
         runner.info(&words::disabled(&record.key));
         let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, words::DISABLED);
@@ -108,6 +114,42 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
     Ok(with_uncovered(save(ctx, writing, &record, &Target::whole(place), times)))
+}
+
+/// The store as the restore's record names it.
+fn store_name(ctx: &Context, locate: &Locate) -> String {
+    (ctx.backend)(locate, ctx.runner.env(), ctx.runner.secret_sink()).describe()
+}
+
+/// A save without `key` computes the fingerprint after the job's steps ran; one of them may
+/// have changed what enters it (installed a package, exported a variable, rewritten a hashed
+/// file). When this job's restore of the same cache (prefix, `path` lines, compression, store,
+/// and the inputs that say what enters the key) computed another key, saving under this one
+/// would store an entry no restore ever looks for: refused, naming what changed and the key to
+/// pass.
+fn check_restored_key(ctx: &Context, config: &Config, record: &FingerprintRecord) -> Result<(), Error> {
+    let locate = &config.locate;
+    let env = ctx.runner.env();
+    let inputs = config.fingerprint.inputs_digest();
+    let what = (locate.prefix.as_str(), &locate.version(), inputs.as_str());
+    let restored = handoff::restored_keys(locate.fingerprint_file.as_deref(), env, what, &store_name(ctx, locate));
+    if restored.is_empty() || restored.contains(&record.key) {
+        return Ok(());
+    }
+    let theirs = &restored[0];
+    let path = fingerprint_path(locate.fingerprint_file.as_deref(), env, theirs);
+    let changes = match read_fingerprint(&path, theirs) {
+        Ok(restore) => {
+            let shown = super::report::Shown::new(ctx.runner, config);
+            super::explain::changes(&restore.components, &record.components, &shown)
+        }
+        Err(_) => Vec::new(),
+    };
+    Err(Error::KeyChangedSinceRestore {
+        restored: theirs.clone(),
+        computed: record.key.clone(),
+        changes: words::changed_since_restore(&changes),
+    })
 }
 
 /// What writing an entry reads: what locates it and what it holds, how paths are shown, the
@@ -302,9 +344,23 @@ fn next_base(
     })
 }
 
+/// `read-only` when the runner's `ACTIONS_CACHE_MODE` does not let this job write (`read`,
+/// `none`): nothing is saved, and that is no trouble.
+fn may_not_write(ctx: &Context, key: Option<&Key>) -> Option<SaveOutcome> {
+    let mode = CacheMode::from_env(ctx.runner.env()).0;
+    (!mode.writable()).then(|| {
+        ctx.runner.info(&words::cache_mode(mode));
+        SaveOutcome::skipped(key, SaveResult::ReadOnly, words::READ_ONLY)
+    })
+}
+
 /// The generation of the newest base the store answers for the key (one lookup, as a restore
-/// makes it), and whether the lookup failed (said in the log).
+/// makes it), and whether the lookup failed (said in the log) or was not made (the job may not
+/// read: `ACTIONS_CACHE_MODE` is `write-only`).
 fn newest_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord) -> (Option<u32>, bool) {
+    if !CacheMode::from_env(ctx.runner.env()).0.readable() {
+        return (None, true);
+    }
     let key = &record.key;
     let bases = stack::find_bases(&KeyLookups { backend, key }, key, &record.version);
     if let Some(e) = &bases.error {
@@ -349,9 +405,8 @@ fn save(
     let key = Some(&record.key);
     let _group = runner.group(&format!("Save {}", record.key));
 
-    if let Some(mode) = env.non_empty("ACTIONS_CACHE_MODE").filter(|m| matches!(*m, "read" | "none")) {
-        runner.info(&words::cache_mode(mode));
-        return SaveOutcome::skipped(key, SaveResult::ReadOnly, words::READ_ONLY);
+    if let Some(may_not) = may_not_write(ctx, key) {
+        return may_not;
     }
 
     let locate = writing.locate;
@@ -455,7 +510,8 @@ fn upload(
     let trouble = |e: &BackendError| {
         let result = match e.kind {
             ErrorKind::RateLimited { .. } => SaveResult::RateLimited,
-            ErrorKind::ReadOnly => SaveResult::ReadOnly,
+            // The service refuses the write: a read-only token, a cache over its quota.
+            ErrorKind::ReadOnly | ErrorKind::QuotaExceeded => SaveResult::ReadOnly,
             ErrorKind::AlreadyExists | ErrorKind::Precondition => {
                 return SaveOutcome::skipped(key, SaveResult::Exists, &error_chain(e));
             }

@@ -1,11 +1,14 @@
 //! Which cache backend and which catalog (where entries are listed and deleted) a
 //! configuration gets: the store the `backend` input chose ([`crate::backend::Stores`]).
-//! Commands receive them as factories, so a test can hand in its own.
+//! Commands receive them as factories, so a test can hand in its own. And what the runner lets
+//! the job do with them ([`cache_mode`]).
 
-use crate::backend::{Backend, BackendError, CacheEntry, Catalog, CatalogError, ErrorKind, Reservation};
+use super::words;
+use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Catalog, CatalogError, ErrorKind, Reservation};
 use crate::config::Locate;
 use crate::env::Env;
 use crate::ids::{Key, Version};
+use crate::runner::Runner;
 use crate::runner::SecretSink;
 use crate::text::error_chain;
 
@@ -24,6 +27,16 @@ pub fn select_backend(locate: &Locate, env: &Env, secrets: SecretSink) -> Box<dy
 /// `github-token`, or `GITHUB_TOKEN`, for the cache service).
 pub fn select_catalog(locate: &Locate, env: &Env) -> Result<Box<dyn Catalog>, CatalogError> {
     locate.stores.catalog(env, locate.github_token.as_deref())
+}
+
+/// What the runner lets this job do with the cache (`ACTIONS_CACHE_MODE`); a value that is none
+/// of the four is said in a warning, and read as `write`.
+pub(super) fn cache_mode(runner: &Runner) -> CacheMode {
+    let (mode, unknown) = CacheMode::from_env(runner.env());
+    if let Some(value) = unknown {
+        runner.warning(&words::unknown_cache_mode(&value));
+    }
+    mode
 }
 
 /// No cache service can be reached.

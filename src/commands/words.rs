@@ -8,6 +8,7 @@
 //! error chain, a path) are put in as given.
 
 use super::verify::TreeChanges;
+use crate::backend::CacheMode;
 use crate::ids::Key;
 use crate::manifest::Generation;
 use crate::outcome::{
@@ -139,6 +140,25 @@ pub(super) fn uncovered(files: &[String]) -> String {
         units::count_of(files.len(), "file"),
         named(files),
     )
+}
+
+/// The most characters of a note a process wrote into the reads log, as a warning says it.
+const NOTE_CHARS: usize = 300;
+/// The most of those notes said, each once.
+const NOTES: usize = 5;
+
+/// The warnings of the notes the reads log holds (what a hook said of itself, written by any
+/// Python process of the job: outside text), each cut to one short line, at most [`NOTES`] of
+/// them and a last line counting the rest.
+pub(super) fn reads_notes<'a>(notes: impl ExactSizeIterator<Item = &'a String>) -> Vec<String> {
+    let total = notes.len();
+    let mut said: Vec<String> =
+        notes.take(NOTES).map(|n| format!("uncovered-reads: {}", shorten(n, NOTE_CHARS))).collect();
+    if total > NOTES {
+        let more = total - NOTES;
+        said.push(format!("uncovered-reads: and {more} more {}", if more == 1 { "note" } else { "notes" }));
+    }
+    said
 }
 
 /// The error of `uncovered-reads: fail`.
@@ -388,11 +408,40 @@ pub(super) fn generations_used_up() -> String {
     )
 }
 
+/// What changed between the restore's fingerprint and the save's, in a save's refusal: at most
+/// [`NAMED`] of the changes, then how many more.
+pub(super) fn changed_since_restore(changes: &[String]) -> String {
+    match changes {
+        [] => "its fingerprint file could not be read to say what changed".to_owned(),
+        _ => {
+            let mut shown: Vec<&str> = changes.iter().take(NAMED).map(String::as_str).collect();
+            let more = changes.len().saturating_sub(NAMED);
+            let more = (more > 0).then(|| format!("and {more} more"));
+            shown.extend(more.as_deref());
+            format!("what changed: {}", shown.join("; "))
+        }
+    }
+}
+
 /// `ACTIONS_CACHE_MODE` forbids writes (`read-only`): the log's line, and the detail.
-pub(super) fn cache_mode(mode: &str) -> String {
+pub(super) fn cache_mode(mode: CacheMode) -> String {
     format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not write to the cache")
 }
 pub(super) const READ_ONLY: &str = "cache mode is read-only";
+
+/// `ACTIONS_CACHE_MODE` forbids reads: the detail of the `cache-mode` miss.
+pub(super) fn cache_mode_no_reads(mode: CacheMode) -> String {
+    format!("`ACTIONS_CACHE_MODE` is `{mode}`: this job may not read the cache, so nothing was looked up")
+}
+
+/// `ACTIONS_CACHE_MODE` holds none of its values (a warning): the job goes on as `write`.
+pub(super) fn unknown_cache_mode(value: &str) -> String {
+    format!(
+        "`ACTIONS_CACHE_MODE` is `{}`, none of {}: read as `write`",
+        shorten(value, 40),
+        crate::choice::names::<CacheMode>()
+    )
+}
 
 /// A `required` path is missing (`incomplete`).
 pub(super) fn required_missing(path: &std::path::Path) -> String {
@@ -666,6 +715,12 @@ mod tests {
         let mut out = String::new();
         let read: Vec<String> = (1..=7).map(|i| format!("data/case{i}.txt")).collect();
         writeln!(out, "warning: {}\nerror: {}", uncovered(&read[..1]), uncovered_refused(&read)).unwrap();
+        let notes: Vec<String> = (1..=7)
+            .map(|i| format!("note {i} {}\n::error::x", if i == 1 { "long ".repeat(100) } else { String::new() }))
+            .collect();
+        for note in reads_notes(notes.iter()) {
+            writeln!(out, "warning: {note}").unwrap();
+        }
         let none = TreeChanges::default();
         let added = TreeChanges { added: read.clone(), kept_extras: 2, ..TreeChanges::default() };
         let changed =
@@ -706,7 +761,9 @@ mod tests {
         writeln!(out, "detail: {}", base_exists(Slot::base(1))).unwrap();
         writeln!(out, "detail: {}", replaced_by_another(Slot::base(2))).unwrap();
         writeln!(out, "warning: {}", generations_used_up()).unwrap();
-        writeln!(out, "info: {}\ndetail: {READ_ONLY}", cache_mode("read")).unwrap();
+        writeln!(out, "info: {}\ndetail: {READ_ONLY}", cache_mode(CacheMode::Read)).unwrap();
+        writeln!(out, "detail: {}", cache_mode_no_reads(CacheMode::WriteOnly)).unwrap();
+        writeln!(out, "warning: {}", unknown_cache_mode("readonly\n::error::x")).unwrap();
         writeln!(out, "warning: {}", required_missing(std::path::Path::new("out/model.pth"))).unwrap();
         for none in [true, false] {
             writeln!(out, "warning: {}\ndetail: {}", not_saving_empty(nothing_to_save(none)), nothing_to_save(none))

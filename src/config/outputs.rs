@@ -54,8 +54,10 @@ pub const OUTPUTS: &[OutputSpec] = &[
         entries: RESTORING,
         description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, \
              `service-error`, `lookup-only`, `io-error` (the entry was fine but could not be written here: disk \
-             full, permissions), or `unsupported-platform` (the runner has no exact-cache \
-             binary: the action warns and goes on).",
+             full, permissions), `cache-mode` (the runner's `ACTIONS_CACHE_MODE` is `none` or `write-only`: this \
+             job may not read the cache, and nothing was looked up), `read-denied` (the cache service refused this \
+             job the read: `cache read denied`; a warning), or `unsupported-platform` (the runner has no \
+             exact-cache binary: the action warns and goes on).",
     },
     OutputSpec {
         output: Output::RestoredFiles,
@@ -107,7 +109,10 @@ pub const OUTPUTS: &[OutputSpec] = &[
         output: Output::SaveResult,
         entries: &[EntryPoint::Save],
         description: "`saved`, `layer` (`grow` saved what the job added as a layer of the restored stack), \
-                      `exists`, `skipped-hit`, `disabled` (`save-if` is false), `read-only`, `rate-limited`, `incomplete`, \
+                      `exists`, `skipped-hit`, `disabled` (`save-if` is false), `read-only` (this job may not write: \
+                      the runner's `ACTIONS_CACHE_MODE` is `read` or `none`; or, with a warning, the cache service \
+                      refused the write: a read-only token, a cache over its storage quota), `rate-limited`, \
+                      `incomplete`, \
                       `secret-found`, `uncovered-reads` (`uncovered-reads: fail` and the generating run read \
                       files no input covers), \
                       `error`, or `unsupported-platform` (the runner has no exact-cache binary: nothing saved).",

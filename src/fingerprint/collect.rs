@@ -86,6 +86,22 @@ pub fn is_path_value(value: &str) -> bool {
     one(value) || (!parts.is_empty() && parts.iter().all(|p| one(p)))
 }
 
+/// A `hash-env` value as it enters the key: without the directories exact-cache itself put on a
+/// path list (its reads hook on `PYTHONPATH`, [`crate::paths::is_hook_dir`]), so a key does not
+/// change with whether another cache of the job missed. The rest stays byte for byte; a value
+/// that held nothing else reads as unset (what it was before the hook's directory was put first).
+fn without_hook_dirs(value: &str, env: &Env) -> Value {
+    let Some(temp) = env.non_empty("RUNNER_TEMP").map(std::path::Path::new) else { return Value::text(value) };
+    let separator = if cfg!(windows) { ';' } else { ':' };
+    let kept: Vec<&str> =
+        value.split(separator).filter(|entry| !crate::paths::is_hook_dir(std::path::Path::new(entry), temp)).collect();
+    match kept.join(&separator.to_string()) {
+        rest if rest.len() == value.len() => Value::text(value),
+        rest if rest.is_empty() => Value::Absent,
+        rest => Value::text(rest),
+    }
+}
+
 impl FingerprintSpec {
     pub fn new(locations: Locations) -> Self {
         Self {
@@ -105,6 +121,34 @@ impl FingerprintSpec {
             isa_extensions: false,
             env_patterns: EnvPatterns::default(),
         }
+    }
+}
+
+impl FingerprintSpec {
+    /// What the step's inputs ask of the fingerprint, as one digest: which files, variables,
+    /// commands, facets, interpreter and variant enter it — none of their values, nothing read
+    /// from the environment. Two steps of a job with one digest (and one prefix, `path` lines
+    /// and compression) fingerprint the same cache; a fingerprint that differs between them was
+    /// changed by the job's own steps.
+    pub fn inputs_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let patterns = &self.env_patterns;
+        let inputs = serde_json::json!({
+            "hash_files": self.hash_files,
+            "follow_imports": self.follow_imports,
+            "hash_env": self.hash_env,
+            "hash_commands": self.hash_commands,
+            "native": self.native.iter().map(|f| f.name()).collect::<Vec<_>>(),
+            "compilers": self.named_compilers,
+            "python": self.python,
+            "python_exclude": self.python_exclude,
+            "variant": self.variant,
+            "extra": self.extra.keys().collect::<Vec<_>>(),
+            "torch": self.torch,
+            "isa_extensions": self.isa_extensions,
+            "env_patterns": [&patterns.prefixes, &patterns.except_suffixes, &patterns.except_names],
+        });
+        hex::encode(Sha256::digest(inputs.to_string()))
     }
 }
 
@@ -132,7 +176,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     let mut env_component: Component = spec
         .hash_env
         .iter()
-        .map(|name| (name.clone(), env.get(name).map(Value::text).unwrap_or(Value::Absent)))
+        .map(|name| (name.clone(), env.get(name).map_or(Value::Absent, |value| without_hook_dirs(value, env))))
         .collect();
     for (name, value) in spec.env_patterns.select(env).0 {
         env_component.insert(name.to_owned(), Value::text(value));
@@ -168,4 +212,57 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
         fp.components.entry(name.clone()).or_default().extend(component.clone());
     }
     Ok(fp)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inputs_digest_names_what_enters_not_its_values() {
+        let spec = |variant: &str, env: &[&str]| {
+            let mut spec = FingerprintSpec::new(Locations { workspace: "/ws".into(), home: None });
+            spec.variant = Some(variant.to_owned());
+            spec.hash_env = env.iter().map(|n| n.to_string()).collect();
+            spec
+        };
+        let digest = spec("a", &["X"]).inputs_digest();
+        assert_eq!(digest, spec("a", &["X"]).inputs_digest());
+        assert_ne!(digest, spec("b", &["X"]).inputs_digest(), "another variant is another cache");
+        assert_ne!(digest, spec("a", &["X", "Y"]).inputs_digest());
+        // Compilers probed by default come from `$CC`, which a step may export: not an input.
+        let mut probed = spec("a", &["X"]);
+        probed.compilers = vec!["clang".into()];
+        assert_eq!(probed.inputs_digest(), digest);
+    }
+
+    #[test]
+    fn the_hook_directories_of_this_job_are_left_out_of_an_env_value() {
+        let env = Env::from_pairs([("RUNNER_TEMP", "/runner/_temp/")]);
+        let value = |v: &str| without_hook_dirs(v, &env);
+        // What the reads hook's export makes of an unset, a set and a later-extended PYTHONPATH.
+        assert_eq!(value("/runner/_temp/exact-cache/reads"), Value::Absent);
+        assert_eq!(value("/runner/_temp/exact-cache/reads:/a:/b"), Value::text("/a:/b"));
+        assert_eq!(value("/x:/runner/_temp/exact-cache/reads-2:/y"), Value::text("/x:/y"));
+        assert_eq!(value("/runner/_temp//exact-cache/./reads/:/a"), Value::text("/a"));
+        // Anything else stays byte for byte: other directories of ours, the same shape elsewhere,
+        // empty entries, relative ones.
+        for kept in [
+            "/runner/_temp/exact-cache",
+            "/runner/_temp/exact-cache/other",
+            "/runner/_temp/exact-cache/reads/sub",
+            "/elsewhere/exact-cache/reads",
+            "exact-cache/reads",
+            "/a::/b:",
+            "",
+        ] {
+            assert_eq!(value(kept), Value::text(kept), "{kept}");
+        }
+        // Without `RUNNER_TEMP` nothing is ours.
+        let outside = Env::default();
+        assert_eq!(
+            without_hook_dirs("/runner/_temp/exact-cache/reads", &outside),
+            Value::text("/runner/_temp/exact-cache/reads")
+        );
+    }
 }

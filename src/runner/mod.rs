@@ -359,6 +359,7 @@ impl Runner {
 
     fn annotate_now(&self, level: &'static str, message: &str) {
         let message = self.redact(message);
+        let message = cut_annotation(&message);
         match self.mode {
             Mode::Actions => self.log.command(level, &message),
             Mode::Cli => {
@@ -443,6 +444,23 @@ impl Log {
 
 /// The lines of `text` as the runner reads a step's output (.NET `StreamReader.ReadLine`): a
 /// line ends at `\n`, `\r` or `\r\n`; a break at the very end starts no further line.
+/// The most characters of an annotation (a warning, a notice, an error): ours are a few lines;
+/// one that quotes outside text at length (a note a process wrote into the reads log, an entry
+/// name from a hostile archive) is cut here, after redaction, so no part of a secret is left.
+const MAX_ANNOTATION_CHARS: usize = 4_000;
+
+/// `message`, cut after [`MAX_ANNOTATION_CHARS`] characters, at a character (never inside one),
+/// saying how much was left out.
+fn cut_annotation(message: &str) -> std::borrow::Cow<'_, str> {
+    match message.char_indices().nth(MAX_ANNOTATION_CHARS) {
+        None => message.into(),
+        Some((end, _)) => {
+            let left_out = message[end..].chars().count();
+            format!("{}… ({left_out} more characters not shown)", &message[..end]).into()
+        }
+    }
+}
+
 pub(crate) fn runner_lines(text: &str) -> impl Iterator<Item = &str> {
     let text = text.strip_suffix("\r\n").or_else(|| text.strip_suffix(['\r', '\n'])).unwrap_or(text);
     let mut rest = Some(text);
@@ -702,6 +720,30 @@ mod tests {
         assert!(logged.contains("::add-mask::s3cr3t-value"));
         assert!(logged.contains("::warning::token *** leaked%0Asecond line"));
         assert_eq!(logged.matches("s3cr3t-value").count(), 1, "only the mask command names it: {logged}");
+    }
+
+    #[test]
+    fn a_long_annotation_is_cut_at_a_character_after_redaction() {
+        let (runner, log) = actions_runner();
+        runner.add_secret("s3cr3t-value");
+        // A note from outside: ours at its head, a secret just past the cut, 10,000 `é` (two
+        // bytes each, so a byte cut would split one).
+        let note =
+            format!("uncovered-reads: {}s3cr3t-value{}", "é".repeat(MAX_ANNOTATION_CHARS - 20), "x".repeat(5_000));
+        runner.warning(&note);
+        runner.warning("short and whole");
+        let text = log.text();
+        let warnings: Vec<String> =
+            log_model::commands(&text).into_iter().filter(|c| c.name == "warning").map(|c| c.data).collect();
+        assert_eq!(warnings.len(), 2, "{text}");
+        let (head, tail) = warnings[0].split_once('…').expect("cut with an ellipsis");
+        assert_eq!(head.chars().count(), MAX_ANNOTATION_CHARS);
+        // Redacted before the cut: the mask fills the last characters; no part of the secret is
+        // left.
+        assert!(head.starts_with("uncovered-reads: éé") && head.ends_with("é***"), "{head}");
+        assert!(!warnings[0].contains("s3cr3t"));
+        assert_eq!(tail, " (5000 more characters not shown)");
+        assert_eq!(warnings[1], "short and whole");
     }
 
     fn actions_runner() -> (Runner, Buffer) {

@@ -495,6 +495,69 @@ fn a_small_archive_cannot_carry_a_huge_manifest() {
     assert_eq!(r.output("reused"), "true", "{}", r.stdout);
 }
 
+/// Issue 41: a pax record of 1 GiB before the fingerprint member, in an entry of a few dozen KB.
+/// The tar reader holds such a record whole (1.5 GiB at its peak) and, the record being unknown
+/// to it, went on to reuse the entry. Now it is refused when its header arrives, before a byte
+/// of it is read: a corrupt entry, which the save after the miss replaces.
+#[test]
+fn a_huge_header_record_is_a_corrupt_entry_that_heals() {
+    let mut step = Step::new();
+    let inputs = [("path", "out"), ("native", "none")];
+    write(&step.ws.join("out/model.pth"), b"weights");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    let entry = step.stored_entry();
+    let honest = zstd::decode_all(&std::fs::read(&entry).unwrap()[..]).unwrap();
+
+    // `<len> comment=<1 GiB of a>\n`, its length counting its own digits.
+    let value = 1usize << 30;
+    let rest = " comment=".len() + value + 1;
+    let len = (1..).map(|digits| digits + rest).find(|len| len.to_string().len() + rest == *len).unwrap();
+    let mut header = tar::Header::new_ustar();
+    header.set_entry_type(tar::EntryType::XHeader);
+    header.set_size(len as u64);
+    header.set_mode(0o644);
+    header.as_old_mut().name[..13].copy_from_slice(b"PaxHeaders/0f");
+    header.set_cksum();
+    let mut bomb = zstd::Encoder::new(Vec::new(), 1).unwrap();
+    bomb.write_all(header.as_bytes()).unwrap();
+    bomb.write_all(format!("{len} comment=").as_bytes()).unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..value / chunk.len() {
+        bomb.write_all(&chunk).unwrap();
+    }
+    bomb.write_all(b"\n").unwrap();
+    bomb.write_all(&vec![0u8; len.next_multiple_of(512) - len]).unwrap();
+    bomb.write_all(&honest).unwrap();
+    let bomb = bomb.finish().unwrap();
+    std::fs::write(&entry, &bomb).unwrap();
+
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    step.measure = true;
+    let started = Instant::now();
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    let (took, rss) = (started.elapsed(), r.peak_rss_mib.expect("measured"));
+    eprintln!(
+        "a {:.0} KB entry with a 1 GiB pax record: {} in {:.2} s, peak RSS {rss:.0} MiB",
+        bomb.len() as f64 / 1e3,
+        r.output("miss-reason"),
+        took.as_secs_f64()
+    );
+    assert_eq!((r.output("cache-hit"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
+    assert!(r.stdout.contains("a header record (pax) of 1073741844 bytes, more than the 65536"), "{}", r.stdout);
+    assert!(rss < 64.0 && took < Duration::from_secs(10), "peak RSS {rss:.0} MiB in {took:?}");
+    assert!(!step.ws.join("out").exists());
+
+    // It heals: the save after the miss writes a replacement, which the next restore reuses.
+    step.measure = false;
+    write(&step.ws.join("out/model.pth"), b"weights");
+    let save = step.run(&["save"], &inputs, NO_STATE);
+    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
+    std::fs::remove_dir_all(step.ws.join("out")).unwrap();
+    let r = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(r.output("reused"), "true", "{}", r.stdout);
+    assert_eq!(std::fs::read(step.ws.join("out/model.pth")).unwrap(), b"weights");
+}
+
 #[test]
 fn a_manifest_may_list_no_more_entries_than_the_archive_carries() {
     // Within the size the archive justifies (3 files leave room for a few hundred short lines),

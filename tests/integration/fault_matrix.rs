@@ -39,12 +39,18 @@ fn status(code: u16, msg: &'static str) -> Fault {
 #[rustfmt::skip]
 fn rows() -> Vec<Row> {
     use Phase::*;
-    let r429 = Fault::Status { code: 429, retry_after: Some(60), msg: "rate limited" };
+    // A `Retry-After` the step waits out once (1 s), and one it does not wait for (600 s).
+    let r429 = Fault::Status { code: 429, retry_after: Some(1), msg: "rate limited" };
+    let r429_long = Fault::Status { code: 429, retry_after: Some(600), msg: "rate limited" };
     let quota = status(400, "insufficient usage to create cache entry");
     let row = |fault, at, op, inject, times, phase, strict, outputs, exit, files, warning| Row { fault, at, op, inject, times, phase, strict, outputs, exit, files, warning };
     vec![
-        row("429 rate limited", "GetCacheEntryDownloadURL", Op::Lookup, r429.clone(), 5, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
-        row("429 rate limited", "GetCacheEntryDownloadURL", Op::Lookup, r429.clone(), 5, Restore, true, "cache-hit=false reused=false miss-reason=service-error", 1, "untouched", true),
+        row("429 rate limited once (`Retry-After: 1`)", "GetCacheEntryDownloadURL", Op::Lookup, r429.clone(), 1, Restore, false, "cache-hit=true reused=true miss-reason=none", 0, "restored", false),
+        row("429 rate limited persistent (`Retry-After: 1`)", "GetCacheEntryDownloadURL", Op::Lookup, r429.clone(), 5, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
+        row("429 rate limited persistent (`Retry-After: 1`)", "GetCacheEntryDownloadURL", Op::Lookup, r429.clone(), 5, Restore, true, "cache-hit=false reused=false miss-reason=service-error", 1, "untouched", true),
+        row("429 rate limited (`Retry-After: 600`)", "GetCacheEntryDownloadURL", Op::Lookup, r429_long.clone(), 5, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
+        row("read denied (`cache read denied:`)", "GetCacheEntryDownloadURL", Op::Lookup, Fault::ReadDenied, 100, Restore, false, "cache-hit=false reused=false miss-reason=read-denied", 0, "untouched", true),
+        row("read denied (`cache read denied:`)", "GetCacheEntryDownloadURL", Op::Lookup, Fault::ReadDenied, 100, Restore, true, "cache-hit=false reused=false miss-reason=read-denied", 1, "untouched", true),
         row("503 once", "GetCacheEntryDownloadURL", Op::Lookup, status(503, "busy"), 1, Restore, false, "cache-hit=true reused=true miss-reason=none", 0, "restored", false),
         row("500 persistent", "GetCacheEntryDownloadURL", Op::Lookup, status(500, "down"), 100, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
         row("500 persistent", "GetCacheEntryDownloadURL", Op::Lookup, status(500, "down"), 100, Restore, true, "cache-hit=false reused=false miss-reason=service-error", 1, "untouched", true),
@@ -59,9 +65,11 @@ fn rows() -> Vec<Row> {
         row("corrupt blob (one flipped byte)", "blob GET", Op::BlobGet, Fault::Corrupt { offset: 600 }, 100, Restore, true, "cache-hit=false reused=false miss-reason=corrupt", 1, "untouched", true),
         row("wrong size (Content-Range total too large)", "blob GET", Op::BlobGet, Fault::WrongSize { extra: 4096 }, 100, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
         row("prefix match of another key", "GetCacheEntryDownloadURL", Op::Lookup, Fault::WrongMatchedKey(String::new()), 2, Restore, false, "cache-hit=false reused=false miss-reason=prefix-only", 0, "untouched", false),
-        row("read-only token", "CreateCacheEntry", Op::Create, Fault::ReadOnly, 100, Restore, false, "cache-hit=true reused=true miss-reason=none", 0, "restored", false),
-        row("429 rate limited", "CreateCacheEntry", Op::Create, r429.clone(), 5, Save, false, "saved=false save-result=rate-limited", 0, "nothing committed", true),
-        row("429 rate limited", "CreateCacheEntry", Op::Create, r429, 5, Save, true, "saved=false save-result=rate-limited", 1, "nothing committed", true),
+        row("read-only token (`cache write denied:`)", "CreateCacheEntry", Op::Create, Fault::ReadOnly, 100, Restore, false, "cache-hit=true reused=true miss-reason=none", 0, "restored", false),
+        row("429 rate limited once (`Retry-After: 1`)", "CreateCacheEntry", Op::Create, r429.clone(), 1, Save, false, "saved=true save-result=saved", 0, "committed", false),
+        row("429 rate limited persistent (`Retry-After: 1`)", "CreateCacheEntry", Op::Create, r429.clone(), 5, Save, false, "saved=false save-result=rate-limited", 0, "nothing committed", true),
+        row("429 rate limited persistent (`Retry-After: 1`)", "CreateCacheEntry", Op::Create, r429.clone(), 5, Save, true, "saved=false save-result=rate-limited", 1, "nothing committed", true),
+        row("429 rate limited (`Retry-After: 600`)", "CreateCacheEntry", Op::Create, r429_long, 5, Save, false, "saved=false save-result=rate-limited", 0, "nothing committed", true),
         row("503 once", "CreateCacheEntry", Op::Create, status(503, "busy"), 1, Save, false, "saved=true save-result=saved", 0, "committed", false),
         row("500 persistent", "CreateCacheEntry", Op::Create, status(500, "down"), 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
         row("500 persistent", "CreateCacheEntry", Op::Create, status(500, "down"), 100, Save, true, "saved=false save-result=error", 1, "nothing committed", true),
@@ -70,15 +78,21 @@ fn rows() -> Vec<Row> {
         row("connection reset once", "blob PUT", Op::BlobPut, Fault::Reset { after: 0 }, 1, Save, false, "saved=true save-result=saved", 0, "committed", false),
         row("stall (longer than the call timeout)", "CreateCacheEntry", Op::Create, Fault::Stall { seconds: 3.0 }, 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
         row("500 persistent", "FinalizeCacheEntryUpload", Op::Finalize, status(500, "down"), 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
-        row("read-only token", "CreateCacheEntry", Op::Create, Fault::ReadOnly, 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
-        row("read-only token", "CreateCacheEntry", Op::Create, Fault::ReadOnly, 100, Save, true, "saved=false save-result=read-only", 1, "nothing committed", true),
-        row("quota exceeded", "CreateCacheEntry", Op::Create, quota.clone(), 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
-        row("quota exceeded", "CreateCacheEntry", Op::Create, quota, 100, Save, true, "saved=false save-result=error", 1, "nothing committed", true),
+        row("read-only token (`cache write denied:`)", "CreateCacheEntry", Op::Create, Fault::ReadOnly, 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
+        row("read-only token (`cache write denied:`)", "CreateCacheEntry", Op::Create, Fault::ReadOnly, 100, Save, true, "saved=false save-result=read-only", 1, "nothing committed", true),
+        row("quota read-only (`ok: false`, \"Cache storage quota exceeded…\")", "CreateCacheEntry", Op::Create, Fault::Quota, 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
+        row("quota read-only (`ok: false`, \"Cache storage quota exceeded…\")", "CreateCacheEntry", Op::Create, Fault::Quota, 100, Save, true, "saved=false save-result=read-only", 1, "nothing committed", true),
+        row("quota read-only (`ok: false`, \"Cache storage quota exceeded…\")", "FinalizeCacheEntryUpload", Op::Finalize, Fault::Quota, 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
+        row("quota exceeded (400 \"insufficient usage\")", "CreateCacheEntry", Op::Create, quota.clone(), 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
+        row("quota exceeded (400 \"insufficient usage\")", "CreateCacheEntry", Op::Create, quota, 100, Save, true, "saved=false save-result=read-only", 1, "nothing committed", true),
         row("409 already exists", "CreateCacheEntry", Op::Create, status(409, "cache entry already exists"), 1, Save, false, "saved=false save-result=exists", 0, "nothing committed", false),
         // The v1 REST protocol (GHES, act, Gitea/Forgejo runners).
-        row("429 rate limited", "v1 `GET cache`", Op::V1Lookup, Fault::Status { code: 429, retry_after: Some(60), msg: "rate limited" }, 5, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
+        row("429 rate limited persistent (`Retry-After: 1`)", "v1 `GET cache`", Op::V1Lookup, r429, 5, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
+        row("read denied (`cache read denied:`)", "v1 `GET cache`", Op::V1Lookup, Fault::ReadDenied, 100, Restore, false, "cache-hit=false reused=false miss-reason=read-denied", 0, "untouched", true),
         row("connection reset persistent", "v1 archive download", Op::V1Download, Fault::Reset { after: 1000 }, 100, Restore, false, "cache-hit=false reused=false miss-reason=service-error", 0, "untouched", true),
         row("corrupt blob (one flipped byte)", "v1 archive download", Op::V1Download, Fault::Corrupt { offset: 600 }, 100, Restore, false, "cache-hit=false reused=false miss-reason=corrupt", 0, "untouched", true),
+        row("read-only token (`cache write denied:`)", "v1 `POST caches`", Op::V1Reserve, Fault::ReadOnly, 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
+        row("quota exceeded (400, \"Cache storage quota exceeded…\")", "v1 `POST caches`", Op::V1Reserve, Fault::Quota, 100, Save, false, "saved=false save-result=read-only", 0, "nothing committed", true),
         row("500 persistent", "v1 `POST caches`", Op::V1Reserve, status(500, "down"), 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
         row("500 persistent", "v1 `PATCH caches/<id>`", Op::V1Upload, status(500, "down"), 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
         row("500 persistent", "v1 `POST caches/<id>`", Op::V1Commit, status(500, "down"), 100, Save, false, "saved=false save-result=error", 0, "nothing committed", true),
@@ -193,7 +207,9 @@ fn markdown(rows: &[Row]) -> String {
          Twirp + Azure Blob in Azurite; v1 REST where marked) and what it observed. Do not edit by hand:\n\
          `UPDATE_FAULT_MATRIX=1 cargo test --test integration fault_matrix` rewrites it.\n\n\
          Transient faults (5xx, resets, short bodies, timeouts) are retried with backoff, 4 attempts in\n\
-         all; a 429 is never retried and stops every later call of the run. \"untouched\": the workspace\n\
+         all; a 429 is waited out once for its `Retry-After` (at most 60 s), and then, or when it asks\n\
+         longer, stops every later call of the run. A refused read or write (`cache read denied:`, `cache\n\
+         write denied:`) and a full quota are never retried. \"untouched\": the workspace\n\
          is byte-for-byte what it was before the step. \"nothing committed\": this step created no entry,\n\
          so no later job can restore a partial one. Without `strict`, every fault ends as a warning and\n\
          the step succeeds; with `strict: true` it fails. In every case the log, the summary and the\n\

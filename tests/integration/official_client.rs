@@ -8,12 +8,18 @@ use crate::support::needs;
 use crate::support::services::{BlobStore, Services, azurite};
 use crate::support::{NO_STATE, Step, counting, snapshot, write};
 
-/// `node actions-cache.mjs <op> <key> <paths…>` in `ws`; the JSON line it prints.
-fn official(env: &[(String, String)], ws: &Path, op: &str, key: &str, paths: &[&str]) -> serde_json::Value {
+/// `node actions-cache.mjs <op> <key> <paths…>` in `ws`, however it ends.
+pub(crate) fn run_official(
+    env: &[(String, String)],
+    ws: &Path,
+    op: &str,
+    key: &str,
+    paths: &[&str],
+) -> std::process::Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/actions-cache.mjs");
     assert!(azurite::node_modules().join("@actions/cache").exists(), "run `npm ci` in tests/node");
     let temp = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("node")
+    std::process::Command::new("node")
         .arg(script)
         .args([op, key])
         .args(paths)
@@ -22,7 +28,12 @@ fn official(env: &[(String, String)], ws: &Path, op: &str, key: &str, paths: &[&
         .env("RUNNER_TEMP", temp.path())
         .env("NO_PROXY", "127.0.0.1")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `node actions-cache.mjs <op> <key> <paths…>` in `ws`; the JSON line it prints.
+fn official(env: &[(String, String)], ws: &Path, op: &str, key: &str, paths: &[&str]) -> serde_json::Value {
+    let out = run_official(env, ws, op, key, paths);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "@actions/cache {op} failed:\n{stderr}");
     serde_json::from_slice(&out.stdout)

@@ -60,10 +60,11 @@ fn faults_end_as_warnings_and_misses() {
     std::fs::remove_dir_all(step.ws.join("out")).unwrap();
     let before = snapshot(&step.ws);
 
-    services.faults.push(Op::V1Lookup, Fault::Status { code: 429, retry_after: Some(30), msg: "slow down" }, 1);
+    // A `Retry-After` longer than a step waits (cache_rules.rs has the one it waits out).
+    services.faults.push(Op::V1Lookup, Fault::Status { code: 429, retry_after: Some(600), msg: "slow down" }, 1);
     let r = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!((r.code, r.output("reused"), r.output("miss-reason")), (0, "false", "service-error"));
-    assert!(r.stdout.contains("HTTP 429 (retry after 30 s)"), "{}", r.stdout);
+    assert!(r.stdout.contains("HTTP 429 (retry after 600 s)"), "{}", r.stdout);
     assert_eq!(snapshot(&step.ws), before);
 
     services.faults.push(Op::V1Download, Fault::Reset { after: 10 }, 1);

@@ -20,7 +20,7 @@ pub use v2::V2Backend;
 use super::catalog::{Catalog, CatalogError};
 use super::http::Http;
 use super::store::{Configured, Store};
-use super::{Backend, BackendError, ErrorKind};
+use super::{Backend, BackendError, CacheMode, ErrorKind};
 use crate::env::Env;
 use crate::inputs::{Catalog as Listing, Input, InputError, InputSpec, RawInputs, Scope};
 use crate::paths::Locations;
@@ -69,9 +69,10 @@ impl Configured for GithubConfig {
             .unwrap_or_else(|| Err(settings::no_service_reason(self.protocol, env)))
             .map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
         let http = Arc::new(Http::new(env, secrets)?);
+        let mode = CacheMode::from_env(env).0;
         Ok(match service {
-            Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?),
-            Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?),
+            Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?.with_mode(mode)),
+            Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?.with_mode(mode)),
         })
     }
 

@@ -13,13 +13,14 @@
 //! spooled, another just before the reservation and another before the commit, since self-hosted
 //! servers (act, falcondev-oss/github-actions-cache-server) accept a reservation for an entry
 //! that exists and let its commit replace it. A reservation refused with 409 or 412, or answered
-//! `{"cacheId": null}` (falcondev's "another job is creating it"), is `exists`.
+//! `{"cacheId": null}` (falcondev's "another job is creating it"), is `exists`. A job whose
+//! `ACTIONS_CACHE_MODE` forbids reads makes none of those lookups.
 
 use crate::backend::download;
 use crate::backend::http::{Check, Http, read_answer, send};
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, LookupAnswer, ReserveAnswer};
-use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation, Upload};
+use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Committed, ErrorKind, Reservation, Upload};
 use crate::ids::{Key, Version};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
@@ -39,6 +40,9 @@ struct Api {
     http: Arc<Http>,
     base: url::Url,
     token: Option<String>,
+    /// `ACTIONS_CACHE_MODE` lets the job read: otherwise a save does not ask whether its entry
+    /// exists (the service would refuse the lookup; its reservation refuses a key that exists).
+    readable: bool,
 }
 
 struct Answer {
@@ -117,9 +121,17 @@ impl Api {
         }))
     }
 
-    /// Whether an entry with exactly this key and version exists.
+    /// Whether an entry with exactly this key and version exists, as far as the job may know:
+    /// `false` when it may not read.
     fn exists(&self, key: &Key, version: &Version) -> Result<bool, BackendError> {
-        Ok(self.http.rt().block_on(self.lookup(key, version))?.is_some_and(|entry| entry.key == *key))
+        if !self.readable {
+            return Ok(false);
+        }
+        match self.http.rt().block_on(self.lookup(key, version)) {
+            Ok(found) => Ok(found.is_some_and(|entry| entry.key == *key)),
+            Err(e) if e.kind == ErrorKind::ReadDenied => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     fn json<T: for<'de> Deserialize<'de>>(what: &str, text: &str) -> Result<T, BackendError> {
@@ -138,7 +150,13 @@ impl V1Backend {
         if let Some(token) = &token {
             http.secrets.add(token);
         }
-        Ok(Self { api: Arc::new(Api { http, base, token }) })
+        Ok(Self { api: Arc::new(Api { http, base, token, readable: true }) })
+    }
+
+    /// The backend of a job whose `ACTIONS_CACHE_MODE` is `mode`.
+    pub fn with_mode(self, mode: CacheMode) -> Self {
+        let api = Arc::into_inner(self.api).expect("not shared before it is configured");
+        Self { api: Arc::new(Api { readable: mode.readable(), ..api }) }
     }
 }
 

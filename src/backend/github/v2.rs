@@ -10,14 +10,16 @@
 //! ([`crate::backend::blob`]: one Put Blob, or Put Block several in flight and one Put Block
 //! List); then, after a second exact lookup, `FinalizeCacheEntryUpload` with the exact byte
 //! count. A refusal to create — 409, 412, or `ok: false` without a message (such a server's
-//! "another job is creating it") — is `exists`.
+//! "another job is creating it") — is `exists`; `ok: false` with a message says why (a read-only
+//! token, a cache over its quota: [`kind_in_words`]), from Create or Finalize, and is never
+//! `exists`. A job whose `ACTIONS_CACHE_MODE` forbids reads asks no lookup before it creates.
 
 use crate::backend::blob::{AZURE_VERSION, BlobRequest, BlobTarget, BlockBlob};
 use crate::backend::download;
-use crate::backend::http::{Check, Http, one_line, read_answer, send, urlencode};
+use crate::backend::http::{Check, Http, kind_in_words, one_line, read_answer, send, urlencode};
 use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
-use crate::backend::{Backend, BackendError, CacheEntry, Committed, ErrorKind, Reservation};
+use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Committed, ErrorKind, Reservation};
 use crate::ids::{Key, Version};
 use serde::de::DeserializeOwned;
 use std::io::Read;
@@ -29,11 +31,14 @@ pub struct V2Backend {
     twirp: Arc<Twirp>,
 }
 
-/// The Twirp side: where to call and with which token.
+/// The Twirp side: where to call and with which token, and whether the job may read.
 struct Twirp {
     http: Arc<Http>,
     origin: url::Url,
     token: String,
+    /// `ACTIONS_CACHE_MODE` lets the job read: otherwise a save does not ask whether its entry
+    /// exists (the service would refuse the lookup; its Create refuses a key that exists).
+    readable: bool,
 }
 
 impl V2Backend {
@@ -41,7 +46,13 @@ impl V2Backend {
         let origin = url::Url::parse(results_url)
             .map_err(|_| BackendError::new(ErrorKind::Fatal, "`ACTIONS_RESULTS_URL` is not a URL"))?;
         http.secrets.add(&token);
-        Ok(Self { twirp: Arc::new(Twirp { http, origin, token }) })
+        Ok(Self { twirp: Arc::new(Twirp { http, origin, token, readable: true }) })
+    }
+
+    /// The backend of a job whose `ACTIONS_CACHE_MODE` is `mode`.
+    pub fn with_mode(self, mode: CacheMode) -> Self {
+        let twirp = Arc::into_inner(self.twirp).expect("not shared before it is configured");
+        Self { twirp: Arc::new(Twirp { readable: mode.readable(), ..twirp }) }
     }
 }
 
@@ -101,9 +112,17 @@ impl Twirp {
         }))
     }
 
-    /// Whether an entry with exactly this key and version exists.
+    /// Whether an entry with exactly this key and version exists, as far as the job may know:
+    /// `false` when it may not read (the service's Create refuses a key that exists).
     async fn exists(&self, key: &Key, version: &Version) -> Result<bool, BackendError> {
-        Ok(self.lookup(key, version).await?.is_some_and(|entry| entry.key == *key))
+        if !self.readable {
+            return Ok(false);
+        }
+        match self.lookup(key, version).await {
+            Ok(found) => Ok(found.is_some_and(|entry| entry.key == *key)),
+            Err(e) if e.kind == ErrorKind::ReadDenied => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -150,16 +169,13 @@ impl Backend for V2Backend {
             Err(e) => return Err(e),
         };
         if !r.ok {
-            let lower = r.message.to_ascii_lowercase();
             // Without a message, a self-hosted server's "another job is creating it"; the
-            // official client reads every refusal so. A read-only token's refusal says so.
-            let kind = if r.message.trim().is_empty() || lower.contains("already exists") {
+            // official client reads every refusal so. A message says why: a read-only token, a
+            // cache over its quota ([`kind_in_words`]) — never "exists".
+            if r.message.trim().is_empty() || r.message.to_ascii_lowercase().contains("already exists") {
                 return Ok(Reservation::Exists);
-            } else if lower.contains("denied") || lower.contains("writable") || lower.contains("read-only") {
-                ErrorKind::ReadOnly
-            } else {
-                ErrorKind::Fatal
-            };
+            }
+            let kind = kind_in_words(&r.message).unwrap_or(ErrorKind::Fatal);
             return Err(BackendError::new(kind, format!("CreateCacheEntry: {}", one_line(&r.message))));
         }
         if r.signed_upload_url.is_empty() {
@@ -243,7 +259,9 @@ impl CommitBlocks for Finalize {
         if !r.ok {
             let detail =
                 if r.message.is_empty() { "the entry was not committed".to_owned() } else { one_line(&r.message) };
-            return Err(BackendError::new(ErrorKind::Fatal, format!("FinalizeCacheEntryUpload: {detail}")));
+            // A cache over its quota (or a token refused writes) says so here too.
+            let kind = kind_in_words(&r.message).unwrap_or(ErrorKind::Fatal);
+            return Err(BackendError::new(kind, format!("FinalizeCacheEntryUpload: {detail}")));
         }
         let _ = r.entry_id;
         Ok(Committed::Saved)

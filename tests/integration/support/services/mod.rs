@@ -11,6 +11,13 @@ mod server;
 
 pub use server::{BlobStore, REST_TOKEN, Services, TOKEN, V1_SECRET};
 
+/// What the service says when it refuses a read ([`Fault::ReadDenied`]), as GitHub words it.
+pub const READ_DENIED: &str = "cache read denied: the token has no readable cache scopes";
+/// What the service says when it refuses a write ([`Fault::ReadOnly`]).
+pub const WRITE_DENIED: &str = "cache write denied: token has no writable scopes";
+/// What the service says when the repository is over its cache quota ([`Fault::Quota`]).
+pub const QUOTA: &str = "Cache storage quota exceeded for repository";
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -55,8 +62,16 @@ pub enum Fault {
     Stall { seconds: f64 },
     /// Lookups: answer with this key instead (a prefix match of another entry).
     WrongMatchedKey(String),
-    /// `CreateCacheEntry`: `ok: false`, as for a read-only token.
+    /// Lookups (v2 `GetCacheEntryDownloadURL`, v1 `GET cache`): refused as for a token with no
+    /// readable cache scope — v2 a Twirp `permission_denied` (HTTP 403), v1 HTTP 403 with a
+    /// `message` — the message beginning `cache read denied:` ([`READ_DENIED`]).
+    ReadDenied,
+    /// v2 `CreateCacheEntry`: `ok: false`; v1 `POST caches`: HTTP 403 with a `message`: as for a
+    /// read-only token, the message beginning `cache write denied:` ([`WRITE_DENIED`]).
     ReadOnly,
+    /// v2 `CreateCacheEntry` and `FinalizeCacheEntryUpload`: `ok: false`; v1 `POST caches`:
+    /// HTTP 400 with a `message`: the repository is over its cache storage quota ([`QUOTA`]).
+    Quota,
     /// Downloads: flip one byte at this offset of the body.
     Corrupt { offset: usize },
     /// Downloads: a `Content-Range` total this many bytes larger than the blob.

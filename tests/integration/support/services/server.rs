@@ -17,7 +17,7 @@
 //! replaces the entry when it is finalized; there is no REST cache API (its routes answer 404).
 
 use super::azurite::{self, ACCOUNT};
-use super::{Fault, Faults, Op};
+use super::{Fault, Faults, Op, QUOTA, READ_DENIED, WRITE_DENIED};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
@@ -443,6 +443,9 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
     let sas = azurite::account_sas();
     match op {
         Op::Lookup => {
+            if matches!(fault, Some(Fault::ReadDenied)) {
+                return twirp_error(StatusCode::FORBIDDEN, "permission_denied", READ_DENIED);
+            }
             let store = s.store.lock().unwrap();
             let found = std::iter::once(&key).chain(&restore_keys).find_map(|k| find(&store, k, &version));
             let Some(entry) = found else { return json(serde_json::json!({})) };
@@ -457,10 +460,10 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
             }))
         }
         Op::Create => {
-            if matches!(fault, Some(Fault::ReadOnly)) {
-                return json(
-                    serde_json::json!({ "ok": false, "message": "cache write denied: token has no writable scopes" }),
-                );
+            match fault {
+                Some(Fault::ReadOnly) => return json(serde_json::json!({ "ok": false, "message": WRITE_DENIED })),
+                Some(Fault::Quota) => return json(serde_json::json!({ "ok": false, "message": QUOTA })),
+                _ => {}
             }
             let mut store = s.store.lock().unwrap();
             let same = |e: &&Entry| e.key == key && e.version == version;
@@ -492,6 +495,9 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
             }))
         }
         Op::Finalize => {
+            if matches!(fault, Some(Fault::Quota)) {
+                return json(serde_json::json!({ "ok": false, "message": QUOTA }));
+            }
             let size: u64 = match &req["size_bytes"] {
                 serde_json::Value::String(v) => v.parse().unwrap_or(u64::MAX),
                 serde_json::Value::Number(n) => n.as_u64().unwrap_or(u64::MAX),
@@ -712,6 +718,11 @@ fn v1_ok_secret(secret: &str) -> bool {
     secret == V1_SECRET
 }
 
+/// A v1 refusal as the service words it: the status and `{"message": …}`.
+fn v1_error(status: StatusCode, message: &str) -> Response {
+    (status, json(serde_json::json!({ "message": message }))).into_response()
+}
+
 async fn v1_lookup(
     State(s): State<Arc<Shared>>,
     Path(secret): Path<String>,
@@ -723,6 +734,9 @@ async fn v1_lookup(
     let (answer, fault) = strike(&s.faults, Op::V1Lookup).await;
     if let Some(answer) = answer {
         return answer;
+    }
+    if matches!(fault, Some(Fault::ReadDenied)) {
+        return v1_error(StatusCode::FORBIDDEN, READ_DENIED);
     }
     let version = q.get("version").cloned().unwrap_or_default();
     let store = s.store.lock().unwrap();
@@ -745,8 +759,11 @@ async fn v1_reserve(State(s): State<Arc<Shared>>, Path(secret): Path<String>, bo
     if !v1_ok_secret(&secret) {
         return StatusCode::NOT_FOUND.into_response();
     }
-    if let (Some(answer), _) = strike(&s.faults, Op::V1Reserve).await {
-        return answer;
+    match strike(&s.faults, Op::V1Reserve).await {
+        (Some(answer), _) => return answer,
+        (None, Some(Fault::ReadOnly)) => return v1_error(StatusCode::FORBIDDEN, WRITE_DENIED),
+        (None, Some(Fault::Quota)) => return v1_error(StatusCode::BAD_REQUEST, QUOTA),
+        _ => {}
     }
     let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let key = req["key"].as_str().unwrap_or("").to_owned();
