@@ -376,3 +376,48 @@ fn the_local_pack_store_carries_a_save_and_a_restore() {
     restore(&store, &map2, &listed2, &again).unwrap();
     assert_tree(&again, &second);
 }
+
+#[test]
+fn a_pack_gone_while_a_save_ran_fails_the_save_which_runs_again_without_it() {
+    let store = MemoryPackStore::new();
+    let files = tree(8, 40);
+    let (map1, _, _) = save(&store, &[], &[], &files);
+    let tmp = tempfile::tempdir().unwrap();
+    let index = ContentIndex::build(&[&map1], &[], &store).unwrap();
+    let gone = map1.packs[0];
+    let err = std::thread::scope(|scope| {
+        let mut saver = ContentSaver::new(scope, &index, &store, CHUNKING, options(tmp.path())).unwrap();
+        for (_, bytes) in &files {
+            saver.add_file(&bytes[..], bytes.len() as u64).unwrap();
+        }
+        // Pruned (or evicted) after the index was built, before the save finished.
+        store.delete(&gone).unwrap();
+        saver.finish().unwrap_err()
+    });
+    assert!(matches!(&err, super::save::SaveError::Gone(packs) if packs == &vec![gone]), "{err}");
+    let (map2, listed2, _) = save(&store, &[&map1], &[gone], &files);
+    assert!(!map2.packs.contains(&gone));
+    let target = tempfile::tempdir().unwrap();
+    restore(&store, &map2, &listed2, target.path()).unwrap();
+    assert_tree(target.path(), &files);
+}
+
+#[test]
+fn a_prune_while_a_save_is_storing_its_packs_keeps_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    let store = LocalPackStore::new(scratch.path().join("packs"), "p");
+    let files = tree(9, 40);
+    // The save stored its packs; its manifest is not listed yet (not committed).
+    let (map, listed, _) = save(&store, &[], &[], &files);
+    let packs = store.list().unwrap();
+    let now = packs.iter().map(|p| p.created).max().unwrap() + 60;
+    let entries: Vec<Option<Vec<PackName>>> = vec![Some(vec![])];
+    assert!(super::prune::prunable(&entries, &packs, now, super::prune::GRACE_SECONDS).is_empty());
+    // The save commits; a later prune lists its entry and keeps its packs however old.
+    let entries = vec![Some(map.packs.clone())];
+    let later = now + 10 * super::prune::GRACE_SECONDS;
+    assert!(super::prune::prunable(&entries, &packs, later, super::prune::GRACE_SECONDS).is_empty());
+    let target = tempfile::tempdir().unwrap();
+    restore(&store, &map, &listed, target.path()).unwrap();
+    assert_tree(target.path(), &files);
+}

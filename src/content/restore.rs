@@ -29,9 +29,23 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Whether the `size` bytes `reader` gives (the file already at an entry's path, opened without
 /// following a link) are the content of hash `hash`: the same length and the same hash.
 pub fn in_place(reader: impl Read, size: u64, hash: &Hash) -> io::Result<bool> {
-    let mut hasher = sha2::Sha256::default();
-    // One byte more than the manifest's size tells a file that grew.
-    let n = io::copy(&mut reader.take(size + 1), &mut HashWriter(&mut hasher))?;
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    // One byte more than the manifest's size tells a file that grew. A small file is read in
+    // one call (and one more that finds its end), a large one a MiB at a time.
+    let mut reader = reader.take(size + 1);
+    let mut buf = vec![0u8; (size + 1).min(1 << 20) as usize];
+    let mut n = 0u64;
+    loop {
+        let got = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(got) => got,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..got]);
+        n += got as u64;
+    }
     Ok(n == size && Hash::from(hasher) == *hash)
 }
 
@@ -74,18 +88,6 @@ pub fn in_place_all<R: Read>(
     Ok(found.into_iter().map(|f| f.into_inner().expect("not poisoned").unwrap_or(false)).collect())
 }
 
-struct HashWriter<'a>(&'a mut sha2::Sha256);
-
-impl io::Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        sha2::Digest::update(self.0, buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// A file a restore must write: its content's hash and size, as the manifest says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,4 +421,26 @@ fn write_all_at(file: &std::fs::File, mut bytes: &[u8], mut offset: u64) -> io::
         offset += n as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_bytes_are_in_place() {
+        let data = crate::content::testing::noise(1, 3 << 20);
+        let hash = Hash::of(&data);
+        let size = data.len() as u64;
+        assert!(in_place(&data[..], size, &hash).unwrap());
+        let mut flipped = data.clone();
+        flipped[2 << 20] ^= 1;
+        assert!(!in_place(&flipped[..], size, &hash).unwrap(), "one byte changed");
+        assert!(!in_place(&data[..data.len() - 1], size, &hash).unwrap(), "shorter");
+        let mut longer = data.clone();
+        longer.push(0);
+        assert!(!in_place(&longer[..], size, &hash).unwrap(), "longer, with the same first bytes");
+        assert!(in_place(&b""[..], 0, &Hash::empty()).unwrap());
+        assert!(!in_place(&b"x"[..], 0, &Hash::empty()).unwrap());
+    }
 }

@@ -9,7 +9,9 @@
 //!    split into blobs ([`super::chunk`]); a blob the index or this save already holds is
 //!    referenced, any other goes to the [`PackWriter`]. Finished packs are stored on a thread of
 //!    their own while reading goes on.
-//! 3. [`ContentSaver::finish`]: the last pack stored, then the content map, which the archive
+//! 3. [`ContentSaver::finish`]: the last pack stored, the earlier packs the map references asked
+//!    for once more (one gone since the index was built fails the save with
+//!    [`SaveError::Gone`], to run again without it), then the content map, which the archive
 //!    writes before the manifest; the entry is committed only after that, so no manifest names a
 //!    pack that was not stored.
 
@@ -106,11 +108,18 @@ pub enum SaveError {
     Pack(#[source] io::Error),
     #[error("cannot store a pack")]
     Store(#[source] PackStoreError),
+    /// Packs the index held are gone from the store now (pruned or evicted while this save
+    /// ran): the save must run again without them (`ContentIndex::build`'s `bad`).
+    #[error("{} referenced packs are gone from the store", .0.len())]
+    Gone(Vec<PackName>),
 }
 
 /// One save's content: see the module doc.
 pub struct ContentSaver<'a> {
     index: &'a ContentIndex,
+    store: &'a dyn PackStore,
+    /// The packs this save stored.
+    stored: HashSet<PackName>,
     chunking: Chunking,
     writer: Option<PackWriter>,
     builder: MapBuilder,
@@ -144,6 +153,8 @@ impl<'a> ContentSaver<'a> {
         });
         Ok(ContentSaver {
             index,
+            store,
+            stored: HashSet::new(),
             chunking,
             writer: Some(writer),
             builder: MapBuilder::new(),
@@ -210,6 +221,7 @@ impl<'a> ContentSaver<'a> {
         }
         self.stats.packs += 1;
         self.stats.uploaded += pack.len;
+        self.stored.insert(pack.name);
         let sent = self.uploads.as_ref().map(|u| u.send(pack));
         if !matches!(sent, Some(Ok(()))) {
             // The uploader stopped: its error says why.
@@ -229,7 +241,9 @@ impl<'a> ContentSaver<'a> {
         }
     }
 
-    /// Store the last packs and wait for every upload; the entry's content map and what the
+    /// Store the last packs and wait for every upload, then ask the store once more whether the
+    /// earlier packs it references are still there (so that a pack pruned or evicted while the
+    /// save ran is caught now, not by the next restore); the entry's content map and what the
     /// save uploaded and found.
     pub fn finish(mut self) -> Result<(ContentMap, SaveStats), SaveError> {
         let writer = self.writer.take().expect("finished once");
@@ -240,8 +254,16 @@ impl<'a> ContentSaver<'a> {
         for (file, parts) in std::mem::take(&mut self.chunked) {
             self.builder.chunked(file, &parts);
         }
-        let builder = std::mem::take(&mut self.builder);
-        Ok((builder.finish(), self.stats.clone()))
+        let map = std::mem::take(&mut self.builder).finish();
+        let earlier: Vec<PackName> = map.packs.iter().filter(|p| !self.stored.contains(p)).copied().collect();
+        if !earlier.is_empty() {
+            let there = self.store.exist(&earlier).map_err(SaveError::Store)?;
+            let gone: Vec<PackName> = earlier.iter().zip(there).filter(|(_, t)| !t).map(|(p, _)| *p).collect();
+            if !gone.is_empty() {
+                return Err(SaveError::Gone(gone));
+            }
+        }
+        Ok((map, self.stats.clone()))
     }
 }
 
