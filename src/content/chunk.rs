@@ -136,10 +136,12 @@ mod tests {
         let (hash, n) = SMALL.split(&data[..100_000], 200_000, &mut |_, _| Ok(())).unwrap();
         assert_eq!((hash, n), (Hash::of(&data[..100_000]), 100_000));
         let mut seen = Vec::new();
-        let (hash, n) = SMALL.split(&data[..], 150_000, &mut |b, _| {
-            seen.extend(b);
-            Ok(())
-        }).unwrap();
+        let (hash, n) = SMALL
+            .split(&data[..], 150_000, &mut |b, _| {
+                seen.extend(b);
+                Ok(())
+            })
+            .unwrap();
         assert_eq!((hash, n, seen.len()), (Hash::of(&data[..150_000]), 150_000, 150_000));
     }
 }

@@ -332,7 +332,8 @@ fn near_blobs_are_read_in_one_range_and_far_ones_apart() {
         assert_eq!(read.range, b.offset..b.offset + b.compressed);
     }
     // A read stops growing at its limit.
-    let plan = FetchPlan::new(&map, &wanted(&(0..20).collect::<Vec<_>>()), true, Reads { gap: 0, max: 50_000 }).unwrap();
+    let plan =
+        FetchPlan::new(&map, &wanted(&(0..20).collect::<Vec<_>>()), true, Reads { gap: 0, max: 50_000 }).unwrap();
     assert!(plan.reads.len() >= 4, "{} reads", plan.reads.len());
     assert!(plan.reads.iter().all(|r| r.range.end - r.range.start <= 50_000));
     assert_eq!(plan.reads.iter().map(|r| r.blobs.len()).sum::<usize>(), 20);

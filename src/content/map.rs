@@ -104,7 +104,12 @@ impl ContentMap {
         }
         for b in &self.blobs {
             if b.pack as usize >= self.packs.len() {
-                return Err(MapError::Invalid(format!("blob {:?} names pack {}, of {}", b.hash, b.pack, self.packs.len())));
+                return Err(MapError::Invalid(format!(
+                    "blob {:?} names pack {}, of {}",
+                    b.hash,
+                    b.pack,
+                    self.packs.len()
+                )));
             }
             if b.size == 0 || b.size > MAX_BLOB || b.compressed == 0 || b.offset.checked_add(b.compressed).is_none() {
                 return Err(MapError::Invalid(format!("blob {:?} has impossible lengths", b.hash)));
@@ -179,7 +184,10 @@ pub struct MapBuilder {
 
 impl MapBuilder {
     pub fn new() -> Self {
-        MapBuilder { map: ContentMap { exact_cache_content: CONTENT_FORMAT, ..ContentMap::default() }, ..Default::default() }
+        MapBuilder {
+            map: ContentMap { exact_cache_content: CONTENT_FORMAT, ..ContentMap::default() },
+            ..Default::default()
+        }
     }
 
     /// Record where blob `hash` lies (once; a later place of the same blob is ignored).

@@ -21,6 +21,8 @@
 //! which manifests a save may reuse content from.
 
 pub mod chunk;
+#[cfg(test)]
+mod flow_tests;
 pub mod map;
 pub mod names;
 pub mod pack;
@@ -28,8 +30,6 @@ pub mod prune;
 pub mod restore;
 pub mod save;
 pub mod store;
-#[cfg(test)]
-mod flow_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 

@@ -88,7 +88,6 @@ pub fn in_place_all<R: Read>(
     Ok(found.into_iter().map(|f| f.into_inner().expect("not poisoned").unwrap_or(false)).collect())
 }
 
-
 /// A file a restore must write: its content's hash and size, as the manifest says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wanted {

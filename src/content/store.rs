@@ -179,7 +179,10 @@ impl PackStore for LocalPackStore {
         let mut writer = io::BufWriter::with_capacity(1 << 20, tmp.as_file());
         let copied = io::copy(&mut bytes.take(len), &mut writer).map_err(|e| self.trouble("write a pack", e))?;
         if copied != len {
-            return Err(PackStoreError::Trouble { what: format!("pack {name} ended after {copied} of {len} bytes"), source: None });
+            return Err(PackStoreError::Trouble {
+                what: format!("pack {name} ended after {copied} of {len} bytes"),
+                source: None,
+            });
         }
         writer.into_inner().map_err(|e| self.trouble("write a pack", e.into_error()))?;
         tmp.as_file().sync_all().map_err(|e| self.trouble("sync a pack", e))?;
