@@ -55,8 +55,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
         description: "`none`, `not-found`, `prefix-only`, `manifest-mismatch`, `corrupt`, `incomplete`, `timeout`, \
              `service-error`, `lookup-only`, `io-error` (the entry was fine but could not be written here: disk \
              full, permissions), `content-missing` (the entry's manifest was found but content it references is \
-             evicted, deleted or corrupt: nothing was restored, and the save after the regeneration replaces it), or `unsupported-platform` (the runner has no exact-cache \
-             binary: the action warns and goes on).",
+             evicted, deleted or corrupt: nothing was restored, and the save after the regeneration replaces it), \
+             or `unsupported-platform` (the runner has no exact-cache binary: the action warns and goes on).",
     },
     OutputSpec {
         output: Output::RestoredFiles,

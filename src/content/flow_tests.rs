@@ -293,6 +293,23 @@ fn a_map_that_lies_about_a_file_is_caught() {
 }
 
 #[test]
+fn a_map_that_names_another_blob_for_a_file_is_caught() {
+    let store = MemoryPackStore::new();
+    let (a, b) = (noise(10, 5000), noise(11, 5000));
+    let files = vec![("a".to_owned(), a), ("b".to_owned(), b)];
+    let (mut map, listed, _) = save(&store, &[], &[], &files);
+    // File a's hash mapped to file b's blob, of the same size; the map's own check refuses a
+    // "chunked" file of one blob, so this one is built past it.
+    let b_index = map.blobs.iter().position(|x| x.hash == listed[1].1).unwrap() as u32;
+    map.chunked.insert(listed[0].1, vec![b_index]);
+    assert!(map.check().is_err());
+    let target = tempfile::tempdir().unwrap();
+    let err = restore(&store, &map, &listed, target.path()).unwrap_err();
+    assert!(matches!(err, FetchError::Assembled { hash } if hash == listed[0].1), "{err}");
+    assert!(!target.path().join("a").exists(), "nothing placed");
+}
+
+#[test]
 fn where_ranges_are_refused_each_pack_is_read_once_whole() {
     let store = MemoryPackStore::new();
     let files = tree(6, 80);

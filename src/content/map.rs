@@ -54,7 +54,8 @@ pub struct ContentMap {
     pub exact_cache_content: u32,
     pub packs: Vec<PackName>,
     pub blobs: Vec<BlobRef>,
-    /// Files of more than one blob: the file's hash → its blobs' indices in `blobs`, in order.
+    /// Files of more than one blob: the file's hash → its blobs' indices in `blobs`, in order
+    /// (at least two).
     #[serde(default)]
     pub chunked: BTreeMap<Hash, Vec<u32>>,
 }
@@ -120,7 +121,7 @@ impl ContentMap {
             }
         }
         for (file, indices) in &self.chunked {
-            if indices.is_empty() || indices.iter().any(|&i| i as usize >= self.blobs.len()) {
+            if indices.len() < 2 || indices.iter().any(|&i| i as usize >= self.blobs.len()) {
                 return Err(MapError::Invalid(format!("chunked file {file:?} names blobs out of range")));
             }
         }
@@ -280,7 +281,11 @@ mod tests {
         refused(&|m| m.blobs[0].offset = u64::MAX);
         refused(&|m| m.packs.push(m.packs[0]));
         refused(&|m| {
-            m.chunked.insert(Hash::of(b"f"), vec![3]);
+            m.chunked.insert(Hash::of(b"f"), vec![0, 3]);
+        });
+        // A "chunked" file of one blob would be that blob under another hash.
+        refused(&|m| {
+            m.chunked.insert(Hash::of(b"f"), vec![0]);
         });
         assert!(ContentMap::from_slice(br#"{"exact_cache_content":1}"#).is_err());
     }

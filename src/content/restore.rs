@@ -123,7 +123,8 @@ pub struct FetchPlan {
     pub reads: Vec<PackRead>,
     /// For each blob index: the (wanted file, offset) pairs it is written at.
     places: BTreeMap<u32, Vec<(usize, u64)>>,
-    /// The wanted files, and which are of several blobs (checked by reading them back).
+    /// The wanted files, and which are not one blob of their own hash (checked by reading them
+    /// back).
     files: Vec<Wanted>,
     several: Vec<usize>,
 }
@@ -136,7 +137,9 @@ impl FetchPlan {
         let mut several = Vec::new();
         for (i, w) in wanted.iter().enumerate() {
             let blobs = map.file_blobs(&by_hash, &w.hash, w.size)?;
-            if blobs.len() > 1 {
+            // Only a file of one blob whose hash is the file's is verified with its blob.
+            let own_blob = matches!(blobs[..], [only] if map.blobs[only as usize].hash == w.hash);
+            if !blobs.is_empty() && !own_blob {
                 several.push(i);
             }
             let mut offset = 0;

@@ -76,9 +76,9 @@ pub trait PackStore: Send + Sync {
 }
 
 /// A prefix's packs in a local directory: files named by their key (`<prefix>-pack.<hex>`),
-/// written under a temporary name in the same directory and linked to their name only if it
-/// does not exist yet, so readers never see part of a pack; read without following links,
-/// only plain files.
+/// written under a temporary name in the same directory (`.tmp-pack-<pid>-…`, swept once its
+/// process is gone) and linked to their name only if it does not exist yet, so readers never
+/// see part of a pack; read without following links, only plain files.
 pub struct LocalPackStore {
     dir: PathBuf,
     prefix: String,
@@ -153,6 +153,27 @@ impl LocalPackStore {
     }
 }
 
+impl LocalPackStore {
+    /// Remove the temporary packs of saves that were killed: named for a process that is gone,
+    /// or older than a day (a store shared by containers, where a pid means nothing here).
+    fn sweep_stale(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let now = std::time::SystemTime::now();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)) else { continue };
+            let pid = rest.split_once('-').and_then(|(pid, _)| pid.parse::<u32>().ok());
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age.as_secs() > 24 * 60 * 60));
+            if old || pid.is_some_and(|pid| !crate::process::alive(pid)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 fn is_link_refusal(e: &io::Error) -> bool {
     #[cfg(unix)]
     {
@@ -172,6 +193,7 @@ impl PackStore for LocalPackStore {
 
     fn put(&self, name: &PackName, len: u64, bytes: &mut dyn Read) -> Result<(), PackStoreError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.trouble("create the directory", e))?;
+        self.sweep_stale();
         let tmp = tempfile::Builder::new()
             .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
             .tempfile_in(&self.dir)
@@ -291,11 +313,20 @@ mod tests {
         assert!(file.is_file(), "named by its key");
         // Another prefix's packs, temporary files and strays are no packs of this one.
         std::fs::write(scratch.path().join("packs").join(format!("q-pack.{name}")), b"x").unwrap();
-        std::fs::write(scratch.path().join("packs").join(".tmp-pack-1-x"), b"x").unwrap();
+        let own = scratch.path().join("packs").join(format!(".tmp-pack-{}-x", std::process::id()));
+        std::fs::write(&own, b"x").unwrap();
         assert_eq!(store.list().unwrap().len(), 1);
         // A short stream stores nothing.
         assert!(store.put(&other, 10, &mut &b"abc"[..]).is_err());
         assert_eq!(store.exist(&[other]).unwrap(), [false]);
+        // A killed save's temporary pack (its process gone) is swept by the next put; a live
+        // process's is kept. (A pid that cannot exist is a unix fact.)
+        if cfg!(unix) {
+            let dead = scratch.path().join("packs").join(".tmp-pack-4194999-x");
+            std::fs::write(&dead, b"x").unwrap();
+            store.put(&name, bytes.len() as u64, &mut &bytes[..]).unwrap();
+            assert!(!dead.exists() && own.exists());
+        }
         store.delete(&name).unwrap();
         store.delete(&name).unwrap();
         assert!(store.list().unwrap().is_empty());
