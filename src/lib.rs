@@ -11,6 +11,7 @@ pub(crate) mod choice;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod content;
 pub mod env;
 pub(crate) mod file_mode;
 pub mod fingerprint;

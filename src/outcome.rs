@@ -88,6 +88,9 @@ crate::choice::named_enum! {
         CacheMode => "cache-mode",
         /// The service refused this job the read (`cache read denied:`).
         ReadDenied => "read-denied",
+        /// The entry's manifest was found but content it references is not in the store
+        /// (evicted, deleted) or is corrupt: nothing was restored; its replacement heals it.
+        ContentMissing => "content-missing",
     }
 }
 
@@ -102,14 +105,21 @@ impl MissReason {
     pub fn entry_was_downloaded(self) -> bool {
         matches!(
             self,
-            MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete | MissReason::IoError
+            MissReason::Corrupt
+                | MissReason::ManifestMismatch
+                | MissReason::Incomplete
+                | MissReason::IoError
+                | MissReason::ContentMissing
         )
     }
 
     /// Whether the entry itself cannot be used (what it holds, not the service or this disk):
     /// the save of the job that regenerated writes its replacement.
     pub fn calls_for_replacement(self) -> bool {
-        matches!(self, MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete)
+        matches!(
+            self,
+            MissReason::Corrupt | MissReason::ManifestMismatch | MissReason::Incomplete | MissReason::ContentMissing
+        )
     }
 }
 

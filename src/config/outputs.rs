@@ -56,8 +56,10 @@ pub const OUTPUTS: &[OutputSpec] = &[
              `service-error`, `lookup-only`, `io-error` (the entry was fine but could not be written here: disk \
              full, permissions), `cache-mode` (the runner's `ACTIONS_CACHE_MODE` is `none` or `write-only`: this \
              job may not read the cache, and nothing was looked up), `read-denied` (the cache service refused this \
-             job the read: `cache read denied`; a warning), or `unsupported-platform` (the runner has no \
-             exact-cache binary: the action warns and goes on).",
+             job the read: `cache read denied`; a warning), `content-missing` (the entry's manifest was found but \
+             content it references is evicted, deleted or corrupt: nothing was restored, and the save after the \
+             regeneration replaces it), or `unsupported-platform` (the runner has no exact-cache binary: the \
+             action warns and goes on).",
     },
     OutputSpec {
         output: Output::RestoredFiles,

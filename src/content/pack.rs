@@ -1,0 +1,367 @@
+//! Packs: a zstd skippable frame that makes the pack unique ([`PACK_HEAD`] and 16 random bytes),
+//! then blobs, each compressed on its own as one zstd frame, one after another; no index (the
+//! content maps that reference a pack say where each blob lies in it), so `zstd -d` reads a pack
+//! as the concatenation of its blobs. A pack's name is the SHA-256 of its bytes: a stored pack is
+//! verified by its name and never changes; a blob is read with a byte range and verified on its
+//! own ([`open_blob`]). The random bytes keep two saves from ever making one name: a save that
+//! replaces an entry whose pack was corrupt writes packs of new names, never "stores" its blobs
+//! under the corrupt pack's name, which a store keeps as it is.
+//!
+//! [`PackWriter`] compresses the blobs it is given on a few threads at once (a blob is at most a
+//! few MiB, so whole blobs are the unit of parallel work and no frame needs zstd's own threads),
+//! appends the frames in the order given to a file, and rolls to a new pack once a pack reaches
+//! its target size; memory stays within a few blobs per thread.
+
+use super::{Hash, PackName};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+/// The payload's start of the skippable frame that opens every pack.
+pub const PACK_HEAD: &[u8; 16] = b"exact-cache pack";
+/// zstd's skippable frame magic numbers are 0x184D2A50 to 0x184D2A5F.
+const SKIPPABLE_MAGIC: u32 = 0x184D_2A5E;
+
+/// The opening frame of a new pack: the skippable magic, its length, [`PACK_HEAD`], 16 bytes
+/// unlike any other pack's.
+fn pack_head() -> Vec<u8> {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut head = Vec::with_capacity(40);
+    head.extend(SKIPPABLE_MAGIC.to_le_bytes());
+    head.extend(32u32.to_le_bytes());
+    head.extend(PACK_HEAD);
+    for round in 0..2u64 {
+        let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        random.write_u128(now.as_nanos());
+        random.write_u32(std::process::id());
+        random.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed) ^ round);
+        head.extend(random.finish().to_le_bytes());
+    }
+    head
+}
+
+/// Where a blob lies in its pack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlobPlace {
+    pub hash: Hash,
+    pub offset: u64,
+    /// Its frame's length in the pack.
+    pub compressed: u64,
+    /// Its length uncompressed.
+    pub size: u64,
+}
+
+/// How packs are written.
+#[derive(Clone, Debug)]
+pub struct PackOptions {
+    /// Where the pack files are written until they are stored.
+    pub dir: PathBuf,
+    /// A pack is finished once it holds this many bytes (the last frame may pass it).
+    pub target: u64,
+    /// The zstd level (3, or -1 for data that barely compresses).
+    pub level: i32,
+    /// Compressing threads.
+    pub threads: usize,
+}
+
+impl PackOptions {
+    /// ~64 MiB packs (as hestia's): few new entries per save where each pack is one (GitHub
+    /// allows 200 a minute), and still ranges worth fetching apart.
+    pub const TARGET: u64 = 64 << 20;
+
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+        PackOptions { dir: dir.into(), target: Self::TARGET, level: 3, threads }
+    }
+}
+
+/// A pack written to a file, ready to be stored (the file is removed when this is dropped).
+#[derive(Debug)]
+pub struct FinishedPack {
+    pub name: PackName,
+    pub len: u64,
+    pub blobs: Vec<BlobPlace>,
+    pub file: tempfile::TempPath,
+}
+
+impl FinishedPack {
+    /// Its bytes, from the start.
+    pub fn open(&self) -> io::Result<File> {
+        File::open(&self.file)
+    }
+}
+
+/// A blob handed to a compressing thread, and what comes back.
+type Job = (u64, Hash, Vec<u8>);
+type Done = (u64, Hash, u64, io::Result<Vec<u8>>);
+
+/// Writes blobs into packs; see the module doc.
+pub struct PackWriter {
+    options: PackOptions,
+    jobs: Option<mpsc::SyncSender<Job>>,
+    done: mpsc::Receiver<Done>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    /// Sequence number of the next blob given, and of the next to append.
+    next_in: u64,
+    next_out: u64,
+    /// Compressed blobs that came back before their turn.
+    waiting: BTreeMap<u64, (Hash, u64, Vec<u8>)>,
+    current: Option<Open>,
+    finished: Vec<FinishedPack>,
+}
+
+/// The pack being written.
+struct Open {
+    file: io::BufWriter<File>,
+    path: tempfile::TempPath,
+    hasher: Sha256,
+    len: u64,
+    blobs: Vec<BlobPlace>,
+}
+
+impl PackWriter {
+    pub fn new(options: PackOptions) -> io::Result<Self> {
+        let threads = options.threads.max(1);
+        let (jobs, job_rx) = mpsc::sync_channel::<Job>(threads);
+        let (done_tx, done) = mpsc::channel::<Done>();
+        let job_rx = std::sync::Arc::new(std::sync::Mutex::new(job_rx));
+        let level = options.level;
+        let workers = (0..threads)
+            .map(|_| {
+                let (job_rx, done_tx) = (std::sync::Arc::clone(&job_rx), done_tx.clone());
+                std::thread::spawn(move || {
+                    let mut compressor = zstd::bulk::Compressor::new(level).ok();
+                    loop {
+                        let job = job_rx.lock().map(|rx| rx.recv());
+                        let Ok(Ok((seq, hash, data))) = job else { return };
+                        let size = data.len() as u64;
+                        let out = match compressor.as_mut() {
+                            Some(c) => c.compress(&data),
+                            None => Err(io::Error::other("cannot start zstd")),
+                        };
+                        if done_tx.send((seq, hash, size, out)).is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        Ok(PackWriter {
+            options,
+            jobs: Some(jobs),
+            done,
+            workers,
+            next_in: 0,
+            next_out: 0,
+            waiting: BTreeMap::new(),
+            current: None,
+            finished: Vec::new(),
+        })
+    }
+
+    /// Add a blob (`hash` is the SHA-256 of `data`, which the caller computed); the packs that
+    /// were finished since the last call, to be stored.
+    pub fn add(&mut self, hash: Hash, data: Vec<u8>) -> io::Result<Vec<FinishedPack>> {
+        // At most two blobs per thread in flight: block on the oldest before taking more.
+        while self.next_in - self.next_out >= 2 * self.options.threads.max(1) as u64 {
+            self.append_one()?;
+        }
+        let jobs = self.jobs.as_ref().expect("open until finished");
+        jobs.send((self.next_in, hash, data)).map_err(|_| io::Error::other("a compressing thread stopped"))?;
+        self.next_in += 1;
+        // Append what is ready without waiting.
+        while let Ok(done) = self.done.try_recv() {
+            self.accept(done)?;
+        }
+        Ok(std::mem::take(&mut self.finished))
+    }
+
+    /// Append every blob given and finish the last pack; the packs not handed out yet.
+    pub fn finish(mut self) -> io::Result<Vec<FinishedPack>> {
+        while self.next_out < self.next_in {
+            self.append_one()?;
+        }
+        self.close_current()?;
+        Ok(std::mem::take(&mut self.finished))
+    }
+
+    /// Wait for the next blob in order and append it.
+    fn append_one(&mut self) -> io::Result<()> {
+        let before = self.next_out;
+        while self.next_out == before {
+            let done = self.done.recv().map_err(|_| io::Error::other("a compressing thread stopped"))?;
+            self.accept(done)?;
+        }
+        Ok(())
+    }
+
+    /// Take a compressed blob; append every blob now in order.
+    fn accept(&mut self, (seq, hash, size, out): Done) -> io::Result<()> {
+        self.waiting.insert(seq, (hash, size, out?));
+        while let Some((hash, size, frame)) = self.waiting.remove(&self.next_out) {
+            self.append(hash, size, &frame)?;
+            self.next_out += 1;
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, hash: Hash, size: u64, frame: &[u8]) -> io::Result<()> {
+        let full = |c: &Open| !c.blobs.is_empty() && c.len + frame.len() as u64 > self.options.target;
+        if self.current.as_ref().is_some_and(full) {
+            self.close_current()?;
+        }
+        if self.current.is_none() {
+            let tmp = tempfile::Builder::new().prefix("pack-").tempfile_in(&self.options.dir)?;
+            let (file, path) = tmp.into_parts();
+            let mut file = io::BufWriter::with_capacity(1 << 20, file);
+            let head = pack_head();
+            file.write_all(&head)?;
+            let mut hasher = Sha256::new();
+            hasher.update(&head);
+            self.current = Some(Open { file, path, hasher, len: head.len() as u64, blobs: Vec::new() });
+        }
+        let open = self.current.as_mut().expect("just opened");
+        open.file.write_all(frame)?;
+        open.hasher.update(frame);
+        open.blobs.push(BlobPlace { hash, offset: open.len, compressed: frame.len() as u64, size });
+        open.len += frame.len() as u64;
+        Ok(())
+    }
+
+    fn close_current(&mut self) -> io::Result<()> {
+        let Some(open) = self.current.take() else { return Ok(()) };
+        let file = open.file.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        self.finished.push(FinishedPack {
+            name: Hash::from(open.hasher),
+            len: open.len,
+            blobs: open.blobs,
+            file: open.path,
+        });
+        Ok(())
+    }
+}
+
+impl Drop for PackWriter {
+    fn drop(&mut self) {
+        // Closing the queue ends the threads once they finish the blob at hand.
+        self.jobs = None;
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Why a blob's bytes are not the blob.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BlobError {
+    #[error("blob {hash:?} does not decompress: {detail}")]
+    Undecodable { hash: Hash, detail: String },
+    #[error("blob {hash:?} is {actual} bytes, not {expected}")]
+    Size { hash: Hash, expected: u64, actual: u64 },
+    #[error("blob {hash:?} has other content (its hash is {actual:?})")]
+    Hash { hash: Hash, actual: Hash },
+}
+
+/// The blob `hash` of `size` bytes from its frame: decompressed into at most `size` bytes and
+/// verified by its hash.
+pub fn open_blob(frame: &[u8], size: u64, hash: &Hash) -> Result<Vec<u8>, BlobError> {
+    let bytes = zstd::bulk::Decompressor::new()
+        .and_then(|mut d| d.decompress(frame, size as usize))
+        .map_err(|e| BlobError::Undecodable { hash: *hash, detail: e.to_string() })?;
+    if bytes.len() as u64 != size {
+        return Err(BlobError::Size { hash: *hash, expected: size, actual: bytes.len() as u64 });
+    }
+    let actual = Hash::of(&bytes);
+    if actual != *hash {
+        return Err(BlobError::Hash { hash: *hash, actual });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::content::testing::noise;
+
+    fn options(dir: &std::path::Path, target: u64, threads: usize) -> PackOptions {
+        PackOptions { dir: dir.to_owned(), target, level: 3, threads }
+    }
+
+    #[test]
+    fn blobs_round_trip_through_packs_in_the_order_given_and_packs_roll_at_their_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs: Vec<Vec<u8>> = (0..40).map(|i| noise(i, 10_000 + i as usize * 1000)).collect();
+        let mut writer = PackWriter::new(options(dir.path(), 200_000, 3)).unwrap();
+        let mut packs = Vec::new();
+        for b in &blobs {
+            packs.extend(writer.add(Hash::of(b), b.clone()).unwrap());
+        }
+        packs.extend(writer.finish().unwrap());
+        assert!(packs.len() >= 4, "{} packs", packs.len());
+        let mut i = 0;
+        for pack in &packs {
+            let bytes = std::fs::read(&pack.file).unwrap();
+            assert_eq!(bytes.len() as u64, pack.len);
+            assert_eq!(pack.name, Hash::of(&bytes), "a pack is named by its bytes");
+            // Only a pack's last frame may take it past its target.
+            let last = pack.blobs.last().unwrap();
+            assert!(last.offset <= 200_000);
+            // zstd reads a pack as its blobs, one after another.
+            let whole = zstd::stream::decode_all(&bytes[..]).unwrap();
+            let sizes: u64 = pack.blobs.iter().map(|b| b.size).sum();
+            assert_eq!(whole.len() as u64, sizes);
+            for place in &pack.blobs {
+                assert_eq!(place.hash, Hash::of(&blobs[i]), "in the order given");
+                let frame = &bytes[place.offset as usize..(place.offset + place.compressed) as usize];
+                assert_eq!(open_blob(frame, place.size, &place.hash).unwrap(), blobs[i]);
+                i += 1;
+            }
+        }
+        assert_eq!(i, blobs.len());
+    }
+
+    #[test]
+    fn a_blob_is_refused_when_its_frame_or_size_or_hash_is_wrong() {
+        let data = b"hello hello hello hello".repeat(100);
+        let hash = Hash::of(&data);
+        let frame = zstd::bulk::compress(&data, 3).unwrap();
+        assert_eq!(open_blob(&frame, data.len() as u64, &hash).unwrap(), data);
+        assert!(matches!(open_blob(&frame, 10, &hash), Err(BlobError::Undecodable { .. })), "no more than its size");
+        assert!(matches!(open_blob(&frame, data.len() as u64 + 1, &hash), Err(BlobError::Size { .. })));
+        let other = Hash::of(b"other");
+        assert!(matches!(open_blob(&frame, data.len() as u64, &other), Err(BlobError::Hash { .. })));
+        let mut flipped = frame.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x10;
+        assert!(open_blob(&flipped, data.len() as u64, &hash).is_err());
+        assert!(open_blob(&frame[..frame.len() - 3], data.len() as u64, &hash).is_err());
+    }
+
+    #[test]
+    fn two_packs_of_the_same_blobs_have_different_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<PackName> = (0..2)
+            .map(|_| {
+                let mut writer = PackWriter::new(options(dir.path(), 1000, 1)).unwrap();
+                assert!(writer.add(Hash::of(b"blob"), b"blob".to_vec()).unwrap().is_empty());
+                let packs = writer.finish().unwrap();
+                assert_eq!(packs.len(), 1);
+                assert_eq!(packs[0].blobs[0].offset, 40, "after the opening frame");
+                packs[0].name
+            })
+            .collect();
+        assert_ne!(names[0], names[1]);
+    }
+
+    #[test]
+    fn no_blobs_make_no_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(PackWriter::new(options(dir.path(), 1000, 2)).unwrap().finish().unwrap().is_empty());
+    }
+}
