@@ -18,6 +18,7 @@ import argparse
 import os
 import pathlib
 import resource
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -67,6 +68,10 @@ def main() -> None:
     ap.add_argument("--old", help="another hook.py to measure beside")
     ap.add_argument("--torch", help="a Python with torch: adds a cold torch.compile")
     args = ap.parse_args()
+    # The programs run in the workspace: a relative interpreter is taken from here.
+    args.python = shutil.which(args.python) or args.python
+    if args.torch:
+        args.torch = os.path.abspath(args.torch)
     hooks = {"with hook": (ROOT / "src/reads/hook.py").read_text()}
     if args.old:
         hooks["with old hook"] = pathlib.Path(args.old).read_text()

@@ -84,7 +84,7 @@ def _install(os, sys, log):
         _append(os, log, "! Python %d.%d has no audit hooks (3.8 and later have): its reads are not seen\n" % tuple(sys.version_info[:2]))
         return
     import atexit
-    from _thread import allocate_lock, get_ident
+    from _thread import allocate_lock
     from time import monotonic
 
     fsdecode, fspath, abspath, normpath, getcwd = os.fsdecode, os.fspath, os.path.abspath, os.path.normpath, os.getcwd
@@ -94,29 +94,35 @@ def _install(os, sys, log):
     # The workspace as it is named and as it is: a path under the second is named under the first.
     real = os.path.realpath(root) + sep
     real = real if real != top else None
-    # The interpreter's own places (a venv in the workspace), unless one holds the workspace.
-    own = tuple(
-        p
-        for p in (abspath(q) + sep for q in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix} if q)
-        if not top.startswith(p)
-    )
+    # The interpreter's own places inside the workspace (a venv), as the log names them.
+    own = []
+    for q in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
+        for p in {abspath(q) + sep, os.path.realpath(q) + sep} if q else ():
+            if real is not None and p.startswith(real):
+                p = top + p[len(real):]
+            if p.startswith(top) and p != top:
+                own.append(p)
+    own = tuple(own)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
     state = {}
     # Raw paths handled already (until the working directory changes), for reads and for writes.
     done_r, done_w = set(), set()
     # By kind, the paths not yet in the log (upper case: a path holding a line break, in hex).
     pending = {"r": [], "w": [], "l": [], "R": [], "W": [], "L": []}
-    busy = set()
+
+    def forget():
+        # The raw paths handled: once the working directory changes, or at the cap.
+        done_r.clear()
+        done_w.clear()
+        done_w.add(log)
 
     def start():
         proc, chain = _process(os)
         state.update(proc=proc, head="p %s %s\n" % (proc, " ".join(chain)), announced=False, cut=None)
         state.update(lock=allocate_lock(), since=None, eager=False, cwd=None, lines=0)
-        done_r.clear()
-        done_w.clear()
+        forget()
         for paths in pending.values():
             del paths[:]
-        done_w.add(log)
 
     def encoded(kind, paths):
         prefix = "%s %s " % (kind, state["proc"])
@@ -166,7 +172,7 @@ def _install(os, sys, log):
         finally:
             lock.release()
 
-    def named(path):
+    def named(path, reading):
         # The absolute path, as the log names it, of an open's or another event's path: None
         # outside the workspace and in the interpreter's own places.
         if type(path) is not str:
@@ -193,7 +199,7 @@ def _install(os, sys, log):
             if "__pycache__" in parts:
                 # Bytecode is read as its source (`pkg/__pycache__/mod.cpython-311.pyc`, opened
                 # where it is current, is `pkg/mod.py`); `__pycache__` is Python's own otherwise.
-                if len(parts) < 2 or parts[-2] != "__pycache__" or not parts[-1].endswith(".pyc"):
+                if not reading or len(parts) < 2 or parts[-2] != "__pycache__" or not parts[-1].endswith(".pyc"):
                     return None
                 return sep.join([root] + parts[:-2] + [parts[-1].split(".", 1)[0] + ".py"])
         return path
@@ -215,8 +221,7 @@ def _install(os, sys, log):
     def other(event, args):
         if event == "os.chdir":
             state["cwd"] = None
-            done_r.clear()
-            done_w.clear()
+            forget()
             return
         if event in spawning:
             flush(True)
@@ -234,42 +239,35 @@ def _install(os, sys, log):
             path = args[1]
         if isinstance(path, int):
             return
-        path = named(path)
+        path = named(path, False)
         if path is not None:
             record(kind, path)
 
     events = spawning | frozenset(("os.chdir", "ctypes.dlopen", "import", "os.mkdir", "os.rename", "os.link", "os.symlink"))
 
     def hook(event, args):
+        # No event raised in here comes back but the log's own open, which `done_w` holds.
         if event == "open":
             path = args[0]
             done = done_w if args[2] & write_flags else done_r
             try:
-                if path in done:
+                if path in done or state["cut"] is not None:
                     return
-            except Exception:
-                return
-        elif event not in events or event == "import" and args[1] is None:
-            return
-        thread = get_ident()
-        if thread in busy:
-            return
-        busy.add(thread)
-        try:
-            if event != "open":
-                other(event, args)
-            elif state["cut"] is None:
                 if len(done) >= _CAP:
-                    done.clear()
+                    forget()
                 done.add(path)
                 if not isinstance(path, int):
-                    path = named(path)
+                    reading = done is done_r
+                    path = named(path, reading)
                     if path is not None:
-                        record("r" if done is done_r else "w", path)
-        except Exception:
-            pass
-        finally:
-            busy.discard(thread)
+                        record("r" if reading else "w", path)
+            except Exception:
+                pass
+        elif event in events and (event != "import" or args[1] is not None):
+            try:
+                other(event, args)
+            except Exception:
+                pass
 
     def forked():
         # A forked child (a worker of a pool) often ends with os._exit: it writes each record.

@@ -108,6 +108,7 @@ mod own {
     use cap_fs_ext::DirExt;
     use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt};
     use std::io::{self, Write};
+    use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
 
     /// The user this process runs as.
@@ -124,17 +125,31 @@ mod own {
         move |source| ReadsError::Write { path: path.to_owned(), source }
     }
 
-    /// A directory that no other user can change: ours (or root's, for `RUNNER_TEMP`), and
-    /// writable by others only with the sticky bit.
-    fn check(dir: &Dir, path: &Path, root_too: bool) -> Result<(), ReadsError> {
+    /// Who may own a directory we use, and what we do when others may write in it.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Owner {
+        /// `RUNNER_TEMP`: ours or root's; writable by every user only with the sticky bit.
+        UsOrRoot,
+        /// `exact-cache/` (shared with the fingerprint files): ours, writable by us alone (the
+        /// group's and others' right to write, if any, is taken away first).
+        Us,
+        /// Our reads directory, just made: ours, and nobody else's to enter.
+        UsAlone,
+    }
+
+    /// A directory that no other user can change.
+    fn check(dir: &Dir, path: &Path, owner: Owner) -> Result<(), ReadsError> {
         let meta = dir.dir_metadata().map_err(write_error(path))?;
-        if meta.uid() != euid() && !(root_too && meta.uid() == 0) {
+        if meta.uid() != euid() && !(owner == Owner::UsOrRoot && meta.uid() == 0) {
             return Err(not_ours(path.to_owned(), format!("owned by another user (uid {})", meta.uid())));
         }
-        if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
-            return Err(not_ours(path.to_owned(), "writable by every user"));
+        let (mode, sticky) = (meta.mode() & 0o7777, meta.mode() & 0o1000 != 0);
+        match owner {
+            Owner::UsOrRoot if mode & 0o002 != 0 && !sticky => Err(not_ours(path.to_owned(), "writable by every user")),
+            Owner::Us if mode & 0o022 != 0 && !sticky => Err(not_ours(path.to_owned(), "writable by others")),
+            Owner::UsAlone if mode & 0o077 != 0 => Err(not_ours(path.to_owned(), format!("mode {mode:o}, not 700"))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Open `name` in `dir` as a directory, never through a link.
@@ -151,14 +166,23 @@ mod own {
         // `RUNNER_TEMP` is followed as given; what lies in it is not.
         let temp = std::fs::canonicalize(temp).map_err(write_error(temp))?;
         let temp_dir = Dir::open_ambient_dir(&temp, cap_std::ambient_authority()).map_err(write_error(&temp))?;
-        check(&temp_dir, &temp, true)?;
+        check(&temp_dir, &temp, Owner::UsOrRoot)?;
         let base = temp.join("exact-cache");
         match temp_dir.create_dir("exact-cache") {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(write_error(&base)(e)),
             _ => {}
         }
-        let base_dir = open_dir(&temp_dir, "exact-cache", &base)?;
-        check(&base_dir, &base, false)?;
+        let mut base_dir = open_dir(&temp_dir, "exact-cache", &base)?;
+        if let Err(ReadsError::NotOurs { why, .. }) = check(&base_dir, &base, Owner::Us)
+            && why == "writable by others"
+        {
+            // Ours, but others may write in it: no longer. Checked again once changed.
+            let mode = base_dir.dir_metadata().map_err(write_error(&base))?.mode() & 0o7777 & !0o022;
+            let keep = cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(mode));
+            temp_dir.set_permissions("exact-cache", keep).map_err(write_error(&base))?;
+            base_dir = open_dir(&temp_dir, "exact-cache", &base)?;
+        }
+        check(&base_dir, &base, Owner::Us)?;
         let name = fresh_name();
         let path = base.join(&name);
         let mut builder = DirBuilder::new();
@@ -168,7 +192,7 @@ mod own {
             _ => write_error(&path)(e),
         })?;
         let dir = open_dir(&base_dir, &name, &path)?;
-        check(&dir, &path, false)?;
+        check(&dir, &path, Owner::UsAlone)?;
         for (file, text) in [("sitecustomize.py", hook), ("reads.log", "")] {
             let mut options = OpenOptions::new();
             options.write(true).create_new(true).mode(0o600);
@@ -705,6 +729,10 @@ mod tests {
         assert!(arrange(&open, Path::new("/ws"), &env).unwrap_err().to_string().contains("writable by every user"));
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(arrange(&open, Path::new("/ws"), &env).is_ok(), "sticky, as /tmp");
+        // Our own `exact-cache/` that others may write in: they may no longer.
+        std::fs::set_permissions(open.join("exact-cache"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        arrange(&open, Path::new("/ws"), &env).unwrap();
+        assert_eq!(std::fs::metadata(open.join("exact-cache")).unwrap().permissions().mode() & 0o777, 0o755);
 
         // The log: a link, a FIFO, a directory.
         let log = dir.path().join("log");

@@ -360,7 +360,7 @@ fn a_later_test_step_is_not_the_generator() {
         ("uncovered-reads", "fail"),
     ];
     let restore = step.run(&["restore"], &inputs, NO_STATE);
-    run(&step, &restore, &format!("exec(open('tools/gen.py').read())"));
+    run(&step, &restore, "exec(open('tools/gen.py').read())");
     let tested = python(
         Path::new("python3"),
         &step,
@@ -468,14 +468,16 @@ fn a_log_linked_to_dev_zero_is_refused() {
     assert!(saved.stdout.contains("not a plain file"), "{}", saved.stdout);
 }
 
-/// Another user (or a hostile earlier step) pre-creates `exact-cache/` in a shared
-/// `RUNNER_TEMP` with a sitecustomize of theirs and a log linked to a victim file: the restore
-/// warns and arms nothing, the victim file is untouched and their code never runs.
+/// Another user pre-creates `exact-cache/` in a shared `RUNNER_TEMP`, with a sitecustomize of
+/// theirs and a log linked to a victim file: the restore warns and arms nothing, the victim file
+/// is untouched and their code never runs. The same where `RUNNER_TEMP` itself lets every user
+/// replace what is in it (no sticky bit). Another owner needs root to make: elsewhere only the
+/// second case runs.
 #[test]
 fn a_planted_reads_directory_is_refused_and_its_code_never_runs() {
     use std::os::unix::fs::PermissionsExt;
     let root = unsafe { libc::geteuid() } == 0;
-    for owner in [None, Some(65534)].into_iter().filter(|o| o.is_none() || root) {
+    for other_user in [false, true].into_iter().filter(|other| !other || root) {
         let step = Step::new();
         let planted = step.runner_temp.join("exact-cache");
         write(&planted.join("reads/sitecustomize.py"), b"print('PLANTED CODE RAN')\n");
@@ -485,15 +487,18 @@ fn a_planted_reads_directory_is_refused_and_its_code_never_runs() {
         for dir in [&planted, &planted.join("reads")] {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         }
-        if let Some(uid) = owner {
+        let why = if other_user {
             for p in [&planted, &planted.join("reads"), &planted.join("reads/sitecustomize.py")] {
-                std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
+                std::os::unix::fs::lchown(p, Some(65534), Some(65534)).unwrap();
             }
-        }
+            "owned by another user (uid 65534)"
+        } else {
+            std::fs::set_permissions(&step.runner_temp, std::fs::Permissions::from_mode(0o777)).unwrap();
+            "writable by every user"
+        };
         write(&step.ws.join("gen.py"), b"");
         let restore =
             step.run(&["restore"], &[("path", "fixtures"), ("hash-files", "gen.py"), ("native", "none")], NO_STATE);
-        let why = if owner.is_some() { "owned by another user (uid 65534)" } else { "writable by every user" };
         assert!(
             restore.stdout.contains("::warning::uncovered-reads: the generating run's reads are not recorded: ")
                 && restore.stdout.contains(why),
@@ -505,6 +510,6 @@ fn a_planted_reads_directory_is_refused_and_its_code_never_runs() {
         assert_eq!(run(&step, &restore, "print('mine')"), "mine\n");
     }
     if !root {
-        eprintln!("not root: another user's directory is shown by a world-writable one only");
+        eprintln!("not root: a directory of another user cannot be made here; only the open RUNNER_TEMP ran");
     }
 }
