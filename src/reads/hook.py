@@ -7,10 +7,10 @@
 # 3.8) it does nothing. This file is plain ASCII and parses on Python 2.7 too.
 #
 # The log, one record a line: `p <proc> <ancestor>...` (a process and the processes it descends
-# from, nearest first), `r|w|l <proc> <path>` (read, wrote, loaded as a shared library; the
-# path's bytes in hex), `c <proc> <count>` (the record was cut after that many files) and
-# `! <note>`. A process is `<pid>-<start time>` where /proc has it, else `<pid>-t<random>`, and an
-# ancestor whose start time is unknown is `<pid>`.
+# from, nearest first), `r|w|l <proc> <path>` (read, wrote, loaded as a shared library; the path
+# as its bytes, or in hex after `R|W|L` when it holds a line break), `c <proc> <count>` (the
+# record was cut after that many files) and `! <note>`. A process is `<pid>-<start time>` where
+# /proc has it, else `<pid>-t<random>`, and an ancestor whose start time is unknown is `<pid>`.
 
 
 def _exact_cache_reads():
@@ -66,12 +66,12 @@ def _process(os):
         return "%d-t%s" % (me, os.urandom(6).hex()), ["%d" % os.getppid()]
     chain, pid = [], own[0]
     while pid > 0 and len(chain) < 32:
-        parent = started(pid)
-        if parent is None:
+        up = started(pid)
+        if up is None:
             chain.append("%d" % pid)
             break
-        chain.append("%d-%s" % (pid, parent[1]))
-        pid = parent[0]
+        chain.append("%d-%s" % (pid, up[1]))
+        pid = up[0]
     return "%d-%s" % (me, own[1]), chain
 
 
@@ -246,11 +246,12 @@ def _install(os, sys, log):
     events = spawning | frozenset(("os.chdir", "ctypes.dlopen", "import", "os.mkdir", "os.rename", "os.link", "os.symlink"))
 
     def hook(event, args):
-        # No event raised in here comes back but the log's own open, which `done_w` holds.
+        # No event raised in here comes back but the log's own open, which `done_w` holds; no
+        # error of ours ever reaches the user's program.
         if event == "open":
-            path = args[0]
-            done = done_w if args[2] & write_flags else done_r
             try:
+                path = args[0]
+                done = done_w if args[2] & write_flags else done_r
                 if path in done or state["cut"] is not None:
                     return
                 if len(done) >= _CAP:
@@ -263,9 +264,10 @@ def _install(os, sys, log):
                         record("r" if reading else "w", path)
             except Exception:
                 pass
-        elif event in events and (event != "import" or args[1] is not None):
+        elif event in events:
             try:
-                other(event, args)
+                if event != "import" or args[1] is not None:
+                    other(event, args)
             except Exception:
                 pass
 
@@ -275,7 +277,8 @@ def _install(os, sys, log):
         state["eager"] = True
 
     start()
-    os.register_at_fork(before=lambda: flush(True), after_in_child=forked)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=lambda: flush(True), after_in_child=forked)
     atexit.register(flush)
     sys.addaudithook(hook)
 
