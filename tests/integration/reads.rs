@@ -468,6 +468,27 @@ fn a_log_linked_to_dev_zero_is_refused() {
     assert!(saved.stdout.contains("not a plain file"), "{}", saved.stdout);
 }
 
+/// A log longer than the save reads (64 MiB) is read to that much, with a note.
+#[test]
+fn a_log_longer_than_the_cap_is_read_to_the_cap_and_said() {
+    let mut step = Step::new();
+    step.measure = true;
+    let inputs = [("path", "fixtures"), ("native", "none")];
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    let log = std::fs::OpenOptions::new().append(true).open(&restore.env["EXACT_CACHE_READS_LOG"]).unwrap();
+    log.set_len((64 << 20) + 4096).unwrap();
+    write(&step.ws.join("fixtures/x"), b"x");
+    let started = Instant::now();
+    let saved = post(&mut step, &restore, &inputs);
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(saved.peak_rss_mib.unwrap() < 200.0, "{:?}", saved.peak_rss_mib);
+    assert!(
+        saved.stdout.contains("::warning::uncovered-reads: the reads log is longer than 64.0 MiB: only its beginning"),
+        "{}",
+        saved.stdout
+    );
+}
+
 /// Another user pre-creates `exact-cache/` in a shared `RUNNER_TEMP`, with a sitecustomize of
 /// theirs and a log linked to a victim file: the restore warns and arms nothing, the victim file
 /// is untouched and their code never runs. The same where `RUNNER_TEMP` itself lets every user
