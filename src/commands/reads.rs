@@ -8,7 +8,7 @@ use crate::fingerprint::{ComponentName, FingerprintRecord};
 use crate::outcome::Uncovered;
 use crate::paths::{Locations, PatternSet};
 use crate::reads::{self, Log};
-use crate::text::error_chain;
+use crate::text::{error_chain, shorten};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -69,7 +69,7 @@ pub(super) fn check(
         }
     };
     for note in &log.notes {
-        runner.warning(&format!("uncovered-reads: {note}"));
+        runner.warning(&format!("uncovered-reads: {}", shorten(note, 300)));
     }
     if log.cut > 0 {
         runner.warning(&words::reads_cut(log.cut));

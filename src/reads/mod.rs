@@ -29,6 +29,9 @@ pub const LOG_CAP: u64 = 64 << 20;
 /// The most files one process records (`_CAP` in `hook.py`): its memory stays bounded.
 pub const HOOK_CAP: usize = 100_000;
 
+/// The most distinct notes of the hooks a save says (each a warning).
+const MAX_NOTES: usize = 8;
+
 const HOOK: &str = include_str!("hook.py");
 const ROOT_PLACEHOLDER: &str = "\"__EXACT_CACHE_ROOT__\"";
 
@@ -261,7 +264,7 @@ pub struct Log {
     path_ids: HashMap<PathBuf, usize>,
     /// (what, process, path)
     records: Vec<(Did, usize, usize)>,
-    /// What the hooks said of themselves (each once).
+    /// What the hooks said of themselves (each once, at most [`MAX_NOTES`]).
     pub notes: BTreeSet<String>,
     /// Processes whose record was cut (the hook's cap).
     pub cut: usize,
@@ -325,8 +328,8 @@ impl Log {
             let (Some(kind), Some(second)) = (fields.next(), fields.next()) else { continue };
             let rest = fields.next();
             match kind {
-                b"!" => {
-                    let note = [second, rest.unwrap_or_default()].join(&b' ');
+                b"!" if log.notes.len() < MAX_NOTES => {
+                    let note = rest.map_or_else(|| second.to_vec(), |rest| [second, rest].join(&b' '));
                     log.notes.insert(String::from_utf8_lossy(&note).into_owned());
                 }
                 b"p" => {
@@ -584,6 +587,8 @@ mod tests {
         let weighed = log.weigh(&locations, &paths, &covered);
         assert_eq!(weighed.files, ["data/cases.txt", "notes.md"]);
         assert_eq!(weighed.generator, Generator::NotSeen { processes: 1 }, "nothing was written under `fixtures`");
+        let notes: String = (0..20).map(|i| format!("! note {i}\n")).collect();
+        assert_eq!(Log::parse(notes.as_bytes()).notes.len(), MAX_NOTES, "a log cannot fill the save with warnings");
     }
 
     /// The generator is whoever wrote under `path`, with its ancestors (the runner script that
