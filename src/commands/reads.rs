@@ -87,7 +87,9 @@ pub(super) fn check(
     runner.info(&words::reads_weighed(&weighed.generator));
     let uncovered = Uncovered { files: weighed.files, libraries: weighed.libraries };
     if uncovered.files.is_empty() {
-        runner.info(&words::reads_covered(weighed.read));
+        if weighed.generator != (reads::Generator::NotSeen { processes: 0 }) {
+            runner.info(&words::reads_covered(weighed.read));
+        }
     } else if uncovered_reads == UncoveredReads::Fail {
         runner.error(&words::uncovered_refused(&uncovered));
     } else {

@@ -176,6 +176,9 @@ pub(super) fn reads_weighed(generator: &Generator) -> String {
             units::count(processes as u64),
             python_processes(of),
         ),
+        Generator::NotSeen { processes: 0 } => {
+            "uncovered-reads: no Python process of the job recorded a file it opened under the workspace".to_owned()
+        }
         Generator::NotSeen { processes } => format!(
             "uncovered-reads: no Python process of the job was seen writing under `path` (the generator is not \
              Python, or writes through native code, as `torch.save` does): the reads of the job's {} are weighed",
@@ -741,7 +744,12 @@ mod tests {
         let built = Uncovered { files: libraries.clone(), libraries };
         writeln!(out, "warning: {}\nerror: {}", uncovered(&one), uncovered_refused(&both)).unwrap();
         writeln!(out, "warning: {}", uncovered(&built)).unwrap();
-        for generator in [Generator::Wrote { processes: 3, of: 7 }, Generator::NotSeen { processes: 1 }] {
+        let generators = [
+            Generator::Wrote { processes: 3, of: 7 },
+            Generator::NotSeen { processes: 1 },
+            Generator::NotSeen { processes: 0 },
+        ];
+        for generator in generators {
             writeln!(out, "info: {}", reads_weighed(&generator)).unwrap();
         }
         writeln!(out, "info: {}", reads_covered(12)).unwrap();
