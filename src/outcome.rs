@@ -362,7 +362,10 @@ pub struct SaveOutcome {
 /// The files the generating run's Python read that no input covers, as the log shows paths.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Uncovered {
+    /// Every one (the `uncovered-files` output).
     pub files: Vec<String>,
+    /// Those of `files` it loaded as shared libraries: built, so their sources are what to list.
+    pub libraries: Vec<String>,
 }
 
 impl SaveOutcome {

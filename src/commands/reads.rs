@@ -1,18 +1,20 @@
 //! `uncovered-reads`: on a miss, arrange that the job's later Python processes record the files
-//! they read ([`crate::reads`]); at the save after the miss, name those that no input covers.
+//! they read ([`crate::reads`]); at the save after the miss, name those that the cache's
+//! generator read and no input covers.
 
 use super::{Context, words};
 use crate::config::UncoveredReads;
 use crate::fingerprint::{ComponentName, FingerprintRecord};
+use crate::outcome::Uncovered;
 use crate::paths::{Locations, PatternSet};
 use crate::reads::{self, Log};
 use crate::text::error_chain;
-use crate::units;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 /// The variables that make the job's later Python record its reads; nothing under `off`, when
 /// another exact-cache step of the job arranged it already, or where it cannot work (said once).
+/// A directory or log planted where ours go is a warning, and nothing is armed.
 pub(super) fn arrange(ctx: &Context, uncovered_reads: UncoveredReads, workspace: &Path) -> Vec<(String, String)> {
     let runner = ctx.runner;
     let env = runner.env();
@@ -26,8 +28,7 @@ pub(super) fn arrange(ctx: &Context, uncovered_reads: UncoveredReads, workspace:
         );
         return Vec::new();
     };
-    let dir = Path::new(temp).join("exact-cache").join("reads");
-    match reads::arrange(&dir, workspace, env) {
+    match reads::arrange(Path::new(temp), workspace, env) {
         Ok(exports) => {
             runner.info(
                 "uncovered-reads: the job's later Python processes record the files they read under the workspace \
@@ -43,15 +44,15 @@ pub(super) fn arrange(ctx: &Context, uncovered_reads: UncoveredReads, workspace:
     }
 }
 
-/// After a miss: the files the job's Python read that no input covers, logged (a warning, or an
-/// error under `fail`); `None` when nothing was recorded.
+/// After a miss: the files the cache's generator read that no input covers, logged (a warning,
+/// or an error under `fail`); `None` when nothing was recorded.
 /// `locations` and `paths`: where the workspace is, and what is saved (no input of the key).
 pub(super) fn check(
     ctx: &Context,
     uncovered_reads: UncoveredReads,
     (locations, paths): (&Locations, &PatternSet),
     record: &FingerprintRecord,
-) -> Option<Vec<String>> {
+) -> Option<Uncovered> {
     let runner = ctx.runner;
     if uncovered_reads == UncoveredReads::Off {
         return None;
@@ -70,18 +71,25 @@ pub(super) fn check(
     for note in words::reads_notes(log.notes.iter()) {
         runner.warning(&note);
     }
+    if log.cut > 0 {
+        runner.warning(&words::reads_cut(log.cut));
+    }
+    if log.truncated {
+        runner.warning(&words::reads_truncated());
+    }
     let covered: BTreeSet<String> = record
         .components
         .components
         .get(ComponentName::Files.name())
         .map(|files| files.keys().cloned().collect())
         .unwrap_or_default();
-    let uncovered = log.uncovered(locations, paths, &covered);
-    if uncovered.is_empty() {
-        runner.info(&format!(
-            "uncovered-reads: the job's Python read {} under the workspace; an input covers each",
-            units::count_of(log.read.len(), "file")
-        ));
+    let weighed = log.weigh(locations, paths, &covered);
+    runner.info(&words::reads_weighed(&weighed.generator));
+    let uncovered = Uncovered { files: weighed.files, libraries: weighed.libraries };
+    if uncovered.files.is_empty() {
+        if weighed.generator != (reads::Generator::NotSeen { processes: 0 }) {
+            runner.info(&words::reads_covered(weighed.read));
+        }
     } else if uncovered_reads == UncoveredReads::Fail {
         runner.error(&words::uncovered_refused(&uncovered));
     } else {

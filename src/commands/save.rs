@@ -12,7 +12,7 @@ use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReus
 use crate::fingerprint::FingerprintRecord;
 use crate::ids::Key;
 use crate::manifest::{EntryKind, Generation};
-use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
+use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::paths::Locations;
 use crate::preset::Preset;
 use crate::stack::{self, Added, CompactWhy, Growth, Limits, Slot};
@@ -97,8 +97,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     };
     // The run that generated what this save keeps: what its Python read and nothing covers.
     let saved = (&config.fingerprint.locations, &locate.paths);
-    let uncovered =
-        super::reads::check(ctx, config.uncovered_reads, saved, &record).map(|files| Box::new(Uncovered { files }));
+    let uncovered = super::reads::check(ctx, config.uncovered_reads, saved, &record).map(Box::new);
     let with_uncovered = |outcome: SaveOutcome| SaveOutcome { uncovered: uncovered.clone(), ..outcome };
     if let Some(may_not) = may_not_write(ctx, Some(&record.key)) {
         return Ok(with_uncovered(may_not));
@@ -109,8 +108,8 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         return Ok(with_uncovered(disabled));
     }
     let refusing = config.uncovered_reads == UncoveredReads::Fail;
-    if let Some(Uncovered { files }) = uncovered.as_deref().filter(|u| refusing && !u.files.is_empty()) {
-        let detail = words::uncovered(files);
+    if let Some(refused) = uncovered.as_deref().filter(|u| refusing && !u.files.is_empty()) {
+        let detail = words::uncovered(refused);
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
     Ok(with_uncovered(save(ctx, writing, &record, &Target::whole(place), times)))

@@ -11,10 +11,12 @@ use super::verify::TreeChanges;
 use crate::backend::CacheMode;
 use crate::ids::Key;
 use crate::manifest::Generation;
+use crate::outcome::Uncovered;
 use crate::outcome::{
     Cleaned, Explanation, MissReason, SameKey, SaveOutcome, SaveResult, StackApplied, StackStop, Transfer,
 };
 use crate::preset::Preset;
+use crate::reads::Generator;
 use crate::runner::Runner;
 use crate::runner::summary::{Inline, Markdown};
 use crate::stack::{CompactWhy, MAX_GENERATIONS, SkipWhy, Slot};
@@ -131,15 +133,34 @@ pub(super) fn stack_stopped_cell(stop: &StackStop) -> String {
 }
 
 /// `the generating run read 1 file that no input covers: …`: the reads no input of the key
-/// covers (the detail of [`SaveResult::UncoveredReads`] and the warning of `uncovered-reads: warn`).
-pub(super) fn uncovered(files: &[String]) -> String {
-    let them = if files.len() == 1 { "it" } else { "them" };
-    format!(
-        "the generating run read {} that no input of the key covers: {}. A change to {them} would not change the \
-         key: list {them} in `hash-files` (the `uncovered-files` output names all)",
-        units::count_of(files.len(), "file"),
-        named(files),
-    )
+/// covers, and the shared libraries it loaded that nothing says how to build (the detail of
+/// [`SaveResult::UncoveredReads`] and the warning of `uncovered-reads: warn`).
+pub(super) fn uncovered(uncovered: &Uncovered) -> String {
+    let read: Vec<String> = uncovered.files.iter().filter(|f| !uncovered.libraries.contains(f)).cloned().collect();
+    let mut sentences = Vec::new();
+    if !read.is_empty() {
+        let them = if read.len() == 1 { "it" } else { "them" };
+        sentences.push(format!(
+            "the generating run read {} that no input of the key covers: {}. A change to {them} would not change the \
+             key: list {them} in `hash-files` (the `uncovered-files` output names all)",
+            units::count_of(read.len(), "file"),
+            named(&read),
+        ));
+    }
+    let libraries = &uncovered.libraries;
+    if !libraries.is_empty() {
+        let (it, is) = if libraries.len() == 1 { ("it is", "library") } else { ("they are", "libraries") };
+        sentences.push(format!(
+            "{} {} shared {is} of the workspace, and no input of the key says how {it} built: {}. A change to {} \
+             sources would not change the key: list the sources and build files in `hash-files` (such as \
+             `source/CMakeLists.txt` and `source/op/**`), or the {is} if committed",
+            if sentences.is_empty() { "the generating run loaded" } else { "It also loaded" },
+            libraries.len(),
+            named(libraries),
+            if libraries.len() == 1 { "its" } else { "their" },
+        ));
+    }
+    sentences.join(". ")
 }
 
 /// The most characters of a note a process wrote into the reads log, as a warning says it.
@@ -162,8 +183,59 @@ pub(super) fn reads_notes<'a>(notes: impl ExactSizeIterator<Item = &'a String>) 
 }
 
 /// The error of `uncovered-reads: fail`.
-pub(super) fn uncovered_refused(files: &[String]) -> String {
-    format!("{}; nothing is saved (`uncovered-reads: fail`)", uncovered(files))
+pub(super) fn uncovered_refused(uncovered: &Uncovered) -> String {
+    format!("{}; nothing is saved (`uncovered-reads: fail`)", self::uncovered(uncovered))
+}
+
+/// Whose reads a save weighs: the generator's, or every process's when none was seen writing.
+pub(super) fn reads_weighed(generator: &Generator) -> String {
+    match *generator {
+        Generator::Wrote { processes, of } => format!(
+            "uncovered-reads: weighing the reads of the generator: {} of the job's {} (those that wrote \
+             under `path`, the processes that started them and those they started)",
+            units::count(processes as u64),
+            python_processes(of),
+        ),
+        Generator::NotSeen { processes: 0 } => {
+            "uncovered-reads: no Python process of the job recorded a file it opened under the workspace".to_owned()
+        }
+        Generator::NotSeen { processes } => format!(
+            "uncovered-reads: no Python process of the job was seen writing under `path` (the generator is not \
+             Python, or writes through native code, as `torch.save` does): the reads of the job's {} are weighed",
+            python_processes(processes),
+        ),
+    }
+}
+
+/// Nothing uncovered: how much the generator read.
+pub(super) fn reads_covered(read: usize) -> String {
+    format!(
+        "uncovered-reads: the generator read {} under the workspace; an input covers each",
+        units::count_of(read, "file")
+    )
+}
+
+/// Processes whose record the hook cut at its cap.
+pub(super) fn reads_cut(processes: usize) -> String {
+    format!(
+        "uncovered-reads: the record of {} was cut at {} files: what {} read after is not seen",
+        python_processes(processes),
+        units::count(crate::reads::HOOK_CAP as u64),
+        if processes == 1 { "it" } else { "they" },
+    )
+}
+
+/// `1 Python process`, `2 Python processes`.
+fn python_processes(n: usize) -> String {
+    format!("{} Python process{}", units::count(n as u64), if n == 1 { "" } else { "es" })
+}
+
+/// The log was longer than the save reads.
+pub(super) fn reads_truncated() -> String {
+    format!(
+        "uncovered-reads: the reads log is longer than {}: only its beginning is weighed",
+        units::bytes(crate::reads::LOG_CAP)
+    )
 }
 
 /// `verify-reuse`'s one line about what changed under `path` since the restore; `preset` and
@@ -714,7 +786,23 @@ mod tests {
         let md = Markdown::new(Redactor::default());
         let mut out = String::new();
         let read: Vec<String> = (1..=7).map(|i| format!("data/case{i}.txt")).collect();
-        writeln!(out, "warning: {}\nerror: {}", uncovered(&read[..1]), uncovered_refused(&read)).unwrap();
+        let one = Uncovered { files: read[..1].to_vec(), libraries: Vec::new() };
+        let libraries = vec!["build/libop.so".to_owned(), "build/libop_cuda.so".to_owned()];
+        let mut both = Uncovered { files: read.clone(), libraries: libraries[..1].to_vec() };
+        both.files.push(libraries[0].clone());
+        let built = Uncovered { files: libraries.clone(), libraries };
+        writeln!(out, "warning: {}\nerror: {}", uncovered(&one), uncovered_refused(&both)).unwrap();
+        writeln!(out, "warning: {}", uncovered(&built)).unwrap();
+        let generators = [
+            Generator::Wrote { processes: 3, of: 7 },
+            Generator::NotSeen { processes: 1 },
+            Generator::NotSeen { processes: 0 },
+        ];
+        for generator in generators {
+            writeln!(out, "info: {}", reads_weighed(&generator)).unwrap();
+        }
+        writeln!(out, "info: {}", reads_covered(12)).unwrap();
+        writeln!(out, "warning: {}\nwarning: {}\nwarning: {}", reads_cut(1), reads_cut(2), reads_truncated()).unwrap();
         let notes: Vec<String> = (1..=7)
             .map(|i| format!("note {i} {}\n::error::x", if i == 1 { "long ".repeat(100) } else { String::new() }))
             .collect();

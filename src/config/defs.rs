@@ -213,10 +213,11 @@ pub static UNCOVERED_READS: Input<UncoveredReads> = Input::choice(
     Cache,
     "warn",
     "On a miss, record the files under the workspace that the job's later Python processes open (an audit hook \
-     loaded through `PYTHONPATH`), and at save name those no input covers (not under `path`, not in `hash-files`, \
-     not an import, not written by the job): `warn` (a warning, the `uncovered-files` output and a summary row), \
-     `fail` (an error: nothing is saved, `save-result=uncovered-reads`) or `off` (nothing recorded). Processes \
-     that are not Python are not seen.",
+     loaded through `PYTHONPATH`), and at save name those the cache's generator (the processes that wrote under \
+     `path`, what started them and what they started) read that no input covers (not under `path`, not in \
+     `hash-files`, not an import, not written by the job): `warn` (a warning, the `uncovered-files` output and a \
+     summary row), `fail` (an error: nothing is saved, `save-result=uncovered-reads`) or `off` (nothing \
+     recorded). Processes that are not Python are not seen.",
 );
 
 pub static SAVE_IF: Input<bool> = Input::flag(

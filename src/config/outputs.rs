@@ -128,8 +128,8 @@ pub const OUTPUTS: &[OutputSpec] = &[
     OutputSpec {
         output: Output::UncoveredFiles,
         entries: &[EntryPoint::Save],
-        description: "With `uncovered-reads`, after a miss: the files under the workspace that the job's Python \
-                      processes read and no input covers (not under `path`, not in `hash-files`, not an import, not \
-                      written by the job), one per line.",
+        description: "With `uncovered-reads`, after a miss: the files under the workspace that the cache's \
+                      generator read (or loaded as shared libraries) and no input covers (not under `path`, not in \
+                      `hash-files`, not an import, not written by the job), one per line.",
     },
 ];

@@ -279,7 +279,7 @@ fn where_the_hook_cannot_work_the_save_says_so_once_and_goes_on() {
     project(&step);
     let restore = step.run(&["restore"], &inputs(), NO_STATE);
     // Two processes of a Python without audit hooks (before 3.8) each left the same note.
-    let note = "[\"!\", \"Python 3.7 has no audit hooks (3.8 and later have): its reads are not seen\"]\n";
+    let note = "! Python 3.7 has no audit hooks (3.8 and later have): its reads are not seen\n";
     std::fs::write(&restore.env["EXACT_CACHE_READS_LOG"], note.repeat(2)).unwrap();
     write(&step.ws.join("fixtures/water.expected"), b"5\n");
     let saved = post(&mut step, &restore, &inputs());

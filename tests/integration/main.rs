@@ -42,6 +42,7 @@ mod local_backend;
 mod official_client;
 mod placement_property;
 mod pool;
+mod reads;
 mod s3;
 mod safety;
 mod save_key;
