@@ -281,7 +281,7 @@ mod tests {
         let mut list = flags("list");
         list.sort();
         // The core's catalog inputs, and every store's: where the entries are.
-        let stores = crate::backend::STORES.iter().flat_map(|store| store.inputs()).map(|spec| spec.name);
+        let stores = crate::backend::StoreKind::ALL.iter().flat_map(|kind| kind.inputs()).map(|spec| spec.name);
         let mut expected: Vec<&str> = [
             "prefix",
             "backend",

@@ -49,7 +49,7 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
     if let Some(token) = &config.locate.github_token {
         runner.add_secret(token);
     }
-    for value in config.locate.stores.secret_values(env) {
+    for value in config.locate.store.secret_values(env) {
         runner.add_secret(&value);
     }
     // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
@@ -113,6 +113,6 @@ pub(super) fn secret_values(secret_env: &[String], locate: &Locate, env: &Env) -
         .chain(locate.github_token.as_deref())
         .chain(secret_env.iter().filter_map(|name| env.non_empty(name)))
         .map(str::to_owned)
-        .chain(locate.stores.secret_values(env))
+        .chain(locate.store.secret_values(env))
         .collect()
 }

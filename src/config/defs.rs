@@ -1,11 +1,11 @@
 //! Every input of the action and the command line, one definition each ([`Input`]), and the
 //! registry [`INPUTS`] that `action.yml`, the tables of docs/inputs.md and the CLI are made from. A
 //! store's inputs are defined with its store and join the registry through
-//! [`crate::backend::STORES`]. Adding an input: its definition here (and its line in
-//! `CORE`), and the code that reads it.
+//! [`StoreKind::inputs`]. Adding an input: its definition here (and its line in [`INPUTS`]), and
+//! the code that reads it.
 
 use crate::archive::Compression;
-use crate::backend::{BackendChoice, STORES, parse_backend};
+use crate::backend::{StoreKind, store::BACKEND};
 use crate::choice::{self, Switch};
 use crate::env;
 use crate::fingerprint::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION};
@@ -142,17 +142,6 @@ pub static STRICT: Input<bool> = Input::flag(
      entries, a runner without a binary, a `clean-on-miss` that could not finish (without it: warnings, and the \
      job goes on as on a miss). Input errors fail the step regardless.",
 );
-
-pub static BACKEND: Input<BackendChoice> = Input::new(
-    "backend",
-    InputKind::Text,
-    Cache,
-    "auto",
-    "Where entries live: `auto` (the runner's cache service, else the local directory), `github`, `local`, \
-     `s3` or `azure-blob`.",
-    parse_backend,
-)
-.catalog(Catalog::Both);
 
 pub static VERIFY_REUSE: Input<VerifyReuse> = Input::choice(
     "verify-reuse",
@@ -394,55 +383,53 @@ fn parse_native(value: Option<&str>) -> Result<BTreeSet<Facet>, String> {
     facets.iter().map(|n| choice::parse(n).ok_or_else(|| unknown(n))).collect()
 }
 
-/// The inputs defined here, in the order documentation lists them; the stores' inputs follow
-/// `backend`.
-const CORE: &[&InputSpec] = &[
-    &PATH.spec,
-    &PREFIX.spec,
-    &HASH_FILES.spec,
-    &FOLLOW_IMPORTS.spec,
-    &HASH_ENV.spec,
-    &HASH_COMMANDS.spec,
-    &NATIVE.spec,
-    &COMPILERS.spec,
-    &PYTHON.spec,
-    &PYTHON_EXCLUDE.spec,
-    &VARIANT.spec,
-    &PRESET.spec,
-    &ALLOW_MACHINE_ONLY_KEY.spec,
-    &FINGERPRINT_FILE.spec,
-    &REQUIRED.spec,
-    &COMPRESSION.spec,
-    &STRICT.spec,
-    &BACKEND.spec,
-    &VERIFY_REUSE.spec,
-    &GROW.spec,
-    &GROW_MAX_LAYERS.spec,
-    &GROW_MAX_SHARE.spec,
-    &UNCOVERED_READS.spec,
-    &SAVE_IF.spec,
-    &GENERATION_SECONDS.spec,
-    &PRUNE.spec,
-    &PRUNE_KEEP.spec,
-    &GITHUB_TOKEN.spec,
-    &SECRET_ENV.spec,
-    &CLEAN_ON_MISS.spec,
-    &REUSE_ENV.spec,
-    &LOOKUP_ONLY.spec,
-    &FAIL_ON_CACHE_MISS.spec,
-    &EXPLAIN_MISSES.spec,
-    &KEY.spec,
-    &SAVE_ON_FAILURE.spec,
-    &JOB_STATUS.spec,
-];
-
-/// Every input: the core's, with each store's after `backend`.
+/// Every input: those defined here (and `backend`), in the order documentation lists them, with
+/// each store's after `backend`.
 pub static INPUTS: LazyLock<Vec<&'static InputSpec>> = LazyLock::new(|| {
+    let core = [
+        &PATH.spec,
+        &PREFIX.spec,
+        &HASH_FILES.spec,
+        &FOLLOW_IMPORTS.spec,
+        &HASH_ENV.spec,
+        &HASH_COMMANDS.spec,
+        &NATIVE.spec,
+        &COMPILERS.spec,
+        &PYTHON.spec,
+        &PYTHON_EXCLUDE.spec,
+        &VARIANT.spec,
+        &PRESET.spec,
+        &ALLOW_MACHINE_ONLY_KEY.spec,
+        &FINGERPRINT_FILE.spec,
+        &REQUIRED.spec,
+        &COMPRESSION.spec,
+        &STRICT.spec,
+        &BACKEND.spec,
+        &VERIFY_REUSE.spec,
+        &GROW.spec,
+        &GROW_MAX_LAYERS.spec,
+        &GROW_MAX_SHARE.spec,
+        &UNCOVERED_READS.spec,
+        &SAVE_IF.spec,
+        &GENERATION_SECONDS.spec,
+        &PRUNE.spec,
+        &PRUNE_KEEP.spec,
+        &GITHUB_TOKEN.spec,
+        &SECRET_ENV.spec,
+        &CLEAN_ON_MISS.spec,
+        &REUSE_ENV.spec,
+        &LOOKUP_ONLY.spec,
+        &FAIL_ON_CACHE_MISS.spec,
+        &EXPLAIN_MISSES.spec,
+        &KEY.spec,
+        &SAVE_ON_FAILURE.spec,
+        &JOB_STATUS.spec,
+    ];
     let mut all = Vec::new();
-    for spec in CORE {
-        all.push(*spec);
+    for spec in core {
+        all.push(spec);
         if spec.name == BACKEND.name() {
-            all.extend(STORES.iter().flat_map(|store| store.inputs()));
+            all.extend(StoreKind::ALL.iter().flat_map(|kind| kind.inputs()));
         }
     }
     all

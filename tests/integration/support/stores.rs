@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
-use exact_cache::backend::http::Http;
-use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation, S3Backend, S3Inputs, S3Settings};
+use exact_cache::backend::azure::{self, AzureBlobBackend, AzureInputs};
+use exact_cache::backend::s3::{self, S3Backend, S3Inputs};
+use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation};
 use exact_cache::env::Env;
 use exact_cache::runner::SecretSink;
 
@@ -181,14 +181,6 @@ pub trait Peer: Send + Sync {
         }
         step
     }
-}
-
-/// The product's own client of a store (`build` from a client of HTTP and the variables), as a
-/// step with `env` would make it.
-fn product_client<C>(env: Vec<(String, String)>, build: impl FnOnce(Arc<Http>, &Env) -> C) -> C {
-    let env = Env::from_pairs(env);
-    let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
-    build(http, &env)
 }
 
 /// Store `bytes` as the entry of `key` and `version` through the product's own client.
@@ -396,9 +388,7 @@ impl S3Prefix {
             endpoint: Some(self.server.endpoint()),
             ..S3Inputs::default()
         };
-        product_client(self.env(), |http, env| {
-            S3Backend::new(http, S3Settings::resolve(&inputs, env).unwrap(), env).unwrap()
-        })
+        s3::connect(&inputs, &Env::from_pairs(self.env()), SecretSink::detached()).unwrap()
     }
 }
 
@@ -480,9 +470,7 @@ impl AzureContainer {
             endpoint: Some(azurite::azurite().base()),
             ..AzureInputs::default()
         };
-        product_client(self.env(), |http, env| {
-            AzureBlobBackend::new(http, AzureSettings::resolve(&inputs, env).unwrap(), env).unwrap()
-        })
+        azure::connect(&inputs, &Env::from_pairs(self.env()), SecretSink::detached()).unwrap()
     }
 }
 
