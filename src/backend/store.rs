@@ -10,7 +10,7 @@ use super::catalog::{Catalog, CatalogError};
 use super::{Backend, BackendError, azure, github, local, s3};
 use crate::choice;
 use crate::env::Env;
-use crate::inputs::{Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope};
+use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers};
 use crate::paths::Locations;
 use crate::runner::SecretSink;
 use std::path::PathBuf;
@@ -49,8 +49,7 @@ pub static BACKEND: LazyLock<Input<Option<StoreKind>>> = LazyLock::new(|| {
         "Where entries live: `auto` (the runner's cache service, else the local directory), {} or {last}.",
         others.join(", ")
     );
-    Input::new("backend", InputKind::Text, Scope::Cache, "auto", description.leak(), parse_backend)
-        .catalog(Listing::Both)
+    Input::new("backend", InputKind::Text, Readers::CACHE.and_listing(), "auto", description.leak(), parse_backend)
 });
 
 /// `auto` or a store's name, in any ASCII case.

@@ -26,7 +26,7 @@ mod worth;
 pub use error::Error;
 pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
-use crate::cli::{CommandName, Invocation};
+use crate::cli::{Command, Invocation};
 use crate::fingerprint::System;
 use crate::outcome::Outcome;
 use crate::runner::Runner;
@@ -48,7 +48,7 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
 /// Run one invocation with the backends and the machine `ctx` gives.
 pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
-    let details = matches!(invocation.command, CommandName::Fingerprint | CommandName::Explain);
+    let details = matches!(invocation.command, Command::Fingerprint | Command::Explain);
     ctx.runner.set_verbose(invocation.verbose || details);
     if let Some(line) = setup::failed_job(invocation, ctx.runner) {
         ctx.runner.notice(&line);
@@ -57,24 +57,24 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     let config = setup::configure(invocation, ctx.runner)?;
     // A failure that must fail the step only after the outcome is published.
     let mut deferred = None;
-    let outcome = match invocation.command {
-        CommandName::Fingerprint => Outcome::Fingerprint(fingerprint::run(ctx, &config)?),
-        CommandName::Restore => {
+    let outcome = match &invocation.command {
+        Command::Fingerprint => Outcome::Fingerprint(fingerprint::run(ctx, &config)?),
+        Command::Restore => {
             let (outcome, clean_error) = restore::run(ctx, &config)?;
             deferred = clean_error.map(Error::Clean);
             Outcome::Restore(Box::new(outcome))
         }
-        CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
-        CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
-        CommandName::List => {
-            Outcome::Catalog(catalog_commands::list(ctx, &config.locate, &invocation.catalog, invocation.json)?)
+        Command::Save { post } => Outcome::Save(save::run(ctx, &config, *post)?),
+        Command::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
+        Command::List { json, long, on_ref, all_refs } => {
+            let refs = catalog_commands::refs(ctx, on_ref.as_deref(), *all_refs);
+            Outcome::Catalog(catalog_commands::list(ctx, &config.locate, &refs, *long, *json)?)
         }
-        CommandName::Prune => Outcome::Catalog(catalog_commands::prune(
-            ctx,
-            (&config.locate, config.keep),
-            &invocation.catalog,
-            invocation.dry_run,
-        )?),
+        Command::Prune { dry_run, older_than, on_ref, all_refs } => {
+            let refs = catalog_commands::refs(ctx, on_ref.as_deref(), *all_refs);
+            let rule = (*older_than, config.keep);
+            Outcome::Catalog(catalog_commands::prune(ctx, &config.locate, &refs, rule, *dry_run)?)
+        }
     };
     publish::publish(ctx.runner, &config, &outcome)?;
     match deferred {

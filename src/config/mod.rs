@@ -206,8 +206,9 @@ fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), InputEr
 }
 
 impl Config {
-    /// Validate `raw`. `workspace` is where relative paths point.
-    pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, InputError> {
+    /// Validate `raw` for `command`. `workspace` is where relative paths point. `path` (or a
+    /// preset) is required but by `list` and `prune`, which work on a prefix.
+    pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path, command: CommandName) -> Result<Self, InputError> {
         let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
 
         let preset = defs::PRESET.read(raw)?;
@@ -216,7 +217,8 @@ impl Config {
         if let Some(plan) = &preset_plan {
             path_lines.extend(plan.path_lines.iter().cloned());
         }
-        if path_lines.iter().all(|l| l.starts_with('!')) {
+        let listing = matches!(command, CommandName::List | CommandName::Prune) && path_lines.is_empty();
+        if path_lines.iter().all(|l| l.starts_with('!')) && !listing {
             return Err(InputError::Missing { name: defs::PATH.name() });
         }
         let paths = PatternSet::parse(&path_lines, &locations)
@@ -371,7 +373,8 @@ mod tests {
     }
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config, InputError> {
-        Config::from_raw(&raw(pairs), &Env::from_pairs([("HOME", "/home/u")]), Path::new("/ws/repo"))
+        let env = Env::from_pairs([("HOME", "/home/u")]);
+        Config::from_raw(&raw(pairs), &env, Path::new("/ws/repo"), CommandName::Restore)
     }
 
     #[test]
@@ -504,7 +507,7 @@ mod tests {
                 Env::from_pairs([("HOME", format!("{root}/home")), ("RUNNER_TEMP", format!("{root}/_work/_temp"))]);
             let workspace = format!("{root}/_work/repo/repo");
             let raw = raw(&[("path", &lines.replace("<root>", root)), ("preset", "torch-inductor")]);
-            Config::from_raw(&raw, &env, Path::new(&workspace)).unwrap()
+            Config::from_raw(&raw, &env, Path::new(&workspace), CommandName::Restore).unwrap()
         };
         let lines = "out\n<root>/_work/repo/repo/models\n~/.cache/x\n<root>/home/.cache/y\n<root>/_work/_temp/z";
         let (one, two) = (on_runner("/opt/runner-1", lines), on_runner("/opt/runner-2", lines));

@@ -36,7 +36,7 @@ use crate::backend::http::Http;
 use crate::backend::object::{ObjectBackend, endpoint_input, prefix_input};
 use crate::backend::{BackendError, ErrorKind};
 use crate::env::Env;
-use crate::inputs::{Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope};
+use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers};
 use crate::runner::SecretSink;
 use client::Client;
 use settings::is_container_name;
@@ -44,18 +44,17 @@ use std::sync::Arc;
 
 pub static AZURE_ACCOUNT: Input<Option<String>> = Input::text(
     "azure-account",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "With `backend: azure-blob`: the storage account (default: `AZURE_STORAGE_ACCOUNT_NAME`, \
      `AZURE_STORAGE_ACCOUNT`, else the connection string's). Credentials come only from the Azure environment \
      (an account key, a SAS token, a connection string, workload or managed identity, a client secret), never \
      from inputs.",
-)
-.catalog(Listing::Both);
+);
 
 pub static AZURE_CONTAINER: Input<Option<String>> = Input::new(
     "azure-container",
     InputKind::Text,
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "",
     "With `backend: azure-blob`: the blob container (required).",
     |value| match value.map(str::trim).filter(|c| !c.is_empty()) {
@@ -65,8 +64,7 @@ pub static AZURE_CONTAINER: Input<Option<String>> = Input::new(
         )),
         container => Ok(container.map(str::to_owned)),
     },
-)
-.catalog(Listing::Both);
+);
 
 pub static AZURE_PREFIX: Input<Option<String>> =
     prefix_input("azure-prefix", "With `backend: azure-blob`: a name prefix inside the container (e.g. `ci-cache/`).");

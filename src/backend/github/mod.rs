@@ -21,17 +21,16 @@ use super::catalog::CatalogError;
 use super::http::Http;
 use super::{Backend, BackendError, CacheMode, ErrorKind};
 use crate::env::Env;
-use crate::inputs::{Catalog as Listing, Input, InputSpec, Scope};
+use crate::inputs::{Input, InputSpec, Readers};
 use crate::runner::SecretSink;
 use std::sync::Arc;
 
 pub static PROTOCOL: Input<Protocol> = Input::choice(
     "protocol",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "auto",
     "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
-)
-.catalog(Listing::Both);
+);
 
 pub(super) static INPUTS: [&InputSpec; 1] = [&PROTOCOL.spec];
 

@@ -14,16 +14,15 @@ mod upload;
 pub use backend::LocalBackend;
 
 use crate::env::Env;
-use crate::inputs::{Catalog as Listing, Input, InputError, InputSpec, RawInputs, Scope};
+use crate::inputs::{Input, InputError, InputSpec, RawInputs, Readers};
 use crate::paths::Locations;
 use std::path::{Path, PathBuf};
 
 pub static LOCAL_DIR: Input<Option<String>> = Input::text(
     "local-dir",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "Directory of the local backend (default: `$EXACT_CACHE_DIR`, else the user cache directory).",
-)
-.catalog(Listing::Both);
+);
 
 pub(super) static INPUTS: [&InputSpec; 1] = [&LOCAL_DIR.spec];
 

@@ -12,16 +12,16 @@ mod client;
 pub use backend::ObjectBackend;
 pub use client::{Needs, NewEntry, Object, ObjectClient};
 
-use crate::inputs::{Catalog as Listing, Input, InputKind, Scope};
+use crate::inputs::{Input, InputKind, Readers};
 
 /// A store's prefix input (`<store>-prefix`), read by the catalog commands too.
 pub const fn prefix_input(name: &'static str, description: &'static str) -> Input<Option<String>> {
-    Input::new(name, InputKind::Text, Scope::Cache, "", description, parse_prefix).catalog(Listing::Both)
+    Input::new(name, InputKind::Text, Readers::CACHE.and_listing(), "", description, parse_prefix)
 }
 
 /// A store's endpoint input (`<store>-endpoint`), read by the catalog commands too.
 pub const fn endpoint_input(name: &'static str, description: &'static str) -> Input<Option<String>> {
-    Input::new(name, InputKind::Text, Scope::Cache, "", description, parse_endpoint).catalog(Listing::Both)
+    Input::new(name, InputKind::Text, Readers::CACHE.and_listing(), "", description, parse_endpoint)
 }
 
 /// An object store's endpoint input: an `http(s)` URL with a host; `None` when not given.

@@ -36,9 +36,7 @@ use crate::backend::http::Http;
 use crate::backend::object::{ObjectBackend, endpoint_input, prefix_input};
 use crate::backend::{BackendError, ErrorKind};
 use crate::env::Env;
-use crate::inputs::{
-    Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope, parse_optional_bool,
-};
+use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers, parse_optional_bool};
 use crate::runner::SecretSink;
 use client::Client;
 use std::sync::Arc;
@@ -46,23 +44,21 @@ use std::sync::Arc;
 pub static S3_BUCKET: Input<Option<String>> = Input::new(
     "s3-bucket",
     InputKind::Text,
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "",
     "With `backend: s3`: the bucket (required). Credentials come only from the standard AWS environment (keys and \
      session token, a web-identity role such as GitHub OIDC, instance metadata), never from inputs.",
     parse_bucket,
-)
-.catalog(Listing::Both);
+);
 
 pub static S3_PREFIX: Input<Option<String>> =
     prefix_input("s3-prefix", "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).");
 
 pub static S3_REGION: Input<Option<String>> = Input::text(
     "s3-region",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "With `backend: s3`: the bucket's region (default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).",
-)
-.catalog(Listing::Both);
+);
 
 pub static S3_ENDPOINT: Input<Option<String>> = endpoint_input(
     "s3-endpoint",
@@ -73,13 +69,12 @@ pub static S3_ENDPOINT: Input<Option<String>> = endpoint_input(
 pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
     "s3-force-path-style",
     InputKind::Text,
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "",
     "With `backend: s3`: `true` to address the bucket as `<endpoint>/<bucket>` instead of `<bucket>.<endpoint>` \
      (default: `AWS_S3_FORCE_PATH_STYLE`; always for an IP address or `localhost`).",
     parse_optional_bool,
-)
-.catalog(Listing::Both);
+);
 
 pub(super) static INPUTS: [&InputSpec; 5] =
     [&S3_BUCKET.spec, &S3_PREFIX.spec, &S3_REGION.spec, &S3_ENDPOINT.spec, &S3_FORCE_PATH_STYLE.spec];
