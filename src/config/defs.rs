@@ -66,8 +66,10 @@ pub static HASH_COMMANDS: Input<Vec<String>> = Input::lines(
      error.",
 );
 
-pub static NATIVE: Input<BTreeSet<Facet>> =
-    Input::new("native", InputKind::List, Readers::FINGERPRINT, NATIVE_DEFAULT, NATIVE_DESCRIPTION, parse_native);
+pub static NATIVE: LazyLock<Input<BTreeSet<Facet>>> = LazyLock::new(|| {
+    let (default, description) = (NATIVE_DEFAULT.as_str(), NATIVE_DESCRIPTION.as_str());
+    Input::new("native", InputKind::List, Readers::FINGERPRINT, default, description, parse_native)
+});
 
 pub static COMPILERS: Input<Vec<String>> = Input::lines(
     "compilers",

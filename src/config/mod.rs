@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(c.locate.grow, None);
         let grown = config(&[("path", "out"), ("grow", "true")]).unwrap();
         assert_eq!(grown.locate.grow, Some(Limits { max_layers: 4, max_share: 0.5 }));
-        assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
+        assert_eq!(c.fingerprint.native, Facet::defaults().collect());
         assert!(!c.strict && !c.restore.lookup_only);
     }
 
