@@ -34,7 +34,7 @@ pub use local::LocalBackend;
 pub use mode::CacheMode;
 pub use store::{Store, StoreKind};
 
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::sync::Arc;

@@ -121,7 +121,7 @@ pub(super) fn refs(ctx: &Context, on_ref: Option<&str>, all_refs: bool) -> Refs 
 
 /// The version of the key's stacks when `path` or `preset` says it (`list` and `prune` need
 /// neither).
-fn known_version(locate: &Locate) -> Option<crate::ids::Version> {
+fn known_version(locate: &Locate) -> Option<crate::keys::Version> {
     (!locate.path_lines.is_empty()).then(|| locate.version())
 }
 
@@ -133,7 +133,7 @@ fn heading(prefix: &str, refs: &Refs, count: usize) -> String {
 }
 
 /// `<prefix>-<first 12 hex>…` (and a later generation's `.g<n>`), as `git` shortens commits.
-fn short_key(key: &crate::ids::Key) -> String {
+fn short_key(key: &crate::keys::Key) -> String {
     let Some(prefix) = key.prefix() else { return key.to_string() };
     let rest = &key[prefix.len() + 1..];
     let generation = rest.find('.').map_or("", |i| &rest[i..]);

@@ -2,7 +2,7 @@
 //! call, and a round of exact lookups at once (one thread each).
 
 use crate::backend::{Backend, BackendError, CacheEntry};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::stack::{self, Answer, SlotLookup};
 
 /// The lookups of `key`'s stack.

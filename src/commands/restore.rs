@@ -11,7 +11,7 @@ use crate::archive::{
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::{Config, Locate, RestoreConfig};
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::Key;
+use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, StackStop, Transfer};
 use crate::paths::Locations;

@@ -10,7 +10,7 @@ use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, writ
 use crate::backend::{Backend, BackendError, CacheMode, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::Key;
+use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Uncovered, Verified};
 use crate::paths::Locations;

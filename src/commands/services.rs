@@ -7,7 +7,7 @@ use super::words;
 use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Catalog, CatalogError, ErrorKind, Reservation};
 use crate::config::Locate;
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::runner::Runner;
 use crate::runner::SecretSink;
 use crate::text::error_chain;

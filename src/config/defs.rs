@@ -12,6 +12,7 @@ use crate::fingerprint::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION};
 use crate::inputs::{CommandName, Input, InputKind, InputSpec, Readers, split_list};
 use crate::keys;
 use crate::preset::Preset;
+use crate::stack;
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
@@ -168,8 +169,8 @@ pub static GROW_MAX_LAYERS: Input<u32> = Input::new(
         let n = value.unwrap_or_default().trim();
         n.parse::<u32>()
             .ok()
-            .filter(|n| (1..=keys::MAX_LAYERS).contains(n))
-            .ok_or_else(|| format!("`{n}` is not a whole number from 1 to {}", keys::MAX_LAYERS))
+            .filter(|n| (1..=stack::MAX_LAYERS).contains(n))
+            .ok_or_else(|| format!("`{n}` is not a whole number from 1 to {}", stack::MAX_LAYERS))
     },
 );
 

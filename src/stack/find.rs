@@ -2,7 +2,7 @@
 //! generation in one round — all through [`SlotLookup`] (the caller does the lookups).
 
 use super::slot::{Slot, generation_of, generations_prefix};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 
 /// What one lookup answered.
 #[derive(Debug)]
