@@ -9,7 +9,6 @@ mod error;
 mod explain;
 mod fingerprint;
 mod handoff;
-mod lookups;
 mod prune;
 mod publish;
 mod reads;

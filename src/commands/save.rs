@@ -3,7 +3,6 @@
 
 use super::fingerprint::compute;
 use super::handoff::{self, RestoreTimes, Restored, fingerprint_path, read_fingerprint};
-use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify, words, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
@@ -362,7 +361,7 @@ fn newest_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord)
         return (None, true);
     }
     let key = &record.key;
-    let bases = stack::find_bases(&KeyLookups { backend, key }, key, &record.version);
+    let bases = stack::find_bases(backend, key, &record.version);
     if let Some(e) = &bases.error {
         ctx.runner.warning(&format!("the newest base of this key could not be looked up: {}", error_chain(e)));
     }
