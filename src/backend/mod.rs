@@ -15,23 +15,24 @@
 
 pub mod azure;
 pub mod blob;
-pub mod catalog;
+mod catalog;
 mod download;
-pub(crate) mod entries;
-pub mod github;
+mod entries;
+mod github;
 pub mod http;
-pub mod local;
+mod local;
 mod mode;
-pub mod object;
+mod object;
 pub mod s3;
-pub mod store;
+mod store;
 mod upload;
 pub mod wire;
 
 pub use catalog::{Catalog, CatalogError, Listed};
-pub use github::{GithubCatalog, Protocol, V1Backend, V2Backend};
+pub use github::V2Backend;
 pub use local::LocalBackend;
 pub use mode::CacheMode;
+pub(crate) use store::BACKEND;
 pub use store::{Store, StoreKind};
 
 use crate::keys::{Key, Version};

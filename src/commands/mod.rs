@@ -23,7 +23,7 @@ mod words;
 mod worth;
 
 pub use error::Error;
-pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
+use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
 use crate::cli::{Command, Invocation};
 use crate::fingerprint::System;
@@ -31,11 +31,11 @@ use crate::outcome::Outcome;
 use crate::runner::Runner;
 
 /// What commands work with: the runner, the machine, and how to reach the cache.
-pub struct Context<'a> {
-    pub runner: &'a Runner,
-    pub system: &'a dyn System,
-    pub backend: &'a BackendFactory,
-    pub catalog: &'a CatalogFactory,
+struct Context<'a> {
+    runner: &'a Runner,
+    system: &'a dyn System,
+    backend: &'a BackendFactory,
+    catalog: &'a CatalogFactory,
 }
 
 /// Run one invocation with the real backends.
@@ -45,7 +45,7 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
 }
 
 /// Run one invocation with the backends and the machine `ctx` gives.
-pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
+fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
     let details = matches!(invocation.command, Command::Fingerprint | Command::Explain);
     ctx.runner.set_verbose(invocation.verbose || details);

@@ -5,7 +5,7 @@
 //! the code that reads it.
 
 use crate::archive::Compression;
-use crate::backend::{StoreKind, store::BACKEND};
+use crate::backend::{BACKEND, StoreKind};
 use crate::choice::{self, Switch};
 use crate::env;
 use crate::fingerprint::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION};

@@ -8,7 +8,7 @@
 //! [`super::blob`]).
 
 mod catalog;
-pub mod settings;
+mod settings;
 mod v1;
 mod v2;
 
