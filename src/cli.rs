@@ -99,6 +99,16 @@ impl Command {
             Command::Explain | Command::List { .. } | Command::Prune { .. } => None,
         }
     }
+
+    /// Whether it computes a key from the inputs: `save` given `key` takes the restore's, and
+    /// `list` and `prune` work on a prefix.
+    pub fn computes_key(&self, key_given: bool) -> bool {
+        match self {
+            Command::Fingerprint | Command::Restore | Command::Explain => true,
+            Command::Save { .. } => !key_given,
+            Command::List { .. } | Command::Prune { .. } => false,
+        }
+    }
 }
 
 const ABOUT: &str =

@@ -37,13 +37,7 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
         }
     }
     let config = Config::from_raw(&raw, env, &workspace(invocation, env)?, invocation.command.name())?;
-    // The commands that compute a key; `save` with `key` takes the restore's.
-    let computes_key = match invocation.command {
-        Command::Fingerprint | Command::Restore | Command::Explain => true,
-        Command::Save { .. } => config.save.key.is_none(),
-        Command::List { .. } | Command::Prune { .. } => false,
-    };
-    if computes_key {
+    if invocation.command.computes_key(config.save.key.is_some()) {
         config.check_key_inputs()?;
     }
     if let Some(token) = &config.locate.github_token {
