@@ -1,84 +1,147 @@
-//! Command-line parsing. Every input of [`INPUTS`] is also a flag, `--<name>`; list inputs
-//! may be repeated (`--path a --path b`) or given as one newline-separated value, booleans
-//! are switches (`--strict`, or `--strict=false`).
+//! Command-line parsing: one [`Command`] per subcommand, each with its own flags (clap derive),
+//! and every input of [`INPUTS`] a flag, `--<name>`, of the commands that read it. List inputs
+//! may be repeated (`--path a --path b`) or given as one newline-separated value, booleans are
+//! switches (`--strict`, or `--strict=false`).
 
-pub use crate::config::CommandName;
-use crate::config::{INPUTS, InputKind, RawInputs, defs};
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use crate::choice::Named;
+use crate::config::{CommandName, EntryPoint, INPUTS, InputKind, RawInputs};
+use clap::{Arg, ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct Invocation {
-    pub command: CommandName,
-    /// `save --post`: the post step of the root action (key and hit come from the main step).
-    pub post: bool,
+    pub command: Command,
     pub workspace: Option<PathBuf>,
-    /// `prune --dry-run`: list what would be deleted.
-    pub dry_run: bool,
-    /// `list --json`: the entries as a JSON document on stdout.
-    pub json: bool,
     /// `--quiet`: only warnings, errors and outputs.
     pub quiet: bool,
     /// `--verbose`: the fingerprint's table too (outside Actions; `fingerprint` and `explain`
     /// always print it).
     pub verbose: bool,
-    /// What `list` and `prune` work on besides their inputs.
-    pub catalog: CatalogArgs,
     /// Inputs given as flags; in action mode they override `INPUT_*`.
     pub flags: RawInputs,
 }
 
-/// `list`'s and `prune`'s own flags.
-#[derive(Clone, Debug, Default)]
-pub struct CatalogArgs {
-    /// `--ref REF`: only the entries saved on this ref.
-    pub r#ref: Option<String>,
-    /// `--all-refs`: every ref's entries, as one.
-    pub all_refs: bool,
-    /// `prune --older-than DURATION`: delete by age instead of by count.
-    pub older_than: Option<Duration>,
-    /// `path` or `preset` was given, so the version of the key's stack is known.
-    pub versions_known: bool,
-    /// `list --long`: full keys in the table.
-    pub long: bool,
+const REF_HELP: &str = "Only the entries saved on this ref (`refs/heads/main`; empty: saved outside Actions); default: \
+                        $GITHUB_REF, else every ref";
+
+/// A subcommand with its own flags; its inputs are in [`Invocation::flags`].
+#[derive(Clone, Debug, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Compute the key and write the fingerprint JSON; no network
+    Fingerprint,
+    /// Restore the entry for this exact fingerprint, or report why not
+    Restore,
+    /// Save the `path` roots under this exact fingerprint
+    Save {
+        /// Run as the root action's post step (uses the main step's key and result)
+        #[arg(long)]
+        post: bool,
+    },
+    /// Compare this fingerprint with the newest other entry of its prefix and name what differs
+    Explain,
+    /// List the entries of a prefix (on this run's ref; outside Actions, of every ref); `path` is
+    /// not needed
+    List {
+        /// Print the entries as a JSON array on stdout (key, size, created, last use, ref, version,
+        /// slot)
+        #[arg(long, conflicts_with = "long")]
+        json: bool,
+        /// Show full keys in the table
+        #[arg(long)]
+        long: bool,
+        #[arg(long = "ref", value_name = "REF", conflicts_with = "all_refs", help = REF_HELP)]
+        on_ref: Option<String>,
+        /// Every ref's entries (the default outside Actions)
+        #[arg(long)]
+        all_refs: bool,
+    },
+    /// Delete all but the newest `prune-keep` keys of a prefix on this run's ref (outside Actions,
+    /// of each ref), or those older than `--older-than`; `path` is not needed
+    Prune {
+        /// Only say what would be deleted
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete every entry neither created nor used (where the store records uses: local,
+        /// GitHub) within DURATION (`7d`, `12h`, `1d12h`), the newest too, instead of keeping the
+        /// newest `prune-keep`
+        #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_span)]
+        older_than: Option<Duration>,
+        #[arg(long = "ref", value_name = "REF", conflicts_with = "all_refs", help = REF_HELP)]
+        on_ref: Option<String>,
+        /// Every ref's entries as one: keep the newest `prune-keep` keys whatever their ref
+        #[arg(long)]
+        all_refs: bool,
+    },
+}
+
+impl Command {
+    pub fn name(&self) -> CommandName {
+        match self {
+            Command::Fingerprint => CommandName::Fingerprint,
+            Command::Restore => CommandName::Restore,
+            Command::Save { .. } => CommandName::Save,
+            Command::Explain => CommandName::Explain,
+            Command::List { .. } => CommandName::List,
+            Command::Prune { .. } => CommandName::Prune,
+        }
+    }
+
+    /// The entry point whose inputs it receives in action mode. The root action's main step
+    /// and the `restore` entry point both run `restore`; the root action declares every input
+    /// the `restore` entry point does, and more. The catalog commands are no entry point.
+    pub fn entry_point(&self) -> Option<EntryPoint> {
+        match self {
+            Command::Fingerprint => Some(EntryPoint::Fingerprint),
+            Command::Restore | Command::Save { post: true } => Some(EntryPoint::Root),
+            Command::Save { post: false } => Some(EntryPoint::Save),
+            Command::Explain | Command::List { .. } | Command::Prune { .. } => None,
+        }
+    }
+
+    /// Whether it computes a key from the inputs: `save` given `key` takes the restore's, and
+    /// `list` and `prune` work on a prefix.
+    pub fn computes_key(&self, key_given: bool) -> bool {
+        match self {
+            Command::Fingerprint | Command::Restore | Command::Explain => true,
+            Command::Save { .. } => !key_given,
+            Command::List { .. } | Command::Prune { .. } => false,
+        }
+    }
 }
 
 const ABOUT: &str =
     "Cache generated CI artifacts; reuse them only under an exact fingerprint of the environment that made them";
-const QUIET_HELP: &str = "Print only warnings, errors and the command's output";
-const VERBOSE_HELP: &str = "Print the fingerprint's table (every value in the key), not only its one-line summary";
-const WORKSPACE_HELP: &str =
-    "Directory that relative paths are relative to (default: $GITHUB_WORKSPACE, else the current directory)";
 
-/// Each subcommand: its command, its name and what `--help` says about it.
-const SUBCOMMANDS: [(CommandName, &str, &str); 6] = [
-    (CommandName::Fingerprint, "fingerprint", "Compute the key and write the fingerprint JSON; no network"),
-    (CommandName::Restore, "restore", "Restore the entry for this exact fingerprint, or report why not"),
-    (CommandName::Save, "save", "Save the `path` roots under this exact fingerprint"),
-    (
-        CommandName::Explain,
-        "explain",
-        "Compare this fingerprint with the newest other entry of its prefix and name what differs",
-    ),
-    (
-        CommandName::List,
-        "list",
-        "List the entries of a prefix (on this run's ref; outside Actions, of every ref); `path` is not needed",
-    ),
-    (
-        CommandName::Prune,
-        "prune",
-        "Delete all but the newest `prune-keep` keys of a prefix on this run's ref (outside Actions, of each ref), \
-         or those older than `--older-than`; `path` is not needed",
-    ),
-];
+#[derive(Parser)]
+#[command(name = "exact-cache", version, about = ABOUT, subcommand_required = true, arg_required_else_help = true)]
+struct Args {
+    /// Directory that relative paths are relative to (default: $GITHUB_WORKSPACE, else the
+    /// current directory)
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Print only warnings, errors and the command's output
+    #[arg(long, short, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Print the fingerprint's table (every value in the key), not only its one-line summary
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The command line: [`Command`]'s subcommands, each with the inputs it reads as flags.
+pub fn command() -> clap::Command {
+    CommandName::ALL
+        .iter()
+        .fold(Args::command(), |cli, &name| cli.mut_subcommand(name.name(), |sub| sub.args(input_args(name))))
+}
 
 fn input_args(command: CommandName) -> Vec<Arg> {
     INPUTS
         .iter()
-        .filter(|spec| spec.offered_by(command))
+        .filter(|spec| spec.read_by(command))
         .map(|spec| {
             let arg = Arg::new(spec.name).long(spec.name).help(spec.description);
             match spec.kind {
@@ -95,81 +158,6 @@ fn input_args(command: CommandName) -> Vec<Arg> {
         .collect()
 }
 
-/// `--ref` and `--all-refs`: which refs' entries `list` and `prune` work on.
-fn ref_args(all_refs_help: &'static str) -> [Arg; 2] {
-    [
-        Arg::new("ref").long("ref").value_name("REF").conflicts_with("all-refs").help(
-            "Only the entries saved on this ref (`refs/heads/main`; empty: saved outside Actions); default: \
-             $GITHUB_REF, else every ref",
-        ),
-        Arg::new("all-refs").long("all-refs").action(ArgAction::SetTrue).help(all_refs_help),
-    ]
-}
-
-/// The flags a subcommand has besides its inputs.
-fn own_args(command: CommandName) -> Vec<Arg> {
-    match command {
-        CommandName::Save => vec![
-            Arg::new("post")
-                .long("post")
-                .action(ArgAction::SetTrue)
-                .help("Run as the root action's post step (uses the main step's key and result)"),
-        ],
-        CommandName::Prune => [
-            Arg::new("dry-run").long("dry-run").action(ArgAction::SetTrue).help("Only say what would be deleted"),
-            Arg::new("older-than")
-                .long("older-than")
-                .value_name("DURATION")
-                .value_parser(crate::units::parse_span)
-                .help(
-                    "Delete every entry neither created nor used (where the store records uses: local, GitHub) \
-                     within DURATION (`7d`, `12h`, `1d12h`), the newest too, instead of keeping the newest \
-                     `prune-keep`",
-                ),
-        ]
-        .into_iter()
-        .chain(ref_args("Every ref's entries as one: keep the newest `prune-keep` keys whatever their ref"))
-        .collect(),
-        CommandName::List => {
-            [
-                Arg::new("json").long("json").action(ArgAction::SetTrue).conflicts_with("long").help(
-                    "Print the entries as a JSON array on stdout (key, size, created, last use, ref, version, slot)",
-                ),
-                Arg::new("long").long("long").action(ArgAction::SetTrue).help("Show full keys in the table"),
-            ]
-            .into_iter()
-            .chain(ref_args("Every ref's entries (the default outside Actions)"))
-            .collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
-fn subcommand((command, name, about): (CommandName, &'static str, &'static str)) -> Command {
-    Command::new(name).about(about).args(input_args(command)).args(own_args(command))
-}
-
-pub fn command() -> Command {
-    let workspace = Arg::new("workspace").long("workspace").global(true).value_name("DIR").help(WORKSPACE_HELP);
-    Command::new("exact-cache")
-        .version(env!("CARGO_PKG_VERSION"))
-        .about(ABOUT)
-        .subcommand_required(true)
-        .arg_required_else_help(true)
-        .arg(workspace)
-        .arg(
-            Arg::new("quiet")
-                .long("quiet")
-                .short('q')
-                .global(true)
-                .action(ArgAction::SetTrue)
-                .conflicts_with("verbose")
-                .help(QUIET_HELP),
-        )
-        .arg(Arg::new("verbose").long("verbose").short('v').global(true).action(ArgAction::SetTrue).help(VERBOSE_HELP))
-        .subcommands(SUBCOMMANDS.map(subcommand))
-}
-
 pub fn parse<I, T>(args: I) -> Result<Invocation, clap::Error>
 where
     I: IntoIterator<Item = T>,
@@ -180,33 +168,10 @@ where
         return Err(command().error(clap::error::ErrorKind::ArgumentConflict, hint));
     }
     let matches = command().try_get_matches_from(args)?;
-    let workspace = matches.get_one::<String>("workspace").map(PathBuf::from);
-    let (name, sub) = matches.subcommand().expect("a subcommand is required");
-    let (command, _, _) = SUBCOMMANDS
-        .into_iter()
-        .find(|(_, known, _)| *known == name)
-        .unwrap_or_else(|| unreachable!("unknown subcommand {name}"));
-    let post = command == CommandName::Save && sub.get_flag("post");
-    let dry_run = command == CommandName::Prune && sub.get_flag("dry-run");
-    let json = command == CommandName::List && sub.get_flag("json");
-    let quiet = matches.get_flag("quiet");
-    let verbose = matches.get_flag("verbose");
-    let mut flags = flags(sub, command);
-    let mut catalog = CatalogArgs::default();
-    if matches!(command, CommandName::List | CommandName::Prune) {
-        catalog = CatalogArgs {
-            r#ref: sub.get_one::<String>("ref").cloned(),
-            all_refs: sub.get_flag("all-refs"),
-            older_than: sub.try_get_one::<Duration>("older-than").ok().flatten().copied(),
-            versions_known: defs::PATH.given(&flags) || defs::PRESET.given(&flags),
-            long: command == CommandName::List && sub.get_flag("long"),
-        };
-        // Listing and pruning work on a prefix; the `path` lines only matter for versions.
-        if !catalog.versions_known {
-            flags.set(defs::PATH.name(), ".");
-        }
-    }
-    Ok(Invocation { command, post, workspace, dry_run, json, quiet, verbose, catalog, flags })
+    let Args { workspace, quiet, verbose, command } = Args::from_arg_matches(&matches)?;
+    let (_, sub) = matches.subcommand().expect("a subcommand is required");
+    let flags = flags(sub, command.name());
+    Ok(Invocation { command, workspace, quiet, verbose, flags })
 }
 
 /// `--strict false`: a switch takes its value only after `=`, so `false` would be read as an
@@ -223,7 +188,7 @@ fn switch_with_separate_value(args: &[OsString]) -> Option<String> {
 
 fn flags(m: &ArgMatches, command: CommandName) -> RawInputs {
     let mut raw = RawInputs::default();
-    for spec in INPUTS.iter().filter(|spec| spec.offered_by(command)) {
+    for spec in INPUTS.iter().filter(|spec| spec.read_by(command)) {
         if let Some(values) = m.get_many::<String>(spec.name) {
             let values: Vec<&str> = values.map(String::as_str).collect();
             raw.set(spec.name, values.join("\n"));
@@ -251,13 +216,13 @@ mod tests {
             "p",
         ])
         .unwrap();
-        assert_eq!(inv.command, CommandName::Restore);
+        assert_eq!(inv.command, Command::Restore);
         assert_eq!(inv.flags.get("path"), Some("a\nb"));
         assert_eq!(inv.flags.get("strict"), Some("true"));
         assert_eq!(inv.flags.get("clean-on-miss"), Some("false"));
         assert_eq!(inv.flags.get("lookup-only"), None);
         let save = parse(["exact-cache", "save", "--post", "--key", "k"]).unwrap();
-        assert!(save.post);
+        assert_eq!((save.command, save.flags.get("key")), (Command::Save { post: true }, Some("k")));
         assert!(parse(["exact-cache", "fingerprint", "--key", "k"]).is_err(), "save-only input on fingerprint");
         command().debug_assert();
     }
@@ -281,7 +246,7 @@ mod tests {
         let mut list = flags("list");
         list.sort();
         // The core's catalog inputs, and every store's: where the entries are.
-        let stores = crate::backend::STORES.iter().flat_map(|store| store.inputs()).map(|spec| spec.name);
+        let stores = crate::backend::StoreKind::ALL.iter().flat_map(|kind| kind.inputs()).map(|spec| spec.name);
         let mut expected: Vec<&str> = [
             "prefix",
             "backend",
@@ -304,17 +269,20 @@ mod tests {
         assert!(!flags("list").contains(&"python".to_owned()));
         assert!(parse(["exact-cache", "list", "--python", "python3"]).is_err());
         assert!(flags("prune").contains(&"older-than".to_owned()) && !flags("list").contains(&"older-than".to_owned()));
+        assert!(parse(["exact-cache", "restore", "--json"]).is_err(), "`--json` is `list`'s alone");
+        assert!(parse(["exact-cache", "list", "--dry-run"]).is_err(), "`--dry-run` is `prune`'s alone");
     }
 
     #[test]
-    fn list_and_prune_take_refs_ages_and_a_preset() {
+    fn list_and_prune_take_refs_ages_and_a_preset_and_no_path() {
         let prune = parse(["exact-cache", "prune", "--prefix=p", "--ref=refs/heads/x", "--older-than=1d12h"]).unwrap();
-        assert_eq!(prune.catalog.r#ref.as_deref(), Some("refs/heads/x"));
-        assert_eq!(prune.catalog.older_than, Some(Duration::from_secs(36 * 3600)));
-        assert!(!prune.catalog.versions_known && prune.flags.get("path") == Some("."));
+        let Command::Prune { on_ref, older_than, dry_run: false, all_refs: false } = prune.command else { panic!() };
+        assert_eq!(on_ref.as_deref(), Some("refs/heads/x"));
+        assert_eq!(older_than, Some(Duration::from_secs(36 * 3600)));
+        assert_eq!(prune.flags.get("path"), None, "nothing given, nothing made up");
         let preset = parse(["exact-cache", "list", "--preset=torch-inductor", "--all-refs"]).unwrap();
-        assert!(preset.catalog.all_refs && preset.catalog.versions_known);
-        assert_eq!(preset.flags.get("path"), None, "the preset's paths alone, as the action has them");
+        assert!(matches!(preset.command, Command::List { all_refs: true, json: false, .. }));
+        assert_eq!(preset.flags.get("preset"), Some("torch-inductor"));
         let err = parse(["exact-cache", "prune", "--older-than=7 days"]).unwrap_err().to_string();
         assert!(err.contains("`7 days` is not a duration"), "{err}");
         assert!(parse(["exact-cache", "prune", "--ref=r", "--all-refs"]).is_err(), "one or the other");

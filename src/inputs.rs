@@ -1,4 +1,4 @@
-//! How an input is defined and read. Each input is one [`Input`]: its name, kind, scope,
+//! How an input is defined and read. Each input is one [`Input`]: its name, kind, readers,
 //! default, documentation and typed parse in one definition, read with [`Input::read`] — a
 //! misspelt input is a compile error, not a quiet `false`. The registry that lists every
 //! input (for `action.yml`, docs/inputs.md and the command line) is `config::INPUTS`; stores
@@ -24,52 +24,17 @@ pub enum InputKind {
     Text,
 }
 
-/// Which entry points take an input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// fingerprint, restore and save.
-    Fingerprint,
-    /// restore and save.
-    Cache,
-    Restore,
-    Save,
-    /// Only the root action (read by its restore step and its post step).
-    Root,
-}
-
-/// The CLI's commands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommandName {
-    Fingerprint,
-    Restore,
-    Save,
-    Explain,
-    List,
-    Prune,
-}
-
-/// What reads inputs: an entry point of the action, or a command of the CLI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reader {
-    Action(EntryPoint),
-    Cli(CommandName),
-}
-
-impl Scope {
-    /// Whether `reader` takes the inputs of this scope.
-    pub fn taken_by(self, reader: Reader) -> bool {
-        use CommandName as C;
-        use Reader::{Action, Cli};
-        match self {
-            Scope::Fingerprint => true,
-            Scope::Cache => !matches!(reader, Action(EntryPoint::Fingerprint) | Cli(C::Fingerprint)),
-            Scope::Restore => {
-                matches!(reader, Action(EntryPoint::Root | EntryPoint::Restore) | Cli(C::Restore | C::Explain))
-            }
-            Scope::Save => matches!(reader, Action(EntryPoint::Save) | Cli(C::Save)),
-            // The root action's restore (main) and save (post) steps both read these.
-            Scope::Root => matches!(reader, Action(EntryPoint::Root) | Cli(C::Restore | C::Save)),
-        }
+choice::named_enum! {
+    /// The CLI's commands by name, as the inputs name their readers (`crate::cli::Command` is
+    /// each with its own flags).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CommandName {
+        Fingerprint => "fingerprint",
+        Restore => "restore",
+        Save => "save",
+        Explain => "explain",
+        List => "list",
+        Prune => "prune",
     }
 }
 
@@ -95,24 +60,69 @@ impl EntryPoint {
             EntryPoint::Fingerprint => "fingerprint",
         }
     }
-
-    /// Whether this entry point declares an input of `scope`.
-    pub fn takes(self, scope: Scope) -> bool {
-        scope.taken_by(Reader::Action(self))
-    }
 }
 
-/// Which of the catalog commands (`list`, `prune`), which work on a prefix rather than on paths
-/// or a fingerprint, read an input besides the commands its scope gives it to.
+/// Who reads an input, in one place: the commands that take it (as `--<name>`) and the entry
+/// points whose `action.yml` declares it. Each input starts from one of the groups below and
+/// adds or leaves out commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Catalog {
-    /// Neither.
-    No,
-    /// Both: where the entries are (the store), the prefix, and what places an entry in its
-    /// key's stack (`path`, `compression`, `grow`).
-    Both,
-    /// Only `prune`.
-    Prune,
+pub struct Readers {
+    commands: u8,
+    entries: u8,
+}
+
+impl Readers {
+    /// What enters the key, and what every command that computes one reads: every entry point.
+    pub const FINGERPRINT: Readers = Readers::of(
+        &[CommandName::Fingerprint, CommandName::Restore, CommandName::Save, CommandName::Explain],
+        &EntryPoint::ALL,
+    );
+    /// What finds and writes entries: restore, save and explain; every entry point but
+    /// `fingerprint`.
+    pub const CACHE: Readers = Readers::of(
+        &[CommandName::Restore, CommandName::Save, CommandName::Explain],
+        &[EntryPoint::Root, EntryPoint::Restore, EntryPoint::Save],
+    );
+    /// What a restore does: restore and explain; the root action and `restore`.
+    pub const RESTORE: Readers =
+        Readers::of(&[CommandName::Restore, CommandName::Explain], &[EntryPoint::Root, EntryPoint::Restore]);
+    /// What a save does: save; the `save` entry point.
+    pub const SAVE: Readers = Readers::of(&[CommandName::Save], &[EntryPoint::Save]);
+    /// The root action's alone, read by its restore (main) and save (post) steps.
+    pub const ROOT: Readers = Readers::of(&[CommandName::Restore, CommandName::Save], &[EntryPoint::Root]);
+
+    const fn of(commands: &[CommandName], entries: &[EntryPoint]) -> Readers {
+        let mut readers = Readers { commands: 0, entries: 0 };
+        let mut i = 0;
+        while i < commands.len() {
+            readers = readers.and(commands[i]);
+            i += 1;
+        }
+        i = 0;
+        while i < entries.len() {
+            readers.entries |= 1 << entries[i] as u8;
+            i += 1;
+        }
+        readers
+    }
+
+    /// Also read by `command`.
+    pub const fn and(mut self, command: CommandName) -> Readers {
+        self.commands |= 1 << command as u8;
+        self
+    }
+
+    /// Not read by `command` (the entry points still declare it).
+    pub const fn but(mut self, command: CommandName) -> Readers {
+        self.commands &= !(1 << command as u8);
+        self
+    }
+
+    /// Also read by `list` and `prune`, which work on a prefix: where the entries are, the
+    /// prefix, and what places an entry in its key's stack (`path`, `compression`, `grow`).
+    pub const fn and_listing(self) -> Readers {
+        self.and(CommandName::List).and(CommandName::Prune)
+    }
 }
 
 /// An input as documented and offered: everything but its parse.
@@ -120,27 +130,23 @@ pub enum Catalog {
 pub struct InputSpec {
     pub name: &'static str,
     pub kind: InputKind,
-    pub scope: Scope,
-    pub catalog: Catalog,
+    pub readers: Readers,
     /// The default as `action.yml` declares it (empty: none).
     pub default: &'static str,
     /// The default as docs/inputs.md shows it where it is computed (`$CC` or `cc`, …).
     pub computed_default: &'static str,
     pub description: &'static str,
-    /// Read only by saves: the `restore` command does not offer it although its scope does.
-    pub save_only: bool,
 }
 
 impl InputSpec {
-    /// Whether the command line's `command` offers this input as a flag.
-    pub fn offered_by(&self, command: CommandName) -> bool {
-        self.scope.taken_by(Reader::Cli(command))
-            && match command {
-                CommandName::List => self.catalog == Catalog::Both,
-                CommandName::Prune => self.catalog != Catalog::No,
-                CommandName::Restore => !self.save_only,
-                _ => true,
-            }
+    /// Whether the command line's `command` takes this input as a flag.
+    pub fn read_by(&self, command: CommandName) -> bool {
+        self.readers.commands & 1 << command as u8 != 0
+    }
+
+    /// Whether `entry`'s `action.yml` declares this input.
+    pub fn declared_by(&self, entry: EntryPoint) -> bool {
+        self.readers.entries & 1 << entry as u8 != 0
     }
 }
 
@@ -158,39 +164,17 @@ impl<T> Input<T> {
     pub const fn new(
         name: &'static str,
         kind: InputKind,
-        scope: Scope,
+        readers: Readers,
         default: &'static str,
         description: &'static str,
         parse: Parse<T>,
     ) -> Self {
-        let spec = InputSpec {
-            name,
-            kind,
-            scope,
-            catalog: Catalog::No,
-            default,
-            computed_default: "",
-            description,
-            save_only: false,
-        };
-        Input { spec, parse }
-    }
-
-    /// Also read by the catalog commands.
-    pub const fn catalog(mut self, catalog: Catalog) -> Self {
-        self.spec.catalog = catalog;
-        self
+        Input { spec: InputSpec { name, kind, readers, default, computed_default: "", description }, parse }
     }
 
     /// The default as docs/inputs.md shows it, for a default that is computed.
     pub const fn computed_default(mut self, shown: &'static str) -> Self {
         self.spec.computed_default = shown;
-        self
-    }
-
-    /// Not offered by the `restore` command.
-    pub const fn save_only(mut self) -> Self {
-        self.spec.save_only = true;
         self
     }
 
@@ -216,47 +200,52 @@ impl<T> Input<T> {
 }
 
 impl Input<bool> {
-    pub const fn flag(name: &'static str, scope: Scope, default: bool, description: &'static str) -> Self {
+    pub const fn flag(name: &'static str, readers: Readers, default: bool, description: &'static str) -> Self {
         let default = if default { "true" } else { "false" };
-        Input::new(name, InputKind::Bool, scope, default, description, parse_bool)
+        Input::new(name, InputKind::Bool, readers, default, description, parse_bool)
     }
 }
 
 impl Input<Vec<String>> {
     /// Newline-separated lines, trimmed, blank ones dropped.
-    pub const fn lines(name: &'static str, scope: Scope, description: &'static str) -> Self {
-        Input::new(name, InputKind::Lines, scope, "", description, parse_lines)
+    pub const fn lines(name: &'static str, readers: Readers, description: &'static str) -> Self {
+        Input::new(name, InputKind::Lines, readers, "", description, parse_lines)
     }
 
     /// Names separated by commas, spaces or newlines.
-    pub const fn list(name: &'static str, scope: Scope, description: &'static str) -> Self {
-        Input::new(name, InputKind::List, scope, "", description, parse_list)
+    pub const fn list(name: &'static str, readers: Readers, description: &'static str) -> Self {
+        Input::new(name, InputKind::List, readers, "", description, parse_list)
     }
 
     /// Names of environment variables.
-    pub const fn var_names(name: &'static str, scope: Scope, description: &'static str) -> Self {
-        Input::new(name, InputKind::List, scope, "", description, parse_var_names)
+    pub const fn var_names(name: &'static str, readers: Readers, description: &'static str) -> Self {
+        Input::new(name, InputKind::List, readers, "", description, parse_var_names)
     }
 }
 
 impl Input<Option<String>> {
     /// Free text, trimmed; `None` when blank.
-    pub const fn text(name: &'static str, scope: Scope, description: &'static str) -> Self {
-        Input::new(name, InputKind::Text, scope, "", description, parse_text)
+    pub const fn text(name: &'static str, readers: Readers, description: &'static str) -> Self {
+        Input::new(name, InputKind::Text, readers, "", description, parse_text)
     }
 }
 
 impl<T: Named> Input<T> {
     /// One of `T`'s names; `default` must be one.
-    pub const fn choice(name: &'static str, scope: Scope, default: &'static str, description: &'static str) -> Self {
-        Input::new(name, InputKind::Text, scope, default, description, parse_choice::<T>)
+    pub const fn choice(
+        name: &'static str,
+        readers: Readers,
+        default: &'static str,
+        description: &'static str,
+    ) -> Self {
+        Input::new(name, InputKind::Text, readers, default, description, parse_choice::<T>)
     }
 }
 
 impl<T: Named> Input<Option<T>> {
     /// One of `T`'s names, or nothing.
-    pub const fn optional_choice(name: &'static str, scope: Scope, description: &'static str) -> Self {
-        Input::new(name, InputKind::Text, scope, "", description, parse_optional_choice::<T>)
+    pub const fn optional_choice(name: &'static str, readers: Readers, description: &'static str) -> Self {
+        Input::new(name, InputKind::Text, readers, "", description, parse_optional_choice::<T>)
     }
 }
 
@@ -368,7 +357,7 @@ impl RawInputs {
 mod tests {
     use super::*;
 
-    static COUNT: Input<u32> = Input::new("count", InputKind::Text, Scope::Cache, "4", "How many.", |v| {
+    static COUNT: Input<u32> = Input::new("count", InputKind::Text, Readers::CACHE, "4", "How many.", |v| {
         v.unwrap_or_default().trim().parse().map_err(|_| "not a number".to_owned())
     });
 
@@ -396,32 +385,32 @@ mod tests {
     }
 
     #[test]
-    fn catalog_commands_offer_only_what_they_read() {
-        let prefix = Input::text("prefix", Scope::Fingerprint, "").catalog(Catalog::Both).spec;
-        let keep = Input::text("prune-keep", Scope::Cache, "").catalog(Catalog::Prune).save_only().spec;
-        let python = Input::text("python", Scope::Fingerprint, "").spec;
-        assert!(prefix.offered_by(CommandName::List) && prefix.offered_by(CommandName::Prune));
-        assert!(!keep.offered_by(CommandName::List) && keep.offered_by(CommandName::Prune));
-        assert!(!keep.offered_by(CommandName::Restore) && keep.offered_by(CommandName::Save));
-        assert!(!python.offered_by(CommandName::List) && python.offered_by(CommandName::Explain));
-    }
-
-    #[test]
-    fn scopes_decide_which_entry_points_and_commands_take_an_input() {
+    fn each_group_of_readers_names_its_commands_and_entry_points() {
         use CommandName as C;
-        use Scope::*;
-        let scopes = |reader: Reader| -> Vec<Scope> {
-            [Fingerprint, Cache, Restore, Save, Root].into_iter().filter(|s| s.taken_by(reader)).collect()
+        use EntryPoint as E;
+        let commands = |readers: Readers| -> Vec<C> {
+            let spec = Input::text("x", readers, "").spec;
+            C::ALL.iter().copied().filter(|c| spec.read_by(*c)).collect()
         };
-        assert_eq!(scopes(Reader::Action(EntryPoint::Root)), [Fingerprint, Cache, Restore, Root]);
-        assert_eq!(scopes(Reader::Action(EntryPoint::Restore)), [Fingerprint, Cache, Restore]);
-        assert_eq!(scopes(Reader::Action(EntryPoint::Save)), [Fingerprint, Cache, Save]);
-        assert_eq!(scopes(Reader::Action(EntryPoint::Fingerprint)), [Fingerprint]);
-        assert_eq!(scopes(Reader::Cli(C::Restore)), [Fingerprint, Cache, Restore, Root]);
-        assert_eq!(scopes(Reader::Cli(C::Save)), [Fingerprint, Cache, Save, Root]);
-        assert_eq!(scopes(Reader::Cli(C::Explain)), [Fingerprint, Cache, Restore]);
-        assert_eq!(scopes(Reader::Cli(C::Fingerprint)), [Fingerprint]);
-        assert_eq!(scopes(Reader::Cli(C::List)), [Fingerprint, Cache]);
-        assert_eq!(scopes(Reader::Cli(C::Prune)), [Fingerprint, Cache]);
+        let entries = |readers: Readers| -> Vec<E> {
+            let spec = Input::text("x", readers, "").spec;
+            E::ALL.into_iter().filter(|e| spec.declared_by(*e)).collect()
+        };
+        assert_eq!(commands(Readers::FINGERPRINT), [C::Fingerprint, C::Restore, C::Save, C::Explain]);
+        assert_eq!(entries(Readers::FINGERPRINT), E::ALL);
+        assert_eq!(commands(Readers::CACHE), [C::Restore, C::Save, C::Explain]);
+        assert_eq!(entries(Readers::CACHE), [E::Root, E::Restore, E::Save]);
+        assert_eq!(
+            (commands(Readers::RESTORE), entries(Readers::RESTORE)),
+            (vec![C::Restore, C::Explain], vec![E::Root, E::Restore])
+        );
+        assert_eq!((commands(Readers::SAVE), entries(Readers::SAVE)), (vec![C::Save], vec![E::Save]));
+        assert_eq!((commands(Readers::ROOT), entries(Readers::ROOT)), (vec![C::Restore, C::Save], vec![E::Root]));
+        // Listing adds `list` and `prune`; leaving a command out leaves its entry point's
+        // declaration as it was.
+        let listed = Readers::FINGERPRINT.and_listing();
+        assert_eq!(commands(listed), [C::Fingerprint, C::Restore, C::Save, C::Explain, C::List, C::Prune]);
+        let keep = Readers::CACHE.but(C::Restore).and(C::Prune);
+        assert_eq!((commands(keep), entries(keep)), (vec![C::Save, C::Explain, C::Prune], entries(Readers::CACHE)));
     }
 }

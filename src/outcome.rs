@@ -9,7 +9,7 @@
 //! stack's [`Slot`].
 
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::stack::Slot;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -117,22 +117,15 @@ fn torch_env_patterns() -> EnvPatterns {
     }
 }
 
-/// The native facets TorchInductor's kernels depend on (a name that is not a facet does not compile).
-const TORCH_FACETS: [Facet; 6] = [
-    Facet::named("os"),
-    Facet::named("arch"),
-    Facet::named("isa"),
-    Facet::named("libc"),
-    Facet::named("compiler"),
-    Facet::named("gpu"),
-];
+/// The native facets TorchInductor's kernels depend on.
+const TORCH_FACETS: [&str; 6] = ["os", "arch", "isa", "libc", "compiler", "gpu"];
 
 impl PresetPlan {
     /// Add the preset's facts to a fingerprint spec.
     pub fn apply(&self, spec: &mut FingerprintSpec, env: &Env) {
         match self.preset {
             Preset::TorchInductor => {
-                spec.native.extend(TORCH_FACETS);
+                spec.native.extend(TORCH_FACETS.map(Facet::named));
                 // Inductor compiles its C++ kernels with `$CXX`, else `g++` on Linux.
                 if env.non_empty("CXX").is_none() && !spec.compilers.iter().any(|c| c == "g++") {
                     spec.compilers.push("g++".to_owned());

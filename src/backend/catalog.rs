@@ -2,7 +2,7 @@
 //! [`Catalog`] trait, which each store provides (the local directory, the GitHub REST API for the
 //! cache service, whose protocols cannot list or delete, and object storage), and its errors.
 
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::path::PathBuf;
 
 use super::http::MAX_ANSWER_BYTES;

@@ -6,7 +6,7 @@
 use crate::backend::catalog::{CatalogError, Listed};
 use crate::backend::http::Tuning;
 use crate::backend::{BackendError, CacheEntry, ErrorKind};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use reqwest::header::HeaderMap;
 use std::future::Future;
 

@@ -1,11 +1,11 @@
 //! Cache backends behind one trait. Each store (the GitHub cache service v1 and v2, the local
 //! directory, S3-compatible object storage, Azure Blob Storage) has its own directory, laid out
-//! the same way ([`store`] names the files and their roles), and joins the registry [`STORES`]:
-//! its inputs, its backend, its catalog ([`catalog`]) and its secrets. Command logic sees only
+//! the same way, and is one variant of [`Store`], whose one `match` gives its backend, its
+//! catalog ([`catalog`]) and its secrets. Command logic sees only
 //! [`Backend`]: exact lookup by key and version, a streaming download, and reserve → stream →
 //! commit for saves; `http`, `download`, `upload` and `wire` are what the stores share, `blob`
 //! the Azure block blob both the v2 service and the Azure store write, `object` and `entries`
-//! what the object stores share (their configuration, and how entries are kept in them).
+//! what the object stores share (their backend and catalog, and how entries are kept in them).
 //!
 //! Every failure is a [`BackendError`]: an [`ErrorKind`] that decides retries and whether it is
 //! a warning or a failure, the HTTP status when a server answered, and its source. Nothing
@@ -15,27 +15,27 @@
 
 pub mod azure;
 pub mod blob;
-pub mod catalog;
+mod catalog;
 mod download;
-pub(crate) mod entries;
-pub mod github;
+mod entries;
+mod github;
 pub mod http;
-pub mod local;
+mod local;
 mod mode;
-pub mod object;
+mod object;
 pub mod s3;
-pub mod store;
+mod store;
 mod upload;
 pub mod wire;
 
 pub use catalog::{Catalog, CatalogError, Listed};
-pub use github::{GithubCatalog, Protocol, V1Backend, V2Backend};
+pub use github::V2Backend;
 pub use local::LocalBackend;
 pub use mode::CacheMode;
-pub use s3::{S3Backend, S3Inputs, S3Settings};
-pub use store::{BackendChoice, STORES, Stores, parse_backend};
+pub(crate) use store::BACKEND;
+pub use store::{Store, StoreKind};
 
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::sync::Arc;

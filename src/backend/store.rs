@@ -1,138 +1,153 @@
-//! Stores as providers. Each place entries can live — the GitHub cache service, the local
-//! directory, S3-compatible object storage, Azure Blob Storage — is one [`Store`]: its name for the `backend` input,
-//! its own inputs (they join the input registry), and, configured, its backend, its catalog and
-//! the variables holding its credentials. [`STORES`] is the registry: adding a store is one
-//! directory under `backend/` and one line here.
+//! The store a run uses, as a value: [`Store`], built once from the inputs, is the GitHub cache
+//! service (by protocol), the local directory, S3 or Azure Blob, and one `match` gives its
+//! backend, its catalog and its secrets. [`StoreKind`] names the kinds for the `backend` input;
+//! the input's description and the registry's store inputs are derived from [`StoreKind::ALL`].
 //!
-//! Every store's directory has the same files for the same roles (a store leaves out what it
-//! has no use for): `mod.rs`, the store — its inputs, read and checked, and its [`Store`] (an
-//! object store describes itself as an [`super::object::ObjectStore`] instead, and
-//! [`super::object::Objects`] makes that a [`Store`]); `settings.rs`, its typed settings from
-//! the inputs and the environment, and its credential variables; `client.rs`, its requests
-//! (signed, sent, their answers read as [`BackendError`]s); `backend.rs`, its [`Backend`];
-//! `catalog.rs`, its [`Catalog`]; `upload.rs`, its saves (an [`super::Upload`]).
+//! Each store is one directory under `backend/` (docs/architecture.md, "Adding a store"): its
+//! inputs, how it reads them, and how it connects.
 
 use super::catalog::{Catalog, CatalogError};
-use super::{Backend, BackendError};
+use super::{Backend, BackendError, azure, github, local, s3};
+use crate::choice;
 use crate::env::Env;
-use crate::inputs::{InputError, InputSpec, RawInputs};
+use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers};
 use crate::paths::Locations;
 use crate::runner::SecretSink;
-use std::fmt;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::LazyLock;
 
-/// A kind of store, before its inputs are read.
-pub trait Store: Sync {
-    /// Its name as the `backend` input takes it.
-    fn name(&self) -> &'static str;
+choice::named_enum! {
+    /// A kind of store, as the `backend` input names it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum StoreKind {
+        Github => "github",
+        Local => "local",
+        S3 => "s3",
+        AzureBlob => "azure-blob",
+    }
+}
+
+impl StoreKind {
+    pub const ALL: [StoreKind; 4] = [StoreKind::Github, StoreKind::Local, StoreKind::S3, StoreKind::AzureBlob];
 
     /// Its own inputs, in the order documentation lists them.
-    fn inputs(&self) -> &'static [&'static InputSpec];
-
-    /// Read and check its inputs. Every store is configured whichever is chosen, so a bad value
-    /// is an input error wherever it is written; `chosen` says whether the user named it.
-    fn configure(
-        &self,
-        raw: &RawInputs,
-        locations: &Locations,
-        chosen: bool,
-    ) -> Result<Arc<dyn Configured>, InputError>;
-}
-
-/// A store with its inputs read.
-pub trait Configured: Send + Sync + fmt::Debug {
-    /// With `backend: auto`, whether this store serves the run (a runner's cache service; the
-    /// local directory always).
-    fn serves_auto(&self, _env: &Env) -> bool {
-        false
-    }
-
-    fn backend(&self, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError>;
-
-    /// Where its entries are listed and deleted; `token` is the `github-token` input.
-    fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError>;
-
-    /// The values of its credentials in `env`: masked in every step, and never saved.
-    fn secret_values(&self, _env: &Env) -> Vec<String> {
-        Vec::new()
+    pub fn inputs(self) -> &'static [&'static InputSpec] {
+        match self {
+            StoreKind::Github => &github::INPUTS,
+            StoreKind::Local => &local::INPUTS,
+            StoreKind::S3 => &s3::INPUTS,
+            StoreKind::AzureBlob => &azure::INPUTS,
+        }
     }
 }
 
-/// Every store; with `backend: auto` the first that serves the run is chosen.
-pub static STORES: &[&dyn Store] =
-    &[&super::github::GITHUB, &super::local::LOCAL, &super::s3::S3, &super::azure::AZURE_BLOB];
-
-/// The `backend` input: `auto`, or a store's name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendChoice {
-    Auto,
-    Named(&'static str),
-}
+/// The `backend` input: `None` for `auto`.
+pub static BACKEND: LazyLock<Input<Option<StoreKind>>> = LazyLock::new(|| {
+    let names: Vec<String> = StoreKind::ALL.iter().map(|k| format!("`{}`", k.name())).collect();
+    let (last, others) = names.split_last().expect("stores");
+    let description = format!(
+        "Where entries live: `auto` (the runner's cache service, else the local directory), {} or {last}.",
+        others.join(", ")
+    );
+    Input::new("backend", InputKind::Text, Readers::CACHE.and_listing(), "auto", description.leak(), parse_backend)
+});
 
 /// `auto` or a store's name, in any ASCII case.
-pub fn parse_backend(value: Option<&str>) -> Result<BackendChoice, String> {
+fn parse_backend(value: Option<&str>) -> Result<Option<StoreKind>, String> {
     let value = value.unwrap_or("auto").trim();
     if value.eq_ignore_ascii_case("auto") {
-        return Ok(BackendChoice::Auto);
+        return Ok(None);
     }
-    STORES.iter().find(|s| s.name().eq_ignore_ascii_case(value)).map(|s| BackendChoice::Named(s.name())).ok_or_else(
-        || {
-            let names: Vec<String> =
-                std::iter::once("auto").chain(STORES.iter().map(|s| s.name())).map(|n| format!("`{n}`")).collect();
-            format!("`{value}` is not one of {}", names.join(", "))
-        },
-    )
+    choice::parse(value).map(Some).ok_or_else(|| {
+        let names: Vec<String> =
+            std::iter::once("auto").chain(StoreKind::ALL.map(StoreKind::name)).map(|n| format!("`{n}`")).collect();
+        format!("`{value}` is not one of {}", names.join(", "))
+    })
 }
 
-/// Every store configured, and the user's choice.
+/// The store the inputs chose, with its own inputs read.
 #[derive(Clone, Debug)]
-pub struct Stores {
-    choice: BackendChoice,
-    configured: Vec<(&'static str, Arc<dyn Configured>)>,
+pub enum Store {
+    /// The runner's cache service, spoken in `protocol` (or as the environment says).
+    Github(github::Protocol),
+    /// `local-dir`; `None`: [`local::LocalBackend::default_dir`].
+    Local(Option<PathBuf>),
+    S3(s3::S3Inputs),
+    AzureBlob(azure::AzureInputs),
 }
 
-impl Stores {
-    pub fn configure(choice: BackendChoice, raw: &RawInputs, locations: &Locations) -> Result<Self, InputError> {
-        let configured = STORES
-            .iter()
-            .map(|store| {
-                let chosen = choice == BackendChoice::Named(store.name());
-                Ok((store.name(), store.configure(raw, locations, chosen)?))
-            })
-            .collect::<Result<_, InputError>>()?;
-        Ok(Stores { choice, configured })
-    }
-
-    pub fn choice(&self) -> BackendChoice {
-        self.choice
-    }
-
-    /// The name of the store serving this run: the one named, else the first that serves it.
-    pub fn chosen_name(&self, env: &Env) -> &'static str {
-        self.chosen(env).0
-    }
-
-    fn chosen(&self, env: &Env) -> &(&'static str, Arc<dyn Configured>) {
-        let pick = |(name, store): &(&'static str, Arc<dyn Configured>)| match self.choice {
-            BackendChoice::Named(chosen) => *name == chosen,
-            BackendChoice::Auto => store.serves_auto(env),
+impl Store {
+    /// The store `backend` names (with `auto`, the runner's cache service where `env` offers
+    /// one, else the local directory). Every store's inputs are read, so a bad value is an
+    /// input error whichever store is chosen; the input naming where the chosen store's entries
+    /// live is required.
+    pub fn configure(raw: &RawInputs, locations: &Locations, env: &Env) -> Result<Store, InputError> {
+        let choice = BACKEND.read(raw)?;
+        let protocol = github::PROTOCOL.read(raw)?;
+        let dir = local::read(raw, locations)?;
+        let (s3, azure) = (s3::S3Inputs::read(raw)?, azure::AzureInputs::read(raw)?);
+        let required = |input: &Input<Option<String>>, given: bool, kind: StoreKind| match given {
+            true => Ok(()),
+            false => Err(InputError::Invalid {
+                name: input.name(),
+                detail: format!("is required with `backend: {}`", kind.name()),
+            }),
         };
-        self.configured.iter().find(|s| pick(s)).expect("the local store serves every run")
+        let kind = choice.unwrap_or(match github::serves(protocol, env) {
+            true => StoreKind::Github,
+            false => StoreKind::Local,
+        });
+        Ok(match kind {
+            StoreKind::Github => Store::Github(protocol),
+            StoreKind::Local => Store::Local(dir),
+            StoreKind::S3 => {
+                required(&s3::S3_BUCKET, s3.bucket.is_some(), kind)?;
+                Store::S3(s3)
+            }
+            StoreKind::AzureBlob => {
+                required(&azure::AZURE_CONTAINER, azure.container.is_some(), kind)?;
+                Store::AzureBlob(azure)
+            }
+        })
     }
 
-    /// The chosen store's backend, or why it cannot be built.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            Store::Github(_) => StoreKind::Github,
+            Store::Local(_) => StoreKind::Local,
+            Store::S3(_) => StoreKind::S3,
+            Store::AzureBlob(_) => StoreKind::AzureBlob,
+        }
+    }
+
+    /// Its backend, or why it cannot be built.
     pub fn backend(&self, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
-        self.chosen(env).1.backend(env, secrets)
+        Ok(match self {
+            Store::Github(protocol) => github::backend(*protocol, env, secrets)?,
+            Store::Local(dir) => Box::new(local::store(dir.as_deref(), env)),
+            Store::S3(inputs) => Box::new(s3::connect(inputs, env, secrets)?),
+            Store::AzureBlob(inputs) => Box::new(azure::connect(inputs, env, secrets)?),
+        })
     }
 
-    /// Where the chosen store's entries are listed and deleted.
+    /// Where its entries are listed and deleted; `token` is the `github-token` input. An object
+    /// store's catalog is its backend, with the same credentials and no secret of its own.
     pub fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError> {
-        self.chosen(env).1.catalog(env, token)
+        Ok(match self {
+            Store::Github(protocol) => Box::new(github::catalog(*protocol, env, token)?),
+            Store::Local(dir) => Box::new(local::store(dir.as_deref(), env)),
+            Store::S3(inputs) => Box::new(s3::connect(inputs, env, SecretSink::detached())?),
+            Store::AzureBlob(inputs) => Box::new(azure::connect(inputs, env, SecretSink::detached())?),
+        })
     }
 
-    /// The chosen store's credentials in `env`.
+    /// The values of its credentials in `env`: masked in every step, and never saved.
     pub fn secret_values(&self, env: &Env) -> Vec<String> {
-        self.chosen(env).1.secret_values(env)
+        match self {
+            Store::Github(_) | Store::Local(_) => Vec::new(),
+            Store::S3(_) => s3::S3Settings::secrets(env),
+            Store::AzureBlob(_) => azure::AzureSettings::secrets(env),
+        }
     }
 }
 
@@ -140,45 +155,59 @@ impl Stores {
 mod tests {
     use super::*;
 
-    fn stores(pairs: &[(&str, &str)]) -> Result<Stores, InputError> {
+    fn store(pairs: &[(&str, &str)], env: &[(&str, &str)]) -> Result<Store, InputError> {
         let mut raw = RawInputs::default();
         for (k, v) in pairs {
             raw.set(k, *v);
         }
-        let choice = parse_backend(raw.get("backend")).unwrap();
         let locations = Locations { workspace: "/ws".into(), home: Some("/home/u".into()) };
-        Stores::configure(choice, &raw, &locations)
+        Store::configure(&raw, &locations, &Env::from_pairs(env.iter().copied()))
     }
 
     const SERVICE: &[(&str, &str)] = &[("ACTIONS_CACHE_URL", "http://10.0.0.2:34567/abc/")];
 
     #[test]
     fn auto_takes_the_runners_service_else_the_local_directory_and_a_name_is_obeyed() {
-        let env = |pairs: &[(&str, &str)]| Env::from_pairs(pairs.iter().copied());
-        assert_eq!(stores(&[]).unwrap().chosen_name(&env(SERVICE)), "github");
-        assert_eq!(stores(&[]).unwrap().chosen_name(&env(&[])), "local");
-        assert_eq!(stores(&[("backend", "LOCAL")]).unwrap().chosen_name(&env(SERVICE)), "local");
-        let github = stores(&[("backend", "github")]).unwrap();
-        assert_eq!(github.chosen_name(&env(&[])), "github");
-        let Err(err) = github.backend(&env(&[]), SecretSink::detached()) else { panic!("no service") };
+        let kind = |pairs: &[(&str, &str)], env: &[(&str, &str)]| store(pairs, env).unwrap().kind();
+        assert_eq!(kind(&[], SERVICE), StoreKind::Github);
+        assert_eq!(kind(&[], &[]), StoreKind::Local);
+        assert_eq!(kind(&[("backend", "LOCAL")], SERVICE), StoreKind::Local);
+        let github = store(&[("backend", "github")], &[]).unwrap();
+        assert_eq!(github.kind(), StoreKind::Github);
+        let Err(err) = github.backend(&Env::default(), SecretSink::detached()) else { panic!("no service") };
         let err = err.to_string();
         assert!(err.contains("no cache service is configured"), "{err}");
-        assert!(matches!(github.catalog(&env(&[]), None), Err(CatalogError::Unavailable { .. })));
+        assert!(matches!(github.catalog(&Env::default(), None), Err(CatalogError::Unavailable { .. })));
     }
 
     #[test]
-    fn the_backend_input_names_every_store() {
-        assert_eq!(parse_backend(Some(" S3 ")), Ok(BackendChoice::Named("s3")));
-        assert_eq!(parse_backend(None), Ok(BackendChoice::Auto));
+    fn the_backend_input_names_and_documents_every_store() {
+        assert_eq!(parse_backend(Some(" S3 ")), Ok(Some(StoreKind::S3)));
+        assert_eq!(parse_backend(None), Ok(None));
         let err = parse_backend(Some("gcs")).unwrap_err();
-        assert!(err.starts_with("`gcs` is not one of `auto`, `github`, `local`, `s3`"), "{err}");
+        let names: Vec<String> = StoreKind::ALL.iter().map(|k| format!("`{}`", k.name())).collect();
+        assert_eq!(err, format!("`gcs` is not one of `auto`, {}", names.join(", ")));
+        let listed = format!("{} or {}.", names[..names.len() - 1].join(", "), names[names.len() - 1]);
+        assert!(BACKEND.spec.description.ends_with(&listed), "{}", BACKEND.spec.description);
     }
 
     #[test]
-    fn a_stores_input_is_checked_whichever_store_is_chosen_and_its_needs_when_chosen() {
-        let err = stores(&[("s3-bucket", "Bad_Bucket")]).unwrap_err().to_string();
+    fn a_stores_input_is_checked_whichever_store_is_chosen_and_its_place_when_chosen() {
+        let err = store(&[("s3-bucket", "Bad_Bucket")], &[]).unwrap_err().to_string();
         assert!(err.contains("is not a bucket name"), "{err}");
-        let err = stores(&[("backend", "s3")]).unwrap_err().to_string();
+        let err = store(&[("backend", "s3")], &[]).unwrap_err().to_string();
         assert_eq!(err, "input `s3-bucket`: is required with `backend: s3`");
+        let err = store(&[("backend", "azure-blob")], &[]).unwrap_err().to_string();
+        assert_eq!(err, "input `azure-container`: is required with `backend: azure-blob`");
+    }
+
+    #[test]
+    fn secrets_are_the_chosen_stores_only() {
+        let env = [("AWS_SECRET_ACCESS_KEY", "aws-secret"), ("AZURE_STORAGE_SAS_TOKEN", "?sv=1&sig=abc")];
+        let s3 = store(&[("backend", "s3"), ("s3-bucket", "bucket-1")], &[]).unwrap();
+        assert_eq!(s3.secret_values(&Env::from_pairs(env)), ["aws-secret"]);
+        let azure = store(&[("backend", "azure-blob"), ("azure-container", "cache-1")], &[]).unwrap();
+        assert_eq!(azure.secret_values(&Env::from_pairs(env)), ["?sv=1&sig=abc", "abc"]);
+        assert!(store(&[], &[]).unwrap().secret_values(&Env::from_pairs(env)).is_empty());
     }
 }

@@ -7,12 +7,12 @@ use super::prune::{ListedSlots, Refs, Rule};
 use super::{Context, Error, explain, prune as pruning, worth};
 use crate::archive::read_generation;
 use crate::backend::{Backend, Listed};
-use crate::cli::CatalogArgs;
 use crate::config::{Config, DEFAULT_PREFIX, InputError, Keep, Locate, defs};
 use crate::manifest::Generation;
 use crate::outcome::{CatalogOutcome, ListedEntry};
 use crate::runner::Mode;
 use crate::units;
+use std::time::Duration;
 
 /// Entries whose generation time `list` reads, the newest first: each costs a lookup and a ranged
 /// read of the archive's first bytes (the record is copied there, before the fingerprint).
@@ -41,13 +41,18 @@ pub(super) fn explain(ctx: &Context, config: &Config) -> Result<CatalogOutcome, 
     Ok(CatalogOutcome::Explain { key: record.key, explanation })
 }
 
-pub(super) fn list(ctx: &Context, locate: &Locate, args: &CatalogArgs, json: bool) -> Result<CatalogOutcome, Error> {
+pub(super) fn list(
+    ctx: &Context,
+    locate: &Locate,
+    refs: &Refs,
+    long: bool,
+    json: bool,
+) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
     let catalog = (ctx.catalog)(locate, runner.env())?;
-    let refs = chosen_refs(ctx, args);
-    let entries = pruning::ours(catalog.as_ref(), &locate.prefix, &refs)?;
-    runner.info(&format!("{} {}", heading(&locate.prefix, &refs, entries.len()), catalog.describe()));
-    let slots = ListedSlots::new(&entries, args.versions_known.then(|| locate.version()).as_ref());
+    let entries = pruning::ours(catalog.as_ref(), &locate.prefix, refs)?;
+    runner.info(&format!("{} {}", heading(&locate.prefix, refs, entries.len()), catalog.describe()));
+    let slots = ListedSlots::new(&entries, known_version(locate).as_ref());
     let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
     let mut newest: Vec<usize> = (0..entries.len()).collect();
     newest.sort_by_key(|&i| std::cmp::Reverse(entries[i].created));
@@ -81,7 +86,7 @@ pub(super) fn list(ctx: &Context, locate: &Locate, args: &CatalogArgs, json: boo
         .collect();
     let lines = match entries.is_empty() {
         true => vec![format!("no entries of `{}` {} in {}", locate.prefix, refs.describe(), catalog.describe())],
-        false => table(&entries, args.long),
+        false => table(&entries, long),
     };
     // On the command line the table is the command's output; in a job's log, lines of it.
     match runner.mode() {
@@ -110,8 +115,14 @@ fn recorded_generation(backend: &dyn Backend, listed: &Listed) -> Result<Option<
 }
 
 /// `--all-refs`, `--ref`, else the run's own ref, else every ref.
-fn chosen_refs(ctx: &Context, args: &CatalogArgs) -> Refs {
-    Refs::chosen(args.r#ref.as_deref(), args.all_refs, ctx.runner.env().non_empty("GITHUB_REF"))
+pub(super) fn refs(ctx: &Context, on_ref: Option<&str>, all_refs: bool) -> Refs {
+    Refs::chosen(on_ref, all_refs, ctx.runner.env().non_empty("GITHUB_REF"))
+}
+
+/// The version of the key's stacks when `path` or `preset` says it (`list` and `prune` need
+/// neither).
+fn known_version(locate: &Locate) -> Option<crate::keys::Version> {
+    (!locate.path_lines.is_empty()).then(|| locate.version())
 }
 
 /// `2 entries of `models` on every ref in` (the store follows).
@@ -122,7 +133,7 @@ fn heading(prefix: &str, refs: &Refs, count: usize) -> String {
 }
 
 /// `<prefix>-<first 12 hex>…` (and a later generation's `.g<n>`), as `git` shortens commits.
-fn short_key(key: &crate::ids::Key) -> String {
+fn short_key(key: &crate::keys::Key) -> String {
     let Some(prefix) = key.prefix() else { return key.to_string() };
     let rest = &key[prefix.len() + 1..];
     let generation = rest.find('.').map_or("", |i| &rest[i..]);
@@ -173,14 +184,16 @@ fn table(entries: &[ListedEntry], long: bool) -> Vec<String> {
         .collect()
 }
 
+/// Prune by age (`--older-than`), else keeping the newest `keep`.
 pub(super) fn prune(
     ctx: &Context,
-    (locate, keep): (&Locate, Keep),
-    args: &CatalogArgs,
+    locate: &Locate,
+    refs: &Refs,
+    (older_than, keep): (Option<Duration>, Keep),
     dry_run: bool,
 ) -> Result<CatalogOutcome, Error> {
     let runner = ctx.runner;
-    let rule = match args.older_than {
+    let rule = match older_than {
         Some(age) => Rule::OlderThan { age, now: chrono::Utc::now().timestamp() },
         None => Rule::Newest { keep: keep.newest, just_saved: None },
     };
@@ -190,11 +203,10 @@ pub(super) fn prune(
         return Err(InputError::Invalid { name: defs::PREFIX.name(), detail }.into());
     }
     let catalog = (ctx.catalog)(locate, runner.env())?;
-    let refs = chosen_refs(ctx, args);
-    let entries = pruning::ours(catalog.as_ref(), &locate.prefix, &refs)?;
-    runner.info(&format!("{} {}", heading(&locate.prefix, &refs, entries.len()), catalog.describe()));
-    let slots = ListedSlots::new(&entries, args.versions_known.then(|| locate.version()).as_ref());
-    let report = pruning::delete(catalog.as_ref(), entries, &refs, rule, &slots, dry_run)?;
+    let entries = pruning::ours(catalog.as_ref(), &locate.prefix, refs)?;
+    runner.info(&format!("{} {}", heading(&locate.prefix, refs, entries.len()), catalog.describe()));
+    let slots = ListedSlots::new(&entries, known_version(locate).as_ref());
+    let report = pruning::delete(catalog.as_ref(), entries, refs, rule, &slots, dry_run)?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     let name = |e: &Listed| pruning::named(e, slots.slot(e));
     for e in &report.deleted {

@@ -4,7 +4,7 @@ use crate::archive::{CleanError, PackError};
 use crate::backend::CatalogError;
 use crate::config::InputError;
 use crate::fingerprint::FingerprintError;
-use crate::ids::Key;
+use crate::keys::Key;
 use crate::outcome::MissReason;
 use crate::runner::RunnerError;
 use std::path::PathBuf;

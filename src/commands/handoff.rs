@@ -10,7 +10,7 @@ use crate::backend::LocalBackend;
 use crate::config::Locate;
 use crate::env::Env;
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::runner::Runner;
 use std::path::{Path, PathBuf};
 

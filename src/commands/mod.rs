@@ -9,7 +9,6 @@ mod error;
 mod explain;
 mod fingerprint;
 mod handoff;
-mod lookups;
 mod prune;
 mod publish;
 mod reads;
@@ -24,19 +23,19 @@ mod words;
 mod worth;
 
 pub use error::Error;
-pub use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
+use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 
-use crate::cli::{CommandName, Invocation};
+use crate::cli::{Command, Invocation};
 use crate::fingerprint::System;
 use crate::outcome::Outcome;
 use crate::runner::Runner;
 
 /// What commands work with: the runner, the machine, and how to reach the cache.
-pub struct Context<'a> {
-    pub runner: &'a Runner,
-    pub system: &'a dyn System,
-    pub backend: &'a BackendFactory,
-    pub catalog: &'a CatalogFactory,
+struct Context<'a> {
+    runner: &'a Runner,
+    system: &'a dyn System,
+    backend: &'a BackendFactory,
+    catalog: &'a CatalogFactory,
 }
 
 /// Run one invocation with the real backends.
@@ -46,9 +45,9 @@ pub fn run(invocation: &Invocation, runner: &Runner, system: &dyn System) -> Res
 }
 
 /// Run one invocation with the backends and the machine `ctx` gives.
-pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
+fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
-    let details = matches!(invocation.command, CommandName::Fingerprint | CommandName::Explain);
+    let details = matches!(invocation.command, Command::Fingerprint | Command::Explain);
     ctx.runner.set_verbose(invocation.verbose || details);
     if let Some(line) = setup::failed_job(invocation, ctx.runner) {
         ctx.runner.notice(&line);
@@ -57,24 +56,24 @@ pub fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     let config = setup::configure(invocation, ctx.runner)?;
     // A failure that must fail the step only after the outcome is published.
     let mut deferred = None;
-    let outcome = match invocation.command {
-        CommandName::Fingerprint => Outcome::Fingerprint(fingerprint::run(ctx, &config)?),
-        CommandName::Restore => {
+    let outcome = match &invocation.command {
+        Command::Fingerprint => Outcome::Fingerprint(fingerprint::run(ctx, &config)?),
+        Command::Restore => {
             let (outcome, clean_error) = restore::run(ctx, &config)?;
             deferred = clean_error.map(Error::Clean);
             Outcome::Restore(Box::new(outcome))
         }
-        CommandName::Save => Outcome::Save(save::run(ctx, &config, invocation.post)?),
-        CommandName::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
-        CommandName::List => {
-            Outcome::Catalog(catalog_commands::list(ctx, &config.locate, &invocation.catalog, invocation.json)?)
+        Command::Save { post } => Outcome::Save(save::run(ctx, &config, *post)?),
+        Command::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
+        Command::List { json, long, on_ref, all_refs } => {
+            let refs = catalog_commands::refs(ctx, on_ref.as_deref(), *all_refs);
+            Outcome::Catalog(catalog_commands::list(ctx, &config.locate, &refs, *long, *json)?)
         }
-        CommandName::Prune => Outcome::Catalog(catalog_commands::prune(
-            ctx,
-            (&config.locate, config.keep),
-            &invocation.catalog,
-            invocation.dry_run,
-        )?),
+        Command::Prune { dry_run, older_than, on_ref, all_refs } => {
+            let refs = catalog_commands::refs(ctx, on_ref.as_deref(), *all_refs);
+            let rule = (*older_than, config.keep);
+            Outcome::Catalog(catalog_commands::prune(ctx, &config.locate, &refs, rule, *dry_run)?)
+        }
     };
     publish::publish(ctx.runner, &config, &outcome)?;
     match deferred {
@@ -127,7 +126,7 @@ mod tests {
     use crate::config::{EntryPoint, Locate, OUTPUTS};
     use crate::env::Env;
     use crate::fingerprint::HostSystem;
-    use crate::ids::{Key, Version};
+    use crate::keys::{Key, Version};
     use crate::runner::Mode;
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
@@ -273,160 +272,5 @@ mod tests {
         assert_eq!(std::fs::read(job.path("ws/out/model.pt")).unwrap(), b"weights");
         let state = key_values(&job.path("state"));
         assert_eq!((state["key"].as_str(), state["skip-save"].as_str()), (saved["key"].as_str(), "true"));
-    }
-}
-
-#[cfg(test)]
-mod config_parts {
-    //! Which part of [`Config`](crate::config::Config) each file of `src/` (but `config`'s own)
-    //! reads (docs/architecture.md, "Config"), checked against the code: `Config` (the whole
-    //! type), a part's type in a signature (`Locate`, `RestoreConfig`, `SaveConfig`, `Keep`), or
-    //! `config.<field>` read of the whole. A file absent from [`READS`] names none of them; a
-    //! change in what a file reads changes this table, deliberately.
-
-    use std::collections::BTreeSet;
-    use std::path::Path;
-
-    const READS: &[(&str, &[&str])] = &[
-        // The whole: the commands take it and hand each layer below its part.
-        ("commands/mod.rs", &["keep", "locate", "restore", "strict"]),
-        ("commands/setup.rs", &["Config", "Locate", "check_key_inputs", "locate", "save", "secret_env"]),
-        ("commands/fingerprint.rs", &["Config", "fingerprint", "locate", "preset"]),
-        (
-            "commands/restore.rs",
-            &["Config", "Locate", "RestoreConfig", "fingerprint", "locate", "restore", "strict", "uncovered_reads"],
-        ),
-        (
-            "commands/save.rs",
-            &[
-                "Config",
-                "Keep",
-                "Locate",
-                "SaveConfig",
-                "fingerprint",
-                "locate",
-                "preset",
-                "save",
-                "secret_env",
-                "uncovered_reads",
-            ],
-        ),
-        ("commands/catalog_commands.rs", &["Config", "Keep", "Locate", "locate"]),
-        // What users read names the cache and masks values: the whole, read for that alone.
-        ("commands/publish.rs", &["Config"]),
-        ("commands/report.rs", &["Config", "locate", "preset", "save", "secret_env"]),
-        // Only what locates entries.
-        ("commands/handoff.rs", &["Locate"]),
-        ("commands/services.rs", &["Locate"]),
-        ("commands/verify.rs", &["Locate"]),
-    ];
-
-    /// What `text` (tests and comments aside) names of `Config` and its parts.
-    fn named(text: &str) -> BTreeSet<String> {
-        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
-        let mut found = BTreeSet::new();
-        let fields = [
-            "fingerprint",
-            "locate",
-            "restore",
-            "save",
-            "strict",
-            "uncovered_reads",
-            "secret_env",
-            "keep",
-            "preset",
-            "allow_machine_only_key",
-            "check_key_inputs",
-        ];
-        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (i, _) in line.match_indices(|c: char| c.is_ascii_uppercase() || c == 'c') {
-                if line[..i].chars().next_back().is_some_and(word) {
-                    continue;
-                }
-                let ident: String = line[i..].chars().take_while(|c| word(*c)).collect();
-                let after = &line[i + ident.len()..];
-                match ident.as_str() {
-                    // `Config(…)` is an error's variant, not the type.
-                    "Config" if !after.starts_with('(') => found.insert(ident),
-                    "Locate" | "RestoreConfig" | "SaveConfig" | "Keep" => found.insert(ident),
-                    "config" if after.starts_with('.') => {
-                        let field: String = after[1..].chars().take_while(|c| word(*c)).collect();
-                        fields.contains(&field.as_str()) && found.insert(field)
-                    }
-                    _ => false,
-                };
-            }
-        }
-        found
-    }
-
-    #[test]
-    fn each_file_reads_only_its_part_of_the_config() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut wrong = Vec::new();
-        for path in rust_files(&src) {
-            let file = path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
-            if file.starts_with("config/") {
-                continue;
-            }
-            let found = named(&std::fs::read_to_string(&path).unwrap());
-            let listed: BTreeSet<String> = READS
-                .iter()
-                .find(|(name, _)| *name == file)
-                .map(|(_, reads)| reads.iter().map(|r| r.to_string()).collect())
-                .unwrap_or_default();
-            if found != listed {
-                wrong.push(format!("{file}: reads {found:?}, listed {listed:?}"));
-            }
-        }
-        assert!(wrong.is_empty(), "what commands read of the config changed:\n{}", wrong.join("\n"));
-    }
-
-    /// The scan above sees reads of the whole through a binding named `config` only: every
-    /// binding of the whole type (a parameter, a field, a `let` with its type) is named so.
-    #[test]
-    fn the_whole_config_is_always_bound_as_config() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut wrong = Vec::new();
-        for path in rust_files(&src) {
-            let text = std::fs::read_to_string(&path).unwrap();
-            for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                for (i, _) in line.match_indices("Config") {
-                    let after = line[i + "Config".len()..].chars().next();
-                    if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '(') {
-                        continue;
-                    }
-                    let before = line[..i].trim_end_matches(['&', ' ']).trim_end_matches("'a").trim_end();
-                    let Some(binding) = before.strip_suffix(':') else { continue };
-                    let name: String = binding
-                        .chars()
-                        .rev()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect::<Vec<_>>()
-                        .into_iter()
-                        .rev()
-                        .collect();
-                    if !name.is_empty() && name != "config" {
-                        wrong.push(format!("{}: `{name}: …Config`", path.display()));
-                    }
-                }
-            }
-        }
-        assert!(wrong.is_empty(), "bind the whole config as `config`:\n{}", wrong.join("\n"));
-    }
-
-    /// Every `.rs` file beneath `dir`.
-    fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                files.extend(rust_files(&path));
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-        files
     }
 }

@@ -23,7 +23,7 @@
 
 use crate::backend::{Catalog, CatalogError, Listed};
 use crate::config::DEFAULT_PREFIX;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::stack::Slot;
 use crate::stack::reach::{self, Placed};
 use std::collections::{BTreeSet, HashMap};

@@ -435,7 +435,13 @@ mod tests {
             for (name, value) in pairs {
                 raw.set(name, *value);
             }
-            Config::from_raw(&raw, &Env::from_pairs([("HOME", "/home/u")]), std::path::Path::new("/ws")).unwrap()
+            Config::from_raw(
+                &raw,
+                &Env::from_pairs([("HOME", "/home/u")]),
+                std::path::Path::new("/ws"),
+                crate::config::CommandName::Restore,
+            )
+            .unwrap()
         };
         let name = |pairs: &[(&str, &str)]| cache_name(&config(pairs));
         assert_eq!(name(&[("path", "!out/x\nout"), ("prefix", "fixtures-v1")]).as_deref(), Some("fixtures-v1"));

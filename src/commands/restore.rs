@@ -3,7 +3,6 @@
 
 use super::fingerprint::compute;
 use super::handoff::{HitRecord, RestoreRecord, Restored};
-use super::lookups::KeyLookups;
 use super::{Context, Error, explain, handoff, words, worth};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
@@ -11,7 +10,7 @@ use crate::archive::{
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::{Config, Locate, RestoreConfig};
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::Key;
+use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, StackStop, Transfer};
 use crate::paths::Locations;
@@ -228,8 +227,8 @@ fn reuse(
     key: &Key,
 ) -> Result<Reuse, NotReused> {
     let locate = places.locate;
-    let lookups = KeyLookups { backend, key };
-    let bases = stack::find_bases(&lookups, key, &locate.version());
+    let bases = stack::find_bases(backend, key, &locate.version());
+    let slots = Slots { backend, key };
     let Some((newest, entry)) = bases.newest else {
         return Err(match (bases.error, bases.offered) {
             (Some(e), _) => miss(miss_reason(e.kind), error_chain(&e)),
@@ -241,7 +240,7 @@ fn reuse(
         return Err(NotReused::Found);
     }
     let (generation, base, mut manifest, roots) =
-        place_base(ctx, locate, &lookups, (newest, entry)).map_err(|failed| match failed {
+        place_base(ctx, locate, &slots, (newest, entry)).map_err(|failed| match failed {
             SlotFailure { reason, detail } if reason.calls_for_replacement() => {
                 NotReused::Unusable { reason, detail: Some(detail), newest }
             }
@@ -259,7 +258,7 @@ fn reuse(
     let mut generations = vec![manifest.generation.clone()];
     if let Some(limits) = locate.grow {
         let below = Below { manifest: &mut manifest, roots: &roots, generations: &mut generations };
-        apply_layers(ctx, locate, limits.max_layers, &lookups, (&mut applied, &mut kept), below);
+        apply_layers(ctx, locate, limits.max_layers, &slots, (&mut applied, &mut kept), below);
     }
     kept.stopped = applied.stopped.is_some() && !kept.trouble;
     let (preexisting, extra_files) =
@@ -280,6 +279,12 @@ fn reuse(
     Ok(Reuse { restored, stack: applied, manifest, kept, extra_files, preexisting, generations })
 }
 
+/// Where a stack's slots come from: the store, and the key every slot's manifest names.
+struct Slots<'a> {
+    backend: &'a dyn Backend,
+    key: &'a Key,
+}
+
 /// The base placed: its generation, what it put in place, its manifest, and where each root
 /// landed.
 type PlacedBase = (u32, Transfer, Manifest, Vec<PathBuf>);
@@ -288,13 +293,12 @@ type PlacedBase = (u32, Transfer, Manifest, Vec<PathBuf>);
 fn place_base(
     ctx: &Context,
     locate: &Locate,
-    lookups: &KeyLookups,
+    slots: &Slots,
     (newest, entry): (u32, CacheEntry),
 ) -> Result<PlacedBase, SlotFailure> {
-    let (base, manifest, roots) =
-        place_slot(ctx, locate, lookups, &entry, &locate.required, Staged::commit, |m, _| {
-            stack::check_slot(m, Slot::base(newest), None).map_err(|why| SlotFailure::corrupt(why.to_string()))
-        })?;
+    let (base, manifest, roots) = place_slot(ctx, locate, slots, &entry, &locate.required, Staged::commit, |m, _| {
+        stack::check_slot(m, Slot::base(newest), None).map_err(|why| SlotFailure::corrupt(why.to_string()))
+    })?;
     Ok((newest, base, manifest, roots))
 }
 
@@ -331,19 +335,19 @@ fn apply_layers(
     ctx: &Context,
     locate: &Locate,
     max_layers: u32,
-    lookups: &KeyLookups,
+    slots: &Slots,
     (applied, kept): (&mut StackApplied, &mut KeptStack),
     below: Below<'_>,
 ) {
     let Below { manifest, roots: base_roots, generations } = below;
     let generation = applied.generation;
-    let (layers, gap) = stack::find_layers(lookups, lookups.key, &locate.version(), generation, max_layers);
+    let (layers, gap) = stack::find_layers(slots.backend, slots.key, &locate.version(), generation, max_layers);
     let lines: Vec<&str> = locate.paths.includes.iter().map(|p| p.line.as_str()).collect();
     for (i, layer) in layers.iter().enumerate() {
         let n = i as u32 + 1;
         let top = kept.top.clone();
         let below: &Manifest = manifest;
-        let placed = place_slot(ctx, locate, lookups, layer, &[], Staged::commit_layer, |m, roots| {
+        let placed = place_slot(ctx, locate, slots, layer, &[], Staged::commit_layer, |m, roots| {
             stack::check_slot(m, Slot::new(generation, n), Some(&top))
                 .and_then(|()| stack::check_additions(m, below))
                 .and_then(|()| stack::check_roots(&lines, roots, base_roots))
@@ -387,7 +391,7 @@ fn apply_layers(
 fn place_slot(
     ctx: &Context,
     locate: &Locate,
-    lookups: &KeyLookups,
+    slots: &Slots,
     entry: &CacheEntry,
     required: &[PathBuf],
     commit: fn(Staged) -> Result<RestoreStats, UnpackError>,
@@ -395,11 +399,11 @@ fn place_slot(
 ) -> Result<(Transfer, Manifest, Vec<PathBuf>), SlotFailure> {
     let failure = |reason, detail| SlotFailure { reason, detail };
     let started = Instant::now();
-    let stream = lookups.backend.open(entry).map_err(|e| failure(miss_reason(e.kind), error_chain(&e)))?;
+    let stream = slots.backend.open(entry).map_err(|e| failure(miss_reason(e.kind), error_chain(&e)))?;
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
     // Every slot's manifest names the stack's key (a later generation's base is stored under a
     // key of its own).
-    let plan = RestorePlan { key: lookups.key, paths: &locate.paths, required, compression: locate.compression };
+    let plan = RestorePlan { key: slots.key, paths: &locate.paths, required, compression: locate.compression };
     let staged = unpack(&mut reader, &plan).map_err(|e| failure(classify(&e), error_chain(&e)))?;
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();

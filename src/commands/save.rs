@@ -3,14 +3,13 @@
 
 use super::fingerprint::compute;
 use super::handoff::{self, RestoreTimes, Restored, fingerprint_path, read_fingerprint};
-use super::lookups::KeyLookups;
 use super::publish::SKIP_SAVE_STALE;
 use super::{Context, Error, setup::secret_values, verify, words, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, CacheMode, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
-use crate::ids::Key;
+use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation};
 use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::paths::Locations;
@@ -361,7 +360,7 @@ fn newest_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord)
         return (None, true);
     }
     let key = &record.key;
-    let bases = stack::find_bases(&KeyLookups { backend, key }, key, &record.version);
+    let bases = stack::find_bases(backend, key, &record.version);
     if let Some(e) = &bases.error {
         ctx.runner.warning(&format!("the newest base of this key could not be looked up: {}", error_chain(e)));
     }

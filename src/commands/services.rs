@@ -1,5 +1,5 @@
 //! Which cache backend and which catalog (where entries are listed and deleted) a
-//! configuration gets: the store the `backend` input chose ([`crate::backend::Stores`]).
+//! configuration gets: the store the `backend` input chose ([`crate::backend::Store`]).
 //! Commands receive them as factories, so a test can hand in its own. And what the runner lets
 //! the job do with them ([`cache_mode`]).
 
@@ -7,7 +7,7 @@ use super::words;
 use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Catalog, CatalogError, ErrorKind, Reservation};
 use crate::config::Locate;
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::runner::Runner;
 use crate::runner::SecretSink;
 use crate::text::error_chain;
@@ -20,13 +20,13 @@ pub type CatalogFactory = dyn Fn(&Locate, &Env) -> Result<Box<dyn Catalog>, Cata
 /// The chosen store's backend; one that cannot be built fails every call as service trouble,
 /// with the reason.
 pub fn select_backend(locate: &Locate, env: &Env, secrets: SecretSink) -> Box<dyn Backend> {
-    locate.stores.backend(env, secrets).unwrap_or_else(|e| Box::new(Unavailable { reason: error_chain(&e) }))
+    locate.store.backend(env, secrets).unwrap_or_else(|e| Box::new(Unavailable { reason: error_chain(&e) }))
 }
 
 /// Where the chosen store's entries are listed and deleted (the GitHub REST API with
 /// `github-token`, or `GITHUB_TOKEN`, for the cache service).
 pub fn select_catalog(locate: &Locate, env: &Env) -> Result<Box<dyn Catalog>, CatalogError> {
-    locate.stores.catalog(env, locate.github_token.as_deref())
+    locate.store.catalog(env, locate.github_token.as_deref())
 }
 
 /// What the runner lets this job do with the cache (`ACTIONS_CACHE_MODE`); a value that is none

@@ -4,8 +4,8 @@
 
 use super::Error;
 use crate::archive::MIN_SECRET_LEN;
-use crate::cli::{CommandName, Invocation};
-use crate::config::{self, Config, EntryPoint, INPUTS, Locate, RawInputs};
+use crate::cli::{Command, Invocation};
+use crate::config::{self, Config, INPUTS, Locate, RawInputs};
 use crate::env::Env;
 use crate::runner::{Mode, Runner};
 use std::path::PathBuf;
@@ -17,13 +17,13 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
     let env = runner.env();
     let mut raw = RawInputs::default();
     if runner.mode() == Mode::Actions {
-        let entry = entry_point(invocation);
+        let entry = invocation.command.entry_point();
         if let Some(entry) = entry {
             for warning in config::check_input_names(&runner.given_input_names(), entry)? {
                 runner.warning(&warning);
             }
         }
-        for spec in INPUTS.iter().filter(|spec| entry.is_none_or(|e| e.takes(spec.scope))) {
+        for spec in INPUTS.iter().filter(|spec| entry.is_none_or(|e| spec.declared_by(e))) {
             if let Some(value) = runner.given_input(spec.name) {
                 raw.set(spec.name, value);
             }
@@ -36,20 +36,14 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
             runner.add_secret(token);
         }
     }
-    let config = Config::from_raw(&raw, env, &workspace(invocation, env)?)?;
-    // The commands that compute a key; `save` with `key` takes the restore's.
-    let computes_key = match invocation.command {
-        CommandName::Fingerprint | CommandName::Restore | CommandName::Explain => true,
-        CommandName::Save => config.save.key.is_none(),
-        CommandName::List | CommandName::Prune => false,
-    };
-    if computes_key {
+    let config = Config::from_raw(&raw, env, &workspace(invocation, env)?, invocation.command.name())?;
+    if invocation.command.computes_key(config.save.key.is_some()) {
         config.check_key_inputs()?;
     }
     if let Some(token) = &config.locate.github_token {
         runner.add_secret(token);
     }
-    for value in config.locate.stores.secret_values(env) {
+    for value in config.locate.store.secret_values(env) {
         runner.add_secret(&value);
     }
     // `secret-env` values are masked in every step, not only refused by saves: a `hash-env`
@@ -76,21 +70,9 @@ pub(super) fn failed_job(invocation: &Invocation, runner: &Runner) -> Option<Str
     let succeeded = config::defs::JOB_STATUS.read(&raw).unwrap_or(true);
     let save_anyway = config::defs::SAVE_ON_FAILURE.read(&raw).unwrap_or(false);
     let status = raw.get(config::defs::JOB_STATUS.name()).unwrap_or_default().trim().to_owned();
-    (invocation.post && !succeeded && !save_anyway)
+    let post = invocation.command == Command::Save { post: true };
+    (post && !succeeded && !save_anyway)
         .then(|| format!("the job's status is `{status}`: nothing was saved (`save-on-failure: true` to change)"))
-}
-
-/// The entry point whose inputs an action-mode invocation receives. The root action's main step
-/// and the `restore` entry point both run `restore`; the root action declares every input the
-/// `restore` entry point does, and more. The catalog commands are no entry point.
-fn entry_point(invocation: &Invocation) -> Option<EntryPoint> {
-    match invocation.command {
-        CommandName::Fingerprint => Some(EntryPoint::Fingerprint),
-        CommandName::Restore => Some(EntryPoint::Root),
-        CommandName::Save if invocation.post => Some(EntryPoint::Root),
-        CommandName::Save => Some(EntryPoint::Save),
-        CommandName::Explain | CommandName::List | CommandName::Prune => None,
-    }
 }
 
 /// `--workspace`, else `GITHUB_WORKSPACE`, else the current directory; absolute and normalized.
@@ -113,6 +95,6 @@ pub(super) fn secret_values(secret_env: &[String], locate: &Locate, env: &Env) -
         .chain(locate.github_token.as_deref())
         .chain(secret_env.iter().filter_map(|name| env.non_empty(name)))
         .map(str::to_owned)
-        .chain(locate.stores.secret_values(env))
+        .chain(locate.store.secret_values(env))
         .collect()
 }

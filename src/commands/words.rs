@@ -9,7 +9,7 @@
 
 use super::verify::TreeChanges;
 use crate::backend::CacheMode;
-use crate::ids::Key;
+use crate::keys::Key;
 use crate::manifest::Generation;
 use crate::outcome::Uncovered;
 use crate::outcome::{

@@ -153,7 +153,7 @@ mod tests {
     use crate::archive::inventory;
     use crate::inputs::RawInputs;
 
-    use crate::config::Config;
+    use crate::config::{CommandName, Config};
 
     fn config(ws: &std::path::Path, extra: &[(&str, &str)]) -> Config {
         let mut raw = RawInputs::default();
@@ -161,7 +161,7 @@ mod tests {
         for (name, value) in extra {
             raw.set(name, *value);
         }
-        Config::from_raw(&raw, &Env::from_pairs([("HOME", "/home/u")]), ws).unwrap()
+        Config::from_raw(&raw, &Env::from_pairs([("HOME", "/home/u")]), ws, CommandName::Save).unwrap()
     }
 
     fn planted(ws: &std::path::Path, files: &[(&str, i64)]) {
@@ -213,7 +213,7 @@ mod tests {
         raw.set("path", "out");
         for bad in ["-1", "soon", "NaN", "inf"] {
             raw.set("generation-seconds", bad);
-            let e = Config::from_raw(&raw, &Env::default(), ws.path()).unwrap_err();
+            let e = Config::from_raw(&raw, &Env::default(), ws.path(), CommandName::Save).unwrap_err();
             assert!(e.to_string().contains("generation-seconds"), "{bad}: {e}");
         }
     }

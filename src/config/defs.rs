@@ -1,18 +1,18 @@
 //! Every input of the action and the command line, one definition each ([`Input`]), and the
 //! registry [`INPUTS`] that `action.yml`, the tables of docs/inputs.md and the CLI are made from. A
 //! store's inputs are defined with its store and join the registry through
-//! [`crate::backend::STORES`]. Adding an input: its definition here (and its line in
-//! `CORE`), and the code that reads it.
+//! [`StoreKind::inputs`]. Adding an input: its definition here (and its line in [`INPUTS`]), and
+//! the code that reads it.
 
 use crate::archive::Compression;
-use crate::backend::{BackendChoice, STORES, parse_backend};
+use crate::backend::{BACKEND, StoreKind};
 use crate::choice::{self, Switch};
 use crate::env;
 use crate::fingerprint::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION};
-use crate::inputs::Scope::{Cache, Fingerprint, Restore, Root, Save};
-use crate::inputs::{Catalog, Input, InputKind, InputSpec, split_list};
+use crate::inputs::{CommandName, Input, InputKind, InputSpec, Readers, split_list};
 use crate::keys;
 use crate::preset::Preset;
+use crate::stack;
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
@@ -22,33 +22,31 @@ pub const DEFAULT_PREFIX: &str = "exact-cache";
 
 pub static PATH: Input<Vec<String>> = Input::lines(
     "path",
-    Fingerprint,
+    Readers::FINGERPRINT.and_listing(),
     "Files, directories or globs to cache, one per line: workspace-relative, absolute, or `~/…`; `!` excludes. \
      Required unless `preset` is set (a preset adds its own directories). A save finding no file or symlink (nothing, or only empty directories) warns and \
      saves nothing (`save-result=incomplete`); if an empty result is right, put a marker file in `path`.",
-)
-.catalog(Catalog::Both);
+);
 
 pub static PREFIX: Input<String> = Input::new(
     "prefix",
     InputKind::Text,
-    Fingerprint,
+    Readers::FINGERPRINT.and_listing(),
     DEFAULT_PREFIX,
     "Key namespace, e.g. `pt-cxx-fixtures-v4` (ASCII letters, digits, `-._`; lowercased); empty is an input error.",
     |value| keys::normalize_prefix(value.unwrap_or_default()),
-)
-.catalog(Catalog::Both);
+);
 
 pub static HASH_FILES: Input<Vec<String>> = Input::lines(
     "hash-files",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Globs whose content and executable bit enter the fingerprint (generator scripts, inputs, lockfiles); a \
      pattern matching nothing is an error.",
 );
 
 pub static FOLLOW_IMPORTS: Input<bool> = Input::flag(
     "follow-imports",
-    Fingerprint,
+    Readers::FINGERPRINT,
     true,
     "Follow the imports of the Python files `hash-files` selects (parsed, never run), transitively: each module file \
      inside the workspace they reach enters the fingerprint, with the files that import it. Modules outside the \
@@ -58,55 +56,56 @@ pub static FOLLOW_IMPORTS: Input<bool> = Input::flag(
 
 pub static HASH_ENV: Input<Vec<String>> = Input::var_names(
     "hash-env",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Names of environment variables whose values enter the fingerprint (unset ≠ empty).",
 );
 
 pub static HASH_COMMANDS: Input<Vec<String>> = Input::lines(
     "hash-commands",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Commands whose stdout enters the fingerprint, one per line (e.g. `gcc --version`); a failing command is an \
      error.",
 );
 
-pub static NATIVE: Input<BTreeSet<Facet>> =
-    Input::new("native", InputKind::List, Fingerprint, NATIVE_DEFAULT, NATIVE_DESCRIPTION, parse_native);
+pub static NATIVE: LazyLock<Input<BTreeSet<Facet>>> = LazyLock::new(|| {
+    let (default, description) = (NATIVE_DEFAULT.as_str(), NATIVE_DESCRIPTION.as_str());
+    Input::new("native", InputKind::List, Readers::FINGERPRINT, default, description, parse_native)
+});
 
 pub static COMPILERS: Input<Vec<String>> = Input::lines(
     "compilers",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Compiler commands for the `compiler` facet, one per line (default: `$CC` or `cc`, and `$CXX` or `c++`).",
 )
 .computed_default("`$CC` or `cc`, `$CXX` or `c++`");
 
 pub static PYTHON: Input<Option<String>> = Input::text(
     "python",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Python interpreter whose version and installed distributions enter the fingerprint (empty: none). With \
      `preset: torch-inductor` it must have torch (default `python3`).",
 );
 
 pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
     "python-exclude",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Distribution names left out of the Python facet (names normalized per PEP 503; e.g. the editable project \
      whose source is hashed already).",
 );
 
 pub static VARIANT: Input<Option<String>> =
-    Input::text("variant", Fingerprint, "Free-form build variant (`cuda-debug`, `lsan`, …).");
+    Input::text("variant", Readers::FINGERPRINT, "Free-form build variant (`cuda-debug`, `lsan`, …).");
 
 pub static PRESET: Input<Option<Preset>> = Input::optional_choice(
     "preset",
-    Fingerprint,
+    Readers::FINGERPRINT.and_listing(),
     "`torch-inductor`: cache TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (exported to later steps) and add what \
      decides whether compiled kernels are valid to the fingerprint; `path` becomes optional.",
-)
-.catalog(Catalog::Both);
+);
 
 pub static ALLOW_MACHINE_ONLY_KEY: Input<bool> = Input::flag(
     "allow-machine-only-key",
-    Fingerprint,
+    Readers::FINGERPRINT,
     false,
     "Allow a key that holds no project input (no `hash-files`, `hash-env`, `hash-commands`, `python` or `preset`): \
      only the machine's facts, so an entry is reused whatever the project's files do. Without it such a key is an \
@@ -115,48 +114,36 @@ pub static ALLOW_MACHINE_ONLY_KEY: Input<bool> = Input::flag(
 
 pub static FINGERPRINT_FILE: Input<Option<String>> = Input::text(
     "fingerprint-file",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Where to write the fingerprint JSON (default: `$RUNNER_TEMP/exact-cache/<key>.json`).",
 )
 .computed_default("`$RUNNER_TEMP/exact-cache/<key>.json`");
 
 pub static REQUIRED: Input<Vec<String>> = Input::lines(
     "required",
-    Cache,
+    Readers::CACHE,
     "Paths that must exist for an entry to be complete, checked on save and on restore.",
 );
 
 pub static COMPRESSION: Input<Compression> = Input::choice(
     "compression",
-    Cache,
+    Readers::CACHE.and_listing(),
     "zstd",
     "Archive compression: `zstd` (multithreaded, no long mode), `gzip` or `none`.",
-)
-.catalog(Catalog::Both);
+);
 
 pub static STRICT: Input<bool> = Input::flag(
     "strict",
-    Cache,
+    Readers::CACHE,
     false,
     "Turn cache trouble into step failures: service errors, timeouts, rate limits, corrupt or incomplete \
      entries, a runner without a binary, a `clean-on-miss` that could not finish (without it: warnings, and the \
      job goes on as on a miss). Input errors fail the step regardless.",
 );
 
-pub static BACKEND: Input<BackendChoice> = Input::new(
-    "backend",
-    InputKind::Text,
-    Cache,
-    "auto",
-    "Where entries live: `auto` (the runner's cache service, else the local directory), `github`, `local`, \
-     `s3` or `azure-blob`.",
-    parse_backend,
-)
-.catalog(Catalog::Both);
-
 pub static VERIFY_REUSE: Input<VerifyReuse> = Input::choice(
     "verify-reuse",
-    Cache,
+    Readers::CACHE,
     "off",
     "At save time after a warm restore, report files under `path` added, changed or removed since the restore: \
      `off`, `warn` or `fail` (fails the step).",
@@ -164,27 +151,26 @@ pub static VERIFY_REUSE: Input<VerifyReuse> = Input::choice(
 
 pub static GROW: Input<Switch> = Input::choice(
     "grow",
-    Cache,
+    Readers::CACHE.and_listing(),
     "auto",
     "Keep what a warm run adds: on a hit, the post step saves the files the job added or changed under `path` as a \
      layer of the same exact key, and a restore applies the base and its layers in order. Only for \
      content-addressed caches (every file named by a hash of what made it). `auto` (on with `preset: \
      torch-inductor`), `true` or `false`.",
-)
-.catalog(Catalog::Both);
+);
 
 pub static GROW_MAX_LAYERS: Input<u32> = Input::new(
     "grow-max-layers",
     InputKind::Text,
-    Cache,
+    Readers::CACHE,
     "4",
     "With `grow`: how many layers a stack may have (1 to 16) before the next save compacts it into one new base.",
     |value| {
         let n = value.unwrap_or_default().trim();
         n.parse::<u32>()
             .ok()
-            .filter(|n| (1..=keys::MAX_LAYERS).contains(n))
-            .ok_or_else(|| format!("`{n}` is not a whole number from 1 to {}", keys::MAX_LAYERS))
+            .filter(|n| (1..=stack::MAX_LAYERS).contains(n))
+            .ok_or_else(|| format!("`{n}` is not a whole number from 1 to {}", stack::MAX_LAYERS))
     },
 );
 
@@ -192,7 +178,7 @@ pub static GROW_MAX_LAYERS: Input<u32> = Input::new(
 pub static GROW_MAX_SHARE: Input<f64> = Input::new(
     "grow-max-share",
     InputKind::Text,
-    Cache,
+    Readers::CACHE,
     "50%",
     "With `grow`: compact instead of adding a layer when the layers would hold more than this share of the base's \
      bytes (a percentage, e.g. `50%`).",
@@ -210,7 +196,7 @@ pub static GROW_MAX_SHARE: Input<f64> = Input::new(
 
 pub static UNCOVERED_READS: Input<UncoveredReads> = Input::choice(
     "uncovered-reads",
-    Cache,
+    Readers::CACHE,
     "warn",
     "On a miss, record the files under the workspace that the job's later Python processes open (an audit hook \
      loaded through `PYTHONPATH`), and at save name those the cache's generator (the processes that wrote under \
@@ -222,19 +208,18 @@ pub static UNCOVERED_READS: Input<UncoveredReads> = Input::choice(
 
 pub static SAVE_IF: Input<bool> = Input::flag(
     "save-if",
-    Cache,
+    Readers::CACHE.but(CommandName::Restore),
     true,
     "Whether this job may write entries: `false` restores only, and the save writes nothing (no entry, no layer, \
      no prune; `save-result=disabled`), while `verify-reuse` still checks a reuse. Give it an expression, such as \
      one comparing `github.ref` with `'refs/heads/main'`, so that only chosen refs write entries.",
-)
-.save_only();
+);
 
 /// Seconds, `0` or more and finite; empty: measured.
 pub static GENERATION_SECONDS: Input<Option<f64>> = Input::new(
     "generation-seconds",
     InputKind::Text,
-    Cache,
+    Readers::CACHE.but(CommandName::Restore),
     "",
     "How long the job took to generate what it saves, in seconds, for jobs that measure their generator \
      themselves. Empty (the default): the save measures it, from the end of the restore that did not reuse to the \
@@ -251,47 +236,42 @@ pub static GENERATION_SECONDS: Input<Option<f64>> = Input::new(
             .map(Some)
             .ok_or_else(|| format!("`{text}` is not a number of seconds, 0 or more"))
     },
-)
-.save_only();
+);
 
 pub static PRUNE: Input<bool> = Input::flag(
     "prune",
-    Cache,
+    Readers::CACHE.but(CommandName::Restore),
     false,
     "After a save, delete older entries with the same prefix on this ref (needs `actions: write`); skipped with a \
      warning on the default prefix.",
-)
-.save_only();
+);
 
 pub static PRUNE_KEEP: Input<usize> = Input::new(
     "prune-keep",
     InputKind::Text,
-    Cache,
+    Readers::CACHE.but(CommandName::Restore).and(CommandName::Prune),
     "1",
     "How many of the newest entries `prune` keeps, the new one included.",
     |value| {
         let n = value.unwrap_or_default().trim();
         n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("`{n}` is not a whole number of at least 1"))
     },
-)
-.catalog(Catalog::Prune)
-.save_only();
+);
 
 pub static GITHUB_TOKEN: Input<Option<String>> = Input::new(
     "github-token",
     InputKind::Text,
-    Cache,
+    Readers::CACHE.and_listing(),
     "${{ github.token }}",
     "Token for the REST calls of `explain-misses` and `prune`.",
     // The default is an expression the runner fills in; unfilled (act, the CLI) it is no token.
     |value| Ok(value.map(str::trim).filter(|t| !t.is_empty() && !t.starts_with("${{")).map(str::to_owned)),
-)
-.catalog(Catalog::Both);
+);
 
 // Fingerprint scope: the fingerprint step prints `hash-env` values too, so it masks them.
 pub static SECRET_ENV: Input<Vec<String>> = Input::var_names(
     "secret-env",
-    Fingerprint,
+    Readers::FINGERPRINT,
     "Names of environment variables whose values must never be saved or printed: every step masks them, and a save \
      finding one in a file or in the fingerprint (as it does the runtime token, `GITHUB_TOKEN` and `github-token`) \
      refuses to save (`save-result=secret-found`), naming the file.",
@@ -299,7 +279,7 @@ pub static SECRET_ENV: Input<Vec<String>> = Input::var_names(
 
 pub static CLEAN_ON_MISS: Input<bool> = Input::flag(
     "clean-on-miss",
-    Restore,
+    Readers::RESTORE,
     false,
     "On a miss, remove stale files under `path` before generation starts, naming each (log, summary, \
      `cleaned-files`). Never a file the repository tracks (asked of git; without git or outside a work tree, the \
@@ -311,7 +291,7 @@ pub static CLEAN_ON_MISS: Input<bool> = Input::flag(
 pub static REUSE_ENV: Input<Option<String>> = Input::new(
     "reuse-env",
     InputKind::Text,
-    Restore,
+    Readers::RESTORE,
     "",
     "Name of an environment variable exported as `1` when reused, `0` otherwise.",
     |value| match value.map(str::trim) {
@@ -321,14 +301,14 @@ pub static REUSE_ENV: Input<Option<String>> = Input::new(
 );
 
 pub static LOOKUP_ONLY: Input<bool> =
-    Input::flag("lookup-only", Restore, false, "Only check whether the entry exists; download nothing.");
+    Input::flag("lookup-only", Readers::RESTORE, false, "Only check whether the entry exists; download nothing.");
 
 pub static FAIL_ON_CACHE_MISS: Input<bool> =
-    Input::flag("fail-on-cache-miss", Restore, false, "Fail the step when the entry is not reused.");
+    Input::flag("fail-on-cache-miss", Readers::RESTORE, false, "Fail the step when the entry is not reused.");
 
 pub static EXPLAIN_MISSES: Input<Switch> = Input::choice(
     "explain-misses",
-    Restore,
+    Readers::RESTORE,
     "auto",
     "On a miss, diff the newest entry with the same prefix against this fingerprint: `auto` (when a token or the \
      local backend allows listing), `true` or `false`.",
@@ -337,7 +317,7 @@ pub static EXPLAIN_MISSES: Input<Switch> = Input::choice(
 pub static KEY: Input<Option<keys::Key>> = Input::new(
     "key",
     InputKind::Text,
-    Save,
+    Readers::SAVE,
     "",
     "Save under this key (the restore step's `key` output, whose fingerprint file is embedded) instead of \
      computing it.",
@@ -349,7 +329,7 @@ pub static KEY: Input<Option<keys::Key>> = Input::new(
 
 pub static SAVE_ON_FAILURE: Input<bool> = Input::flag(
     "save-on-failure",
-    Root,
+    Readers::ROOT,
     false,
     "Also save in the post step when the job failed (by default only after a successful job).",
 );
@@ -359,7 +339,7 @@ pub static SAVE_ON_FAILURE: Input<bool> = Input::flag(
 pub static JOB_STATUS: Input<bool> = Input::new(
     "job-status",
     InputKind::Text,
-    Root,
+    Readers::ROOT,
     "${{ job.status }}",
     "The job's status when the post step runs; leave the default. The post step saves only when it is `success`, \
      unless `save-on-failure` is true.",
@@ -395,55 +375,53 @@ fn parse_native(value: Option<&str>) -> Result<BTreeSet<Facet>, String> {
     facets.iter().map(|n| choice::parse(n).ok_or_else(|| unknown(n))).collect()
 }
 
-/// The inputs defined here, in the order documentation lists them; the stores' inputs follow
-/// `backend`.
-const CORE: &[&InputSpec] = &[
-    &PATH.spec,
-    &PREFIX.spec,
-    &HASH_FILES.spec,
-    &FOLLOW_IMPORTS.spec,
-    &HASH_ENV.spec,
-    &HASH_COMMANDS.spec,
-    &NATIVE.spec,
-    &COMPILERS.spec,
-    &PYTHON.spec,
-    &PYTHON_EXCLUDE.spec,
-    &VARIANT.spec,
-    &PRESET.spec,
-    &ALLOW_MACHINE_ONLY_KEY.spec,
-    &FINGERPRINT_FILE.spec,
-    &REQUIRED.spec,
-    &COMPRESSION.spec,
-    &STRICT.spec,
-    &BACKEND.spec,
-    &VERIFY_REUSE.spec,
-    &GROW.spec,
-    &GROW_MAX_LAYERS.spec,
-    &GROW_MAX_SHARE.spec,
-    &UNCOVERED_READS.spec,
-    &SAVE_IF.spec,
-    &GENERATION_SECONDS.spec,
-    &PRUNE.spec,
-    &PRUNE_KEEP.spec,
-    &GITHUB_TOKEN.spec,
-    &SECRET_ENV.spec,
-    &CLEAN_ON_MISS.spec,
-    &REUSE_ENV.spec,
-    &LOOKUP_ONLY.spec,
-    &FAIL_ON_CACHE_MISS.spec,
-    &EXPLAIN_MISSES.spec,
-    &KEY.spec,
-    &SAVE_ON_FAILURE.spec,
-    &JOB_STATUS.spec,
-];
-
-/// Every input: the core's, with each store's after `backend`.
+/// Every input: those defined here (and `backend`), in the order documentation lists them, with
+/// each store's after `backend`.
 pub static INPUTS: LazyLock<Vec<&'static InputSpec>> = LazyLock::new(|| {
+    let core = [
+        &PATH.spec,
+        &PREFIX.spec,
+        &HASH_FILES.spec,
+        &FOLLOW_IMPORTS.spec,
+        &HASH_ENV.spec,
+        &HASH_COMMANDS.spec,
+        &NATIVE.spec,
+        &COMPILERS.spec,
+        &PYTHON.spec,
+        &PYTHON_EXCLUDE.spec,
+        &VARIANT.spec,
+        &PRESET.spec,
+        &ALLOW_MACHINE_ONLY_KEY.spec,
+        &FINGERPRINT_FILE.spec,
+        &REQUIRED.spec,
+        &COMPRESSION.spec,
+        &STRICT.spec,
+        &BACKEND.spec,
+        &VERIFY_REUSE.spec,
+        &GROW.spec,
+        &GROW_MAX_LAYERS.spec,
+        &GROW_MAX_SHARE.spec,
+        &UNCOVERED_READS.spec,
+        &SAVE_IF.spec,
+        &GENERATION_SECONDS.spec,
+        &PRUNE.spec,
+        &PRUNE_KEEP.spec,
+        &GITHUB_TOKEN.spec,
+        &SECRET_ENV.spec,
+        &CLEAN_ON_MISS.spec,
+        &REUSE_ENV.spec,
+        &LOOKUP_ONLY.spec,
+        &FAIL_ON_CACHE_MISS.spec,
+        &EXPLAIN_MISSES.spec,
+        &KEY.spec,
+        &SAVE_ON_FAILURE.spec,
+        &JOB_STATUS.spec,
+    ];
     let mut all = Vec::new();
-    for spec in CORE {
-        all.push(*spec);
+    for spec in core {
+        all.push(spec);
         if spec.name == BACKEND.name() {
-            all.extend(STORES.iter().flat_map(|store| store.inputs()));
+            all.extend(StoreKind::ALL.iter().flat_map(|kind| kind.inputs()));
         }
     }
     all

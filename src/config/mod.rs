@@ -15,7 +15,7 @@ pub use outputs::{OUTPUTS, OutputSpec};
 
 use crate::archive::CleanGuard;
 use crate::archive::Compression;
-use crate::backend::Stores;
+use crate::backend::Store;
 use crate::env::Env;
 use crate::fingerprint::FingerprintSpec;
 use crate::inputs::Input;
@@ -69,8 +69,8 @@ pub struct Locate {
     /// and up to `max_layers` layers. A restore looks that far; a save adds a layer within both
     /// limits. `None`: bases only.
     pub grow: Option<Limits>,
-    /// Every store with its inputs read, and the `backend` input's choice among them.
-    pub stores: Stores,
+    /// The store the `backend` input chose, with its inputs read.
+    pub store: Store,
     /// `github-token`: the cache service's catalog (the REST API).
     pub github_token: Option<String>,
     /// `fingerprint-file`: where the fingerprint file (and beside it the restore's record)
@@ -206,8 +206,9 @@ fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), InputEr
 }
 
 impl Config {
-    /// Validate `raw`. `workspace` is where relative paths point.
-    pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path) -> Result<Self, InputError> {
+    /// Validate `raw` for `command`. `workspace` is where relative paths point. `path` (or a
+    /// preset) is required but by `list` and `prune`, which work on a prefix.
+    pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path, command: CommandName) -> Result<Self, InputError> {
         let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
 
         let preset = defs::PRESET.read(raw)?;
@@ -216,7 +217,8 @@ impl Config {
         if let Some(plan) = &preset_plan {
             path_lines.extend(plan.path_lines.iter().cloned());
         }
-        if path_lines.iter().all(|l| l.starts_with('!')) {
+        let listing = matches!(command, CommandName::List | CommandName::Prune) && path_lines.is_empty();
+        if path_lines.iter().all(|l| l.starts_with('!')) && !listing {
             return Err(InputError::Missing { name: defs::PATH.name() });
         }
         let paths = PatternSet::parse(&path_lines, &locations)
@@ -246,7 +248,7 @@ impl Config {
             check_cleanable(&clean_guard, &paths)?;
         }
 
-        let stores = Stores::configure(defs::BACKEND.read(raw)?, raw, &locations)?;
+        let store = Store::configure(raw, &locations, env)?;
 
         let resolve = |input: &Input<Option<String>>| -> Result<Option<PathBuf>, InputError> {
             input
@@ -289,7 +291,7 @@ impl Config {
                 required,
                 compression,
                 grow: grow.then_some(limits),
-                stores,
+                store,
                 github_token,
                 fingerprint_file,
                 clean_guard,
@@ -359,7 +361,7 @@ impl Locate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::BackendChoice;
+    use crate::backend::StoreKind;
     use crate::fingerprint::Facet;
 
     fn raw(pairs: &[(&str, &str)]) -> RawInputs {
@@ -371,17 +373,17 @@ mod tests {
     }
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config, InputError> {
-        Config::from_raw(&raw(pairs), &Env::from_pairs([("HOME", "/home/u")]), Path::new("/ws/repo"))
+        let env = Env::from_pairs([("HOME", "/home/u")]);
+        Config::from_raw(&raw(pairs), &env, Path::new("/ws/repo"), CommandName::Restore)
     }
 
     #[test]
     fn bad_inputs_name_the_input() {
         let msg = |pairs: &[(&str, &str)]| config(pairs).unwrap_err().to_string();
         assert_eq!(msg(&[]), "input `path` is required");
-        assert_eq!(
-            msg(&[("path", "out"), ("native", "os,gpux")]),
-            "input `native`: unknown facet `gpux`; known facets: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda, container"
-        );
+        let facets = Facet::ALL.map(Facet::name).join(", ");
+        let unknown = format!("input `native`: unknown facet `gpux`; known facets: {facets}");
+        assert_eq!(msg(&[("path", "out"), ("native", "os,gpux")]), unknown);
         assert_eq!(
             msg(&[("path", "out"), ("compression", "lz4")]),
             "input `compression`: `lz4` is not one of `zstd`, `gzip`, `none`"
@@ -418,8 +420,8 @@ mod tests {
         let c = config(&[("path", "out"), ("backend", " GitHub "), ("verify-reuse", "WARN"), ("compression", "Gzip")])
             .unwrap();
         assert_eq!(
-            (c.locate.stores.choice(), c.save.verify_reuse, c.locate.compression),
-            (BackendChoice::Named("github"), VerifyReuse::Warn, Compression::Gzip)
+            (c.locate.store.kind(), c.save.verify_reuse, c.locate.compression),
+            (StoreKind::Github, VerifyReuse::Warn, Compression::Gzip)
         );
         let c =
             config(&[("path", "out"), ("protocol", "V2"), ("explain-misses", "False"), ("preset", "Torch-Inductor")])
@@ -451,7 +453,6 @@ mod tests {
             ("grow-max-layers", "17", "`17` is not a whole number from 1 to 16"),
             ("grow-max-share", "-5%", "`-5%` is not a percentage above 0 (such as `50%`)"),
             ("grow-max-share", "half", "`half` is not a percentage above 0 (such as `50%`)"),
-            ("backend", "gcs", "`gcs` is not one of `auto`, `github`, `local`, `s3`, `azure-blob`"),
             ("explain-misses", "yes", "`yes` is not one of `auto`, `true`, `false`"),
             ("protocol", "v3", "`v3` is not one of `auto`, `v1`, `v2`"),
             ("secret-env", "OK 9BAD", "`9BAD` is not a variable name"),
@@ -483,27 +484,19 @@ mod tests {
             ("s3-force-path-style", "true"),
         ])
         .unwrap();
-        assert_eq!(c.locate.stores.choice(), BackendChoice::Named("s3"));
+        assert_eq!(c.locate.store.kind(), StoreKind::S3);
     }
 
     #[test]
     fn defaults_come_from_inputs() {
         let c = config(&[("path", "out")]).unwrap();
-        assert_eq!((c.locate.stores.choice(), c.save.verify_reuse), (BackendChoice::Auto, VerifyReuse::Off));
+        assert_eq!((c.locate.store.kind(), c.save.verify_reuse), (StoreKind::Local, VerifyReuse::Off));
         assert_eq!((c.restore.explain_misses, c.keep, c.save.prune, c.preset), (None, Keep { newest: 1 }, None, None));
         assert_eq!(c.locate.grow, None);
         let grown = config(&[("path", "out"), ("grow", "true")]).unwrap();
         assert_eq!(grown.locate.grow, Some(Limits { max_layers: 4, max_share: 0.5 }));
-        assert_eq!(c.fingerprint.native, Facet::DEFAULT.into_iter().collect());
+        assert_eq!(c.fingerprint.native, Facet::defaults().collect());
         assert!(!c.strict && !c.restore.lookup_only);
-    }
-
-    #[test]
-    fn the_backend_input_documents_every_store() {
-        for store in crate::backend::STORES {
-            let name = format!("`{}`", store.name());
-            assert!(defs::BACKEND.spec.description.contains(&name), "{name} is documented");
-        }
     }
 
     #[test]
@@ -513,7 +506,7 @@ mod tests {
                 Env::from_pairs([("HOME", format!("{root}/home")), ("RUNNER_TEMP", format!("{root}/_work/_temp"))]);
             let workspace = format!("{root}/_work/repo/repo");
             let raw = raw(&[("path", &lines.replace("<root>", root)), ("preset", "torch-inductor")]);
-            Config::from_raw(&raw, &env, Path::new(&workspace)).unwrap()
+            Config::from_raw(&raw, &env, Path::new(&workspace), CommandName::Restore).unwrap()
         };
         let lines = "out\n<root>/_work/repo/repo/models\n~/.cache/x\n<root>/home/.cache/y\n<root>/_work/_temp/z";
         let (one, two) = (on_runner("/opt/runner-1", lines), on_runner("/opt/runner-2", lines));

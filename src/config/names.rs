@@ -40,7 +40,7 @@ const ACTIONS_CACHE_INPUTS: [(&str, &str, &str); 5] = [
 /// is an unknown name near a declared one (a typo); any other undeclared input is ignored, with
 /// a warning (returned).
 pub fn check_input_names(given: &[(String, bool)], entry: EntryPoint) -> Result<Vec<String>, InputError> {
-    let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
+    let declared: Vec<&str> = INPUTS.iter().filter(|i| i.declared_by(entry)).map(|i| i.name).collect();
     let mut foreign = Vec::new();
     let mut warnings = Vec::new();
     let mut given: Vec<&(String, bool)> = given.iter().collect();
@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn every_input_an_entry_point_declares_passes_unremarked() {
         for entry in EntryPoint::ALL {
-            let declared: Vec<&str> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| i.name).collect();
+            let declared: Vec<&str> = INPUTS.iter().filter(|i| i.declared_by(entry)).map(|i| i.name).collect();
             assert_eq!(check_input_names(&given(&declared), entry).unwrap(), Vec::<String>::new(), "{entry:?}");
         }
     }

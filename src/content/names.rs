@@ -16,7 +16,7 @@
 //! keeps as they are (as entries' keys do).
 
 use super::PackName;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use sha2::{Digest, Sha256};
 
 /// What a pack key adds to its prefix before the pack's hash.

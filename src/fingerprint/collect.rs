@@ -110,7 +110,7 @@ impl FingerprintSpec {
             follow_imports: true,
             hash_env: Vec::new(),
             hash_commands: Vec::new(),
-            native: Facet::DEFAULT.into_iter().collect(),
+            native: Facet::defaults().collect(),
             compilers: vec!["cc".into(), "c++".into()],
             named_compilers: BTreeSet::new(),
             python: None,

@@ -49,7 +49,7 @@ pub use files::sha256_file;
 pub use hwcaps::HwCaps;
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
 
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

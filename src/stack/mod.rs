@@ -3,8 +3,9 @@
 //! logic over values: the slots and the names their entries are stored under ([`Slot`]), the one
 //! rule for what a restore reaches ([`reach`]: restore, save, prune, list and explain all ask
 //! it), finding a stack, checking each slot a restore applies, merging a layer's manifest onto
-//! the stack's, and planning what a save adds. Commands do the I/O: the lookups
-//! ([`SlotLookup`]), downloads, placement and uploads.
+//! the stack's, and planning what a save adds. Finding asks the store's
+//! [`Backend`](crate::backend::Backend); commands do the rest of the I/O: downloads, placement
+//! and uploads.
 //!
 //! * **Finding** a stack: one lookup answers the newest base (the newest later generation's, or
 //!   generation 0's), the only base a restore uses; then layers `1..=grow-max-layers` of its
@@ -30,6 +31,6 @@ pub mod reach;
 mod slot;
 
 pub use check::{check_additions, check_roots, check_slot, merge};
-pub use find::{Answer, Gap, SlotLookup, find_bases, find_layers};
+pub use find::{Gap, find_bases, find_layers};
 pub use plan::{Added, CompactWhy, Growth, KeptStack, Limits, SkipWhy, plan};
 pub use slot::{MAX_GENERATIONS, MAX_LAYERS, Slot, generation_of};

@@ -17,7 +17,7 @@
 //! when there is no later one, and their layers — and deletes the rest.
 
 use super::slot::{MAX_LAYERS, Slot, split_generation};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::collections::{HashMap, HashSet};
 
 /// Where a listed entry sits: the stack (its key and generation-0 version) and the slot.

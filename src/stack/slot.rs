@@ -13,7 +13,7 @@
 //!   exact-cache-slot|<V>|generation=<g>|layer=<n>)`: the key stays, the version varies, so every
 //!   layer is an exact lookup, also on act's server, which prefix-matches keys but never versions.
 
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use crate::manifest::{Manifest, StackSlot};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -23,7 +23,7 @@ use std::fmt;
 pub const MAX_GENERATIONS: u32 = 10_000;
 /// The most layers a generation may have (`grow-max-layers` is at most this).
 pub const MAX_LAYERS: u32 = 16;
-pub use crate::ids::GENERATION_MARK;
+pub use crate::keys::GENERATION_MARK;
 
 /// A slot of a key's stack: the base of a generation (`layer` 0) or one of its layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -185,7 +185,7 @@ mod tests {
         let odd = Key::from(format!("{k}.g07"));
         assert_eq!(split_generation(&odd), (odd.clone(), 0), "not a generation: a key of its own");
         let longest = format!("{GENERATION_MARK}{}", MAX_GENERATIONS - 1);
-        assert_eq!(longest.len(), crate::ids::GENERATION_ROOM, "a key leaves room for the longest mark");
+        assert_eq!(longest.len(), crate::keys::GENERATION_ROOM, "a key leaves room for the longest mark");
     }
 
     #[test]

@@ -661,7 +661,7 @@ fn declared_inputs_at_their_defaults_produce_no_warning() {
     let step = Step::new();
     write(&step.ws.join("out/a"), b"a");
     let with_defaults = |entry: EntryPoint| -> Vec<(&'static str, &'static str)> {
-        let mut inputs: Vec<_> = INPUTS.iter().filter(|i| entry.takes(i.scope)).map(|i| (i.name, i.default)).collect();
+        let mut inputs: Vec<_> = INPUTS.iter().filter(|i| i.declared_by(entry)).map(|i| (i.name, i.default)).collect();
         inputs.iter_mut().find(|(n, _)| *n == "path").unwrap().1 = "out";
         inputs.iter_mut().find(|(n, _)| *n == "native").unwrap().1 = "none";
         inputs.iter_mut().find(|(n, _)| *n == "hash-env").unwrap().1 = "CI";

@@ -51,7 +51,7 @@ fn render(entry: EntryPoint) -> String {
         quote(description)
     ));
     y.push_str("branding:\n  icon: lock\n  color: green\ninputs:\n");
-    for spec in INPUTS.iter().filter(|s| entry.takes(s.scope)) {
+    for spec in INPUTS.iter().filter(|s| s.declared_by(entry)) {
         // Every input is optional to the runner: `path` is required unless `preset` is set, which
         // the action checks itself (and says in `path`'s description).
         y.push_str(&format!("  {}:\n    description: {}\n    required: false\n", spec.name, quote(spec.description)));
@@ -175,7 +175,7 @@ fn render_entry_table() -> String {
     for spec in INPUTS.iter() {
         t.push_str(&format!("| `{}` |", spec.name));
         for entry in EntryPoint::ALL {
-            t.push_str(if entry.takes(spec.scope) { " ✓ |" } else { " |" });
+            t.push_str(if spec.declared_by(entry) { " ✓ |" } else { " |" });
         }
         t.push('\n');
     }

@@ -8,15 +8,13 @@
 use crate::support::needs;
 use crate::support::noise;
 use crate::support::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
-use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
-use exact_cache::backend::http::Http;
+use exact_cache::backend::azure::{self, AzureBlobBackend, AzureInputs};
 use exact_cache::backend::{Backend, BackendError, Committed, ErrorKind, Reservation};
 use exact_cache::backend::{Catalog, CatalogError};
 use exact_cache::env::Env;
 use exact_cache::keys::{Key, Version};
 use exact_cache::runner::SecretSink;
 use std::io::{Read, Write};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const VERSION: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -46,9 +44,7 @@ fn backend_with(container: &str, env: &Env, sink: SecretSink) -> AzureBlobBacken
         prefix: Some("ci".into()),
         endpoint: Some(azurite::azurite().base()),
     };
-    let settings = AzureSettings::resolve(&inputs, env).unwrap();
-    let http = Arc::new(Http::new(env, sink).unwrap());
-    AzureBlobBackend::new(http, settings, env).unwrap()
+    azure::connect(&inputs, env, sink).unwrap()
 }
 
 fn backend(container: &str) -> AzureBlobBackend {

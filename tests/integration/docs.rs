@@ -156,7 +156,7 @@ fn the_readme_is_short_opens_with_the_two_commands_and_links_every_page() {
 #[test]
 fn the_readmes_examples_are_what_the_action_and_the_cli_accept() {
     let readme = read(&root().join("README.md"));
-    let declared: BTreeSet<&str> = INPUTS.iter().filter(|i| EntryPoint::Root.takes(i.scope)).map(|i| i.name).collect();
+    let declared: BTreeSet<&str> = INPUTS.iter().filter(|i| i.declared_by(EntryPoint::Root)).map(|i| i.name).collect();
     let mut steps_with = 0;
     let mut commands = 0;
     for (info, body) in code_blocks(&readme) {

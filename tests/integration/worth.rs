@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use exact_cache::archive::{Compression, SecretScanner, Stamp, inventory, write_archive_with};
-use exact_cache::config::{Config, RawInputs};
+use exact_cache::config::{CommandName, Config, RawInputs};
 use exact_cache::env::Env;
 use exact_cache::fingerprint::FingerprintRecord;
 use exact_cache::manifest::Generation;
@@ -175,7 +175,7 @@ fn forge(step: &Step, inputs: &[(&str, &str)], generation: Option<Generation>) -
         raw.set(name, *value);
     }
     let env = Env::from_pairs([("HOME", step.home.to_str().unwrap())]);
-    let config = Config::from_raw(&raw, &env, &step.ws).unwrap();
+    let config = Config::from_raw(&raw, &env, &step.ws, CommandName::Save).unwrap();
     let fingerprint_dir = step.runner_temp.join("exact-cache");
     let file = std::fs::read_dir(&fingerprint_dir)
         .unwrap()

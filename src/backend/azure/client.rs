@@ -12,7 +12,7 @@ use crate::backend::object::{Needs, NewEntry, Object, ObjectClient};
 use crate::backend::wire::{self, EnumerationResults, ListedBlob};
 use crate::backend::{BackendError, CacheEntry, ErrorKind, Upload};
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use bytes::Bytes;
 use object_store::azure::{AzureAuthorizer, AzureCredential, MicrosoftAzure};
 use object_store::client::{HttpRequest, HttpRequestBody};

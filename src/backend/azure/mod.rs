@@ -20,41 +20,41 @@
 //! with `If-None-Match: *`, so a second saver is refused (`409 BlobAlreadyExists` or `412`) and
 //! reported as `exists` (see [`upload`]).
 //!
-//! Its files are every store's: this one, the store (its `azure-*` inputs, checked here, and
-//! the [`ObjectStore`] description that makes it one); [`settings`], where entries live and who
-//! we are there; [`client`], each request authorized and sent, Azure's answers read (its
-//! [`ObjectClient`](crate::backend::object::ObjectClient), under the backend and catalog every
-//! object store shares, [`ObjectBackend`]); [`upload`], its saves.
+//! Its files are every store's: this one, its `azure-*` inputs (checked here) and [`connect`];
+//! [`settings`], where entries live and who we are there; [`client`], each request authorized
+//! and sent, Azure's answers read (its [`ObjectClient`](crate::backend::object::ObjectClient),
+//! under the backend and catalog every object store shares, [`ObjectBackend`]); [`upload`], its
+//! saves.
 
 mod client;
 mod settings;
 mod upload;
 
-pub use settings::{AzureInputs, AzureSettings, SECRET_VARS};
+pub use settings::{AzureInputs, AzureSettings};
 
-use crate::backend::BackendError;
 use crate::backend::http::Http;
-use crate::backend::object::{ObjectBackend, ObjectStore, Objects, endpoint_input, prefix_input};
+use crate::backend::object::{ObjectBackend, endpoint_input, prefix_input};
+use crate::backend::{BackendError, ErrorKind};
 use crate::env::Env;
-use crate::inputs::{Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope};
+use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers};
+use crate::runner::SecretSink;
 use client::Client;
 use settings::is_container_name;
 use std::sync::Arc;
 
 pub static AZURE_ACCOUNT: Input<Option<String>> = Input::text(
     "azure-account",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "With `backend: azure-blob`: the storage account (default: `AZURE_STORAGE_ACCOUNT_NAME`, \
      `AZURE_STORAGE_ACCOUNT`, else the connection string's). Credentials come only from the Azure environment \
      (an account key, a SAS token, a connection string, workload or managed identity, a client secret), never \
      from inputs.",
-)
-.catalog(Listing::Both);
+);
 
 pub static AZURE_CONTAINER: Input<Option<String>> = Input::new(
     "azure-container",
     InputKind::Text,
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "",
     "With `backend: azure-blob`: the blob container (required).",
     |value| match value.map(str::trim).filter(|c| !c.is_empty()) {
@@ -64,8 +64,7 @@ pub static AZURE_CONTAINER: Input<Option<String>> = Input::new(
         )),
         container => Ok(container.map(str::to_owned)),
     },
-)
-.catalog(Listing::Both);
+);
 
 pub static AZURE_PREFIX: Input<Option<String>> =
     prefix_input("azure-prefix", "With `backend: azure-blob`: a name prefix inside the container (e.g. `ci-cache/`).");
@@ -76,36 +75,11 @@ pub static AZURE_ENDPOINT: Input<Option<String>> = endpoint_input(
      `AZURE_STORAGE_ENDPOINT`, `AZURE_ENDPOINT`, the connection string's, else `https://<account>.blob.core.windows.net`).",
 );
 
-/// The Azure Blob store's backend, which is also its catalog.
-pub type AzureBlobBackend = ObjectBackend<Client>;
+pub(super) static INPUTS: [&InputSpec; 4] =
+    [&AZURE_ACCOUNT.spec, &AZURE_CONTAINER.spec, &AZURE_PREFIX.spec, &AZURE_ENDPOINT.spec];
 
-impl AzureBlobBackend {
-    pub fn new(http: Arc<Http>, settings: AzureSettings, env: &Env) -> Result<Self, BackendError> {
-        let prefix = settings.prefix.clone();
-        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::connect(http, settings, env)?, env))
-    }
-}
-
-/// `backend: azure-blob`, described.
-#[derive(Clone, Copy, Debug)]
-pub struct AzureBlobStore;
-
-pub static AZURE_BLOB: Objects<AzureBlobStore> = Objects(AzureBlobStore);
-
-impl ObjectStore for AzureBlobStore {
-    type Inputs = AzureInputs;
-    type Settings = AzureSettings;
-    type Client = Client;
-
-    const NAME: &'static str = "azure-blob";
-
-    fn inputs(&self) -> &'static [&'static InputSpec] {
-        static INPUTS: [&InputSpec; 4] =
-            [&AZURE_ACCOUNT.spec, &AZURE_CONTAINER.spec, &AZURE_PREFIX.spec, &AZURE_ENDPOINT.spec];
-        &INPUTS
-    }
-
-    fn read(&self, raw: &RawInputs) -> Result<AzureInputs, InputError> {
+impl AzureInputs {
+    pub fn read(raw: &RawInputs) -> Result<AzureInputs, InputError> {
         Ok(AzureInputs {
             account: AZURE_ACCOUNT.read(raw)?,
             container: AZURE_CONTAINER.read(raw)?,
@@ -113,20 +87,16 @@ impl ObjectStore for AzureBlobStore {
             endpoint: AZURE_ENDPOINT.read(raw)?,
         })
     }
+}
 
-    fn place(&self, inputs: &AzureInputs) -> (&'static Input<Option<String>>, bool) {
-        (&AZURE_CONTAINER, inputs.container.is_some())
-    }
+/// The Azure Blob store's backend, which is also its catalog.
+pub type AzureBlobBackend = ObjectBackend<Client>;
 
-    fn resolve(&self, inputs: &AzureInputs, env: &Env) -> Result<AzureSettings, String> {
-        AzureSettings::resolve(inputs, env)
-    }
-
-    fn connect(&self, http: Arc<Http>, settings: AzureSettings, env: &Env) -> Result<AzureBlobBackend, BackendError> {
-        AzureBlobBackend::new(http, settings, env)
-    }
-
-    fn secret_values(&self, env: &Env) -> Vec<String> {
-        AzureSettings::secrets(env)
-    }
+/// The backend of the container `inputs` and `env` name, with the credentials of `env` (masked
+/// through `secrets` before any request).
+pub fn connect(inputs: &AzureInputs, env: &Env, secrets: SecretSink) -> Result<AzureBlobBackend, BackendError> {
+    let settings = AzureSettings::resolve(inputs, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
+    let http = Arc::new(Http::new(env, secrets)?);
+    let prefix = settings.prefix.clone();
+    Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::connect(http, settings, env)?, env))
 }

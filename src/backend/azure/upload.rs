@@ -7,7 +7,7 @@ use crate::backend::blob::{BlobRequest, BlobTarget, BlockBlob, Step};
 use crate::backend::object::{NewEntry, ObjectClient};
 use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::{BackendError, Committed, ErrorKind, Upload};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use reqwest::Method;
 use reqwest::header::IF_NONE_MATCH;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::http::{MAX_ANSWER_BYTES, list_deadline};
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use http_body_util::BodyExt;
 use std::time::Duration;
 

@@ -2,13 +2,13 @@
 //! the v1 REST protocol and v2 (Twirp + Azure Blob), chosen by the `protocol` input and the
 //! environment as the official client chooses ([`settings`]), and the REST API as its catalog.
 //!
-//! Its files are every store's ([`super::store`]): this one, the store; [`settings`], which
+//! Its files are every store's: this one, its input and how it connects; [`settings`], which
 //! service serves the run; [`catalog`]; and, where another store has one `backend.rs`, one file
 //! per protocol ([`v1`], [`v2`]), each with its upload (v2's bytes go up as a block blob,
 //! [`super::blob`]).
 
 mod catalog;
-pub mod settings;
+mod settings;
 mod v1;
 mod v2;
 
@@ -17,73 +17,47 @@ pub use settings::{Protocol, Service};
 pub use v1::V1Backend;
 pub use v2::V2Backend;
 
-use super::catalog::{Catalog, CatalogError};
+use super::catalog::CatalogError;
 use super::http::Http;
-use super::store::{Configured, Store};
 use super::{Backend, BackendError, CacheMode, ErrorKind};
 use crate::env::Env;
-use crate::inputs::{Catalog as Listing, Input, InputError, InputSpec, RawInputs, Scope};
-use crate::paths::Locations;
+use crate::inputs::{Input, InputSpec, Readers};
 use crate::runner::SecretSink;
 use std::sync::Arc;
 
 pub static PROTOCOL: Input<Protocol> = Input::choice(
     "protocol",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "auto",
     "Cache service protocol: `auto`, `v1` or `v2` (`auto` follows the official client's choice).",
-)
-.catalog(Listing::Both);
+);
 
-pub struct GithubStore;
+pub(super) static INPUTS: [&InputSpec; 1] = [&PROTOCOL.spec];
 
-pub static GITHUB: GithubStore = GithubStore;
-
-impl Store for GithubStore {
-    fn name(&self) -> &'static str {
-        "github"
-    }
-
-    fn inputs(&self) -> &'static [&'static InputSpec] {
-        static INPUTS: [&InputSpec; 1] = [&PROTOCOL.spec];
-        &INPUTS
-    }
-
-    fn configure(&self, raw: &RawInputs, _: &Locations, _chosen: bool) -> Result<Arc<dyn Configured>, InputError> {
-        Ok(Arc::new(GithubConfig { protocol: PROTOCOL.read(raw)? }))
-    }
+/// Whether the runner offers a cache service under `protocol` (with `backend: auto`, it serves
+/// the run).
+pub(super) fn serves(protocol: Protocol, env: &Env) -> bool {
+    settings::service(protocol, env).is_some()
 }
 
-#[derive(Debug)]
-struct GithubConfig {
-    protocol: Protocol,
+/// The backend of the service `env` offers under `protocol`, or why there is none.
+pub(super) fn backend(protocol: Protocol, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
+    let service = settings::service(protocol, env)
+        .unwrap_or_else(|| Err(settings::no_service_reason(protocol, env)))
+        .map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
+    let http = Arc::new(Http::new(env, secrets)?);
+    let mode = CacheMode::from_env(env).0;
+    Ok(match service {
+        Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?.with_mode(mode)),
+        Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?.with_mode(mode)),
+    })
 }
 
-impl Configured for GithubConfig {
-    fn serves_auto(&self, env: &Env) -> bool {
-        settings::service(self.protocol, env).is_some()
-    }
-
-    fn backend(&self, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
-        let service = settings::service(self.protocol, env)
-            .unwrap_or_else(|| Err(settings::no_service_reason(self.protocol, env)))
-            .map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
-        let http = Arc::new(Http::new(env, secrets)?);
-        let mode = CacheMode::from_env(env).0;
-        Ok(match service {
-            Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?.with_mode(mode)),
-            Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?.with_mode(mode)),
-        })
-    }
-
-    fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError> {
-        match settings::service(self.protocol, env) {
-            Some(Ok(_)) => {
-                let token = token.or_else(|| env.non_empty("GITHUB_TOKEN"));
-                Ok(Box::new(GithubCatalog::from_env(env, token)?))
-            }
-            Some(Err(reason)) => Err(CatalogError::Unavailable { reason }),
-            None => Err(CatalogError::Unavailable { reason: settings::no_service_reason(self.protocol, env) }),
-        }
+/// The REST API, with `token` (else `GITHUB_TOKEN`), where a service serves the run.
+pub(super) fn catalog(protocol: Protocol, env: &Env, token: Option<&str>) -> Result<GithubCatalog, CatalogError> {
+    match settings::service(protocol, env) {
+        Some(Ok(_)) => GithubCatalog::from_env(env, token.or_else(|| env.non_empty("GITHUB_TOKEN"))),
+        Some(Err(reason)) => Err(CatalogError::Unavailable { reason }),
+        None => Err(CatalogError::Unavailable { reason: settings::no_service_reason(protocol, env) }),
     }
 }

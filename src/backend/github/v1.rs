@@ -21,7 +21,7 @@ use crate::backend::http::{Check, Http, read_answer, send};
 use crate::backend::upload::{BlockSink, BlockWriter, BoxFuture, Finished};
 use crate::backend::wire::{self, LookupAnswer, ReserveAnswer};
 use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Committed, ErrorKind, Reservation, Upload};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use bytes::Bytes;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;

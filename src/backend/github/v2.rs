@@ -20,7 +20,7 @@ use crate::backend::http::{Check, Http, kind_in_words, one_line, read_answer, se
 use crate::backend::upload::{BlockUpload, BlockWriter, BoxFuture, CommitBlocks, Finished};
 use crate::backend::wire::{self, CreateResponse, DownloadUrlResponse, FinalizeResponse};
 use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Committed, ErrorKind, Reservation};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use serde::de::DeserializeOwned;
 use std::io::Read;
 use std::sync::Arc;

@@ -17,7 +17,7 @@
 use super::upload::{self, LocalUpload};
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};

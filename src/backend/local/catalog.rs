@@ -5,7 +5,7 @@ use super::LocalBackend;
 use super::meta;
 use crate::backend::Backend;
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::fs;
 use std::io;
 use std::time::{Duration, SystemTime};

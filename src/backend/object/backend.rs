@@ -8,7 +8,7 @@ use super::client::{NewEntry, ObjectClient};
 use crate::backend::http::Http;
 use crate::backend::{Backend, BackendError, CacheEntry, Reservation, download, entries};
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use std::io::Read;
 use std::sync::Arc;
 

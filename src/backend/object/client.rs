@@ -5,7 +5,7 @@
 
 use crate::backend::entries::Metadata;
 use crate::backend::{BackendError, CacheEntry, Upload};
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use reqwest::header::HeaderName;
 use std::future::Future;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use crate::backend::object::{Needs, NewEntry, Object, ObjectClient};
 use crate::backend::wire::{self, ListBucketResult};
 use crate::backend::{BackendError, CacheEntry, ErrorKind, Upload};
 use crate::env::Env;
-use crate::ids::{Key, Version};
+use crate::keys::{Key, Version};
 use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as StorePath;

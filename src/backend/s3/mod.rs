@@ -21,48 +21,44 @@
 //! that does not complete aborts the multipart upload, so no parts are left behind (and a
 //! lifecycle rule for incomplete uploads is the backstop for a killed process).
 //!
-//! Its files are every store's: this one, the store (its `s3-*` inputs, checked here, and the
-//! [`ObjectStore`] description that makes it one); [`settings`], where entries live and who we
-//! are there; [`client`], each request signed and sent, S3's answers read (its
-//! [`ObjectClient`](crate::backend::object::ObjectClient), under the backend and catalog every
-//! object store shares, [`ObjectBackend`]); [`upload`], its saves.
+//! Its files are every store's: this one, its `s3-*` inputs (checked here) and [`connect`];
+//! [`settings`], where entries live and who we are there; [`client`], each request signed and
+//! sent, S3's answers read (its [`ObjectClient`](crate::backend::object::ObjectClient), under
+//! the backend and catalog every object store shares, [`ObjectBackend`]); [`upload`], its saves.
 
 mod client;
 mod settings;
 mod upload;
 
-pub use settings::{S3Inputs, S3Settings, SECRET_VARS};
+pub use settings::{S3Inputs, S3Settings};
 
-use crate::backend::BackendError;
 use crate::backend::http::Http;
-use crate::backend::object::{ObjectBackend, ObjectStore, Objects, endpoint_input, prefix_input};
+use crate::backend::object::{ObjectBackend, endpoint_input, prefix_input};
+use crate::backend::{BackendError, ErrorKind};
 use crate::env::Env;
-use crate::inputs::{
-    Catalog as Listing, Input, InputError, InputKind, InputSpec, RawInputs, Scope, parse_optional_bool,
-};
+use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers, parse_optional_bool};
+use crate::runner::SecretSink;
 use client::Client;
 use std::sync::Arc;
 
 pub static S3_BUCKET: Input<Option<String>> = Input::new(
     "s3-bucket",
     InputKind::Text,
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "",
     "With `backend: s3`: the bucket (required). Credentials come only from the standard AWS environment (keys and \
      session token, a web-identity role such as GitHub OIDC, instance metadata), never from inputs.",
     parse_bucket,
-)
-.catalog(Listing::Both);
+);
 
 pub static S3_PREFIX: Input<Option<String>> =
     prefix_input("s3-prefix", "With `backend: s3`: a key prefix inside the bucket (e.g. `ci-cache/`).");
 
 pub static S3_REGION: Input<Option<String>> = Input::text(
     "s3-region",
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "With `backend: s3`: the bucket's region (default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`).",
-)
-.catalog(Listing::Both);
+);
 
 pub static S3_ENDPOINT: Input<Option<String>> = endpoint_input(
     "s3-endpoint",
@@ -73,45 +69,19 @@ pub static S3_ENDPOINT: Input<Option<String>> = endpoint_input(
 pub static S3_FORCE_PATH_STYLE: Input<Option<bool>> = Input::new(
     "s3-force-path-style",
     InputKind::Text,
-    Scope::Cache,
+    Readers::CACHE.and_listing(),
     "",
     "With `backend: s3`: `true` to address the bucket as `<endpoint>/<bucket>` instead of `<bucket>.<endpoint>` \
      (default: `AWS_S3_FORCE_PATH_STYLE`; always for an IP address or `localhost`).",
     parse_optional_bool,
-)
-.catalog(Listing::Both);
+);
 
-/// The S3 store's backend, which is also its catalog.
-pub type S3Backend = ObjectBackend<Client>;
+pub(super) static INPUTS: [&InputSpec; 5] =
+    [&S3_BUCKET.spec, &S3_PREFIX.spec, &S3_REGION.spec, &S3_ENDPOINT.spec, &S3_FORCE_PATH_STYLE.spec];
 
-impl S3Backend {
-    pub fn new(http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<Self, BackendError> {
-        let prefix = settings.prefix.clone();
-        Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::connect(http, settings, env)?, env))
-    }
-}
-
-/// `backend: s3`, described.
-#[derive(Clone, Copy, Debug)]
-pub struct S3Store;
-
-pub static S3: Objects<S3Store> = Objects(S3Store);
-
-impl ObjectStore for S3Store {
-    type Inputs = S3Inputs;
-    type Settings = S3Settings;
-    type Client = Client;
-
-    const NAME: &'static str = "s3";
-
-    fn inputs(&self) -> &'static [&'static InputSpec] {
-        static INPUTS: [&InputSpec; 5] =
-            [&S3_BUCKET.spec, &S3_PREFIX.spec, &S3_REGION.spec, &S3_ENDPOINT.spec, &S3_FORCE_PATH_STYLE.spec];
-        &INPUTS
-    }
-
+impl S3Inputs {
     /// The `s3-*` inputs, checked: a bucket name S3 accepts, an endpoint that is an `http(s)` URL.
-    fn read(&self, raw: &RawInputs) -> Result<S3Inputs, InputError> {
+    pub fn read(raw: &RawInputs) -> Result<S3Inputs, InputError> {
         Ok(S3Inputs {
             bucket: S3_BUCKET.read(raw)?,
             prefix: S3_PREFIX.read(raw)?,
@@ -120,22 +90,18 @@ impl ObjectStore for S3Store {
             force_path_style: S3_FORCE_PATH_STYLE.read(raw)?,
         })
     }
+}
 
-    fn place(&self, inputs: &S3Inputs) -> (&'static Input<Option<String>>, bool) {
-        (&S3_BUCKET, inputs.bucket.is_some())
-    }
+/// The S3 store's backend, which is also its catalog.
+pub type S3Backend = ObjectBackend<Client>;
 
-    fn resolve(&self, inputs: &S3Inputs, env: &Env) -> Result<S3Settings, String> {
-        S3Settings::resolve(inputs, env)
-    }
-
-    fn connect(&self, http: Arc<Http>, settings: S3Settings, env: &Env) -> Result<S3Backend, BackendError> {
-        S3Backend::new(http, settings, env)
-    }
-
-    fn secret_values(&self, env: &Env) -> Vec<String> {
-        S3Settings::secrets(env)
-    }
+/// The backend of the bucket `inputs` and `env` name, with the credentials of `env` (masked
+/// through `secrets` before any request).
+pub fn connect(inputs: &S3Inputs, env: &Env, secrets: SecretSink) -> Result<S3Backend, BackendError> {
+    let settings = S3Settings::resolve(inputs, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
+    let http = Arc::new(Http::new(env, secrets)?);
+    let prefix = settings.prefix.clone();
+    Ok(ObjectBackend::over(Arc::clone(&http), prefix, Client::connect(http, settings, env)?, env))
 }
 
 /// A bucket name S3 accepts.

@@ -4,7 +4,7 @@
 //! A facet's file owns its name, what it records, whether it is on by default, and its
 //! collector, which reads the machine only through [`System`] and the environment (so tests
 //! fake the machine). Everything else is derived from the registry: [`Facet::ALL`],
-//! [`Facet::DEFAULT`], the names the `native` input accepts, its default ([`NATIVE_DEFAULT`]) and
+//! [`Facet::defaults`], the names the `native` input accepts, its default ([`NATIVE_DEFAULT`]) and
 //! description ([`NATIVE_DESCRIPTION`]), the component names, and the facets table of docs/keys.md
 //! (`tests/integration/action_yml.rs` checks it). A new facet is a file here, its `mod` line and
 //! its line in [`REGISTRY`]. New facets are opt-in: one on by default changes every user's key.
@@ -27,6 +27,7 @@ use super::{Component, ComponentName, FingerprintError};
 use crate::env::Env;
 use std::cell::OnceCell;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// Every native facet, in the order documentation lists them and collection runs them.
 const REGISTRY: &[&FacetDef] = &[
@@ -80,30 +81,14 @@ impl Facet {
     };
 
     /// The facets on when the `native` input is not given.
-    pub const DEFAULT: [Facet; default_count()] = {
-        let mut defaults = [Facet(0); default_count()];
-        let (mut i, mut n) = (0, 0);
-        while i < REGISTRY.len() {
-            if REGISTRY[i].default {
-                defaults[n] = Facet(i);
-                n += 1;
-            }
-            i += 1;
-        }
-        defaults
-    };
+    pub fn defaults() -> impl Iterator<Item = Facet> {
+        Facet::ALL.into_iter().filter(|f| f.is_default())
+    }
 
-    /// The facet named `name`, for names written in code: in a `const`, an unknown name does not
-    /// compile. Names read at run time go through [`crate::choice::parse`].
-    pub const fn named(name: &str) -> Facet {
-        let mut i = 0;
-        while i < REGISTRY.len() {
-            if bytes_eq(name_of(REGISTRY[i]), name.as_bytes()) {
-                return Facet(i);
-            }
-            i += 1;
-        }
-        panic!("no such native facet")
+    /// The facet named `name`, for names written in code. Names read at run time go through
+    /// [`crate::choice::parse`].
+    pub fn named(name: &str) -> Facet {
+        Facet::ALL.into_iter().find(|f| f.name() == name).unwrap_or_else(|| panic!("no native facet `{name}`"))
     }
 
     fn def(self) -> &'static FacetDef {
@@ -163,99 +148,12 @@ impl crate::choice::Named for Facet {
 }
 
 /// The `native` input's default: the default facets, comma-separated.
-pub const NATIVE_DEFAULT: &str = as_str(&DEFAULT_BYTES);
-const DEFAULT_LISTING: Listing = Listing { before: "", separator: ",", after: "", defaults_only: true };
-const DEFAULT_BYTES: [u8; DEFAULT_LISTING.write(&mut [])] = DEFAULT_LISTING.bytes();
+pub static NATIVE_DEFAULT: LazyLock<String> =
+    LazyLock::new(|| Facet::defaults().map(Facet::name).collect::<Vec<_>>().join(","));
 
 /// The `native` input's description, naming every facet.
-pub const NATIVE_DESCRIPTION: &str = as_str(&DESCRIPTION_BYTES);
-const DESCRIPTION_LISTING: Listing =
-    Listing { before: "Native facets to include: ", separator: ", ", after: " (or `none`).", defaults_only: false };
-const DESCRIPTION_BYTES: [u8; DESCRIPTION_LISTING.write(&mut [])] = DESCRIPTION_LISTING.bytes();
-
-/// Facet names joined between two texts, built at compile time: the input table that holds
-/// the `native` input's default and description is a `const`.
-struct Listing {
-    before: &'static str,
-    separator: &'static str,
-    after: &'static str,
-    defaults_only: bool,
-}
-
-impl Listing {
-    const fn bytes<const N: usize>(&self) -> [u8; N] {
-        let mut out = [0; N];
-        self.write(&mut out);
-        out
-    }
-
-    /// Writes what fits of the text into `out`; returns the length of the whole text.
-    const fn write(&self, out: &mut [u8]) -> usize {
-        let mut len = copy(self.before.as_bytes(), out, 0);
-        let mut listed = 0;
-        let mut i = 0;
-        while i < REGISTRY.len() {
-            if REGISTRY[i].default || !self.defaults_only {
-                if listed > 0 {
-                    len = copy(self.separator.as_bytes(), out, len);
-                }
-                len = copy(name_of(REGISTRY[i]), out, len);
-                listed += 1;
-            }
-            i += 1;
-        }
-        copy(self.after.as_bytes(), out, len)
-    }
-}
-
-const fn default_count() -> usize {
-    let (mut i, mut n) = (0, 0);
-    while i < REGISTRY.len() {
-        if REGISTRY[i].default {
-            n += 1;
-        }
-        i += 1;
-    }
-    n
-}
-
-/// The facet's name, its component name without `native.`.
-const fn name_of(def: &FacetDef) -> &[u8] {
-    def.component.as_bytes().split_at(COMPONENT_PREFIX.len()).1
-}
-
-const fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-/// Copies what fits of `bytes` into `out` at `at`; returns where the copy ends.
-const fn copy(bytes: &[u8], out: &mut [u8], at: usize) -> usize {
-    let mut i = 0;
-    while i < bytes.len() {
-        if at + i < out.len() {
-            out[at + i] = bytes[i];
-        }
-        i += 1;
-    }
-    at + bytes.len()
-}
-
-const fn as_str(bytes: &'static [u8]) -> &'static str {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(_) => panic!("facet names are UTF-8"),
-    }
-}
+pub static NATIVE_DESCRIPTION: LazyLock<String> =
+    LazyLock::new(|| format!("Native facets to include: {} (or `none`).", Facet::ALL.map(Facet::name).join(", ")));
 
 /// What the collectors of one collection read: the machine, the environment and the spec.
 /// Facts that several collectors use (the CPU, `nvidia-smi`) are read once, when first asked for.
@@ -298,10 +196,10 @@ mod tests {
     fn the_registry_derives_names_defaults_and_the_native_input() {
         let names: Vec<&str> = Facet::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(names, ["os", "arch", "isa", "cpu-flags", "libc", "compiler", "gpu", "cuda", "container"]);
-        assert_eq!(Facet::DEFAULT.map(Facet::name), ["os", "arch", "isa", "libc", "compiler"]);
-        assert_eq!(NATIVE_DEFAULT, "os,arch,isa,libc,compiler");
+        assert_eq!(Facet::defaults().map(Facet::name).collect::<Vec<_>>(), ["os", "arch", "isa", "libc", "compiler"]);
+        assert_eq!(*NATIVE_DEFAULT, "os,arch,isa,libc,compiler");
         assert_eq!(
-            NATIVE_DESCRIPTION,
+            *NATIVE_DESCRIPTION,
             "Native facets to include: os, arch, isa, cpu-flags, libc, compiler, gpu, cuda, container (or `none`)."
         );
         assert_eq!(Facet::named("cpu-flags").component_name(), "native.cpu-flags");

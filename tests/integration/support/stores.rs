@@ -1,19 +1,20 @@
-//! The store matrix: every store the shared scenarios (`grow`, `safety`, `concurrency`) run on,
-//! each one definition here — how to start it empty for one test, what a step needs to reach it
-//! (variables and inputs), how to plant, evict and corrupt its entries, how to count them, and
-//! what it cannot do (capabilities, asked for by name; a scenario never skips a store silently).
+//! The store matrix: every store the shared scenarios (`grow`, `safety`, `concurrency`, …) run
+//! on, each one line of [`on_every_store!`]'s table — its test's name, the tools it needs, what
+//! it can do, and how to start it empty for one test — and one [`Peer`]: what a step needs to
+//! reach it (variables and inputs), how to plant, evict and corrupt its entries and count them.
+//! The [`Store`] enum, its capabilities and [`Store::start`] are made from the table, and every
+//! kind of store the product has ([`StoreKind::ALL`]) is in it.
 //!
-//! Adding a store: a [`Store`] variant, its setup — its arm in [`Store::start`] and an
-//! `impl Peer` for what it serves from — and its line in [`on_every_store!`].
+//! Adding a store: its line in the table and its `impl Peer`.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use exact_cache::backend::azure::{AzureBlobBackend, AzureInputs, AzureSettings};
-use exact_cache::backend::http::Http;
-use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation, S3Backend, S3Inputs, S3Settings};
+use exact_cache::backend::azure::{self, AzureBlobBackend, AzureInputs};
+use exact_cache::backend::s3::{self, S3Backend, S3Inputs};
+use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation, StoreKind};
 use exact_cache::env::Env;
 use exact_cache::runner::SecretSink;
 
@@ -22,50 +23,106 @@ use super::services::azurite::{self, ACCOUNT, ACCOUNT_KEY};
 use super::services::{BlobStore, REST_TOKEN, Services};
 use super::{Step, write};
 
-/// A store the shared scenarios run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Store {
-    /// The local directory store (`EXACT_CACHE_DIR`).
-    Local,
-    /// The v1 test service (act's and GHES's protocol).
-    V1,
-    /// The v2 test service with its fast blob store.
-    V2,
-    /// An s3s-fs server (real SigV4 checks), entries under a prefix of its bucket.
-    S3,
-    /// A container of the shared Azurite (real Shared Key checks), entries under a prefix.
-    AzureBlob,
-}
-
-impl Store {
-    /// Every store, in the matrix's order.
-    pub const ALL: [Store; 5] = [Store::Local, Store::V1, Store::V2, Store::S3, Store::AzureBlob];
-
-    /// An empty store of this kind, for one test.
-    pub fn start(self) -> Box<dyn Peer> {
-        match self {
-            Store::Local => Box::new(LocalDir::new()),
-            Store::V1 => Box::new(TestService::start(Protocol::V1)),
-            Store::V2 => Box::new(TestService::start(Protocol::V2)),
-            Store::S3 => Box::new(S3Prefix::start()),
-            Store::AzureBlob => Box::new(AzureContainer::start()),
+/// One test per store for each scenario `fn name(store: Store)`, in a module of its name:
+/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`;
+/// the S3 and Azure ones need their servers (`#[needs(…)]`: a plain `cargo test` skips them).
+/// `on_every_store!(where CAPABILITY: name, …)` runs a scenario on the stores that have that
+/// capability of [`Store`]'s (`lists_entries`, `records_refs`).
+macro_rules! on_every_store {
+    // The table: `(test name, variant [tools it needs] lists|- records|- => an empty one)`, where
+    // `lists`: `list` and `prune` reach its entries; `records`: it keeps the ref and the time of
+    // each save in the entry itself, as the product writes them, so a test can plant past times.
+    (@table $($then:tt)*) => {
+        $crate::support::on_every_store!($($then)* [
+            /// The local directory store (`EXACT_CACHE_DIR`).
+            (local_store Local [] lists records => LocalDir::new())
+            /// The v1 test service (act's and GHES's protocol); no catalog.
+            (v1_service V1 [] - - => TestService::start(Protocol::V1))
+            /// The v2 test service with its fast blob store; GitHub's service keeps its own times.
+            (v2_service V2 [] lists - => TestService::start(Protocol::V2))
+            /// An s3s-fs server (real SigV4 checks), entries under a prefix of its bucket.
+            (s3_store S3 [s3s_fs] lists records => S3Prefix::start())
+            /// A container of the shared Azurite (real Shared Key checks), entries under a prefix.
+            (azure_blob AzureBlob [azurite] lists records => AzureContainer::start())
+        ]);
+    };
+    (where $capability:ident: $($scenario:ident),+ $(,)?) => {$(
+        $crate::support::on_every_store!(@table @filter $capability $scenario []);
+    )+};
+    ($($scenario:ident),+ $(,)?) => {$(
+        $crate::support::on_every_store!(@table @filter any $scenario []);
+    )+};
+    // Keep each store of the table that has the capability, then write the scenario's module.
+    (@filter any $scenario:ident [$($kept:tt)*]
+        [$(#[$doc:meta])* ($test:ident $store:ident $tools:tt $lists:tt $records:tt => $start:expr) $($rest:tt)*]) => {
+        $crate::support::on_every_store!(@filter any $scenario [$($kept)* ($test $store $tools)] [$($rest)*]);
+    };
+    (@filter lists_entries $scenario:ident [$($kept:tt)*]
+        [$(#[$doc:meta])* ($test:ident $store:ident $tools:tt lists $records:tt => $start:expr) $($rest:tt)*]) => {
+        $crate::support::on_every_store!(@filter lists_entries $scenario [$($kept)* ($test $store $tools)] [$($rest)*]);
+    };
+    (@filter records_refs $scenario:ident [$($kept:tt)*]
+        [$(#[$doc:meta])* ($test:ident $store:ident $tools:tt $lists:tt records => $start:expr) $($rest:tt)*]) => {
+        $crate::support::on_every_store!(@filter records_refs $scenario [$($kept)* ($test $store $tools)] [$($rest)*]);
+    };
+    (@filter $capability:ident $scenario:ident [$($kept:tt)*] [$(#[$doc:meta])* ($($skipped:tt)*) $($rest:tt)*]) => {
+        $crate::support::on_every_store!(@filter $capability $scenario [$($kept)*] [$($rest)*]);
+    };
+    (@filter $capability:ident $scenario:ident [$(($test:ident $store:ident [$($tool:ident)*]))+] []) => {
+        mod $scenario {
+            $(
+                #[$crate::support::needs($($tool),*)]
+                fn $test() {
+                    super::$scenario($crate::support::Store::$store);
+                }
+            )+
         }
-    }
+    };
+    // The `Store` enum, its capabilities and how to start each.
+    (@define [$(
+        $(#[$doc:meta])* ($test:ident $store:ident [$($tool:ident)*] $lists:tt $records:tt => $start:expr)
+    )+]) => {
+        /// A store the shared scenarios run on.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Store {
+            $($(#[$doc])* $store),+
+        }
+
+        impl Store {
+            /// Every store, in the matrix's order.
+            pub const ALL: &[Store] = &[$(Store::$store),+];
+
+            /// An empty store of this kind, for one test.
+            pub fn start(self) -> Box<dyn Peer> {
+                match self {
+                    $(Store::$store => Box::new($start)),+
+                }
+            }
+
+            /// Whether `list` and `prune` reach the store's entries.
+            pub const fn lists_entries(self) -> bool {
+                match self {
+                    $(Store::$store => $crate::support::on_every_store!(@flag lists $lists)),+
+                }
+            }
+        }
+    };
+    (@flag $name:ident -) => { false };
+    (@flag $name:ident $flag:ident) => { true };
 }
+pub(crate) use on_every_store;
 
-/// What a store can do that not every store can, as facts of its kind; a started store answers
-/// through [`Peer`]. [`on_every_store!`]'s lists of the stores with each are checked against these.
+on_every_store!(@table @define);
+
 impl Store {
-    /// Whether `list` and `prune` reach the store's entries (the v1 service has no catalog).
-    pub const fn lists_entries(self) -> bool {
-        !matches!(self, Store::V1)
-    }
-
-    /// Whether the store keeps the ref and the time of each save in the entry itself, as the
-    /// product writes them (the local store's use records, S3's and Azure's metadata), so that a
-    /// test can plant past times ([`Peer::backdate`]). GitHub's service keeps its own.
-    pub const fn records_refs(self) -> bool {
-        matches!(self, Store::Local | Store::S3 | Store::AzureBlob)
+    /// The product's kind of store this is.
+    pub fn kind(self) -> StoreKind {
+        match self {
+            Store::Local => StoreKind::Local,
+            Store::V1 | Store::V2 => StoreKind::Github,
+            Store::S3 => StoreKind::S3,
+            Store::AzureBlob => StoreKind::AzureBlob,
+        }
     }
 
     /// Whether, of saves racing to commit one entry, exactly one wins and the others learn that
@@ -77,59 +134,13 @@ impl Store {
     }
 }
 
-/// One test per store for each scenario `fn name(store: Store)`, in a module of its name:
-/// `grow::name::local_store`, `…::v1_service`, `…::v2_service`, `…::s3_store`, `…::azure_blob`;
-/// the S3 and Azure ones need their servers (`#[needs(…)]`: a plain `cargo test` skips them).
-/// `on_every_store!(where CAPABILITY: name, …)` runs a scenario on the stores that have that
-/// capability of [`Store`]'s (`lists_entries`, `records_refs`); each scenario's module also
-/// checks that its list is exactly the stores that have it (`runs_on_every_store_it_can`).
-macro_rules! on_every_store {
-    (where lists_entries: $($scenario:ident),+ $(,)?) => {
-        $crate::support::on_every_store!(@each lists_entries [$($scenario)+] [
-            (local_store Local []) (v2_service V2 []) (s3_store S3 [s3s_fs]) (azure_blob AzureBlob [azurite])
-        ]);
-    };
-    (where records_refs: $($scenario:ident),+ $(,)?) => {
-        $crate::support::on_every_store!(@each records_refs [$($scenario)+] [
-            (local_store Local []) (s3_store S3 [s3s_fs]) (azure_blob AzureBlob [azurite])
-        ]);
-    };
-    ($($scenario:ident),+ $(,)?) => {
-        $crate::support::on_every_store!(@each any [$($scenario)+] [
-            (local_store Local []) (v1_service V1 []) (v2_service V2 [])
-            (s3_store S3 [s3s_fs]) (azure_blob AzureBlob [azurite])
-        ]);
-    };
-    (@each $capability:ident [$($scenario:ident)+] $stores:tt) => {$(
-        $crate::support::on_every_store!(@module $capability $scenario $stores);
-    )+};
-    (@module $capability:ident $scenario:ident [$(($test:ident $store:ident [$($tool:ident)*]))+]) => {
-        mod $scenario {
-            $(
-                #[$crate::support::needs($($tool),*)]
-                fn $test() {
-                    super::$scenario($crate::support::Store::$store);
-                }
-            )+
-
-            /// The scenario runs on exactly the stores with its capability: none left out.
-            #[test]
-            fn runs_on_every_store_it_can() {
-                use $crate::support::Store;
-                let listed = [$(Store::$store),+];
-                let able: Vec<Store> =
-                    Store::ALL.into_iter().filter(|s| $crate::support::on_every_store!(@has $capability s)).collect();
-                assert_eq!(listed.to_vec(), able, "the stores listed for `{}`", stringify!($capability));
-            }
-        }
-    };
-    (@has any $store:ident) => {{
-        let _ = $store;
-        true
-    }};
-    (@has $capability:ident $store:ident) => { $store.$capability() };
+/// Every kind of store the product has is in the matrix, so every shared scenario runs on it.
+#[test]
+fn the_matrix_has_every_kind_of_store() {
+    let missing: Vec<StoreKind> =
+        StoreKind::ALL.into_iter().filter(|kind| !Store::ALL.iter().any(|s| s.kind() == *kind)).collect();
+    assert!(missing.is_empty(), "stores the matrix leaves out: {missing:?}");
 }
-pub(crate) use on_every_store;
 
 /// A started store: what it does for the scenarios.
 pub trait Peer: Send + Sync {
@@ -152,7 +163,7 @@ pub trait Peer: Send + Sync {
     /// The kind of store this is: what it can do.
     fn store(&self) -> Store;
     /// Make every entry of `key` look saved (and last used) `by` earlier, as time passing
-    /// would: for the stores that [`Store::records_refs`].
+    /// would: for the stores that record refs and times ([`on_every_store!`]'s `records`).
     fn backdate(&self, key: &str, by: Duration) {
         let _ = (key, by);
         panic!("{:?} keeps no times of its own to plant", self.store());
@@ -181,14 +192,6 @@ pub trait Peer: Send + Sync {
         }
         step
     }
-}
-
-/// The product's own client of a store (`build` from a client of HTTP and the variables), as a
-/// step with `env` would make it.
-fn product_client<C>(env: Vec<(String, String)>, build: impl FnOnce(Arc<Http>, &Env) -> C) -> C {
-    let env = Env::from_pairs(env);
-    let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
-    build(http, &env)
 }
 
 /// Store `bytes` as the entry of `key` and `version` through the product's own client.
@@ -396,9 +399,7 @@ impl S3Prefix {
             endpoint: Some(self.server.endpoint()),
             ..S3Inputs::default()
         };
-        product_client(self.env(), |http, env| {
-            S3Backend::new(http, S3Settings::resolve(&inputs, env).unwrap(), env).unwrap()
-        })
+        s3::connect(&inputs, &Env::from_pairs(self.env()), SecretSink::detached()).unwrap()
     }
 }
 
@@ -480,9 +481,7 @@ impl AzureContainer {
             endpoint: Some(azurite::azurite().base()),
             ..AzureInputs::default()
         };
-        product_client(self.env(), |http, env| {
-            AzureBlobBackend::new(http, AzureSettings::resolve(&inputs, env).unwrap(), env).unwrap()
-        })
+        azure::connect(&inputs, &Env::from_pairs(self.env()), SecretSink::detached()).unwrap()
     }
 }
 
@@ -503,7 +502,7 @@ impl Peer for AzureContainer {
 
     fn inputs(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("backend", "azure-blob".into()),
+            ("backend", StoreKind::AzureBlob.name().into()),
             ("azure-container", self.container.clone()),
             ("azure-endpoint", azurite::azurite().base()),
             ("azure-prefix", Self::PREFIX.into()),
