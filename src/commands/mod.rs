@@ -294,7 +294,17 @@ mod config_parts {
         ("commands/fingerprint.rs", &["Config", "fingerprint", "locate", "preset"]),
         (
             "commands/restore.rs",
-            &["Config", "Locate", "RestoreConfig", "fingerprint", "locate", "restore", "strict", "uncovered_reads"],
+            &[
+                "Config",
+                "Locate",
+                "RestoreConfig",
+                "fingerprint",
+                "locate",
+                "preset",
+                "restore",
+                "strict",
+                "uncovered_reads",
+            ],
         ),
         (
             "commands/save.rs",
@@ -317,6 +327,7 @@ mod config_parts {
         ("commands/report.rs", &["Config", "locate", "preset", "save", "secret_env"]),
         // Only what locates entries.
         ("commands/handoff.rs", &["Locate"]),
+        ("commands/reads.rs", &["Locate"]),
         ("commands/services.rs", &["Locate"]),
         ("commands/verify.rs", &["Locate"]),
     ];
