@@ -225,7 +225,8 @@ fn after_hit(
     }
     let worth = (hit.times.hit, compile.as_ref());
     let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| {
-        let why = (preset, grow.is_some());
+        // A compile cache found by its directories reads as the preset's: added files are graphs.
+        let why = (preset.or(compile_cache.then_some(Preset::TorchInductor)), grow.is_some());
         reuse_verdict(ctx, save.verify_reuse, why, changes, (additions_kept, worth))
     });
     if let Some(mut grown) = grown {

@@ -125,9 +125,9 @@ pub(super) fn compile_sentence(worth: &CompileWorth) -> String {
     const NOT_MEASURED: &str = "what this hit saved is not measured";
     match worth {
         CompileWorth::Reported(saving) => reported(saving),
-        CompileWorth::NotRecorded => format!(
-            "{NOT_MEASURED}: no hook recorded this job's Python (`uncovered-reads: off`, or outside Actions)"
-        ),
+        CompileWorth::NotRecorded => {
+            format!("{NOT_MEASURED}: no hook recorded this job's Python (`uncovered-reads: off`, or outside Actions)")
+        }
         CompileWorth::NoManifest => {
             format!("{NOT_MEASURED}: the restore kept no manifest to tell the files it put in place by")
         }
@@ -195,10 +195,9 @@ pub(super) fn beside_verdict(generation_ms: Option<i64>, restore_ms: i64) -> Str
                 units::duration(restore)
             )
         }
-        None => format!(
-            "; what the generating run took is not recorded (the restore took {})",
-            units::duration(restore)
-        ),
+        None => {
+            format!("; what the generating run took is not recorded (the restore took {})", units::duration(restore))
+        }
     }
 }
 

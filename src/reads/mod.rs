@@ -7,7 +7,8 @@
 //! descendants — and names the files no input covers. The hook chains to the next
 //! `sitecustomize` on the path and takes its own directory off `sys.path`, so the job's Python
 //! behaves as before; on a Python without audit hooks (2.7 included) it does nothing. Processes
-//! that are not Python are not seen.
+//! that are not Python are not seen. After a hit of a compile cache the same hook, armed for
+//! [`Record::Torch`], reports instead what torch's compile caches spared ([`torch`]).
 //!
 //! Our files are ours: the directory and the log are created fresh (a new directory of a random
 //! name, mode 0700, checked to be this user's, in `RUNNER_TEMP/exact-cache`, itself checked),
@@ -776,7 +777,12 @@ mod tests {
         let open = dir.path().join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(arrange(&open, Path::new("/ws"), &env, &[Record::Reads]).unwrap_err().to_string().contains("writable by every user"));
+        assert!(
+            arrange(&open, Path::new("/ws"), &env, &[Record::Reads])
+                .unwrap_err()
+                .to_string()
+                .contains("writable by every user")
+        );
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(arrange(&open, Path::new("/ws"), &env, &[Record::Reads]).is_ok(), "sticky, as /tmp");
         // Our own `exact-cache/` that others may write in: they may no longer.

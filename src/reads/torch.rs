@@ -178,7 +178,8 @@ impl Compiles {
     /// place spared: a compile counts when every cache file it read is restored, and a set of
     /// files counts once.
     pub fn saving(&self, restored: impl Fn(&Path) -> bool) -> CompileSaving {
-        let mut saving = CompileSaving { processes: self.processes.len(), saved: Some(Duration::ZERO), ..Default::default() };
+        let mut saving =
+            CompileSaving { processes: self.processes.len(), saved: Some(Duration::ZERO), ..Default::default() };
         let mut counted: HashSet<&BTreeSet<PathBuf>> = HashSet::new();
         let mut graphs: HashSet<&Path> = HashSet::new();
         for reported in &self.processes {
@@ -269,7 +270,10 @@ mod tests {
         assert_eq!((saving.restored_graphs, saving.saved), (1, None));
         let broken = format!("G 1-1 0 {}\n", hex::encode(format!("{KEY_A}\nx")));
         let log = Log::parse(format!("t 1-1 fx-hit=1\ns 1-1 0 7\n{broken}").as_bytes());
-        assert_eq!(log.torch.processes[0].compiles[0].1.files.iter().next().unwrap(), Path::new(&format!("{KEY_A}\nx")));
+        assert_eq!(
+            log.torch.processes[0].compiles[0].1.files.iter().next().unwrap(),
+            Path::new(&format!("{KEY_A}\nx"))
+        );
     }
 
     #[test]

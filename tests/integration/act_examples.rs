@@ -336,9 +336,12 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     // Importing torch takes seconds, tens of them on a loaded machine.
     assert!((compile - 0.1..compile + 60.0).contains(&recorded), "recorded {recorded} s, compile {compile} s");
     let generation = recorded;
-    let saved = seconds(&warm, "time-saved");
-    assert!(saved <= generation && saved >= generation - 15.0, "time-saved {saved} s of {generation} s");
-    assert!(warm.log.contains("`grow` kept them; this hit saved about "), "beside the graph counts: {}", warm.log);
+    // A compile cache: the restore claims no saving; the post step says what torch spared, beside
+    // the graph counts.
+    assert_eq!(warm.output("inductor", "time-saved"), "", "{}", warm.log);
+    assert!(warm.log.contains("what this hit saves is torch's own figure"), "{}", warm.log);
+    assert!(warm.log.contains("`grow` kept them; torch took "), "beside the graph counts: {}", warm.log);
+    assert!(warm.log.contains("the restored entry spared "), "{}", warm.log);
 
     // Base + layer 1: the third run compiles nothing.
     let (grown, grown_report) = job("a,b", "0");
@@ -358,9 +361,8 @@ fn torch_compile_cold_then_warm_then_grown_reuses_the_inductor_cache() {
     );
     eprintln!(
         "time to generate recorded: A {recorded} s (compile {compile} s, so {:.1} s of interpreter start and \
-         imports); warm: time-saved {saved} s of {generation} s; base + layer {stacked} s, time-saved {} s",
+         imports); base + layer {stacked} s",
         recorded - compile,
-        seconds(&grown, "time-saved")
     );
 }
 

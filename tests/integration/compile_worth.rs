@@ -4,6 +4,9 @@
 //! file and `python` — no preset: the restored entry's `fxgraph/` makes it a compile cache. A
 //! cold job, a warm job from the restored entry (the local directory deleted), and a warm job
 //! whose model changed, with real torch on the CPU, driven as Actions steps on the local store.
+//! Without torch, a stand-in that fills in torch's counters and compile records as torch does
+//! shows the rules: each graph of the restored entry counted once, a graph compiled in the job
+//! and a forked child's inheritance never, and "not measured" where nothing was recorded.
 
 use crate::support::{NO_STATE, Step, StepResult, needs, torch_venv, write};
 use std::collections::BTreeMap;
@@ -216,4 +219,135 @@ fn a_compile_caches_hit_reports_what_torch_spared_once_per_graph() {
         changed.workers[1].compile_seconds,
         warm.restore.output("generation-seconds"),
     );
+}
+
+/// A stand-in for torch in `sys.modules` (the hook only reads what torch keeps in memory): its
+/// counters and compile records as torch 2.15 names them. `compile(path, us)` is a compile whose
+/// FX graph came from the cache file `path` (read while the compile runs), torch recording `us`
+/// as spared; `miss(path)` compiles one and writes it to the cache.
+const STAND_IN: &str = r#"import collections, os, sys, time, types
+utils = types.ModuleType("torch._dynamo.utils")
+for name in ("torch", "torch._dynamo"):
+    sys.modules[name] = types.ModuleType(name)
+sys.modules["torch._dynamo.utils"] = utils
+utils.counters = collections.defaultdict(collections.Counter)
+utils._compilation_metrics = collections.deque(maxlen=64)
+
+
+class CompilationMetrics:
+    def __init__(self, start, end, saved):
+        self.start_time_us, self.end_time_us = start, end
+        self.distributed_ephemeral_timeout_us = saved
+
+
+def compile(path, us):
+    start = time.time_ns() // 1000
+    open(path, "rb").read()
+    utils.counters["inductor"]["fxgraph_cache_hit"] += 1
+    utils.counters["aot_autograd"]["autograd_cache_hit"] += 1
+    time.sleep(0.01)
+    utils._compilation_metrics.append(CompilationMetrics(start, time.time_ns() // 1000, us))
+
+
+def miss(path):
+    start = time.time_ns() // 1000
+    utils.counters["inductor"]["fxgraph_cache_miss"] += 1
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").write(b"compiled in this job")
+    utils._compilation_metrics.append(CompilationMetrics(start, time.time_ns() // 1000, None))
+"#;
+
+const RESTORED: &str = "cache/torchinductor/fxgraph/ab/fabc/entry";
+const COMPILED_HERE: &str = "cache/torchinductor/fxgraph/cd/fcde/entry";
+
+/// The rules without torch: two processes take the restored graph (counted once), a forked
+/// child reports only what it added, a graph the job compiled and another process took is not
+/// the restore's; `time-saved` is torch's figure for the restored graph, and the counters are
+/// everyone's.
+#[test]
+fn each_restored_graph_counts_once_and_a_graph_compiled_in_the_job_never() {
+    let mut step = Step::new();
+    let inputs = [("path", "cache"), ("native", "none"), ("verify-reuse", "warn")];
+    write(&step.ws.join(RESTORED), b"a compiled graph");
+    assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+    std::fs::remove_dir_all(step.ws.join("cache")).unwrap();
+    let restore = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(restore.output("cache-hit"), "true", "{}", restore.stdout);
+    assert_eq!(restore.output("time-saved"), "", "a compile cache's restore claims no saving");
+    assert!(restore.stdout.contains("what this hit saves is torch's own figure"), "{}", restore.stdout);
+    let run = |program: &str| {
+        let out = std::process::Command::new("python3")
+            .args(["-c", &format!("{STAND_IN}\n{program}")])
+            .current_dir(&step.ws)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .envs(&restore.env)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Two workers take the restored graph; torch says 5 s in each.
+    run(&format!("compile({RESTORED:?}, 5000000)"));
+    run(&format!("compile({RESTORED:?}, 5000000)"));
+    // One forks after taking it: the child takes a graph the job compiled (below) and reports
+    // that alone, not its parent's counters and records again.
+    run(&format!(
+        "compile({RESTORED:?}, 5000000)\n\
+         pid = os.fork()\n\
+         if pid == 0:\n    miss({COMPILED_HERE:?})\n    compile({COMPILED_HERE:?}, 3000000)\n    sys.exit(0)\n\
+         os.waitpid(pid, 0)\n"
+    ));
+    // Another process takes the graph the child compiled: torch says 3 s; not the restore's.
+    run(&format!("compile({COMPILED_HERE:?}, 3000000)"));
+    // A process that never imported torch reports nothing.
+    assert_eq!(run("print('plain')").lines().last(), Some("plain"));
+    let post = {
+        let standing = step.extra_env.clone();
+        step.extra_env.extend(restore.env.clone());
+        let post = step.run(&["save", "--post"], &inputs, &restore.state);
+        step.extra_env = standing;
+        post
+    };
+    assert_eq!(post.output("time-saved"), "5.0", "{}", post.stdout);
+    assert!(
+        post.stdout.contains(
+            "time saved: torch took 5 graphs from its FX graph cache and compiled 1 in 5 Python processes \
+             (AOTAutograd cache: 5 hits, 0 misses); the restored entry spared 5.0 s of compiling: 1 graph of it"
+        ),
+        "{}",
+        post.stdout
+    );
+    // `verify-reuse` puts it beside its verdict (the graph compiled in the job is an added file).
+    assert!(post.stdout.contains("torch compiled graphs the restored cache did not hold"), "{}", post.stdout);
+    assert!(post.stdout.contains("recompiled on this warm run; torch took 5 graphs"), "{}", post.stdout);
+    assert!(post.summary.contains("| time saved | torch took 5 graphs"), "{}", post.summary);
+}
+
+/// Nothing recorded is "not measured", never a figure: no Python compiled after the hit, or the
+/// hook was not armed (`uncovered-reads: off`).
+#[test]
+fn a_compile_caches_hit_with_nothing_recorded_is_not_measured() {
+    for off in [false, true] {
+        let mut step = Step::new();
+        let mut inputs = vec![("path", "cache"), ("native", "none")];
+        if off {
+            inputs.push(("uncovered-reads", "off"));
+        }
+        write(&step.ws.join(RESTORED), b"a compiled graph");
+        assert_eq!(step.run(&["save"], &inputs, NO_STATE).output("save-result"), "saved");
+        std::fs::remove_dir_all(step.ws.join("cache")).unwrap();
+        let restore = step.run(&["restore"], &inputs, NO_STATE);
+        assert_eq!(restore.output("cache-hit"), "true", "{}", restore.stdout);
+        assert_eq!(restore.env.contains_key("EXACT_CACHE_READS_LOG"), !off, "{:?}", restore.env);
+        step.extra_env.extend(restore.env.clone());
+        let post = step.run(&["save", "--post"], &inputs, &restore.state);
+        assert_eq!(post.output("time-saved"), "", "{}", post.stdout);
+        let why = if off {
+            "what this hit saved is not measured: no hook recorded this job's Python"
+        } else {
+            "no Python process of this job reported a torch compile"
+        };
+        assert!(post.stdout.contains(why), "{}", post.stdout);
+    }
 }

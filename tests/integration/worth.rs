@@ -142,7 +142,8 @@ fn list_shows_each_entrys_generation_time_and_a_total(store: Store) {
     assert!(list.stdout.contains("generated in"), "{}", list.stdout);
     assert!(list.stdout.contains("1 min 15 s") && list.stdout.contains("30.0 s"), "{}", list.stdout);
     assert!(
-        list.stdout.contains("total generation time: `worth`: 1 min 45 s to generate the 2 entries with a recorded figure"),
+        list.stdout
+            .contains("total generation time: `worth`: 1 min 45 s to generate the 2 entries with a recorded figure"),
         "{}",
         list.stdout
     );
@@ -295,13 +296,15 @@ fn verify_reuse_puts_the_saving_beside_its_verdict() {
     let warm = step.run(&["restore"], &inputs, NO_STATE);
     let post = step.run(&["save", "--post"], &inputs, &warm.state);
     assert!(
-        post.stdout.contains(
-            "verify-reuse: nothing under `path` changed since the restore; this hit saves up to 4"
-        ),
+        post.stdout.contains("verify-reuse: nothing under `path` changed since the restore; this hit saves up to 4"),
         "{}",
         post.stdout
     );
-    assert!(post.summary.contains("if the job skips its generator (the generating run took 42.0 s"), "{}", post.summary);
+    assert!(
+        post.summary.contains("if the job skips its generator (the generating run took 42.0 s"),
+        "{}",
+        post.summary
+    );
     // The save step's `time-saved` is a compile cache's figure: none here.
     assert_eq!(post.output("time-saved"), "", "{}", post.stdout);
 }
