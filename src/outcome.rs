@@ -210,8 +210,6 @@ pub enum CompileWorth {
     /// Nothing was recorded: the restore armed no hook (`uncovered-reads: off`, or outside
     /// Actions).
     NotRecorded,
-    /// The restore kept no manifest: which files it put in place is not known.
-    NoManifest,
     /// The log could not be read: why.
     Unreadable(String),
 }

@@ -81,12 +81,11 @@ fn armed_line(what: Record) -> &'static str {
 
 /// After a hit of a compile cache: what torch's caches reported in the job's Python processes,
 /// and what the files the restore put in place (`kept`, under `locate`'s roots) spared.
-pub(super) fn compile_worth(ctx: &Context, kept: Option<&Kept>, locate: &Locate) -> CompileWorth {
+pub(super) fn compile_worth(ctx: &Context, kept: &Kept, locate: &Locate) -> CompileWorth {
     let env = ctx.runner.env();
     if !Record::armed(env).is_some_and(|records| records.contains(&Record::Torch)) {
         return CompileWorth::NotRecorded;
     }
-    let Some(kept) = kept else { return CompileWorth::NoManifest };
     let Some(path) = env.non_empty(reads::LOG_VAR) else { return CompileWorth::NotRecorded };
     let log = match Log::load(Path::new(path)) {
         Ok(log) => log,

@@ -214,12 +214,11 @@ fn after_hit(
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
-    // A compile cache: what the hit saved, as torch reported it in the job's Python.
-    let compile_cache = match &hit.kept {
-        Some(kept) => super::restore::is_compile_cache(preset, &kept.manifest),
-        None => preset == Some(Preset::TorchInductor),
-    };
-    let compile = compile_cache.then(|| super::reads::compile_worth(ctx, hit.kept.as_ref(), writing.locate));
+    // A compile cache put in place (not one `lookup-only` found): what the hit saved, as torch
+    // reported it in the job's Python.
+    let kept_compile_cache = hit.kept.as_ref().filter(|kept| super::restore::is_compile_cache(preset, &kept.manifest));
+    let compile_cache = kept_compile_cache.is_some();
+    let compile = kept_compile_cache.map(|kept| super::reads::compile_worth(ctx, kept, writing.locate));
     if let Some(compile) = &compile {
         runner.info(&format!("time saved: {}", worth::compile_sentence(compile)));
     }

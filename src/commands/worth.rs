@@ -128,9 +128,6 @@ pub(super) fn compile_sentence(worth: &CompileWorth) -> String {
         CompileWorth::NotRecorded => {
             format!("{NOT_MEASURED}: no hook recorded this job's Python (`uncovered-reads: off`, or outside Actions)")
         }
-        CompileWorth::NoManifest => {
-            format!("{NOT_MEASURED}: the restore kept no manifest to tell the files it put in place by")
-        }
         CompileWorth::Unreadable(why) => format!("{NOT_MEASURED}: {why}"),
     }
 }
@@ -162,13 +159,13 @@ fn reported(saving: &CompileSaving) -> String {
     }
     let graphs = units::count_of(saving.restored_graphs, "graph");
     match saving.saved {
-        _ if saving.restored_graphs == 0 => {
+        None => said.push_str(
+            "; this torch does not record what compiling the graphs it takes from its cache took: what this hit \
+             saved is not measured",
+        ),
+        Some(_) if saving.restored_graphs == 0 => {
             said.push_str("; none came from the restored entry: this hit saved no compile time")
         }
-        None => said.push_str(&format!(
-            "; {graphs} came from the restored entry, and this torch does not record what compiling them took: what \
-             this hit saved is not measured"
-        )),
         Some(d) => said.push_str(&format!(
             "; the restored entry spared {}{} of compiling: {graphs} of it, each counted once, at the compile time \
              torch recorded for it",
@@ -376,11 +373,11 @@ mod tests {
         assert!(compile_sentence(&anew).ends_with("none came from the restored entry: this hit saved no compile time"));
         let old = CompileWorth::Reported(CompileSaving { saved: None, ..saving.clone() });
         assert_eq!(old.saved(), None);
-        assert!(compile_sentence(&old).contains("this torch does not record what compiling them took"));
+        assert!(compile_sentence(&old).contains("this torch does not record what compiling the graphs"));
         let idle = CompileWorth::Reported(CompileSaving::default());
         assert_eq!(idle.saved(), None);
         assert!(compile_sentence(&idle).starts_with("no Python process of this job reported a torch compile"));
-        for other in [CompileWorth::NotRecorded, CompileWorth::NoManifest, CompileWorth::Unreadable("why".into())] {
+        for other in [CompileWorth::NotRecorded, CompileWorth::Unreadable("why".into())] {
             assert_eq!(other.saved(), None);
             assert!(compile_sentence(&other).starts_with("what this hit saved is not measured: "));
         }

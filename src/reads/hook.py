@@ -349,10 +349,14 @@ def _torch(os, sys, log):
 
     def forked():
         # A child starts with its parent's counters and records: only what it adds is its own.
-        del reads[:]
-        got = current()
-        if got is not None:
-            inherited["numbers"], inherited["records"] = got[0], list(got[1] or ())
+        try:
+            del reads[:]
+            inherited.pop("cut", None)
+            got = current()
+            if got is not None:
+                inherited["numbers"], inherited["records"] = got[0], list(got[1] or ())
+        except Exception:
+            pass
 
     def window(record):
         start, end = getattr(record, "start_time_us", None), getattr(record, "end_time_us", None)
@@ -374,6 +378,13 @@ def _torch(os, sys, log):
             return b""
 
     def report():
+        # No error of ours ever reaches the user's program or its output.
+        try:
+            write()
+        except Exception:
+            pass
+
+    def write():
         got = current()
         if got is None:
             return

@@ -101,7 +101,8 @@ pub struct CompileSaving {
     /// Distinct FX graphs (cache keys) torch took from what the restore put in place.
     pub restored_graphs: usize,
     /// The compile time torch records for what it took from the restored entry, each set of
-    /// graphs once; `None` where this torch does not record it.
+    /// graphs once; `None` where this torch does not record it (a compile of any process says
+    /// `?`).
     pub saved: Option<Duration>,
     /// Some process could not report everything: the saving is at least `saved`.
     pub incomplete: bool,
@@ -186,6 +187,10 @@ impl Compiles {
             saving.counts.add(&reported.counts);
             saving.incomplete |= reported.cut;
             for (_, compile) in &reported.compiles {
+                if compile.saved_us.is_none() {
+                    // This torch does not say what its hits spared: nothing is known of any.
+                    saving.saved = None;
+                }
                 if compile.files.is_empty() || !compile.files.iter().all(|f| restored(f)) {
                     continue;
                 }
@@ -268,6 +273,10 @@ mod tests {
         let old = format!("t 1-1 fx-hit=1\ns 1-1 0 ?\ng 1-1 0 {KEY_A}\n");
         let saving = Log::parse(old.as_bytes()).torch.saving(restored);
         assert_eq!((saving.restored_graphs, saving.saved), (1, None));
+        // An older torch's records say nothing of times nor of files: not measured, never 0.
+        let older = "t 1-1 fx-hit=1\ns 1-1 0 ?\n";
+        let saving = Log::parse(older.as_bytes()).torch.saving(restored);
+        assert_eq!((saving.restored_graphs, saving.saved), (0, None));
         let broken = format!("G 1-1 0 {}\n", hex::encode(format!("{KEY_A}\nx")));
         let log = Log::parse(format!("t 1-1 fx-hit=1\ns 1-1 0 7\n{broken}").as_bytes());
         assert_eq!(
