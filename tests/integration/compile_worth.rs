@@ -219,6 +219,10 @@ fn a_compile_caches_hit_reports_what_torch_spared_once_per_graph() {
         changed.workers[1].compile_seconds,
         warm.restore.output("generation-seconds"),
     );
+    for (job, run) in [("warm", &warm), ("changed", &changed)] {
+        let said = run.post.stdout.lines().find(|l| l.starts_with("time saved: ")).unwrap_or_default();
+        eprintln!("{job}: {said}");
+    }
 }
 
 /// A stand-in for torch in `sys.modules` (the hook only reads what torch keeps in memory): its
