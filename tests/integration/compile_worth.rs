@@ -355,3 +355,30 @@ fn a_compile_caches_hit_with_nothing_recorded_is_not_measured() {
         assert!(post.stdout.contains(why), "{}", post.stdout);
     }
 }
+
+/// A job with a fixtures cache that misses and a compile cache that hits arms one hook for both:
+/// the second restore adds what it needs to what the first armed, whichever comes first.
+#[test]
+fn a_miss_and_a_compile_caches_hit_in_one_job_share_one_hook() {
+    for compile_first in [false, true] {
+        let mut step = Step::new();
+        let compile = [("path", "cache"), ("prefix", "compile"), ("native", "none")];
+        let fixtures = [("path", "fixtures"), ("prefix", "fixtures"), ("native", "none")];
+        write(&step.ws.join(RESTORED), b"a compiled graph");
+        assert_eq!(step.run(&["save"], &compile, NO_STATE).output("save-result"), "saved");
+        std::fs::remove_dir_all(step.ws.join("cache")).unwrap();
+        let order = if compile_first { [&compile, &fixtures] } else { [&fixtures, &compile] };
+        let first = step.run(&["restore"], order[0], NO_STATE);
+        let record = if compile_first { "torch" } else { "reads" };
+        assert_eq!(first.env["EXACT_CACHE_RECORD"], record, "{:?}", first.env);
+        step.extra_env.extend(first.env.clone());
+        let second = step.run(&["restore"], order[1], NO_STATE);
+        let both = if compile_first { "torch,reads" } else { "reads,torch" };
+        assert_eq!(
+            second.env,
+            BTreeMap::from([("EXACT_CACHE_RECORD".to_owned(), both.to_owned())]),
+            "the same log, both records: {}",
+            second.stdout
+        );
+    }
+}
