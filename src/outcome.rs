@@ -188,12 +188,39 @@ pub struct Worth {
     pub recorded: Option<(i64, Option<String>)>,
     /// This restore, from its start to the files in place.
     pub restore: Duration,
+    /// A compile cache (`preset: torch-inductor`, or TorchInductor's directories under `path`):
+    /// the job runs its torch code either way, and what the hit saved is torch's own figure, read
+    /// at the save ([`CompileWorth`]).
+    pub compile_cache: bool,
 }
 
 impl Worth {
-    /// The generation time minus this restore's, never below zero; `None` when not recorded.
+    /// What a job that skips its generator saves at most: the generation time minus this
+    /// restore's, never below zero; `None` when not recorded, and for a compile cache.
+    pub fn up_to(&self) -> Option<Duration> {
+        self.generation.filter(|_| !self.compile_cache).map(|g| g.saturating_sub(self.restore))
+    }
+}
+
+/// What a hit of a compile cache saved, as the save reads it from the job's Python processes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CompileWorth {
+    /// What torch's caches reported, and what the restored files spared.
+    Reported(crate::reads::torch::CompileSaving),
+    /// Nothing was recorded: the restore armed no hook (`uncovered-reads: off`, or outside
+    /// Actions).
+    NotRecorded,
+    /// The log could not be read: why.
+    Unreadable(String),
+}
+
+impl CompileWorth {
+    /// The compile time the restored entry spared, when measured (`time-saved` at the save).
     pub fn saved(&self) -> Option<Duration> {
-        self.generation.map(|g| g.saturating_sub(self.restore))
+        match self {
+            CompileWorth::Reported(saving) if saving.processes > 0 => saving.saved,
+            _ => None,
+        }
     }
 }
 
@@ -357,6 +384,8 @@ pub struct SaveOutcome {
     pub uncovered: Option<Box<Uncovered>>,
     /// The generation time recorded in what was written (when it can be one job's).
     pub generation: Option<Duration>,
+    /// After a hit of a compile cache: what it saved, as torch reported it.
+    pub compile: Option<CompileWorth>,
 }
 
 /// The files the generating run's Python read that no input covers, as the log shows paths.
@@ -382,6 +411,7 @@ impl SaveOutcome {
             slot: None,
             uncovered: None,
             generation: None,
+            compile: None,
         }
     }
 

@@ -96,7 +96,7 @@ pub(super) fn list(
     }
     let figures: Vec<Option<f64>> = entries.iter().map(|e| e.generation_seconds).collect();
     let uses = entries.iter().any(|e| e.last_used.is_some());
-    runner.info(&format!("total: {}", worth::totals_line(&locate.prefix, &figures, uses)));
+    runner.info(&format!("total generation time: {}", worth::totals_line(&locate.prefix, &figures, uses)));
     Ok(CatalogOutcome::List { entries, json })
 }
 

@@ -61,7 +61,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     runner.set_output(Output::CleanedFiles, &cleaned.to_string())?;
     let worth = outcome.worth.as_ref();
     let generation = worth.and_then(|w| w.generation).map(super::worth::seconds).unwrap_or_default();
-    let saved = worth.and_then(|w| w.saved()).map(super::worth::seconds).unwrap_or_default();
+    let saved = worth.and_then(|w| w.up_to()).map(super::worth::seconds).unwrap_or_default();
     runner.set_output(Output::GenerationSeconds, &generation)?;
     runner.set_output(Output::TimeSaved, &saved)?;
     runner.append_summary(&report::restore_summary(shown, outcome))
@@ -77,6 +77,8 @@ fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result
     if let Some(key) = &outcome.key {
         runner.set_output(Output::Key, key)?;
     }
+    let saved = outcome.compile.as_ref().and_then(|c| c.saved()).map(super::worth::seconds).unwrap_or_default();
+    runner.set_output(Output::TimeSaved, &saved)?;
     runner.append_summary(&report::save_summary(shown, outcome))
 }
 

@@ -1,47 +1,121 @@
 //! `uncovered-reads`: on a miss, arrange that the job's later Python processes record the files
 //! they read ([`crate::reads`]); at the save after the miss, name those that the cache's
-//! generator read and no input covers.
+//! generator read and no input covers. On a hit of a compile cache, arrange that they report
+//! what torch's compile caches spared ([`crate::reads::torch`]), which the save reads back.
 
+use super::verify::Kept;
 use super::{Context, words};
-use crate::config::UncoveredReads;
+use crate::config::{Locate, UncoveredReads};
 use crate::fingerprint::{ComponentName, FingerprintRecord};
-use crate::outcome::Uncovered;
+use crate::outcome::{CompileWorth, Uncovered};
 use crate::paths::{Locations, PatternSet};
-use crate::reads::{self, Log};
+use crate::reads::{self, Log, Record};
 use crate::text::error_chain;
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
 
-/// The variables that make the job's later Python record its reads; nothing under `off`, when
-/// another exact-cache step of the job arranged it already, or where it cannot work (said once).
-/// A directory or log planted where ours go is a warning, and nothing is armed.
-pub(super) fn arrange(ctx: &Context, uncovered_reads: UncoveredReads, workspace: &Path) -> Vec<(String, String)> {
+/// The variables that make the job's later Python processes record `what`; nothing under `off`,
+/// when another exact-cache step of the job armed it already for `what`, or where it cannot work
+/// (said once). A hook armed for something else records `what` too from then on. A directory or
+/// log planted where ours go is a warning, and nothing is armed.
+pub(super) fn arrange(
+    ctx: &Context,
+    uncovered_reads: UncoveredReads,
+    workspace: &Path,
+    what: Record,
+) -> Vec<(String, String)> {
     let runner = ctx.runner;
     let env = runner.env();
-    if uncovered_reads == UncoveredReads::Off || env.non_empty(reads::LOG_VAR).is_some() {
+    let not = match what {
+        Record::Reads => "uncovered-reads: the generating run's reads are not recorded",
+        Record::Torch => "what this hit saves is not measured",
+    };
+    if uncovered_reads == UncoveredReads::Off {
+        if what == Record::Torch {
+            runner.info(&format!("{not}: `uncovered-reads: off` arms no hook in the job's Python"));
+        }
         return Vec::new();
     }
+    let armed = Record::armed(env);
+    match armed {
+        Some(records) if records.contains(&what) => return Vec::new(),
+        Some(mut records) => {
+            records.push(what);
+            runner.info(armed_line(what));
+            return vec![(reads::RECORD_VAR.to_owned(), Record::value(&records))];
+        }
+        None => {}
+    }
     let (Some(temp), Some(_)) = (env.non_empty("RUNNER_TEMP"), env.non_empty("GITHUB_ENV")) else {
-        runner.info(
-            "uncovered-reads: the generating run's reads are not recorded: without `GITHUB_ENV` and `RUNNER_TEMP` \
-             (outside Actions) later steps cannot be told",
-        );
+        runner.info(&format!(
+            "{not}: without `GITHUB_ENV` and `RUNNER_TEMP` (outside Actions) later steps cannot be told"
+        ));
         return Vec::new();
     };
-    match reads::arrange(Path::new(temp), workspace, env) {
+    match reads::arrange(Path::new(temp), workspace, env, &[what]) {
         Ok(exports) => {
-            runner.info(
-                "uncovered-reads: the job's later Python processes record the files they read under the workspace \
-                 (an audit hook loaded through `PYTHONPATH`; processes that are not Python are not seen)",
-            );
+            runner.info(armed_line(what));
             exports
         }
         Err(e) => {
-            runner
-                .warning(&format!("uncovered-reads: the generating run's reads are not recorded: {}", error_chain(&e)));
+            runner.warning(&format!("{not}: {}", error_chain(&e)));
             Vec::new()
         }
     }
+}
+
+/// The log's line when the hook starts recording `what`.
+fn armed_line(what: Record) -> &'static str {
+    match what {
+        Record::Reads => {
+            "uncovered-reads: the job's later Python processes record the files they read under the workspace \
+             (an audit hook loaded through `PYTHONPATH`; processes that are not Python are not seen)"
+        }
+        Record::Torch => {
+            "time saved: as each of the job's later Python processes ends, it reports what torch's compile caches \
+             spared (a hook loaded through `PYTHONPATH` reads torch's own counters and compile records; it never \
+             imports torch)"
+        }
+    }
+}
+
+/// After a hit of a compile cache: what torch's caches reported in the job's Python processes,
+/// and what the files the restore put in place (`kept`, under `locate`'s roots) spared.
+pub(super) fn compile_worth(ctx: &Context, kept: &Kept, locate: &Locate) -> CompileWorth {
+    let env = ctx.runner.env();
+    if !Record::armed(env).is_some_and(|records| records.contains(&Record::Torch)) {
+        return CompileWorth::NotRecorded;
+    }
+    let Some(path) = env.non_empty(reads::LOG_VAR) else { return CompileWorth::NotRecorded };
+    let log = match Log::load(Path::new(path)) {
+        Ok(log) => log,
+        Err(e) => return CompileWorth::Unreadable(error_chain(&e)),
+    };
+    let restored = restored_files(kept, locate);
+    let saving = log.torch.saving(|file| {
+        restored.contains(file) || std::fs::canonicalize(file).is_ok_and(|real| restored.contains(&real))
+    });
+    CompileWorth::Reported(saving)
+}
+
+/// Where the files of the restored entry are, as given and with links resolved.
+fn restored_files(kept: &Kept, locate: &Locate) -> HashSet<PathBuf> {
+    let roots: Vec<(PathBuf, Option<PathBuf>)> = locate
+        .paths
+        .includes
+        .iter()
+        .map(|p| (p.base.clone(), std::fs::canonicalize(&p.base).ok().filter(|real| *real != p.base)))
+        .collect();
+    let mut files = HashSet::new();
+    for entry in kept.manifest.entries.iter().filter(|e| e.kind == crate::manifest::EntryKind::File) {
+        let Some(at) = entry.entry_path() else { continue };
+        let Some((base, real)) = roots.get(at.root) else { continue };
+        files.insert(base.join(at.rel));
+        if let Some(real) = real {
+            files.insert(real.join(at.rel));
+        }
+    }
+    files
 }
 
 /// After a miss: the files the cache's generator read that no input covers, logged (a warning,

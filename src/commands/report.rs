@@ -356,6 +356,9 @@ pub(super) fn save_summary(shown: &Shown, outcome: &SaveOutcome) -> String {
     if let Some(uncovered) = &outcome.uncovered {
         rows.push(vec![Inline::ours("uncovered reads"), uncovered_cell(&md, &uncovered.files)]);
     }
+    if let Some(compile) = &outcome.compile {
+        rows.push(vec![Inline::ours("time saved"), md.prose(&super::worth::compile_sentence(compile))]);
+    }
     md.table(&["", ""], rows);
     if let Some(verified) = &outcome.verified {
         md.paragraph(&Inline::ours(format!("**verify-reuse**: {}", md.prose(&verified.verdict))));

@@ -14,6 +14,8 @@ use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
 use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, StackStop, Transfer};
 use crate::paths::Locations;
+use crate::preset::Preset;
+use crate::reads::Record;
 use crate::runner::ProgressReader;
 use crate::stack::{self, Gap, KeptStack, Slot};
 use crate::text::{error_chain, error_line};
@@ -63,7 +65,8 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     let mut hit_worth = None;
     let mut attempt = match tried {
         Ok(reuse) => {
-            let worth = worth::of_stack(&reuse.generations, started.elapsed());
+            let compile_cache = is_compile_cache(config.preset, &reuse.manifest);
+            let worth = worth::of_stack(&reuse.generations, started.elapsed(), compile_cache);
             runner.info(&worth::sentence(&worth));
             let hit = HitRecord {
                 generation_ms: worth.generation.map(|g| g.as_millis() as i64),
@@ -127,9 +130,14 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     };
     let clean_failed = clean_error.is_some();
     let mut exports = exports(&config.restore, attempt.reused());
+    let workspace = &config.fingerprint.locations.workspace;
     // What the generator reads matters to a save, which a job that may not write never makes.
     if matches!(attempt, Attempt::Miss { .. }) && !clean_failed && mode.writable() {
-        exports.extend(super::reads::arrange(ctx, config.uncovered_reads, &config.fingerprint.locations.workspace));
+        exports.extend(super::reads::arrange(ctx, config.uncovered_reads, workspace, Record::Reads));
+    }
+    // What a compile cache's hit saved, torch says as the job's Python ends.
+    if hit_worth.as_ref().is_some_and(|w: &crate::outcome::Worth| w.compile_cache) {
+        exports.extend(super::reads::arrange(ctx, config.uncovered_reads, workspace, Record::Torch));
     }
     let backend = backend.describe();
     let outcome = RestoreOutcome {
@@ -146,6 +154,12 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         worth: hit_worth,
     };
     Ok((outcome, clean_error))
+}
+
+/// Whether what a hit saved is torch's figure: `preset: torch-inductor`, or an entry that holds
+/// TorchInductor's directories.
+pub(super) fn is_compile_cache(preset: Option<Preset>, manifest: &Manifest) -> bool {
+    preset == Some(Preset::TorchInductor) || crate::reads::torch::holds_compile_cache(manifest)
 }
 
 /// Files under `path` not in the entry just placed: they were there before and are kept. Each

@@ -11,7 +11,7 @@ use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReus
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation};
-use crate::outcome::{SaveOutcome, SaveResult, State, Transfer, Verified};
+use crate::outcome::{CompileWorth, SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::paths::Locations;
 use crate::preset::Preset;
 use crate::stack::{self, Added, CompactWhy, Growth, Limits, Slot};
@@ -213,18 +213,29 @@ fn after_hit(
         _ => None,
     };
     let additions_kept = grown.as_ref().is_some_and(SaveOutcome::is_saved);
-    let worth = hit.times.hit;
+    // A compile cache put in place (not one `lookup-only` found): what the hit saved, as torch
+    // reported it in the job's Python.
+    let kept_compile_cache = hit.kept.as_ref().filter(|kept| super::restore::is_compile_cache(preset, &kept.manifest));
+    let compile_cache = kept_compile_cache.is_some();
+    let compile = kept_compile_cache.map(|kept| super::reads::compile_worth(ctx, kept, writing.locate));
+    if let Some(compile) = &compile {
+        runner.info(&format!("time saved: {}", worth::compile_sentence(compile)));
+    }
+    let worth = (hit.times.hit, compile.as_ref());
     let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| {
-        let why = (preset, grow.is_some());
+        // A compile cache found by its directories reads as the preset's: added files are graphs.
+        let why = (preset.or(compile_cache.then_some(Preset::TorchInductor)), grow.is_some());
         reuse_verdict(ctx, save.verify_reuse, why, changes, (additions_kept, worth))
     });
     if let Some(mut grown) = grown {
         grown.verified = verified;
+        grown.compile = compile;
         return Ok(grown);
     }
     runner.info(&words::hit_not_saved(key, hit.found_by));
     let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, words::RESTORED);
     outcome.verified = verified;
+    outcome.compile = compile;
     Ok(outcome)
 }
 
@@ -661,19 +672,22 @@ fn finish(ctx: &Context, locate: &Locate, prune: Option<Keep>, mut outcome: Save
 }
 
 /// `verify-reuse`: what changed in the tree since the restore, as a verdict (`additions_kept`:
-/// `grow` saved what was added).
+/// `grow` saved what was added), with what the hit was worth (for a compile cache, `compile`:
+/// what torch reported).
 /// `why`: the preset, and whether `grow` is on (what the verdict says of added files).
 fn reuse_verdict(
     ctx: &Context,
     verify_reuse: VerifyReuse,
     (preset, growing): (Option<Preset>, bool),
     changes: &verify::TreeChanges,
-    (additions_kept, hit): (bool, Option<handoff::HitRecord>),
+    (additions_kept, (hit, compile)): (bool, (Option<handoff::HitRecord>, Option<&CompileWorth>)),
 ) -> Verified {
     let runner = ctx.runner;
     let mut verdict = words::reuse_verdict(changes, preset, growing, additions_kept);
-    if let Some(hit) = hit {
-        verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms));
+    match (compile, hit) {
+        (Some(compile), _) => verdict.push_str(&format!("; {}", worth::compile_sentence(compile))),
+        (None, Some(hit)) => verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms)),
+        (None, None) => {}
     }
     let changed_files = changes.paths();
     if changes.is_fine(additions_kept) {

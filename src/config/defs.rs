@@ -203,7 +203,8 @@ pub static UNCOVERED_READS: Input<UncoveredReads> = Input::choice(
      `path`, what started them and what they started) read that no input covers (not under `path`, not in \
      `hash-files`, not an import, not written by the job): `warn` (a warning, the `uncovered-files` output and a \
      summary row), `fail` (an error: nothing is saved, `save-result=uncovered-reads`) or `off` (nothing \
-     recorded). Processes that are not Python are not seen.",
+     recorded). Processes that are not Python are not seen. After a hit of a compile cache the same hook reports \
+     what torch's compile caches spared (the save's `time-saved`); `off` arms it for neither.",
 );
 
 pub static SAVE_IF: Input<bool> = Input::flag(

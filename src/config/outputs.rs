@@ -92,15 +92,21 @@ pub const OUTPUTS: &[OutputSpec] = &[
     OutputSpec {
         output: Output::GenerationSeconds,
         entries: RESTORING,
-        description: "On a reuse: how long the entry and its layers took to generate, in seconds, as their saves \
-                      recorded it (the `generation-seconds` input, or measured); empty on a miss and for entries \
-                      whose figure is not recorded.",
+        description: "On a reuse: how long the generating run of the entry and its layers took, in seconds, as \
+                      their saves recorded it (the `generation-seconds` input, or measured); empty on a miss and \
+                      for entries whose figure is not recorded.",
     },
     OutputSpec {
         output: Output::TimeSaved,
-        entries: RESTORING,
-        description: "On a reuse: `generation-seconds` minus this restore's own time, in seconds, never below 0; \
-                      empty when `generation-seconds` is.",
+        entries: &[EntryPoint::Root, EntryPoint::Restore, EntryPoint::Save],
+        description: "On a reuse, in seconds. Restore: what a job that skips its generator saves at most, \
+                      `generation-seconds` minus this restore's own time, never below 0; empty when \
+                      `generation-seconds` is, and for a compile cache (`preset: torch-inductor`, or `path` \
+                      holding TorchInductor's `fxgraph/` or `aotautograd/`), whose job runs its torch code either \
+                      way. Save (and the post step), after a hit of a compile cache: the compile time torch reports \
+                      its caches spared in the job's Python processes, for the graphs taken from the restored \
+                      entry, each counted once; `0.0` when none came from it; empty when not measured and \
+                      otherwise.",
     },
     OutputSpec {
         output: Output::Saved,

@@ -1,17 +1,24 @@
 # exact-cache: records the files under the workspace that this Python process opens, so that the
-# save step can name those that no input of the cache key covers. exact-cache wrote this file on a
-# cache miss and put its directory first on PYTHONPATH. It changes nothing else: its directory
-# leaves sys.path again, and the sitecustomize it stands in front of (yours, or your Python's) runs
-# right after it, as if this one were not there. It keeps no file open: each batch of records is
-# appended to the log with an open, a write and a close. On a Python without audit hooks (before
-# 3.8) it does nothing. This file is plain ASCII and parses on Python 2.7 too.
+# save step can name those that no input of the cache key covers; and, after a compile cache was
+# restored, what torch's compile caches report as the process ends. exact-cache wrote this file
+# and put its directory first on PYTHONPATH. It changes nothing else: its directory leaves
+# sys.path again, and the sitecustomize it stands in front of (yours, or your Python's) runs right
+# after it, as if this one were not there. It keeps no file open: each batch of records is
+# appended to the log with an open, a write and a close. It never imports torch. On a Python
+# without audit hooks (before 3.8) it does nothing. This file is plain ASCII and parses on Python
+# 2.7 too.
 #
-# The log, one record a line: `p <proc> <ancestor>...` (a process and the processes it descends
-# from, nearest first), `r|w|l <proc> <path>` (read, wrote, loaded as a shared library; the path
-# as its bytes, or in hex after `R|W|L` when it holds a line break), `c <proc> <count>` (the
-# record was cut after that many files) and `! <note>`. A process is `<pid>-<start time>` where
-# /proc has it, else `<pid>-t<random>`, and an ancestor whose start time is unknown is `<pid>`.
-
+# EXACT_CACHE_RECORD says what it records: `reads`, `torch` or both, comma-separated (unset:
+# `reads`). The log, one record a line: `p <proc> <ancestor>...` (a process and the processes it
+# descends from, nearest first), `r|w|l <proc> <path>` (read, wrote, loaded as a shared library;
+# the path as its bytes, or in hex after `R|W|L` when it holds a line break), `c <proc> <count>`
+# (the record was cut after that many files) and `! <note>`. A process is `<pid>-<start time>`
+# where /proc has it, else `<pid>-t<random>`, and an ancestor whose start time is unknown is
+# `<pid>`. Torch's figures, once per process that compiled: `t <proc> <name>=<count>...` (its
+# counters, and `metrics-cut=1`/`files-cut=1` where what follows is incomplete), then for each
+# compile whose FX graphs came from the cache `s <proc> <n> <microseconds|?>` (the compile time
+# torch records as spared; `?`: this torch does not say) and `g|G <proc> <n> <path>` for each
+# file of the FX graph cache that compile read.
 
 def _exact_cache_reads():
     import os
@@ -21,11 +28,14 @@ def _exact_cache_reads():
     sys.path[:] = [p for p in sys.path if not p or os.path.abspath(p) != here]
     log = os.environ.get("EXACT_CACHE_READS_LOG")
     if log:
-        try:
-            _install(os, sys, log)
-        except Exception:
-            e = sys.exc_info()[1]
-            _append(os, log, "! the audit hook could not be installed (%s: %s)\n" % (type(e).__name__, e))
+        what = os.environ.get("EXACT_CACHE_RECORD", "reads").split(",")
+        for name, install in (("reads", _install), ("torch", _torch)):
+            if name in what:
+                try:
+                    install(os, sys, log)
+                except Exception:
+                    e = sys.exc_info()[1]
+                    _append(os, log, "! the %s hook could not be installed (%s: %s)\n" % (name, type(e).__name__, e))
     return here
 
 
@@ -280,6 +290,138 @@ def _install(os, sys, log):
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(before=lambda: flush(True), after_in_child=forked)
     atexit.register(flush)
+    sys.addaudithook(hook)
+
+
+# The most files of torch's FX graph cache one process remembers reading.
+_TORCH_CAP = 10000
+
+# Torch's counters reported, as `t` records name them.
+_COUNTERS = (
+    ("inductor", "fxgraph_cache_hit", "fx-hit"),
+    ("inductor", "fxgraph_cache_miss", "fx-miss"),
+    ("inductor", "fxgraph_cache_bypass", "fx-bypass"),
+    ("aot_autograd", "autograd_cache_hit", "aot-hit"),
+    ("aot_autograd", "autograd_cache_miss", "aot-miss"),
+    ("aot_autograd", "autograd_cache_bypass", "aot-bypass"),
+)
+
+
+def _torch(os, sys, log):
+    # As the process ends, what torch's compile caches report: its counters, and for each compile
+    # (torch's CompilationMetrics) the compile time its FX graph cache hits spared, with the cache
+    # files read meanwhile (an audit hook sees their opens). Only what torch has in memory is
+    # read, and only where the process imported it.
+    if not hasattr(sys, "addaudithook"):
+        return
+    import atexit
+    from time import time
+
+    abspath = os.path.abspath
+    marker = os.sep + "fxgraph" + os.sep
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    # (time, path) of each read of the FX graph cache; what a forked child inherited.
+    reads, inherited = [], {}
+
+    def hook(event, args):
+        if event == "open":
+            try:
+                path = args[0]
+                if type(path) is str and marker in path and not args[2] & write_flags:
+                    if len(reads) < _TORCH_CAP:
+                        reads.append((time(), abspath(path)))
+                    else:
+                        inherited["cut"] = True
+            except Exception:
+                pass
+
+    def current():
+        # Torch's counters and compile records, or None where torch compiled nothing here.
+        utils = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(utils, "counters", None)
+        if counters is None:
+            return None
+        numbers = []
+        for group, name, _ in _COUNTERS:
+            numbers.append(int((counters.get(group) or {}).get(name, 0)))
+        return numbers, getattr(utils, "_compilation_metrics", None)
+
+    def forked():
+        # A child starts with its parent's counters and records: only what it adds is its own.
+        try:
+            del reads[:]
+            inherited.pop("cut", None)
+            got = current()
+            if got is not None:
+                inherited["numbers"], inherited["records"] = got[0], list(got[1] or ())
+        except Exception:
+            pass
+
+    def window(record):
+        start, end = getattr(record, "start_time_us", None), getattr(record, "end_time_us", None)
+        if start is None and getattr(record, "start_time", None) is not None:
+            start = record.start_time * 1e6
+        if end is None and start is not None:
+            took = getattr(record, "duration_us", None)
+            if took is None and getattr(record, "entire_frame_compile_time_s", None) is not None:
+                took = record.entire_frame_compile_time_s * 1e6
+            end = start + took if took is not None else None
+        return start, end
+
+    def line(kind, proc, n, path):
+        if "\n" in path:
+            kind, path = kind.upper(), path.encode(encoding, errors).hex()
+        try:
+            return ("%s %s %d %s\n" % (kind, proc, n, path)).encode(encoding, errors)
+        except UnicodeError:
+            return b""
+
+    def report():
+        # No error of ours ever reaches the user's program or its output.
+        try:
+            write()
+        except Exception:
+            pass
+
+    def write():
+        got = current()
+        if got is None:
+            return
+        numbers, records = got
+        before = inherited.get("numbers") or [0] * len(numbers)
+        numbers = [now - was for now, was in zip(numbers, before)]
+        if not any(numbers):
+            return
+        maxlen = getattr(records, "maxlen", None)
+        full = maxlen is not None and len(records) >= maxlen
+        seen = inherited.get("records") or []
+        records = [r for r in (records or ()) if not any(r is s for s in seen)]
+        proc = _process(os)[0]
+        fields = ["%s=%d" % (short, n) for (_, _, short), n in zip(_COUNTERS, numbers)]
+        fields += ["metrics-cut=1"] * full + ["files-cut=1"] * ("cut" in inherited)
+        out = [("t %s %s\n" % (proc, " ".join(fields))).encode("ascii")]
+        for n, record in enumerate(records):
+            if hasattr(record, "distributed_ephemeral_timeout_us"):
+                saved = record.distributed_ephemeral_timeout_us
+                if not saved:
+                    continue
+                saved = "%d" % saved
+            elif not getattr(record, "inductor_fx_local_cache_hit_count", 1):
+                continue
+            else:
+                saved = "?"
+            start, end = window(record)
+            files = set()
+            if start is not None:
+                files = set(p for t, p in reads if start <= t * 1e6 and (end is None or t * 1e6 <= end))
+            out.append(("s %s %d %s\n" % (proc, n, saved)).encode("ascii"))
+            out.extend(line("g", proc, n, p) for p in sorted(files))
+        _append(os, log, b"".join(out))
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=forked)
+    atexit.register(report)
     sys.addaudithook(hook)
 
 

@@ -7,7 +7,8 @@
 //! descendants — and names the files no input covers. The hook chains to the next
 //! `sitecustomize` on the path and takes its own directory off `sys.path`, so the job's Python
 //! behaves as before; on a Python without audit hooks (2.7 included) it does nothing. Processes
-//! that are not Python are not seen.
+//! that are not Python are not seen. After a hit of a compile cache the same hook, armed for
+//! [`Record::Torch`], reports instead what torch's compile caches spared ([`torch`]).
 //!
 //! Our files are ours: the directory and the log are created fresh (a new directory of a random
 //! name, mode 0700, checked to be this user's, in `RUNNER_TEMP/exact-cache`, itself checked),
@@ -20,8 +21,44 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+pub mod torch;
+
 /// The variable that switches the hook on and names its log (exported to later steps).
 pub const LOG_VAR: &str = "EXACT_CACHE_READS_LOG";
+
+/// The variable that says what the hook records ([`Record`], comma-separated; unset: `reads`).
+pub const RECORD_VAR: &str = "EXACT_CACHE_RECORD";
+
+/// What the hook records in a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// The files under the workspace it opens (a miss: what the generator reads).
+    Reads,
+    /// What torch's compile caches report as it ends (a hit on a compile cache: what it saved).
+    Torch,
+}
+
+impl Record {
+    pub fn name(self) -> &'static str {
+        match self {
+            Record::Reads => "reads",
+            Record::Torch => "torch",
+        }
+    }
+
+    /// What the hook armed in `env` records: `None` when none is armed.
+    pub fn armed(env: &Env) -> Option<Vec<Record>> {
+        env.non_empty(LOG_VAR)?;
+        let names = env.non_empty(RECORD_VAR).unwrap_or("reads");
+        let names: Vec<&str> = names.split(',').map(str::trim).collect();
+        Some([Record::Reads, Record::Torch].into_iter().filter(|r| names.contains(&r.name())).collect())
+    }
+
+    /// `RECORD_VAR`'s value for `records`.
+    pub fn value(records: &[Record]) -> String {
+        records.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
+    }
+}
 
 /// The most of the log a save reads.
 pub const LOG_CAP: u64 = 64 << 20;
@@ -55,9 +92,14 @@ pub enum ReadsError {
 }
 
 /// Write the hook for `workspace` into a new directory of ours under `temp` (`RUNNER_TEMP`) and
-/// start an empty log there: the variables that make later steps' Python record their reads
+/// start an empty log there: the variables that make later steps' Python record `records`
 /// (`PYTHONPATH` keeps what `env` had after ours).
-pub fn arrange(temp: &Path, workspace: &Path, env: &Env) -> Result<Vec<(String, String)>, ReadsError> {
+pub fn arrange(
+    temp: &Path,
+    workspace: &Path,
+    env: &Env,
+    records: &[Record],
+) -> Result<Vec<(String, String)>, ReadsError> {
     let hook = HOOK.replace(ROOT_PLACEHOLDER, &format!("\"{}\"", hex::encode(path_bytes(workspace))));
     let dir = own::create(temp, &hook)?;
     let log = dir.join("reads.log");
@@ -68,6 +110,7 @@ pub fn arrange(temp: &Path, workspace: &Path, env: &Env) -> Result<Vec<(String, 
     Ok(vec![
         ("PYTHONPATH".to_owned(), joined.to_string_lossy().into_owned()),
         (LOG_VAR.to_owned(), log.to_string_lossy().into_owned()),
+        (RECORD_VAR.to_owned(), Record::value(records)),
     ])
 }
 
@@ -270,6 +313,8 @@ pub struct Log {
     pub cut: usize,
     /// The log was longer than [`LOG_CAP`]: only its beginning was read.
     pub truncated: bool,
+    /// What torch's compile caches reported.
+    pub torch: torch::Compiles,
 }
 
 impl Log {
@@ -344,6 +389,7 @@ impl Log {
                     log.processes[id].line = at;
                 }
                 b"c" => log.cut += 1,
+                b"t" | b"s" | b"g" | b"G" => log.torch.parse(kind, second, rest),
                 b"r" | b"w" | b"l" | b"R" | b"W" | b"L" => {
                     let (Ok(name), Some(path)) = (std::str::from_utf8(second), rest) else { continue };
                     let path = if kind[0].is_ascii_uppercase() {
@@ -699,8 +745,8 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let env = Env::from_pairs([("PYTHONPATH", "/theirs/a:/theirs/b")]);
-        let exports = arrange(dir.path(), Path::new("/ws/\"quoted\""), &env).unwrap();
-        let again = arrange(dir.path(), Path::new("/ws"), &env).unwrap();
+        let exports = arrange(dir.path(), Path::new("/ws/\"quoted\""), &env, &[Record::Reads]).unwrap();
+        let again = arrange(dir.path(), Path::new("/ws"), &env, &[Record::Reads]).unwrap();
         let ours = PathBuf::from(exports[0].1.split(':').next().unwrap());
         assert_ne!(exports[0].1, again[0].1, "each arranging makes a directory of its own");
         assert_eq!(ours.parent().unwrap(), std::fs::canonicalize(dir.path()).unwrap().join("exact-cache"));
@@ -724,19 +770,24 @@ mod tests {
         let temp = dir.path().join("temp");
         std::fs::create_dir(&temp).unwrap();
         std::os::unix::fs::symlink(&elsewhere, temp.join("exact-cache")).unwrap();
-        let e = arrange(&temp, Path::new("/ws"), &env).unwrap_err();
+        let e = arrange(&temp, Path::new("/ws"), &env, &[Record::Reads]).unwrap_err();
         assert!(matches!(e, ReadsError::NotOurs { .. }), "{e}");
         assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
         // A `RUNNER_TEMP` every user may write without the sticky bit.
         let open = dir.path().join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(arrange(&open, Path::new("/ws"), &env).unwrap_err().to_string().contains("writable by every user"));
+        assert!(
+            arrange(&open, Path::new("/ws"), &env, &[Record::Reads])
+                .unwrap_err()
+                .to_string()
+                .contains("writable by every user")
+        );
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        assert!(arrange(&open, Path::new("/ws"), &env).is_ok(), "sticky, as /tmp");
+        assert!(arrange(&open, Path::new("/ws"), &env, &[Record::Reads]).is_ok(), "sticky, as /tmp");
         // Our own `exact-cache/` that others may write in: they may no longer.
         std::fs::set_permissions(open.join("exact-cache"), std::fs::Permissions::from_mode(0o777)).unwrap();
-        arrange(&open, Path::new("/ws"), &env).unwrap();
+        arrange(&open, Path::new("/ws"), &env, &[Record::Reads]).unwrap();
         assert_eq!(std::fs::metadata(open.join("exact-cache")).unwrap().permissions().mode() & 0o777, 0o755);
 
         // The log: a link, a FIFO, a directory.

@@ -26,6 +26,7 @@ mod azure;
 mod bounds;
 mod cache_rules;
 mod catalog_refs;
+mod compile_worth;
 mod concurrency;
 mod docs;
 mod emulated;

@@ -137,6 +137,41 @@ fn every_python_of_the_machine_runs_as_before_and_3_8_and_later_record_their_rea
     assert!(recorded >= 1);
 }
 
+/// Armed for torch's figures (after a compile cache's hit), alone or with reads, the hook changes
+/// nothing either on any interpreter, and a process that never imports torch adds nothing to the
+/// log for them.
+#[test]
+fn armed_for_torch_every_python_runs_as_before_and_without_torch_reports_nothing() {
+    let mut step = Step::new();
+    write(&step.ws.join("data.txt"), b"the data\n");
+    let theirs = step.dir.path().join("theirs");
+    write(&theirs.join("sitecustomize.py"), b"MARK = 'their sitecustomize ran'\n");
+    step.set_env("PYTHONPATH", theirs.to_string_lossy());
+    let restore = step.run(&["restore"], &[("path", "out"), ("native", "none")], NO_STATE);
+    let without = BTreeMap::from([("PYTHONPATH".to_owned(), theirs.to_string_lossy().into_owned())]);
+    for (version, exe) in &interpreters() {
+        for record in ["torch", "reads,torch"] {
+            let mut env = restore.env.clone();
+            env.insert("EXACT_CACHE_RECORD".into(), record.into());
+            let before = log_of(&restore).len();
+            let hooked = python(exe, &step, &env, PROBE);
+            let plain = python(exe, &step, &without, PROBE);
+            assert!(hooked.status.success(), "{version} {record}: {}", String::from_utf8_lossy(&hooked.stderr));
+            assert_eq!(
+                (String::from_utf8_lossy(&hooked.stdout), String::from_utf8_lossy(&hooked.stderr)),
+                (String::from_utf8_lossy(&plain.stdout), String::from_utf8_lossy(&plain.stderr)),
+                "{version} {record}: the same output with and without the hook"
+            );
+            let added = String::from_utf8_lossy(&log_of(&restore)[before..]).into_owned();
+            let torch_said = |l: &str| l.starts_with("t ") || l.starts_with("! the torch hook");
+            assert!(!added.lines().any(torch_said), "{version} {record}: {added}");
+            if record == "torch" {
+                assert_eq!(added, "", "{version}: nothing recorded without torch");
+            }
+        }
+    }
+}
+
 /// Daemonizing code closes every descriptor and opens its own: the hook's log never lands in
 /// them, since the hook keeps none open (it appends, then closes). The hook writes its log
 /// before (a child is started) and after the descriptors are closed.
