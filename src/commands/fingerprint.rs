@@ -1,7 +1,8 @@
 //! `exact-cache fingerprint`: compute the key, write the fingerprint file; no network. Also
 //! the fingerprint computation every command that needs a key starts with.
 
-use super::{Context, Error, handoff, report};
+use super::render::{self, Shown};
+use super::{Context, Error, handoff};
 use crate::config::Config;
 use crate::fingerprint::FingerprintRecord;
 use crate::outcome::FingerprintOutcome;
@@ -9,13 +10,13 @@ use crate::outcome::FingerprintOutcome;
 pub(super) fn run(ctx: &Context, config: &Config) -> Result<FingerprintOutcome, Error> {
     let record = compute(ctx, config)?;
     let file = handoff::write_fingerprint(config.locate.fingerprint_file.as_deref(), ctx.runner.env(), &record)?;
-    ctx.runner.info(&format!("fingerprint file: {}", file.display()));
+    render::fingerprint::file(&file).say(ctx.runner);
     Ok(FingerprintOutcome { record, file })
 }
 
 /// Compute the fingerprint, log it, and return its record.
 pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecord, Error> {
-    let _group = ctx.runner.group("Fingerprint");
+    let _group = ctx.runner.group(render::fingerprint::GROUP);
     // What exact-cache's own probes (the interpreter's report, `hash-commands`) read is no read of
     // the generating run.
     let mut env = ctx.runner.env().clone();
@@ -24,17 +25,9 @@ pub(super) fn compute(ctx: &Context, config: &Config) -> Result<FingerprintRecor
     if let Some(preset) = config.preset {
         let (entered, paths) = config.fingerprint.env_patterns.select(ctx.runner.env());
         let names: Vec<&str> = entered.iter().map(|(name, _)| *name).collect();
-        let mut line = format!("{}: variables in the key: {}", preset.name(), list_or_none(&names));
-        if !paths.is_empty() {
-            line.push_str(&format!("; left out, their values being paths: {}", paths.join(", ")));
-        }
-        ctx.runner.info(&line);
+        render::fingerprint::preset_variables(preset, &names, &paths).say(ctx.runner);
     }
     let record = FingerprintRecord::new(&config.locate.prefix, &config.locate.version(), fingerprint);
-    report::log_fingerprint(ctx.runner, &report::Shown::new(ctx.runner, config), &record);
+    render::fingerprint::log(ctx.runner, &Shown::new(ctx.runner, config), &record);
     Ok(record)
-}
-
-fn list_or_none(names: &[&str]) -> String {
-    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
 }
