@@ -47,8 +47,7 @@ pub(super) struct RestoreRecord {
     /// records starts (absent in records of earlier versions: not recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<i64>,
-    /// On a reuse: what the stack put in place took to generate, in milliseconds (`None`: not
-    /// recorded), and what the restore took — for `verify-reuse`'s line and a compaction's figure.
+    /// On a reuse: for `verify-reuse`'s line and a compaction's figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hit: Option<HitRecord>,
     /// What the restore's inputs asked of the fingerprint

@@ -13,9 +13,9 @@
 //!
 //! Nothing a repository configures runs ([`hardened`]): every call has lazy fetching of
 //! missing objects off, every transport refused, the ssh command, fsmonitor and hooks
-//! neutralised, and a time bound of its own ([`GIT_WITHIN`]). `ls-files --sparse` reads a sparse index as it
-//! is (a directory outside the sparse checkout is listed whole, kept whole) instead of
-//! expanding it from tree objects that a partial clone may not have.
+//! neutralised, and a time bound of its own ([`GIT_WITHIN`]). `ls-files --sparse` reads a sparse
+//! index as it is (a directory outside the sparse checkout is listed whole, kept whole) instead
+//! of expanding it from tree objects that a partial clone may not have.
 
 use crate::archive::Tracked;
 use crate::env::Env;

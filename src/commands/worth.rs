@@ -19,10 +19,10 @@ pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// What a save records: `given` (the `generation-seconds` input), else the window from `since_ms` (the end
-/// of this job's restore) to the newest modification time of what is saved (`inv`), plus `below_ms`
-/// (a compaction holds what the stack below took). `None` when there is no window: no restore
-/// in this job, or nothing under `path` newer than its end.
+/// What a save records: `given` (the `generation-seconds` input), else the window from
+/// `since_ms` (the end of this job's restore) to the newest modification time of what is saved
+/// (`inv`), plus `below_ms` (a compaction holds what the stack below took). `None` when there is
+/// no window: no restore in this job, or nothing under `path` newer than its end.
 pub(super) fn measure(
     given: Option<f64>,
     env: &Env,

@@ -1,8 +1,8 @@
 //! What users read, one file per outcome: a fingerprint's, a restore's, a save's, an
 //! explanation's, a listing's and a prune's log lines (each with its level), step summary and
 //! `strict` error text. Commands decide typed values and hand them here; no other file of
-//! `commands` words a sentence. Each file's snapshot test holds the words of every value once.
-//! Causes from outside (an error chain, a path) are put in as given.
+//! `commands` words a log line. The restore's, save's and explanation's snapshots hold the words
+//! of every value once. Causes from outside (an error chain, a path) are put in as given.
 
 pub(super) mod explain;
 pub(super) mod fingerprint;
