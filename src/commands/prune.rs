@@ -346,7 +346,8 @@ mod tests {
         let named: Vec<Slot> = entries.iter().map(|e| slots.slot(e)).collect();
         assert_eq!(named, [Slot::FIRST_BASE, Slot::new(0, 1), Slot::base(4), Slot::new(4, 2)]);
         assert!(entries.iter().all(|e| slots.placed(e).key == k), "one key: a later generation's is its own");
-        assert_eq!(entries[2].key.as_str(), format!("{}.g4", key(1)));
+        let line = super::super::render::prune::named(&entries[2].key, named[2]);
+        assert_eq!(line, format!("{}.g4 (generation 4 base)", key(1)));
     }
 
     #[test]
