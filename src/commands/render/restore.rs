@@ -84,7 +84,6 @@ fn stack_stop(stop: &StackStop) -> String {
     }
 }
 
-/// A layer was not applied: the stack stops at the slot below.
 pub fn stack_stops(stop: &StackStop, at: Slot) -> Said {
     Said::Warning(format!("{}; the stack stops at {at}", stack_stop(stop)))
 }
@@ -118,7 +117,6 @@ fn extra_files(extra: &[String]) -> String {
     format!("{} under `path` not in the entry: {}", units::count_of(extra.len(), "file"), named(extra))
 }
 
-/// The files a reuse kept.
 pub fn kept(extra: &[String]) -> Said {
     Said::Info(format!("kept {}", extra_files(extra)))
 }
@@ -188,7 +186,6 @@ pub fn no_git() -> Said {
     )
 }
 
-/// When a miss is saved.
 pub fn when_saved(shown: &Shown) -> Said {
     Said::Info(format!("saved: {}", shown.when_saved()))
 }
@@ -212,8 +209,8 @@ fn not_recorded(what: Record) -> &'static str {
 
 /// `uncovered-reads: off` after a compile cache's hit (the generator's reads go unsaid).
 pub fn hook_off(what: Record) -> Option<Said> {
-    let off = || format!("{}: `uncovered-reads: off` arms no hook in the job's Python", not_recorded(what));
-    (what == Record::Torch).then(|| Said::Info(off()))
+    let off = format!("{}: `uncovered-reads: off` arms no hook in the job's Python", not_recorded(what));
+    (what == Record::Torch).then_some(Said::Info(off))
 }
 
 pub fn hook_outside_actions(what: Record) -> Said {
@@ -227,7 +224,6 @@ pub fn hook_failed(what: Record, e: &dyn std::error::Error) -> Said {
     Said::Warning(format!("{}: {}", not_recorded(what), error_chain(e)))
 }
 
-/// The hook starts recording `what`.
 pub fn hook_armed(what: Record) -> Said {
     Said::Info(
         match what {

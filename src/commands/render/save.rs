@@ -37,7 +37,6 @@ pub fn stale() -> Said {
     Said::Warning("`clean-on-miss` could not remove stale files in the restore step; not saving them".to_owned())
 }
 
-/// The restore step found the key's entries and could use none: this save replaces them.
 pub fn replacing() -> Said {
     Said::Info("the restore step could not use this key's entry: saving a replacement".to_owned())
 }
@@ -52,7 +51,6 @@ pub fn disabled(key: &Key) -> Said {
 }
 pub const DISABLED: &str = "`save-if` is false";
 
-/// `save-if` is false after a hit, with `grow`.
 pub fn disabled_layer() -> Said {
     Said::Info("`save-if` is false: what the job added is not saved as a layer".to_owned())
 }
@@ -90,12 +88,10 @@ pub fn grow_changed(files: usize) -> Said {
     ))
 }
 
-/// `grow`'s plan ([`crate::stack::Growth`]): nothing to save.
 pub fn grow_nothing() -> Said {
     Said::Info("grow: no file was added under `path` since the restore".to_owned())
 }
 
-/// `grow`'s plan: not this run, and why.
 pub fn grow_skipped(why: SkipWhy) -> Said {
     let why = match why {
         SkipWhy::LayerUnread => "a layer could not be read in the restore step (service trouble)",
@@ -103,7 +99,6 @@ pub fn grow_skipped(why: SkipWhy) -> Said {
     Said::Info(format!("grow: not this run: {why}"))
 }
 
-/// `grow`'s plan: what the layer holds, and its slot.
 pub fn grow_layer(files: usize, bytes: u64, slot: Slot) -> Said {
     Said::Info(format!(
         "grow: saving {} added since the restore ({}) as {slot}",
@@ -136,7 +131,6 @@ pub fn saving_replacement(slot: Slot) -> Said {
     Said::Info(format!("saving {slot} as the replacement"))
 }
 
-/// A new base that exists where this run's lookups do not reach it: the save goes one up.
 pub fn out_of_reach(slot: Slot, next: Slot) -> Said {
     Said::Info(format!("{slot} exists where this run's lookup does not reach it; saving {next} instead"))
 }
@@ -205,7 +199,6 @@ pub fn lookup_failed(e: &dyn std::error::Error) -> Said {
     Said::Warning(format!("the newest base of this key could not be looked up: {}", error_chain(e)))
 }
 
-/// zstd's fast level: a sample kept `ratio` of its size.
 pub fn fast_compression(ratio: f64) -> Said {
     Said::Info(format!(
         "compression: zstd's fast level (the files compress poorly: a sample kept {:.0}% of its size)",
@@ -374,7 +367,6 @@ pub fn reads_weighed(generator: &Generator) -> Said {
     })
 }
 
-/// Nothing uncovered: how much the generator read.
 pub fn reads_covered(read: usize) -> Said {
     Said::Info(format!(
         "uncovered-reads: the generator read {} under the workspace; an input covers each",
@@ -382,7 +374,6 @@ pub fn reads_covered(read: usize) -> Said {
     ))
 }
 
-/// Processes whose record the hook cut at its cap.
 pub fn reads_cut(processes: usize) -> Said {
     Said::Warning(format!(
         "uncovered-reads: the record of {} was cut at {} files: what {} read after is not seen",
@@ -392,7 +383,6 @@ pub fn reads_cut(processes: usize) -> Said {
     ))
 }
 
-/// The log was longer than the save reads.
 pub fn reads_truncated() -> Said {
     Said::Warning(format!(
         "uncovered-reads: the reads log is longer than {}: only its beginning is weighed",
