@@ -8,6 +8,7 @@
 //! error chain, a path) are put in as given.
 
 use super::verify::TreeChanges;
+use crate::fingerprint::{ImportTrouble, Note, SCAN_LIMIT, Unfollowed};
 use crate::ids::Key;
 use crate::manifest::Generation;
 use crate::outcome::{
@@ -564,6 +565,96 @@ pub(super) fn time_to_generate(generation: Option<&Generation>, given: bool) -> 
 /// The summary's `time to generate` cell.
 pub(super) fn time_to_generate_cell(generation: Option<std::time::Duration>) -> String {
     generation.map_or_else(|| "not recorded".to_owned(), units::duration)
+}
+
+// What collecting the fingerprint says.
+
+/// Warnings of files whose imports are not all followed, logged one by one up to this many.
+pub(super) const NOTES_LOGGED: usize = 10;
+/// Lines of one file a warning names.
+const LINES_NAMED: usize = 8;
+
+/// A note of the fingerprint: a warning for what the import follower could not follow (the key
+/// may miss what it loads), a line for an editable install left out.
+pub(super) fn fingerprint_note(note: &Note) -> Said {
+    match note {
+        Note::Imports { file, trouble } => Said::Warning(import_trouble(file, trouble)),
+        Note::EditableLeftOut { name, version, location } => Said::Info(format!(
+            "python.dists: `{name}` {version} left out: installed in editable mode from the workspace (`{location}`), \
+             its files enter the key through `hash-files` and imports; `python-keep-editable: true` keeps it"
+        )),
+    }
+}
+
+fn import_trouble(file: &str, trouble: &ImportTrouble) -> String {
+    match trouble {
+        ImportTrouble::Lines(lines) => {
+            let mut parts = Vec::new();
+            for (what, says) in [
+                (Unfollowed::SysPath, "changes `sys.path` to a value that cannot be worked out without running it"),
+                (Unfollowed::ComputedName, "imports a module by a name computed at run time"),
+                (Unfollowed::TooLong, "is longer than the import follower reads"),
+            ] {
+                let at: Vec<String> =
+                    lines.iter().filter(|(l, w)| *w == what && *l > 0).map(|(l, _)| l.to_string()).collect();
+                let cut = lines.iter().any(|(l, w)| *w == what && *l == 0);
+                if cut {
+                    parts.push("its `sys.path` changes are more than the import follower keeps".to_owned());
+                }
+                let mut named = at.iter().take(LINES_NAMED).cloned().collect::<Vec<_>>().join(", ");
+                if at.len() > LINES_NAMED {
+                    named.push_str(&format!(" and {} more", at.len() - LINES_NAMED));
+                }
+                match at.len() {
+                    0 => {}
+                    1 => parts.push(format!("line {named} {says}")),
+                    _ => parts.push(format!("lines {named} {}", plural_verb(says))),
+                }
+            }
+            format!(
+                "imports of `{file}` not all followed: {}. What that loads is not in the key: list those modules in \
+                 `hash-files` (such as `lib/**/*.py`)",
+                parts.join("; ")
+            )
+        }
+        ImportTrouble::TooLarge(bytes) => format!(
+            "imports of `{file}` not followed: it is {}, over the {} the import follower reads (the file is in the \
+             key, what it imports is not): list the modules it imports in `hash-files`",
+            units::bytes(*bytes),
+            units::bytes(SCAN_LIMIT)
+        ),
+        ImportTrouble::NotRead(target) => format!(
+            "`{file}` is imported but not read: it resolves to `{}`, outside the workspace or not a regular file, \
+             and is not in the key",
+            target.display()
+        ),
+    }
+}
+
+/// `changes …` → `change …`, `imports …` → `import …`, `is …` → `are …`.
+fn plural_verb(says: &str) -> String {
+    let (verb, rest) = says.split_once(' ').unwrap_or((says, ""));
+    let verb = match verb {
+        "is" => "are",
+        v => v.strip_suffix('s').unwrap_or(v),
+    };
+    format!("{verb} {rest}")
+}
+
+/// What a step logs of the fingerprint's notes: each editable install left out, and a warning per
+/// file whose imports are not all followed, the first [`NOTES_LOGGED`] of them and then how many
+/// more (the step summary lists them).
+pub(super) fn fingerprint_notes(notes: &[Note]) -> Vec<Said> {
+    let warnings = notes.iter().filter(|n| matches!(n, Note::Imports { .. })).count();
+    let mut said: Vec<Said> = notes.iter().filter(|n| !matches!(n, Note::Imports { .. })).map(fingerprint_note).collect();
+    said.extend(notes.iter().filter(|n| matches!(n, Note::Imports { .. })).take(NOTES_LOGGED).map(fingerprint_note));
+    if warnings > NOTES_LOGGED {
+        said.push(Said::Warning(format!(
+            "imports of {} more not all followed: the step summary lists them",
+            units::count_of(warnings - NOTES_LOGGED, "file")
+        )));
+    }
+    said
 }
 
 #[cfg(test)]

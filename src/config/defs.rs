@@ -93,6 +93,16 @@ pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
      whose source is hashed already).",
 );
 
+pub static PYTHON_KEEP_EDITABLE: Input<bool> = Input::flag(
+    "python-keep-editable",
+    Fingerprint,
+    false,
+    "Keep in the Python facet the distributions installed in editable mode from the workspace (PEP 660 \
+     `pip install -e`, or a legacy `.egg-link`/`.pth`). By default they are left out, and the log names them: \
+     their files enter the fingerprint through `hash-files` and imports, and a version made from the commit (as \
+     setuptools-scm makes) would change the key with every commit.",
+);
+
 pub static VARIANT: Input<Option<String>> =
     Input::text("variant", Fingerprint, "Free-form build variant (`cuda-debug`, `lsan`, …).");
 
@@ -407,6 +417,7 @@ const CORE: &[&InputSpec] = &[
     &COMPILERS.spec,
     &PYTHON.spec,
     &PYTHON_EXCLUDE.spec,
+    &PYTHON_KEEP_EDITABLE.spec,
     &VARIANT.spec,
     &PRESET.spec,
     &ALLOW_MACHINE_ONLY_KEY.spec,
