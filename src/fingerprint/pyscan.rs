@@ -177,11 +177,12 @@ impl<'a> Lexer<'a> {
         let start = at + if triple { 3 } else { 1 };
         let mut j = start;
         let end = loop {
-            let Some(&c) = s.get(j) else {
+            let Some(at) = memchr::memchr3(q, b'\\', b'\n', &s[j.min(s.len())..]).map(|n| j + n) else {
                 self.i = s.len();
                 break s.len();
             };
-            match c {
+            j = at;
+            match s[j] {
                 b'\\' => {
                     if s.get(j + 1) == Some(&b'\n') {
                         self.line += 1;
@@ -197,7 +198,7 @@ impl<'a> Lexer<'a> {
                     self.line += 1;
                     j += 1;
                 }
-                _ if c == q && (!triple || (s.get(j + 1) == Some(&q) && s.get(j + 2) == Some(&q))) => {
+                _ if !triple || (s.get(j + 1) == Some(&q) && s.get(j + 2) == Some(&q)) => {
                     self.i = j + if triple { 3 } else { 1 };
                     break j;
                 }
@@ -243,11 +244,7 @@ impl<'a> Iterator for Lexer<'a> {
                 return (!self.fresh).then(|| self.tok(Kind::End, s.len(), s.len(), self.line, 0));
             };
             match c {
-                b'#' => {
-                    while self.i < s.len() && s[self.i] != b'\n' {
-                        self.i += 1;
-                    }
-                }
+                b'#' => self.i = memchr::memchr(b'\n', &s[self.i..]).map_or(s.len(), |n| self.i + n),
                 b'\\' if s.get(self.i + 1) == Some(&b'\n') => {
                     self.i += 2;
                     self.line += 1;
@@ -306,10 +303,12 @@ impl<'a> Iterator for Lexer<'a> {
     }
 }
 
-/// For each token, the index of the bracket closing it (openers only), else `usize::MAX`.
-fn brackets(toks: &[Tok]) -> Vec<usize> {
-    let mut close = vec![usize::MAX; toks.len()];
-    let mut open = Vec::new();
+/// For each token, the index of the bracket closing it (openers only), else `usize::MAX`, into
+/// `close`.
+fn brackets(toks: &[Tok], close: &mut Vec<usize>, open: &mut Vec<usize>) {
+    close.clear();
+    close.resize(toks.len(), usize::MAX);
+    open.clear();
     for (j, t) in toks.iter().enumerate() {
         if t.opens() {
             open.push(j);
@@ -319,7 +318,6 @@ fn brackets(toks: &[Tok]) -> Vec<usize> {
             close[o] = j;
         }
     }
-    close
 }
 
 /// A string literal's value (escapes decoded), when it is short enough to be a value.
@@ -891,6 +889,8 @@ struct Scanner<'p> {
     vars: HashMap<String, Val>,
     aliases: Aliases,
     out: Scan,
+    /// [`brackets`]' vectors, kept between statements.
+    buffers: (Vec<usize>, Vec<usize>),
 }
 
 impl Scanner<'_> {
@@ -984,13 +984,15 @@ impl Scanner<'_> {
     /// A statement's tokens (`window`: a window of a longer one, whose calls from `cutoff` on are
     /// read with the next window).
     fn statement(&mut self, toks: &[Tok], first: bool, cutoff: usize) {
-        let close = brackets(toks);
+        let (mut close, mut open) = std::mem::take(&mut self.buffers);
+        brackets(toks, &mut close, &mut open);
         self.calls(toks, &close, cutoff);
         if first && cutoff == toks.len() {
             self.assignment(toks, &close);
         } else if first {
             self.long_assignment(toks, &close);
         }
+        self.buffers = (close, open);
     }
 
     fn eval<'e, 'a>(&'e self, toks: &'e [Tok<'a>], close: &'e [usize]) -> Eval<'e, 'a> {
@@ -1007,20 +1009,20 @@ impl Scanner<'_> {
             if t.kind != Kind::Name || (j > 0 && is(j - 1, ".") && !(j > 1 && named(j - 2, "importlib"))) {
                 continue;
             }
-            let word = t.name().unwrap_or_default();
-            let sys = |n: &str| self.aliases.sys.iter().any(|s| s == n);
-            let path_alias = |n: &str| self.aliases.path.iter().any(|s| s == n);
-            if (word == "import_module" || word == "__import__") && is(j + 1, "(") && !(j > 0 && named(j - 1, "def")) {
-                self.import_call(toks, close, j + 1, word == "import_module");
+            let word = t.text;
+            let sys = |n: &[u8]| self.aliases.sys.iter().any(|s| s.as_bytes() == n);
+            let path_alias = |n: &[u8]| self.aliases.path.iter().any(|s| s.as_bytes() == n);
+            if (word == b"import_module" || word == b"__import__") && is(j + 1, "(") && !(j > 0 && named(j - 1, "def")) {
+                self.import_call(toks, close, j + 1, word == b"import_module");
             } else if sys(word) && is(j + 1, ".") && named(j + 2, "path") && is(j + 3, ".") && is(j + 5, "(") {
                 let method = at(j + 4).and_then(Tok::name).unwrap_or_default().to_owned();
                 self.path_call(toks, close, j + 5, &method);
             } else if path_alias(word) && is(j + 1, ".") && is(j + 3, "(") {
                 let method = at(j + 2).and_then(Tok::name).unwrap_or_default().to_owned();
                 self.path_call(toks, close, j + 3, &method);
-            } else if word == "site" && is(j + 1, ".") && named(j + 2, "addsitedir") && is(j + 3, "(") {
+            } else if word == b"site" && is(j + 1, ".") && named(j + 2, "addsitedir") && is(j + 3, "(") {
                 self.path_call(toks, close, j + 3, "append");
-            } else if word == "__all__" && is(j + 1, ".") && is(j + 3, "(") {
+            } else if word == b"__all__" && is(j + 1, ".") && is(j + 3, "(") {
                 let method = at(j + 2).and_then(Tok::name).unwrap_or_default();
                 let (args, _) = self.eval(toks, close).args(j + 3, toks.len(), 0);
                 let arg = args.and_then(|a| a.positional.into_iter().next().flatten());
@@ -1273,6 +1275,7 @@ pub fn scan(src: &[u8], file: &Path, cwd: &Path) -> Scan {
         vars: HashMap::new(),
         aliases: Aliases { sys: vec!["sys".into()], path: Vec::new() },
         out: Scan::default(),
+        buffers: Default::default(),
     };
     let mut stmt: Vec<Tok> = Vec::new();
     // Windows of the current statement already read (0: it fits so far).

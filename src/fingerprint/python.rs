@@ -143,11 +143,15 @@ pub(super) fn collect(
     })?;
     let search = SearchPath { entries: report.path.clone(), installed: report.installed.clone() };
     let real_workspace = std::fs::canonicalize(cwd).ok();
+    // Its label: where it lies in the workspace, links resolved or not.
     let in_workspace = |source: &Path| {
         let source = crate::paths::normalize(&cwd.join(source));
-        let inside = source.starts_with(cwd)
-            || std::fs::canonicalize(&source).ok().zip(real_workspace.as_ref()).is_some_and(|(s, w)| s.starts_with(w));
-        inside.then(|| locations.display(&source))
+        if source.starts_with(cwd) {
+            return Some(locations.display(&source));
+        }
+        let real = std::fs::canonicalize(&source).ok()?;
+        let rel = real.strip_prefix(real_workspace.as_ref()?).ok()?;
+        Some(locations.display(&cwd.join(rel)))
     };
     let editable = |source: &Path| if keep_editable { None } else { in_workspace(source) };
     let (interpreter, dists, left_out) = components(report, exclude, &editable);
