@@ -650,8 +650,8 @@ pub(super) fn fingerprint_notes(notes: &[Note]) -> Vec<Said> {
     said.extend(notes.iter().filter(|n| matches!(n, Note::Imports { .. })).take(NOTES_LOGGED).map(fingerprint_note));
     if warnings > NOTES_LOGGED {
         said.push(Said::Warning(format!(
-            "imports of {} more not all followed: the step summary lists them",
-            units::count_of(warnings - NOTES_LOGGED, "file")
+            "imports of {} not all followed either: the step summary lists them",
+            units::count_of(warnings - NOTES_LOGGED, "more file")
         )));
     }
     said
@@ -747,6 +747,34 @@ mod tests {
         }
         writeln!(out, "summary: {}", nothing_differs_cell()).unwrap();
         writeln!(out, "summary: {}", unexplained_cell(&md, "skipped: no catalog")).unwrap();
+        insta::assert_snapshot!(out);
+    }
+
+    /// Every note of the fingerprint, as the log says it (the summary's cell is the same words).
+    #[test]
+    fn words_of_a_fingerprint() {
+        use crate::fingerprint::{ImportTrouble, Note, Unfollowed};
+        let mut out = String::new();
+        let imports = |trouble| Note::Imports { file: "tools/gen.py".into(), trouble };
+        let many: Vec<(u32, Unfollowed)> = (1..=10).map(|l| (l * 10, Unfollowed::ComputedName)).collect();
+        let notes = [
+            imports(ImportTrouble::Lines(vec![(3, Unfollowed::SysPath)])),
+            imports(ImportTrouble::Lines(vec![(3, Unfollowed::SysPath), (5, Unfollowed::SysPath), (9, Unfollowed::ComputedName)])),
+            imports(ImportTrouble::Lines(many)),
+            imports(ImportTrouble::Lines(vec![(2, Unfollowed::TooLong), (0, Unfollowed::TooLong)])),
+            imports(ImportTrouble::TooLarge(50 << 20)),
+            imports(ImportTrouble::NotRead("/proc/1/pagemap".into())),
+            Note::EditableLeftOut { name: "deepmd-kit".into(), version: "3.1.3.dev12+gbc902da".into(), location: ".".into() },
+        ];
+        for note in &notes {
+            writeln!(out, "{}", said(&fingerprint_note(note))).unwrap();
+        }
+        let crowd: Vec<Note> = (0..12).map(|i| Note::Imports {
+            file: format!("m{i}.py"),
+            trouble: ImportTrouble::Lines(vec![(1, Unfollowed::ComputedName)]),
+        }).collect();
+        let logged = fingerprint_notes(&crowd);
+        writeln!(out, "12 files: {} lines, the last: {}", logged.len(), said(logged.last().unwrap())).unwrap();
         insta::assert_snapshot!(out);
     }
 

@@ -65,15 +65,17 @@ pub(super) fn imported(
 ) -> Result<(Component, Vec<Note>), FingerprintError> {
     let roots: Vec<_> = hashed.iter().filter(|p| imports::is_python(p)).cloned().collect();
     let followed = imports::follow(&roots, &locations.workspace, search);
+    let mut labels: Vec<Option<String>> = vec![None; followed.paths.len()];
+    let mut label = |i: usize| labels[i].get_or_insert_with(|| locations.display(&followed.paths[i])).clone();
     let mut component = Component::new();
-    for (module, importers) in followed.reached {
-        let label = locations.display(&module);
-        if files.contains_key(&label) {
+    for (module, importers) in &followed.reached {
+        let label_of_module = label(*module);
+        if files.contains_key(&label_of_module) {
             continue;
         }
-        let meta =
-            std::fs::metadata(&module).map_err(|source| FingerprintError::Read { path: module.clone(), source })?;
-        files.insert(label.clone(), Value::Text(file_value(&module, &meta)?));
+        let path = &followed.paths[*module];
+        let meta = std::fs::metadata(path).map_err(|source| FingerprintError::Read { path: path.clone(), source })?;
+        files.insert(label_of_module.clone(), Value::Text(file_value(path, &meta)?));
         let by: BTreeSet<String> = importers
             .iter()
             .map(|(p, via)| {
@@ -82,10 +84,10 @@ pub(super) fn imported(
                     imports::Via::ComputedName => " (computed name)",
                     imports::Via::Star => " (import *)",
                 };
-                format!("{}{how}", locations.display(p))
+                format!("{}{how}", label(*p))
             })
             .collect();
-        component.insert(label, Value::Text(by.into_iter().collect::<Vec<_>>().join(", ")));
+        component.insert(label_of_module, Value::Text(by.into_iter().collect::<Vec<_>>().join(", ")));
     }
     let notes = followed
         .troubles

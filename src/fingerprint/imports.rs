@@ -55,8 +55,6 @@ pub enum Via {
     Star,
 }
 
-/// Module files (absolute) → the files (absolute) that import them, and how.
-pub type Reached = BTreeMap<PathBuf, BTreeMap<PathBuf, Via>>;
 
 /// Why a Python file's imports are not all followed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,8 +71,20 @@ pub enum Trouble {
 /// What [`follow`] found: the modules reached, and the files whose imports are not all followed.
 #[derive(Debug, Default)]
 pub struct Followed {
-    pub reached: Reached,
+    /// The files met, absolute: the indexes `reached` uses.
+    pub paths: Vec<PathBuf>,
+    /// Each module file reached → the files that import it, and how.
+    pub reached: Vec<(usize, Vec<(usize, Via)>)>,
     pub troubles: Vec<(PathBuf, Trouble)>,
+}
+
+#[cfg(test)]
+impl Followed {
+    /// Module files (absolute) → the files (absolute) that import them, and how.
+    pub fn by_path(&self) -> BTreeMap<&Path, BTreeMap<&Path, Via>> {
+        let path = |i: &usize| self.paths[*i].as_path();
+        self.reached.iter().map(|(m, by)| (path(m), by.iter().map(|(f, via)| (path(f), *via)).collect())).collect()
+    }
 }
 
 /// Whether `path` is a Python file: `*.py`, `*.pyw`, or a script whose first line names python.
@@ -170,15 +180,14 @@ struct FileData {
     trouble: Option<Trouble>,
 }
 
-/// A file's scan, with an id for each absolute import's shape (the same for every file that
-/// makes it), so that it is resolved once per search path.
+/// What a file's scan leaves for the traversal: its imports as shapes (each import's id, the
+/// same for every file that makes it, so that it is resolved once per search path, or once per
+/// directory when relative), its `sys.path` changes and its `__all__`.
 struct Scanned {
-    scan: Scan,
-    shapes: Vec<u32>,
+    imports: Vec<u32>,
+    path: Vec<(End, PathBuf)>,
+    all: Option<All>,
 }
-
-/// An absolute import as resolution sees it: module, names, `*`, whole package.
-type Shape = (Vec<String>, Vec<String>, bool, bool);
 
 /// A search path: `early` (inserted entries, the script's directory), `late` (the interpreter's
 /// entries, appended ones), then the workspace; deduplicated, and without the directories that
@@ -210,7 +219,9 @@ struct Follower<'a> {
     file_ids: HashMap<PathBuf, FileId>,
     dirs: Vec<(PathBuf, Option<Rc<Listing>>)>,
     dir_ids: HashMap<PathBuf, DirId>,
-    shapes: HashMap<Shape, u32>,
+    /// Imports without their lines: their ids, and each by id.
+    shape_ids: HashMap<Rc<Import>, u32>,
+    shapes: Vec<Rc<Import>>,
     /// The first name of every absolute import of every file read.
     imported: HashSet<String>,
     entries: Vec<DirId>,
@@ -224,7 +235,7 @@ struct Follower<'a> {
     relevant: HashMap<DirId, bool>,
     pruned_names: HashSet<Box<str>>,
     absolute: HashMap<(CtxId, u32), Hits>,
-    relative: HashMap<(FileId, usize), Hits>,
+    relative: HashMap<(DirId, u32), Hits>,
     unread: HashSet<FileId>,
     over: HashSet<FileId>,
     /// A name learned late is in a directory this traversal left out.
@@ -245,7 +256,8 @@ impl<'a> Follower<'a> {
             file_ids: HashMap::new(),
             dirs: Vec::new(),
             dir_ids: HashMap::new(),
-            shapes: HashMap::new(),
+            shape_ids: HashMap::new(),
+            shapes: Vec::new(),
             imported: HashSet::new(),
             entries: Vec::new(),
             workspace_dir: 0,
@@ -332,12 +344,13 @@ impl<'a> Follower<'a> {
         let path = self.files[file as usize].path.clone();
         let scanned = match self.read(&path) {
             Ok(bytes) => {
-                let scan = pyscan::scan(&bytes, &path, self.workspace);
-                if !scan.unfollowed.is_empty() {
-                    self.files[file as usize].trouble = Some(Trouble::Lines(scan.unfollowed.clone()));
+                let Scan { imports, path, all, unfollowed } = pyscan::scan(&bytes, &path, self.workspace);
+                drop(bytes);
+                if !unfollowed.is_empty() {
+                    self.files[file as usize].trouble = Some(Trouble::Lines(unfollowed));
                 }
-                let shapes = scan.imports.iter().map(|i| self.shape(i)).collect();
-                Some(Rc::new(Scanned { scan, shapes }))
+                let imports = imports.into_iter().map(|i| self.shape(i)).collect();
+                Some(Rc::new(Scanned { imports, path, all }))
             }
             Err(trouble) => {
                 self.files[file as usize].trouble = Some(trouble);
@@ -348,20 +361,24 @@ impl<'a> Follower<'a> {
         scanned
     }
 
-    /// The id of an absolute import's shape (and its first name learned).
-    fn shape(&mut self, import: &Import) -> u32 {
-        if import.level > 0 {
-            return u32::MAX;
-        }
-        if let Some(first) = import.module.first()
+    /// The id of an import's shape (and, when absolute, its first name learned).
+    fn shape(&mut self, mut import: Import) -> u32 {
+        if import.level == 0
+            && let Some(first) = import.module.first()
             && !self.imported.contains(first)
         {
             self.restart |= self.pruned_names.contains(first.as_str());
             self.imported.insert(first.clone());
         }
-        let shape = (import.module.clone(), import.names.clone(), import.star, import.whole);
-        let next = self.shapes.len() as u32;
-        *self.shapes.entry(shape).or_insert(next)
+        import.line = 0;
+        if let Some(&id) = self.shape_ids.get(&import) {
+            return id;
+        }
+        let id = self.shapes.len() as u32;
+        let import = Rc::new(import);
+        self.shapes.push(import.clone());
+        self.shape_ids.insert(import, id);
+        id
     }
 
     /// Inside the workspace, not the interpreter's own, and a regular file inside the workspace
@@ -473,12 +490,12 @@ impl<'a> Follower<'a> {
         }
         while let Some((file, ctx)) = queue.pop_front() {
             let Some(scanned) = self.scan(file) else { continue };
-            let ctx = match scanned.scan.path.is_empty() {
+            let ctx = match scanned.path.is_empty() {
                 true => ctx,
-                false => self.ctx_with(ctx, file, &scanned.scan.path),
+                false => self.ctx_with(ctx, file, &scanned.path),
             };
-            for (k, import) in scanned.scan.imports.iter().enumerate() {
-                let hits = self.resolve(file, k, import, scanned.shapes[k], ctx);
+            for &shape in &scanned.imports {
+                let hits = self.resolve(file, shape, ctx);
                 for &(module, via) in hits.iter() {
                     if module == file {
                         continue;
@@ -497,9 +514,14 @@ impl<'a> Follower<'a> {
         Some(edges)
     }
 
-    /// The module files `import` (the `k`th of `file`) loads, under the search path `ctx`.
-    fn resolve(&mut self, file: FileId, k: usize, import: &Import, shape: u32, ctx: CtxId) -> Hits {
-        let memo = if import.level == 0 { self.absolute.get(&(ctx, shape)) } else { self.relative.get(&(file, k)) };
+    /// The module files the import `shape` of `file` loads, under the search path `ctx`.
+    fn resolve(&mut self, file: FileId, shape: u32, ctx: CtxId) -> Hits {
+        let import = self.shapes[shape as usize].clone();
+        let dir = self.files[file as usize].dir;
+        let memo = match import.level {
+            0 => self.absolute.get(&(ctx, shape)),
+            _ => self.relative.get(&(dir, shape)),
+        };
         if let Some(hits) = memo {
             return hits.clone();
         }
@@ -514,7 +536,7 @@ impl<'a> Follower<'a> {
             };
             self.dotted(&import.module, dirs, &mut hits)
         } else {
-            let mut base = self.files[file as usize].dir;
+            let mut base = dir;
             for _ in 1..import.level {
                 let path = self.dirs[base as usize].0.clone();
                 base = self.dir(path.parent().unwrap_or(&path));
@@ -536,7 +558,7 @@ impl<'a> Follower<'a> {
                 && let Some(init) = init
                 && let Some(scanned) = self.scan(init)
             {
-                match &scanned.scan.all {
+                match &scanned.all {
                     Some(All::Names(names)) => self.submodules(names, &dirs, Via::Import, &mut hits),
                     Some(All::Computed) => self.whole(&dirs, Via::Star, &mut hits),
                     None => {}
@@ -549,7 +571,7 @@ impl<'a> Follower<'a> {
         let hits: Hits = hits.into();
         match import.level {
             0 => self.absolute.insert((ctx, shape), hits.clone()),
-            _ => self.relative.insert((file, k), hits.clone()),
+            _ => self.relative.insert((dir, shape), hits.clone()),
         };
         hits
     }
@@ -658,9 +680,9 @@ impl<'a> Follower<'a> {
 
     fn finish(self, roots: &[FileId], edges: HashMap<FileId, HashMap<FileId, Via>>) -> Followed {
         let path = |f: FileId| self.files[f as usize].path.clone();
-        let reached: Reached = edges
+        let reached: Vec<(usize, Vec<(usize, Via)>)> = edges
             .iter()
-            .map(|(m, by)| (path(*m), by.iter().map(|(f, via)| (path(*f), *via)).collect()))
+            .map(|(m, by)| (*m as usize, by.iter().map(|(f, via)| (*f as usize, *via)).collect()))
             .collect();
         let touched: HashSet<FileId> = roots.iter().chain(edges.keys()).chain(&self.unread).copied().collect();
         let mut troubles: Vec<(PathBuf, Trouble)> = touched
@@ -676,7 +698,8 @@ impl<'a> Follower<'a> {
             })
             .collect();
         troubles.sort_by(|a, b| a.0.cmp(&b.0));
-        Followed { reached, troubles }
+        let paths = self.files.into_iter().map(|f| f.path).collect();
+        Followed { paths, reached, troubles }
     }
 }
 
@@ -739,7 +762,7 @@ mod tests {
             Via::Star => " (*)",
         };
         follow(&roots, &ws, &search(dir.path()))
-            .reached
+            .by_path()
             .into_iter()
             .map(|(m, by)| (rel(&m), by.iter().map(|(p, via)| format!("{}{}", rel(p), how(via))).collect::<Vec<_>>().join(", ")))
             .collect()
@@ -995,7 +1018,7 @@ mod tests {
         std::fs::write(ws.join("big.py"), vec![b'#'; SCAN_LIMIT as usize + 1]).unwrap();
         std::os::unix::fs::symlink(dir.path().join("secret.py"), ws.join("helper.py")).unwrap();
         let followed = follow(&[ws.join("gen.py")], &ws, &SearchPath::default());
-        assert_eq!(followed.reached.keys().collect::<Vec<_>>(), [&ws.join("big.py")]);
+        assert_eq!(followed.by_path().keys().collect::<Vec<_>>(), [&ws.join("big.py")]);
         assert_eq!(
             followed.troubles,
             [

@@ -231,15 +231,17 @@ fn an_editable_install_of_the_workspace_leaves_the_python_facet() {
         collect_noted(&spec, &HostSystem::default(), &env()).unwrap()
     };
     let (before, notes) = collect_with(false);
-    let dists: Vec<&String> = before.components["python.dists"].keys().collect();
-    assert_eq!(dists, ["plain-dist"], "{:?}", before.components["python.dists"]);
-    let left_out: Vec<(&str, &str)> = notes
+    let dists = &before.components["python.dists"];
+    assert!(dists.contains_key("plain-dist"), "{dists:?}");
+    assert!(!dists.contains_key("modern-proj") && !dists.contains_key("legacy-proj"), "{dists:?}");
+    let mut left_out: Vec<(&str, &str)> = notes
         .iter()
         .filter_map(|n| match n {
             Note::EditableLeftOut { name, location, .. } => Some((name.as_str(), location.as_str())),
             _ => None,
         })
         .collect();
+    left_out.sort();
     assert_eq!(left_out, [("legacy-proj", "legacy/src"), ("modern-proj", "modern")]);
     // The editable project's files enter through imports.
     assert!(before.components["imports"].contains_key("modern/src/modern/__init__.py"), "{before:?}");
@@ -252,7 +254,9 @@ fn an_editable_install_of_the_workspace_leaves_the_python_facet() {
     assert_ne!(collect_with(false).0.digest(), before.digest());
     // `python-keep-editable` keeps them.
     let (kept, notes) = collect_with(true);
-    assert_eq!(kept.components["python.dists"].len(), 3, "{:?}", kept.components["python.dists"]);
+    let dists = &kept.components["python.dists"];
+    assert_eq!(dists.len(), before.components["python.dists"].len() + 2, "{dists:?}");
+    assert_eq!(dists["modern-proj"].display(), "1.0.dev2+g2222222");
     assert!(notes.is_empty(), "{notes:?}");
     // The log says which and why.
     let python = python.to_string_lossy().into_owned();
@@ -293,9 +297,12 @@ fn measured() -> Step {
     step
 }
 
-/// The bound, each attack: under 2 s and 100 MiB.
+/// The bound, each attack: under 2 s and 100 MiB — for an optimized binary. `cargo test`'s
+/// is not, and scans about ten times slower: it is given 10 s (`bench/follower_attacks.py` times
+/// the release binary).
 fn bounded(name: &str, a: &Attack) {
-    assert!(a.elapsed < Duration::from_secs(2), "{name}: {:?}", a.elapsed);
+    let limit = Duration::from_secs(if cfg!(debug_assertions) { 10 } else { 2 });
+    assert!(a.elapsed < limit, "{name}: {:?}", a.elapsed);
     assert!(a.rss_mib < 100.0, "{name}: {:.1} MiB", a.rss_mib);
     assert!(!a.key.is_empty(), "{name}");
 }
