@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -44,10 +45,13 @@ def main() -> None:
                 binary, "fingerprint", f"--workspace={tree}", "--path=out", f"--hash-files={files}",
                 "--native=none", f"--follow-imports={follow}", f"--fingerprint-file={out}",
             ] + ([f"--python={python}"] if python else [])
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(cmd, check=True, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             elapsed = time.perf_counter() - start
-            return elapsed, json.loads(out.read_text())
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            return (elapsed, cpu), json.loads(out.read_text())
 
         tree = pathlib.Path(args.tree)
         binaries = {"base": args.base, "new": args.new}
@@ -65,16 +69,21 @@ def main() -> None:
               f"{sum(1 for _ in tree.rglob('*.py'))} Python files")
         print(f"{args.reps} warm runs each, interleaved ({args.base_slow_reps} of the base on `{ALL}` with imports on); "
               "wall time of `exact-cache fingerprint --native=none`\n")
-        print("| hash-files | follow-imports | binary | median | min | max | runs |")
-        print("|---|---|---|---|---|---|---|")
-        for (b, f, i), t in times.items():
-            print(f"| `{f}` | {i} | {b} | {statistics.median(t):.3f} s | {min(t):.3f} s | {max(t):.3f} s | {len(t)} |")
-        med = {case: statistics.median(t) for case, t in times.items()}
+        print("| hash-files | follow-imports | binary | median | min | max | CPU (median) | runs |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (b, f, i), runs in times.items():
+            t = [r[0] for r in runs]
+            cpu = statistics.median(r[1] for r in runs)
+            print(f"| `{f}` | {i} | {b} | {statistics.median(t):.3f} s | {min(t):.3f} s | {max(t):.3f} s | "
+                  f"{cpu:.3f} s | {len(t)} |")
+        med = {case: statistics.median(r[0] for r in runs) for case, runs in times.items()}
+        cpu = {case: statistics.median(r[1] for r in runs) for case, runs in times.items()}
         print()
         for f in (ALL, GENS):
             print(f"`{f}`: new/base with imports on {med[('new', f, 'true')] / med[('base', f, 'true')]:.3f}; "
                   f"new, imports on/off {med[('new', f, 'true')] / med[('new', f, 'false')]:.2f} "
-                  f"(+{med[('new', f, 'true')] - med[('new', f, 'false')]:.3f} s); "
+                  f"(+{med[('new', f, 'true')] - med[('new', f, 'false')]:.3f} s wall, "
+                  f"+{cpu[('new', f, 'true')] - cpu[('new', f, 'false')]:.3f} s CPU); "
                   f"base, imports on/off {med[('base', f, 'true')] / med[('base', f, 'false')]:.2f}")
 
         print("\nmodules in the key (the generators' `imports` component; `files` counts every file):\n")
@@ -104,6 +113,27 @@ def main() -> None:
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(tree), str(clone)], check=True)
         for k, v in (("user.email", "bench@example.com"), ("user.name", "bench")):
             git(clone, "config", k, v)
+        # The issue's idiom: gen_dpa4_zbl.py's inserts written with `abspath(dirname(__file__) + "/..")`.
+        zbl = clone / "source/tests/infer/gen_dpa4_zbl.py"
+        text = zbl.read_text()
+        rewritten = text.replace(
+            'os.path.join(os.path.dirname(__file__), "..", "..", "..")',
+            'os.path.abspath(os.path.dirname(__file__) + "/../../..")',
+        ).replace('os.path.join(os.path.dirname(__file__), "..")', 'os.path.abspath(os.path.dirname(__file__) + "/..")')
+        assert rewritten != text
+        zbl.write_text(rewritten)
+        print('\nthe generators with gen_dpa4_zbl.py\'s inserts written '
+              '`os.path.abspath(os.path.dirname(__file__) + "/..")`:\n')
+        print("| binary | modules in the key, as committed | rewritten | lost |")
+        print("|---|---|---|---|")
+        for b in binaries:
+            before = set(keys[(b, GENS, None)]["components"].get("imports", {}))
+            after = set(fingerprint(binaries[b], clone, GENS, "true")[1]["components"].get("imports", {}))
+            lost = sorted(before - after)
+            named = ", ".join(f"`{m}`" for m in lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+            print(f"| {b} | {len(before)} | {len(after)} | {named or 'none'} |")
+        zbl.write_text(text)
+
         print("\nkeys across commits of a scratch clone (new binary):\n")
         print("| commit | `**/*.py` key | generators' key | against the row above |")
         print("|---|---|---|---|")

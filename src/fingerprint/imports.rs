@@ -25,8 +25,9 @@
 //! its files do, not scripts × imports).
 
 use super::pyscan::{self, All, End, Import, Scan, Unfollowed};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Component, Path, PathBuf};
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// Files larger than this are hashed but not scanned.
@@ -81,7 +82,7 @@ pub struct Followed {
 #[cfg(test)]
 impl Followed {
     /// Module files (absolute) → the files (absolute) that import them, and how.
-    pub fn by_path(&self) -> BTreeMap<&Path, BTreeMap<&Path, Via>> {
+    pub fn by_path(&self) -> std::collections::BTreeMap<&Path, std::collections::BTreeMap<&Path, Via>> {
         let path = |i: &usize| self.paths[*i].as_path();
         self.reached.iter().map(|(m, by)| (path(m), by.iter().map(|(f, via)| (path(f), *via)).collect())).collect()
     }
@@ -133,12 +134,22 @@ type FileId = u32;
 type DirId = u32;
 type CtxId = u32;
 
-/// A directory's entries that can be modules: `name.py` files, directories, extension modules.
+/// A directory's entries that can be modules — `name.py` files, directories, extension modules —
+/// each with the ids of its file and directory once asked for.
 #[derive(Debug, Default)]
 struct Listing {
-    modules: HashSet<Box<str>>,
-    dirs: HashSet<Box<str>>,
-    extensions: HashSet<Box<str>>,
+    entries: HashMap<Box<str>, Entry>,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    module: bool,
+    dir: bool,
+    extension: bool,
+    /// `name.py`'s id.
+    file: Cell<Option<FileId>>,
+    /// The directory `name`'s id.
+    sub: Cell<Option<DirId>>,
 }
 
 impl Listing {
@@ -155,19 +166,19 @@ impl Listing {
                 }
             }
             if kind.is_dir() {
-                listing.dirs.insert(name.into());
+                listing.entries.entry(name.into()).or_default().dir = true;
             } else if let Some(stem) = name.strip_suffix(".py").filter(|_| kind.is_file()) {
-                listing.modules.insert(stem.into());
+                listing.entries.entry(stem.into()).or_default().module = true;
             } else if kind.is_file() && (name.ends_with(".so") || name.ends_with(".pyd")) {
                 let stem = name.split('.').next().unwrap_or_default();
-                listing.extensions.insert(stem.into());
+                listing.entries.entry(stem.into()).or_default().extension = true;
             }
         }
         listing
     }
 
     fn names(&self) -> impl Iterator<Item = &str> {
-        self.modules.iter().chain(&self.dirs).chain(&self.extensions).map(|n| &**n)
+        self.entries.keys().map(|n| &**n)
     }
 }
 
@@ -219,6 +230,8 @@ struct Follower<'a> {
     file_ids: HashMap<PathBuf, FileId>,
     dirs: Vec<(PathBuf, Option<Rc<Listing>>)>,
     dir_ids: HashMap<PathBuf, DirId>,
+    /// Directories with links resolved (`None`: gone).
+    real_dirs: HashMap<DirId, Option<PathBuf>>,
     /// Imports without their lines: their ids, and each by id.
     shape_ids: HashMap<Rc<Import>, u32>,
     shapes: Vec<Rc<Import>>,
@@ -256,6 +269,7 @@ impl<'a> Follower<'a> {
             file_ids: HashMap::new(),
             dirs: Vec::new(),
             dir_ids: HashMap::new(),
+            real_dirs: HashMap::new(),
             shape_ids: HashMap::new(),
             shapes: Vec::new(),
             imported: HashSet::new(),
@@ -315,11 +329,38 @@ impl<'a> Follower<'a> {
         self.dir(&path)
     }
 
+    /// The id of `dir/name.py`, the entry `name` of its listing.
+    fn entry_file(&mut self, dir: DirId, name: &str, entry: &Entry) -> FileId {
+        if let Some(id) = entry.file.get() {
+            return id;
+        }
+        let id = self.file_in(dir, &format!("{name}.py"));
+        entry.file.set(Some(id));
+        id
+    }
+
+    /// The id of the directory `dir/name`, the entry `name` of its listing.
+    fn entry_dir(&mut self, dir: DirId, name: &str, entry: &Entry) -> DirId {
+        if let Some(id) = entry.sub.get() {
+            return id;
+        }
+        let id = self.subdir(dir, name);
+        entry.sub.set(Some(id));
+        id
+    }
+
+    /// `dir/__init__.py`, when `dir` is a regular package.
+    fn init(&mut self, dir: DirId) -> Option<FileId> {
+        let listing = self.listing(dir);
+        let entry = listing.entries.get("__init__").filter(|e| e.module)?;
+        Some(self.entry_file(dir, "__init__", entry))
+    }
+
     /// The file's bytes, when it is a regular file inside the workspace no larger than
     /// [`SCAN_LIMIT`].
-    fn read(&self, path: &Path) -> Result<Vec<u8>, Trouble> {
-        let real = std::fs::canonicalize(path).map_err(|_| Trouble::NotRead(path.to_owned()))?;
-        let meta = std::fs::metadata(&real).map_err(|_| Trouble::NotRead(real.clone()))?;
+    fn read(&mut self, file: FileId) -> Result<Vec<u8>, Trouble> {
+        let path = self.files[file as usize].path.clone();
+        let (real, meta) = self.real(file).ok_or(Trouble::NotRead(path))?;
         if !real.starts_with(&self.real_workspace) || !meta.is_file() {
             return Err(Trouble::NotRead(real));
         }
@@ -336,13 +377,35 @@ impl<'a> Follower<'a> {
         Ok(bytes)
     }
 
+    /// Where `file` is once links are resolved, and what is there: its directory resolved once
+    /// for all its files, the file itself only when it is a link.
+    fn real(&mut self, file: FileId) -> Option<(PathBuf, std::fs::Metadata)> {
+        let FileData { path, dir, .. } = &self.files[file as usize];
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if meta.is_symlink() {
+            let real = std::fs::canonicalize(path).ok()?;
+            let meta = std::fs::metadata(&real).ok()?;
+            return Some((real, meta));
+        }
+        let (path, dir) = (path.clone(), *dir);
+        let real_dir = match self.real_dirs.get(&dir) {
+            Some(real) => real.clone(),
+            None => {
+                let real = std::fs::canonicalize(&self.dirs[dir as usize].0).ok();
+                self.real_dirs.insert(dir, real.clone());
+                real
+            }
+        };
+        Some((real_dir?.join(path.file_name()?), meta))
+    }
+
     /// The file's scan, read once.
     fn scan(&mut self, file: FileId) -> Option<Rc<Scanned>> {
         if let Some(scan) = &self.files[file as usize].scan {
             return scan.clone();
         }
         let path = self.files[file as usize].path.clone();
-        let scanned = match self.read(&path) {
+        let scanned = match self.read(file) {
             Ok(bytes) => {
                 let Scan { imports, path, all, unfollowed } = pyscan::scan(&bytes, &path, self.workspace);
                 drop(bytes);
@@ -392,17 +455,14 @@ impl<'a> Follower<'a> {
             rel.components().any(|c| matches!(c, Component::Normal(n) if n == "site-packages" || n == "dist-packages"))
         };
         let followable = match path.strip_prefix(self.workspace) {
-            Ok(rel) if !owned(rel) && !self.installed.iter().any(|p| path.starts_with(p)) => {
-                let real = std::fs::canonicalize(path);
-                match real {
-                    Ok(real) if real.starts_with(&self.real_workspace) && real.is_file() => true,
-                    Ok(real) => {
-                        self.files[file as usize].trouble = Some(Trouble::NotRead(real));
-                        false
-                    }
-                    Err(_) => false,
+            Ok(rel) if !owned(rel) && !self.installed.iter().any(|p| path.starts_with(p)) => match self.real(file) {
+                Some((real, meta)) if real.starts_with(&self.real_workspace) && meta.is_file() => true,
+                Some((real, _)) => {
+                    self.files[file as usize].trouble = Some(Trouble::NotRead(real));
+                    false
                 }
-            }
+                None => false,
+            },
             _ => false,
         };
         self.files[file as usize].followable = Some(followable);
@@ -542,8 +602,7 @@ impl<'a> Follower<'a> {
                 base = self.dir(path.parent().unwrap_or(&path));
             }
             if import.module.is_empty() {
-                let init = self.listing(base).modules.contains("__init__").then(|| self.file_in(base, "__init__.py"));
-                let init = init.filter(|i| self.followable(*i));
+                let init = self.init(base).filter(|i| self.followable(*i));
                 if let Some(init) = init {
                     hits.push((init, Via::Import));
                 }
@@ -590,17 +649,16 @@ impl<'a> Follower<'a> {
     fn whole(&mut self, dirs: &[DirId], via: Via, hits: &mut Vec<(FileId, Via)>) {
         for &dir in dirs {
             let listing = self.listing(dir);
-            for module in &listing.modules {
-                let f = self.file_in(dir, &format!("{module}.py"));
-                if self.followable(f) {
-                    hits.push((f, via));
+            for (name, entry) in &listing.entries {
+                if entry.module {
+                    let f = self.entry_file(dir, name, entry);
+                    if self.followable(f) {
+                        hits.push((f, via));
+                    }
                 }
-            }
-            for sub in &listing.dirs {
-                let sub = self.subdir(dir, sub);
-                if self.listing(sub).modules.contains("__init__") {
-                    let init = self.file_in(sub, "__init__.py");
-                    if self.followable(init) {
+                if entry.dir {
+                    let sub = self.entry_dir(dir, name, entry);
+                    if let Some(init) = self.init(sub).filter(|i| self.followable(*i)) {
                         hits.push((init, via));
                     }
                 }
@@ -660,18 +718,16 @@ impl<'a> Follower<'a> {
         let mut portions = Vec::new();
         for &dir in dirs {
             let listing = self.listing(dir);
-            let sub = listing.dirs.contains(name).then(|| self.subdir(dir, name));
-            if let Some(sub) = sub
-                && self.listing(sub).modules.contains("__init__")
-            {
-                let init = self.file_in(sub, "__init__.py");
-                return Some(Found::Package { dir: sub, init });
+            let Some(entry) = listing.entries.get(name) else { continue };
+            let sub = entry.dir.then(|| self.entry_dir(dir, name, entry));
+            if let Some(init) = sub.and_then(|sub| self.init(sub)) {
+                return Some(Found::Package { dir: sub.expect("a package is a directory"), init });
             }
-            if listing.extensions.contains(name) {
+            if entry.extension {
                 return Some(Found::Extension);
             }
-            if listing.modules.contains(name) {
-                return Some(Found::Module(self.file_in(dir, &format!("{name}.py"))));
+            if entry.module {
+                return Some(Found::Module(self.entry_file(dir, name, entry)));
             }
             portions.extend(sub);
         }

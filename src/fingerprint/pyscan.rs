@@ -144,6 +144,9 @@ const COMPOUND: [&[u8]; 15] = [
     b"if", b"elif", b"else", b"for", b"while", b"try", b"except", b"finally", b"with", b"def", b"class", b"async",
     b"lambda", b"match", b"case",
 ];
+/// Names whose value is known without a variable.
+const KNOWN_NAMES: [&[u8]; 9] =
+    [b"__file__", b"__name__", b"__package__", b"__spec__", b"getcwd", b"cwd", b"pardir", b"curdir", b"sep"];
 /// Words that join two operands.
 const OPERATOR_WORDS: [&[u8]; 9] = [b"and", b"or", b"not", b"is", b"in", b"if", b"else", b"for", b"async"];
 
@@ -260,7 +263,12 @@ impl<'a> Iterator for Lexer<'a> {
                         return Some(self.tok(Kind::End, self.i - 1, self.i - 1, self.line - 1, 0));
                     }
                 }
-                b' ' | b'\t' | b'\r' | b'\x0c' => self.i += 1,
+                b' ' | b'\t' | b'\r' | b'\x0c' => {
+                    self.i += 1;
+                    while self.i < s.len() && matches!(s[self.i], b' ' | b'\t') {
+                        self.i += 1;
+                    }
+                }
                 b'"' | b'\'' => return Some(self.string(0)),
                 _ if is_name_byte(c) && !c.is_ascii_digit() => {
                     let start = self.i;
@@ -1241,17 +1249,35 @@ impl Scanner<'_> {
             _ => {}
         }
         let (eqs, augmented) = Self::split(toks, close);
+        let value = |s: &Self, from: usize| match s.may_know(&toks[from..]) {
+            true => s.eval(toks, close).whole(from, toks.len()),
+            false => None,
+        };
         if let Some(op) = augmented {
-            let v = self.eval(toks, close).whole(op + 1, toks.len());
+            let v = value(self, op + 1);
             return self.assign(toks, close, 0, op, v, toks[op].is_op("+="));
         }
         let Some(&last) = eqs.last() else { return };
-        let v = self.eval(toks, close).whole(last + 1, toks.len());
+        let v = value(self, last + 1);
         let mut start = 0;
         for eq in eqs {
             self.assign(toks, close, start, eq, v.clone(), false);
             start = eq + 1;
         }
+    }
+
+    /// Whether the value `toks` could be worked out: it holds a string, or a name that has a
+    /// meaning here (most assignments have neither, and are not evaluated).
+    fn may_know(&self, toks: &[Tok]) -> bool {
+        toks.iter().any(|t| match t.kind {
+            Kind::Str => true,
+            Kind::Name => {
+                KNOWN_NAMES.contains(&t.text)
+                    || self.aliases.sys.iter().chain(&self.aliases.path).any(|a| a.as_bytes() == t.text)
+                    || (!self.vars.is_empty() && t.name().is_some_and(|n| self.vars.contains_key(n)))
+            }
+            _ => false,
+        })
     }
 
     /// The first window of a statement too long to hold: its targets are assigned values that are
