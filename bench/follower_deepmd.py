@@ -25,6 +25,7 @@ import time
 
 GENS = "source/tests/infer/gen_*.py"
 ALL = "**/*.py"
+ZBL = "source/tests/infer/gen_dpa4_zbl.py"
 
 
 def main() -> None:
@@ -114,21 +115,22 @@ def main() -> None:
         for k, v in (("user.email", "bench@example.com"), ("user.name", "bench")):
             git(clone, "config", k, v)
         # The issue's idiom: gen_dpa4_zbl.py's inserts written with `abspath(dirname(__file__) + "/..")`.
-        zbl = clone / "source/tests/infer/gen_dpa4_zbl.py"
+        zbl = clone / ZBL
         text = zbl.read_text()
         rewritten = text.replace(
             'os.path.join(os.path.dirname(__file__), "..", "..", "..")',
             'os.path.abspath(os.path.dirname(__file__) + "/../../..")',
         ).replace('os.path.join(os.path.dirname(__file__), "..")', 'os.path.abspath(os.path.dirname(__file__) + "/..")')
         assert rewritten != text
-        zbl.write_text(rewritten)
-        print('\nthe generators with gen_dpa4_zbl.py\'s inserts written '
+        print('\n`hash-files: source/tests/infer/gen_dpa4_zbl.py`, its inserts as committed and written '
               '`os.path.abspath(os.path.dirname(__file__) + "/..")`:\n')
         print("| binary | modules in the key, as committed | rewritten | lost |")
         print("|---|---|---|---|")
         for b in binaries:
-            before = set(keys[(b, GENS, None)]["components"].get("imports", {}))
-            after = set(fingerprint(binaries[b], clone, GENS, "true")[1]["components"].get("imports", {}))
+            zbl.write_text(text)
+            before = set(fingerprint(binaries[b], clone, ZBL, "true")[1]["components"].get("imports", {}))
+            zbl.write_text(rewritten)
+            after = set(fingerprint(binaries[b], clone, ZBL, "true")[1]["components"].get("imports", {}))
             lost = sorted(before - after)
             named = ", ".join(f"`{m}`" for m in lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
             print(f"| {b} | {len(before)} | {len(after)} | {named or 'none'} |")

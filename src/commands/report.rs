@@ -477,7 +477,8 @@ mod tests {
 
         let mut shown = Shown::plain();
         shown.cache = Some("out/**".to_owned());
-        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()), &[]);
+        let summary =
+            fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()), &[]);
         assert!(summary.starts_with("### exact-cache fingerprint: out/\\*\\*\n"), "{summary}");
     }
 

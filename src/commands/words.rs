@@ -646,7 +646,8 @@ fn plural_verb(says: &str) -> String {
 /// more (the step summary lists them).
 pub(super) fn fingerprint_notes(notes: &[Note]) -> Vec<Said> {
     let warnings = notes.iter().filter(|n| matches!(n, Note::Imports { .. })).count();
-    let mut said: Vec<Said> = notes.iter().filter(|n| !matches!(n, Note::Imports { .. })).map(fingerprint_note).collect();
+    let mut said: Vec<Said> =
+        notes.iter().filter(|n| !matches!(n, Note::Imports { .. })).map(fingerprint_note).collect();
     said.extend(notes.iter().filter(|n| matches!(n, Note::Imports { .. })).take(NOTES_LOGGED).map(fingerprint_note));
     if warnings > NOTES_LOGGED {
         said.push(Said::Warning(format!(
@@ -759,20 +760,30 @@ mod tests {
         let many: Vec<(u32, Unfollowed)> = (1..=10).map(|l| (l * 10, Unfollowed::ComputedName)).collect();
         let notes = [
             imports(ImportTrouble::Lines(vec![(3, Unfollowed::SysPath)])),
-            imports(ImportTrouble::Lines(vec![(3, Unfollowed::SysPath), (5, Unfollowed::SysPath), (9, Unfollowed::ComputedName)])),
+            imports(ImportTrouble::Lines(vec![
+                (3, Unfollowed::SysPath),
+                (5, Unfollowed::SysPath),
+                (9, Unfollowed::ComputedName),
+            ])),
             imports(ImportTrouble::Lines(many)),
             imports(ImportTrouble::Lines(vec![(2, Unfollowed::TooLong), (0, Unfollowed::TooLong)])),
             imports(ImportTrouble::TooLarge(50 << 20)),
             imports(ImportTrouble::NotRead("/proc/1/pagemap".into())),
-            Note::EditableLeftOut { name: "deepmd-kit".into(), version: "3.1.3.dev12+gbc902da".into(), location: ".".into() },
+            Note::EditableLeftOut {
+                name: "deepmd-kit".into(),
+                version: "3.1.3.dev12+gbc902da".into(),
+                location: ".".into(),
+            },
         ];
         for note in &notes {
             writeln!(out, "{}", said(&fingerprint_note(note))).unwrap();
         }
-        let crowd: Vec<Note> = (0..12).map(|i| Note::Imports {
-            file: format!("m{i}.py"),
-            trouble: ImportTrouble::Lines(vec![(1, Unfollowed::ComputedName)]),
-        }).collect();
+        let crowd: Vec<Note> = (0..12)
+            .map(|i| Note::Imports {
+                file: format!("m{i}.py"),
+                trouble: ImportTrouble::Lines(vec![(1, Unfollowed::ComputedName)]),
+            })
+            .collect();
         let logged = fingerprint_notes(&crowd);
         writeln!(out, "12 files: {} lines, the last: {}", logged.len(), said(logged.last().unwrap())).unwrap();
         insta::assert_snapshot!(out);

@@ -25,9 +25,9 @@
 //! its files do, not scripts × imports).
 
 use super::pyscan::{self, All, End, Import, Scan, Unfollowed};
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Component, Path, PathBuf};
-use std::cell::Cell;
 use std::rc::Rc;
 
 /// Files larger than this are hashed but not scanned.
@@ -55,7 +55,6 @@ pub enum Via {
     /// `from package import *` of a package whose `__all__` is computed.
     Star,
 }
-
 
 /// Why a Python file's imports are not all followed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,7 +211,10 @@ struct Ctx {
 
 enum Found {
     Module(FileId),
-    Package { dir: DirId, init: FileId },
+    Package {
+        dir: DirId,
+        init: FileId,
+    },
     Namespace(Vec<DirId>),
     /// An extension module, which the interpreter loads before a `.py` of the same name.
     Extension,
@@ -765,8 +767,9 @@ fn with_cut(lines: &[(u32, Unfollowed)]) -> Vec<(u32, Unfollowed)> {
     lines
 }
 
-/// The standard library's top-level modules on every CPython from 3.11 to 3.13 (`sys.stdlib_module_names`
-/// of 3.11 without those 3.12 and 3.13 removed), sorted.
+/// The standard library's top-level modules on every CPython from 3.11 to 3.13
+/// (`sys.stdlib_module_names` of 3.11 without those 3.12 and 3.13 removed), sorted.
+#[rustfmt::skip]
 const STDLIB: &[&str] = &[
     "__future__", "_abc", "_aix_support", "_ast", "_asyncio", "_bisect", "_blake2", "_bootsubprocess", "_bz2",
     "_codecs", "_codecs_cn", "_codecs_hk", "_codecs_iso2022", "_codecs_jp", "_codecs_kr", "_codecs_tw",
@@ -820,7 +823,9 @@ mod tests {
         follow(&roots, &ws, &search(dir.path()))
             .by_path()
             .into_iter()
-            .map(|(m, by)| (rel(&m), by.iter().map(|(p, via)| format!("{}{}", rel(p), how(via))).collect::<Vec<_>>().join(", ")))
+            .map(|(m, by)| {
+                (rel(m), by.iter().map(|(p, via)| format!("{}{}", rel(p), how(via))).collect::<Vec<_>>().join(", "))
+            })
             .collect()
     }
 

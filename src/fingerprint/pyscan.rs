@@ -368,7 +368,10 @@ enum Val {
     Prefix(String),
     List(Vec<Val>),
     /// `sys.path` with lists spliced before and after it.
-    SysPath { front: Vec<Val>, back: Vec<Val> },
+    SysPath {
+        front: Vec<Val>,
+        back: Vec<Val>,
+    },
     /// `__name__`, `__package__`: the file's own package.
     OwnPackage,
 }
@@ -731,7 +734,9 @@ impl Eval<'_, '_> {
         let sys = |w: &str| self.aliases.sys.iter().any(|s| s == w);
         let fixed = match words.as_slice() {
             [s, "path"] if sys(s) => Some(Val::SysPath { front: Vec::new(), back: Vec::new() }),
-            [p] if self.aliases.path.iter().any(|a| a == p) => Some(Val::SysPath { front: Vec::new(), back: Vec::new() }),
+            [p] if self.aliases.path.iter().any(|a| a == p) => {
+                Some(Val::SysPath { front: Vec::new(), back: Vec::new() })
+            }
             ["os", "pardir"] | ["os", "path", "pardir"] => Some(Val::Text("..".into())),
             ["os", "curdir"] | ["os", "path", "curdir"] => Some(Val::Text(".".into())),
             ["os", "sep"] | ["os", "path", "sep"] => Some(Val::Text("/".into())),
@@ -939,7 +944,8 @@ impl Scanner<'_> {
         } else if st.alias_next {
             st.alias_next = false;
             self.bind(word);
-            let of_sys = if st.from { st.module == ["sys"] && st.names.last().is_some_and(|n| n == "path") } else { false };
+            let of_sys =
+                if st.from { st.module == ["sys"] && st.names.last().is_some_and(|n| n == "path") } else { false };
             if of_sys {
                 self.aliases.path.push(word.to_owned());
             } else if !st.from && st.current == ["sys"] {
@@ -973,7 +979,14 @@ impl Scanner<'_> {
     fn finish_module(&mut self, st: &mut ImportStatement) {
         if !st.current.is_empty() {
             let module = std::mem::take(&mut st.current);
-            self.out.imports.push(Import { level: 0, module, names: Vec::new(), star: false, whole: false, line: st.line });
+            self.out.imports.push(Import {
+                level: 0,
+                module,
+                names: Vec::new(),
+                star: false,
+                whole: false,
+                line: st.line,
+            });
         }
     }
 
@@ -1020,7 +1033,8 @@ impl Scanner<'_> {
             let word = t.text;
             let sys = |n: &[u8]| self.aliases.sys.iter().any(|s| s.as_bytes() == n);
             let path_alias = |n: &[u8]| self.aliases.path.iter().any(|s| s.as_bytes() == n);
-            if (word == b"import_module" || word == b"__import__") && is(j + 1, "(") && !(j > 0 && named(j - 1, "def")) {
+            if (word == b"import_module" || word == b"__import__") && is(j + 1, "(") && !(j > 0 && named(j - 1, "def"))
+            {
                 self.import_call(toks, close, j + 1, word == b"import_module");
             } else if sys(word) && is(j + 1, ".") && named(j + 2, "path") && is(j + 3, ".") && is(j + 5, "(") {
                 let method = at(j + 4).and_then(Tok::name).unwrap_or_default().to_owned();
@@ -1048,11 +1062,8 @@ impl Scanner<'_> {
         let line = toks[open].line;
         let (args, _) = self.eval(toks, close).args(open, toks.len(), 0);
         let Some(args) = args else { return self.note(line, Unfollowed::ComputedName) };
-        let (target, package) = if import_module {
-            (args.get(0, "name"), args.get(1, "package"))
-        } else {
-            (args.get(0, "name"), None)
-        };
+        let (target, package) =
+            if import_module { (args.get(0, "name"), args.get(1, "package")) } else { (args.get(0, "name"), None) };
         let names = if import_module {
             Vec::new()
         } else {
@@ -1456,15 +1467,31 @@ sys.path.append("relative/to/cwd")
             ("sys.path.extend([os.getcwd(), 'ext'])", End::Back, "/ws"),
             ("sys.path = [os.path.dirname(__file__)] + sys.path", End::Front, "/ws/tools"),
             ("sys.path = sys.path + ['after']", End::Back, "/ws/after"),
-            ("sys.path.insert(0, os.environ.get('GEN_ROOT', os.path.dirname(__file__) + '/../lib'))", End::Front, "/ws/lib"),
+            (
+                "sys.path.insert(0, os.environ.get('GEN_ROOT', os.path.dirname(__file__) + '/../lib'))",
+                End::Front,
+                "/ws/lib",
+            ),
             ("sys.path.insert(0, os.getenv('GEN_ROOT', 'fallback'))", End::Front, "/ws/fallback"),
-            ("ROOT = Path(__file__).resolve().parents[1]\nsys.path.insert(0, str(ROOT / 'lib'))", End::Front, "/ws/lib"),
-            ("HERE = Path(__file__).parent\nsys.path.insert(0, str(HERE.parent.joinpath('x', 'y')))", End::Front, "/ws/x/y"),
+            (
+                "ROOT = Path(__file__).resolve().parents[1]\nsys.path.insert(0, str(ROOT / 'lib'))",
+                End::Front,
+                "/ws/lib",
+            ),
+            (
+                "HERE = Path(__file__).parent\nsys.path.insert(0, str(HERE.parent.joinpath('x', 'y')))",
+                End::Front,
+                "/ws/x/y",
+            ),
             ("HERE = os.path.dirname(__file__)\nsys.path.insert(0, f'{HERE}/sub')", End::Front, "/ws/tools/sub"),
             ("import sys as s\ns.path.insert(0, os.pardir)", End::Front, "/"),
             ("from sys import path\npath.insert(0, 'p')", End::Front, "/ws/p"),
             ("site.addsitedir(os.path.join(os.path.dirname(__file__), 'site'))", End::Back, "/ws/tools/site"),
-            ("HERE = os.path.dirname(__file__)\nif HERE not in sys.path: sys.path.insert(0, HERE)", End::Front, "/ws/tools"),
+            (
+                "HERE = os.path.dirname(__file__)\nif HERE not in sys.path: sys.path.insert(0, HERE)",
+                End::Front,
+                "/ws/tools",
+            ),
         ];
         for (src, end, want) in cases {
             let s = scan_at(&format!("import os, sys\n{src}\n"));
@@ -1505,7 +1532,10 @@ x = import_module(f"prefix_{name}")
             whole,
             [(0, "deepmd.backend".into(), 5), (1, "".into(), 6), (0, "plugins".into(), 7), (1, "".into(), 8)]
         );
-        assert_eq!(s.unfollowed, [(9, Unfollowed::ComputedName), (10, Unfollowed::ComputedName), (11, Unfollowed::ComputedName)]);
+        assert_eq!(
+            s.unfollowed,
+            [(9, Unfollowed::ComputedName), (10, Unfollowed::ComputedName), (11, Unfollowed::ComputedName)]
+        );
     }
 
     #[test]

@@ -187,24 +187,39 @@ fn an_editable_install_of_the_workspace_leaves_the_python_facet() {
     let pep660 = |version: &str| {
         let info = site.join("modern_proj-0.dist-info");
         let _ = std::fs::remove_dir_all(&info);
-        write(&info.join("METADATA"), format!("Metadata-Version: 2.1\nName: modern-proj\nVersion: {version}\n").as_bytes());
+        write(
+            &info.join("METADATA"),
+            format!("Metadata-Version: 2.1\nName: modern-proj\nVersion: {version}\n").as_bytes(),
+        );
         let url = format!("file://{}", ws.join("modern").display());
-        write(&info.join("direct_url.json"), format!("{{\"dir_info\": {{\"editable\": true}}, \"url\": \"{url}\"}}").as_bytes());
+        write(
+            &info.join("direct_url.json"),
+            format!("{{\"dir_info\": {{\"editable\": true}}, \"url\": \"{url}\"}}").as_bytes(),
+        );
         write(&info.join("RECORD"), b"");
-        write(&site.join("__editable__.modern_proj-0.pth"), format!("{}\n", ws.join("modern/src").display()).as_bytes());
+        write(
+            &site.join("__editable__.modern_proj-0.pth"),
+            format!("{}\n", ws.join("modern/src").display()).as_bytes(),
+        );
     };
     // A regular distribution.
     let regular = |version: &str| {
         let info = site.join("plain_dist-0.dist-info");
         let _ = std::fs::remove_dir_all(&info);
-        write(&info.join("METADATA"), format!("Metadata-Version: 2.1\nName: plain-dist\nVersion: {version}\n").as_bytes());
+        write(
+            &info.join("METADATA"),
+            format!("Metadata-Version: 2.1\nName: plain-dist\nVersion: {version}\n").as_bytes(),
+        );
     };
     // Legacy: `setup.py develop`, by setuptools itself when the venv has it, else as it writes it.
     write(&ws.join("legacy/src/legacy/__init__.py"), b"");
     let legacy = |version: &str| {
         let info = ws.join("legacy/src/legacy_proj.egg-info");
         let _ = std::fs::remove_dir_all(&info);
-        write(&info.join("PKG-INFO"), format!("Metadata-Version: 2.1\nName: legacy-proj\nVersion: {version}\n").as_bytes());
+        write(
+            &info.join("PKG-INFO"),
+            format!("Metadata-Version: 2.1\nName: legacy-proj\nVersion: {version}\n").as_bytes(),
+        );
         write(&site.join("legacy-proj.egg-link"), format!("{}\n.", ws.join("legacy/src").display()).as_bytes());
         write(&site.join("easy-install.pth"), format!("{}\n", ws.join("legacy/src").display()).as_bytes());
     };
@@ -215,7 +230,11 @@ fn an_editable_install_of_the_workspace_leaves_the_python_facet() {
             &ws.join("legacy/setup.py"),
             b"from setuptools import setup\nsetup(name='legacy-proj', version='1.0', package_dir={'': 'src'}, packages=['legacy'])\n",
         );
-        let out = std::process::Command::new(&python).args(["setup.py", "develop"]).current_dir(ws.join("legacy")).output().unwrap();
+        let out = std::process::Command::new(&python)
+            .args(["setup.py", "develop"])
+            .current_dir(ws.join("legacy"))
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{out:?}");
         assert!(site.join("legacy-proj.egg-link").is_file());
     } else {
@@ -311,7 +330,10 @@ fn bounded(name: &str, a: &Attack) {
 fn deep_nesting_a_huge_index_and_a_link_to_a_special_file_are_bounded() {
     let step = measured();
     let ws = &step.ws;
-    write(&ws.join("nested.py"), format!("import helper_a\nx = {}1{}\nimport helper_b\n", "(".repeat(20_000), ")".repeat(20_000)).as_bytes());
+    write(
+        &ws.join("nested.py"),
+        format!("import helper_a\nx = {}1{}\nimport helper_b\n", "(".repeat(20_000), ")".repeat(20_000)).as_bytes(),
+    );
     write(&ws.join("helper_a.py"), b"");
     write(&ws.join("helper_b.py"), b"");
     let nested = attack(&step, "nested.py");
@@ -322,12 +344,20 @@ fn deep_nesting_a_huge_index_and_a_link_to_a_special_file_are_bounded() {
     );
     let index = attack(&step, "index.py");
     bounded("parents[2**64 - 1]", &index);
-    assert!(index.log.contains("::warning::imports of `index.py` not all followed: line 4 changes `sys.path`"), "{}", index.log);
+    assert!(
+        index.log.contains("::warning::imports of `index.py` not all followed: line 4 changes `sys.path`"),
+        "{}",
+        index.log
+    );
     write(&ws.join("linked.py"), b"import helper\n");
     std::os::unix::fs::symlink("/proc/self/pagemap", ws.join("helper.py")).unwrap();
     let linked = attack(&step, "linked.py");
     bounded("a link to /proc/self/pagemap", &linked);
-    assert!(linked.log.contains("::warning::`helper.py` is imported but not read: it resolves to `/proc/"), "{}", linked.log);
+    assert!(
+        linked.log.contains("::warning::`helper.py` is imported but not read: it resolves to `/proc/"),
+        "{}",
+        linked.log
+    );
 }
 
 #[test]
