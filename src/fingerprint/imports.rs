@@ -1062,6 +1062,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn unfollowed_lines_large_files_and_links_out_are_troubles() {
         let dir = tempfile::tempdir().unwrap();
