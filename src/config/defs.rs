@@ -89,8 +89,8 @@ pub static PYTHON: Input<Option<String>> = Input::text(
 pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
     "python-exclude",
     Fingerprint,
-    "Distribution names left out of the Python facet (names normalized per PEP 503; e.g. the editable project \
-     whose source is hashed already).",
+    "Distribution names left out of the Python facet (names normalized per PEP 503; e.g. a tool the generator \
+     does not import). Editable installs of the workspace are left out already (`python-keep-editable`).",
 );
 
 pub static PYTHON_KEEP_EDITABLE: Input<bool> = Input::flag(
