@@ -243,6 +243,8 @@ struct Follower<'a> {
     workspace_dir: DirId,
     /// Leave out of search paths the directories that provide no imported name.
     prune: bool,
+    /// Modules that resolve out of the workspace or to a special file (see `followable`).
+    unread: HashSet<FileId>,
     // One traversal's state (see `run`).
     ctxs: Vec<Rc<Ctx>>,
     ctx_ids: HashMap<Rc<Ctx>, CtxId>,
@@ -251,7 +253,6 @@ struct Follower<'a> {
     pruned_names: HashSet<Box<str>>,
     absolute: HashMap<(CtxId, u32), Hits>,
     relative: HashMap<(DirId, u32), Hits>,
-    unread: HashSet<FileId>,
     over: HashSet<FileId>,
     /// A name learned late is in a directory this traversal left out.
     restart: bool,
@@ -461,6 +462,7 @@ impl<'a> Follower<'a> {
                 Some((real, meta)) if real.starts_with(&self.real_workspace) && meta.is_file() => true,
                 Some((real, _)) => {
                     self.files[file as usize].trouble = Some(Trouble::NotRead(real));
+                    self.unread.insert(file);
                     false
                 }
                 None => false,
@@ -538,7 +540,6 @@ impl<'a> Follower<'a> {
         self.pruned_names.clear();
         self.absolute.clear();
         self.relative.clear();
-        self.unread.clear();
         self.over.clear();
         self.restart = false;
         let mut edges: HashMap<FileId, HashMap<FileId, Via>> = HashMap::new();
@@ -682,15 +683,12 @@ impl<'a> Follower<'a> {
                 Found::Module(f) => {
                     if self.followable(f) {
                         hits.push((f, Via::Import));
-                    } else {
-                        self.unread.insert(f);
                     }
                     return None;
                 }
                 Found::Extension => return None,
                 Found::Package { dir, init: i } => {
                     if !self.followable(i) {
-                        self.unread.insert(i);
                         return None;
                     }
                     hits.push((i, Via::Import));
@@ -1071,7 +1069,8 @@ mod tests {
             &[
                 (
                     "ws/gen.py",
-                    "import sys, os\nsys.path.insert(0, os.environ['X'])\nimport big\nimport helper\nm = import_module(name)\n",
+                    "import sys, os\nsys.path.insert(0, os.environ['X'])\nimport big\nimport helper\nm = import_module(name)\n\
+                     from sub import linked\n",
                 ),
                 ("secret.py", "SECRET = 1\n"),
             ],
@@ -1079,14 +1078,18 @@ mod tests {
         let ws = dir.path().join("ws");
         std::fs::write(ws.join("big.py"), vec![b'#'; SCAN_LIMIT as usize + 1]).unwrap();
         std::os::unix::fs::symlink(dir.path().join("secret.py"), ws.join("helper.py")).unwrap();
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/__init__.py"), "").unwrap();
+        std::os::unix::fs::symlink("/proc/self/pagemap", ws.join("sub/linked.py")).unwrap();
         let followed = follow(&[ws.join("gen.py")], &ws, &SearchPath::default());
-        assert_eq!(followed.by_path().keys().collect::<Vec<_>>(), [&ws.join("big.py")]);
+        assert_eq!(followed.by_path().keys().collect::<Vec<_>>(), [&ws.join("big.py"), &ws.join("sub/__init__.py")]);
         assert_eq!(
             followed.troubles,
             [
                 (ws.join("big.py"), Trouble::TooLarge(SCAN_LIMIT + 1)),
                 (ws.join("gen.py"), Trouble::Lines(vec![(2, Unfollowed::SysPath), (5, Unfollowed::ComputedName)])),
                 (ws.join("helper.py"), Trouble::NotRead(std::fs::canonicalize(dir.path().join("secret.py")).unwrap())),
+                (ws.join("sub/linked.py"), Trouble::NotRead(std::fs::canonicalize("/proc/self/pagemap").unwrap())),
             ]
         );
     }
