@@ -624,8 +624,8 @@ fn import_trouble(file: &str, trouble: &ImportTrouble) -> String {
             units::bytes(SCAN_LIMIT)
         ),
         ImportTrouble::NotRead(target) => format!(
-            "`{file}` is imported but not read: it resolves to `{}`, outside the workspace or not a regular file, \
-             and is not in the key",
+            "`{file}` is not read for imports: it resolves to `{}`, outside the workspace or not a regular file \
+             (an import of it does not enter the key)",
             target.display()
         ),
     }
