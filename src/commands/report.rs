@@ -3,7 +3,7 @@
 
 use super::words;
 use crate::config::Config;
-use crate::fingerprint::{ComponentName, FingerprintRecord, Value};
+use crate::fingerprint::{ComponentName, FingerprintRecord, Note, Value};
 use crate::outcome::{Attempt, Explanation, RestoreOutcome, SaveOutcome, Transfer};
 use crate::runner::summary::{Inline, Markdown};
 use crate::runner::{Redactor, Runner};
@@ -219,10 +219,34 @@ fn fingerprint_details(md: &mut Markdown, shown: &Shown, record: &FingerprintRec
     md.details(&format!("Fingerprint: {components}, {}", units::count_of(count, "value")), &inner);
 }
 
-pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord) -> String {
+/// What collecting the fingerprint had to say, one row each: the files whose imports are not all
+/// followed (what they load may be missing from the key) and the editable installs left out.
+fn fingerprint_notes(md: &mut Markdown, notes: &[Note]) {
+    if notes.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<Inline>> = notes
+        .iter()
+        .take(SUMMARY_VALUES)
+        .map(|n| {
+            let (mark, line) = match words::fingerprint_note(n) {
+                words::Said::Warning(line) => ("⚠️ ", line),
+                words::Said::Info(line) => ("", line),
+            };
+            vec![Inline::ours(format!("{mark}{}", md.prose(&line)))]
+        })
+        .collect();
+    md.table(&["what the key leaves out"], rows);
+    if notes.len() > SUMMARY_VALUES {
+        md.paragraph(&Inline::ours(format!("… {} more", notes.len() - SUMMARY_VALUES)));
+    }
+}
+
+pub(super) fn fingerprint_summary(shown: &Shown, record: &FingerprintRecord, notes: &[Note]) -> String {
     let mut md = shown.summary("fingerprint");
     let rows = [vec![Inline::ours("key"), md.code(&record.key)]];
     md.table(&["", ""], rows);
+    fingerprint_notes(&mut md, notes);
     fingerprint_details(&mut md, shown, record);
     md.as_str().to_owned()
 }
@@ -315,6 +339,7 @@ pub(super) fn restore_summary(shown: &Shown, outcome: &RestoreOutcome) -> String
         let line = words::unexplained_cell(&md, why);
         md.paragraph(&line);
     }
+    fingerprint_notes(&mut md, &outcome.notes);
     fingerprint_details(&mut md, shown, &outcome.record);
     md.as_str().to_owned()
 }
@@ -425,7 +450,7 @@ mod tests {
         let mut fp = Fingerprint::default();
         fp.insert("env", Component::from([("DEPLOY_KEY".to_owned(), Value::text(&secret))]));
         fp.insert("commands", Component::from([("cat key".to_owned(), Value::text(format!("k {secret}")))]));
-        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), fp));
+        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), fp), &[]);
         for fragment in fragments(&secret) {
             assert!(!summary.contains(&fragment), "`{fragment}` in\n{summary}");
         }
@@ -461,7 +486,8 @@ mod tests {
 
         let mut shown = Shown::plain();
         shown.cache = Some("out/**".to_owned());
-        let summary = fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()));
+        let summary =
+            fingerprint_summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()), &[]);
         assert!(summary.starts_with("### exact-cache fingerprint: out/\\*\\*\n"), "{summary}");
     }
 
@@ -471,7 +497,7 @@ mod tests {
         let files = [("tools/gen.py", "aa -"), ("tools/helpers/weights.py", "bb -")];
         fp.insert("files", Component::from_iter(files.map(|(l, v)| (l.to_owned(), Value::text(v)))));
         fp.insert("imports", Component::from([("tools/helpers/weights.py".to_owned(), Value::text("tools/gen.py"))]));
-        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
+        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp), &[]);
         assert!(summary.contains("Files the key covers: 1 from hash-files, 1 through imports"), "{summary}");
         assert!(summary.contains("| `tools/gen.py` | `hash-files` |"), "{summary}");
         assert!(summary.contains("| `tools/helpers/weights.py` | import of `tools/gen.py` |"), "{summary}");
@@ -503,7 +529,7 @@ mod tests {
         let hostile = "a|b\n| x | y |\r<img src=x onerror=alert(1)>`|`";
         fp.insert("files", Component::from([(hostile.to_owned(), Value::text("0123 -"))]));
         fp.insert("env", Component::from([("K".to_owned(), Value::text(format!("{hostile}\n# heading")))]));
-        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
+        let summary = fingerprint_summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp), &[]);
         // Raw only inside the code spans of the label and the value, where HTML means nothing.
         assert_eq!(summary.matches("<img").count(), 3, "{summary}");
         assert!(

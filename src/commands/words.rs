@@ -9,6 +9,7 @@
 
 use super::verify::TreeChanges;
 use crate::backend::CacheMode;
+use crate::fingerprint::{ImportTrouble, Note, SCAN_LIMIT, Unfollowed};
 use crate::keys::Key;
 use crate::manifest::Generation;
 use crate::outcome::Uncovered;
@@ -687,6 +688,97 @@ pub(super) fn time_to_generate_cell(generation: Option<std::time::Duration>) -> 
     generation.map_or_else(|| "not recorded".to_owned(), units::duration)
 }
 
+// What collecting the fingerprint says.
+
+/// Warnings of files whose imports are not all followed, logged one by one up to this many.
+pub(super) const NOTES_LOGGED: usize = 10;
+/// Lines of one file a warning names.
+const LINES_NAMED: usize = 8;
+
+/// A note of the fingerprint: a warning for what the import follower could not follow (the key
+/// may miss what it loads), a line for an editable install left out.
+pub(super) fn fingerprint_note(note: &Note) -> Said {
+    match note {
+        Note::Imports { file, trouble } => Said::Warning(import_trouble(file, trouble)),
+        Note::EditableLeftOut { name, version, location } => Said::Info(format!(
+            "python.dists: `{name}` {version} left out: installed in editable mode from the workspace (`{location}`), \
+             its files enter the key through `hash-files` and imports; `python-keep-editable: true` keeps it"
+        )),
+    }
+}
+
+fn import_trouble(file: &str, trouble: &ImportTrouble) -> String {
+    match trouble {
+        ImportTrouble::Lines(lines) => {
+            let mut parts = Vec::new();
+            for (what, says) in [
+                (Unfollowed::SysPath, "changes `sys.path` to a value that cannot be worked out without running it"),
+                (Unfollowed::ComputedName, "imports a module by a name computed at run time"),
+                (Unfollowed::TooLong, "is longer than the import follower reads"),
+            ] {
+                let at: Vec<String> =
+                    lines.iter().filter(|(l, w)| *w == what && *l > 0).map(|(l, _)| l.to_string()).collect();
+                let cut = lines.iter().any(|(l, w)| *w == what && *l == 0);
+                if cut {
+                    parts.push("its `sys.path` changes are more than the import follower keeps".to_owned());
+                }
+                let mut named = at.iter().take(LINES_NAMED).cloned().collect::<Vec<_>>().join(", ");
+                if at.len() > LINES_NAMED {
+                    named.push_str(&format!(" and {} more", at.len() - LINES_NAMED));
+                }
+                match at.len() {
+                    0 => {}
+                    1 => parts.push(format!("line {named} {says}")),
+                    _ => parts.push(format!("lines {named} {}", plural_verb(says))),
+                }
+            }
+            format!(
+                "imports of `{file}` not all followed: {}. What that loads is not in the key: list those modules in \
+                 `hash-files` (such as `lib/**/*.py`)",
+                parts.join("; ")
+            )
+        }
+        ImportTrouble::TooLarge(bytes) => format!(
+            "imports of `{file}` not followed: it is {}, over the {} the import follower reads (the file is in the \
+             key, what it imports is not): list the modules it imports in `hash-files`",
+            units::bytes(*bytes),
+            units::bytes(SCAN_LIMIT)
+        ),
+        ImportTrouble::NotRead(target) => format!(
+            "`{file}` is not read for imports: it resolves to `{}`, outside the workspace or not a regular file \
+             (an import of it does not enter the key)",
+            target.display()
+        ),
+    }
+}
+
+/// `changes …` → `change …`, `imports …` → `import …`, `is …` → `are …`.
+fn plural_verb(says: &str) -> String {
+    let (verb, rest) = says.split_once(' ').unwrap_or((says, ""));
+    let verb = match verb {
+        "is" => "are",
+        v => v.strip_suffix('s').unwrap_or(v),
+    };
+    format!("{verb} {rest}")
+}
+
+/// What a step logs of the fingerprint's notes: each editable install left out, and a warning per
+/// file whose imports are not all followed, the first [`NOTES_LOGGED`] of them and then how many
+/// more (the step summary lists them).
+pub(super) fn fingerprint_notes(notes: &[Note]) -> Vec<Said> {
+    let warnings = notes.iter().filter(|n| matches!(n, Note::Imports { .. })).count();
+    let mut said: Vec<Said> =
+        notes.iter().filter(|n| !matches!(n, Note::Imports { .. })).map(fingerprint_note).collect();
+    said.extend(notes.iter().filter(|n| matches!(n, Note::Imports { .. })).take(NOTES_LOGGED).map(fingerprint_note));
+    if warnings > NOTES_LOGGED {
+        said.push(Said::Warning(format!(
+            "imports of {} not all followed either: the step summary lists them",
+            units::count_of(warnings - NOTES_LOGGED, "more file")
+        )));
+    }
+    said
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -777,6 +869,44 @@ mod tests {
         }
         writeln!(out, "summary: {}", nothing_differs_cell()).unwrap();
         writeln!(out, "summary: {}", unexplained_cell(&md, "skipped: no catalog")).unwrap();
+        insta::assert_snapshot!(out);
+    }
+
+    /// Every note of the fingerprint, as the log says it (the summary's cell is the same words).
+    #[test]
+    fn words_of_a_fingerprint() {
+        use crate::fingerprint::{ImportTrouble, Note, Unfollowed};
+        let mut out = String::new();
+        let imports = |trouble| Note::Imports { file: "tools/gen.py".into(), trouble };
+        let many: Vec<(u32, Unfollowed)> = (1..=10).map(|l| (l * 10, Unfollowed::ComputedName)).collect();
+        let notes = [
+            imports(ImportTrouble::Lines(vec![(3, Unfollowed::SysPath)])),
+            imports(ImportTrouble::Lines(vec![
+                (3, Unfollowed::SysPath),
+                (5, Unfollowed::SysPath),
+                (9, Unfollowed::ComputedName),
+            ])),
+            imports(ImportTrouble::Lines(many)),
+            imports(ImportTrouble::Lines(vec![(2, Unfollowed::TooLong), (0, Unfollowed::TooLong)])),
+            imports(ImportTrouble::TooLarge(50 << 20)),
+            imports(ImportTrouble::NotRead("/proc/1/pagemap".into())),
+            Note::EditableLeftOut {
+                name: "deepmd-kit".into(),
+                version: "3.1.3.dev12+gbc902da".into(),
+                location: ".".into(),
+            },
+        ];
+        for note in &notes {
+            writeln!(out, "{}", said(&fingerprint_note(note))).unwrap();
+        }
+        let crowd: Vec<Note> = (0..12)
+            .map(|i| Note::Imports {
+                file: format!("m{i}.py"),
+                trouble: ImportTrouble::Lines(vec![(1, Unfollowed::ComputedName)]),
+            })
+            .collect();
+        let logged = fingerprint_notes(&crowd);
+        writeln!(out, "12 files: {} lines, the last: {}", logged.len(), said(logged.last().unwrap())).unwrap();
         insta::assert_snapshot!(out);
     }
 
