@@ -182,7 +182,7 @@ test('a platform without a binary warns, sets every output as a miss and lets th
   const expected = {
     main: RESTORE_MISS,
     restore: RESTORE_MISS,
-    save: { key: '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '', 'uncovered-files': '' },
+    save: { key: '', 'time-saved': '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '', 'uncovered-files': '' },
     fingerprint: { key: '', 'fingerprint-file': '' },
     post: { saved: 'false', 'save-result': 'unsupported-platform' },
   };
