@@ -189,6 +189,15 @@ def tree_digest(path: pathlib.Path) -> str:
     return h.hexdigest()
 
 
+def key_flags(exe: str) -> list:
+    """What a binary needs to take the benchmark's key (`--path data --native none --variant …`,
+    the machine's facts only): since issue 32 such a key is an input error unless
+    `--allow-machine-only-key` is given, a flag older binaries do not know (their `save --help`
+    does not offer it), so A/B runs of old builds keep working."""
+    shown = subprocess.run([exe, "save", "--help"], capture_output=True, text=True).stdout
+    return ["--allow-machine-only-key"] if "--allow-machine-only-key" in shown else []
+
+
 # ---- peers and services ---------------------------------------------------------------------------
 
 
@@ -366,7 +375,7 @@ def run_cell(args, results, profile, name, ws, env, ours_env, exe, node_cli, scr
             run_env = dict(env, RUNNER_TEMP=str(temp), EXACT_CACHE_DIR=str(work / "unused-local"))
             if tool == "ours":
                 run_env.update(ours_env)
-                common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", key]
+                common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", key, *key_flags(exe)]
                 save = measure([exe, "save", *common, "--workspace", str(ws)], run_env, watch_dir=temp)
                 ours_key = next(l.split("=", 1)[1] for l in save["stdout"].splitlines() if l.startswith("key="))
                 restore = measure([exe, "restore", *common, "--workspace", str(target)], run_env, watch_dir=temp)

@@ -15,8 +15,10 @@ What it does:
      standard library only.
   2. Saves the dataset ONCE with the NEW binary, local backend, into a fresh store WORK/store
      (CLI mode: `save --path=data --native=none --prefix=restore-ab --backend=local
-     --local-dir=WORK/store --workspace DATASET`, with HOME, RUNNER_TEMP and EXACT_CACHE_DIR
-     pointed inside WORK and no GITHUB_* / ACTIONS_* variables, so nothing outside WORK is used).
+     --local-dir=WORK/store --workspace DATASET`, plus `--allow-machine-only-key` for binaries that
+     offer it (bench.key_flags: since issue 32 this key is refused without it), with HOME,
+     RUNNER_TEMP and EXACT_CACHE_DIR pointed inside WORK and no GITHUB_* / ACTIONS_* variables,
+     so nothing outside WORK is used).
   3. For each repetition, restores with OLD and NEW alternately (OLD first in even reps, NEW first
      in odd ones) into the same empty workspace WORK/restore-ws, with a fresh RUNNER_TEMP. Outside
      the timed region: the previous tree is removed (shutil.rmtree), `sync` runs (page cache is
@@ -168,9 +170,9 @@ def base_env(work: Work, temp: pathlib.Path) -> dict:
     return env
 
 
-def args_for(work: Work, command: str, workspace: pathlib.Path) -> list:
+def args_for(work: Work, exe: str, command: str, workspace: pathlib.Path) -> list:
     return [command, "--path=data", "--native=none", f"--prefix={PREFIX}", "--backend=local",
-            f"--local-dir={work.root / 'store'}", "--workspace", str(workspace)]
+            f"--local-dir={work.root / 'store'}", "--workspace", str(workspace), *bench.key_flags(exe)]
 
 
 def run_binary(exe: str, args: list, env: dict, cwd: pathlib.Path, logs: pathlib.Path) -> dict:
@@ -230,7 +232,7 @@ def main():
     temp = work.fresh("runner-temp")
     logs = work.fresh("logs")
     os.sync()
-    save = run_binary(exes["new"], args_for(work, "save", ds), base_env(work, temp), ds, logs)
+    save = run_binary(exes["new"], args_for(work, exes["new"], "save", ds), base_env(work, temp), ds, logs)
     save_out = outputs(save["stdout"])
     assert save_out.get("save-result") == "saved", save["stdout"] + save["stderr"]
     entries = list((work.root / "store" / "entries").iterdir())
@@ -250,7 +252,7 @@ def main():
             temp = work.fresh("runner-temp")
             os.sync()
             load = os.getloadavg()[0]
-            m = run_binary(exes[name], args_for(work, "restore", target), base_env(work, temp), target, logs)
+            m = run_binary(exes[name], args_for(work, exes[name], "restore", target), base_env(work, temp), target, logs)
             out = outputs(m["stdout"])
             if out.get("reused") != "true":
                 raise RuntimeError(f"{name}: restore did not reuse:\n{m['stdout'][-3000:]}\n{m['stderr'][-3000:]}")

@@ -86,6 +86,7 @@ def run_s3(args) -> dict:
                     if tool == "ours":
                         variant = f"{name}-{rep}-{time.time_ns()}"
                         common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", variant,
+                                  *bench.key_flags(exe),
                                   "--backend", "s3", "--s3-bucket", BUCKET, "--s3-endpoint", server.endpoint]
                         save = bench.measure([exe, "save", *common, "--workspace", str(ws)], env, watch_dir=temp)
                         assert "save-result=saved" in save["stdout"], save["stdout"] + save["stderr"]

@@ -52,9 +52,11 @@ def run_stack(args) -> dict:
     try:
         env = dict(base_env, **service.env, EXACT_CACHE_DIR=str(work / "unused-local"))
         run_id = str(time.time_ns())
+        flags = bench.key_flags(exe)
 
         def cli(op, ws, variant, temp, *extra):
-            common = ["--path", "data", "--native", "none", "--prefix", "stackbench", "--variant", variant + run_id]
+            common = ["--path", "data", "--native", "none", "--prefix", "stackbench", "--variant", variant + run_id,
+                      *flags]
             return bench.measure([exe, op, *common, "--workspace", str(ws), *extra], dict(env, RUNNER_TEMP=str(temp)))
 
         # The stack: save the base; then, five times, restore it (with its layers), add a layer's

@@ -68,7 +68,7 @@ const UNSUPPORTED_OUTPUTS = {
   main: RESTORE_OUTPUTS,
   post: ['saved', 'save-result'],
   restore: RESTORE_OUTPUTS,
-  save: ['key', 'saved', 'save-result', 'changed-files', 'uncovered-files'],
+  save: ['key', 'time-saved', 'saved', 'save-result', 'changed-files', 'uncovered-files'],
   fingerprint: ['key', 'fingerprint-file'],
 };
 

@@ -150,12 +150,16 @@ crate::choice::named_enum! {
 pub struct FingerprintOutcome {
     pub record: FingerprintRecord,
     pub file: PathBuf,
+    /// What collecting it had to say (imports not followed, editable installs left out).
+    pub notes: Vec<crate::fingerprint::Note>,
 }
 
 /// How a restore ended, with everything the step reports.
 #[derive(Debug)]
 pub struct RestoreOutcome {
     pub record: FingerprintRecord,
+    /// What collecting the fingerprint had to say (imports not followed, editable installs left out).
+    pub notes: Vec<crate::fingerprint::Note>,
     pub fingerprint_file: PathBuf,
     /// The backend, as the log and summary name it.
     pub backend: String,

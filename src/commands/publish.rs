@@ -15,7 +15,7 @@ pub(super) fn publish(runner: &Runner, config: &Config, outcome: &Outcome) -> Re
         Outcome::Fingerprint(fingerprint) => {
             runner.set_output(Output::Key, &fingerprint.record.key)?;
             runner.set_output(Output::FingerprintFile, &fingerprint.file.to_string_lossy())?;
-            runner.append_summary(&render::fingerprint::summary(&shown, &fingerprint.record))
+            runner.append_summary(&render::fingerprint::summary(&shown, &fingerprint.record, &fingerprint.notes))
         }
         Outcome::Restore(restore) => publish_restore(runner, &shown, restore),
         Outcome::Save(save) => publish_save(runner, &shown, save),

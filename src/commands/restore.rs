@@ -1,7 +1,7 @@
 //! `restore`: compute the key, look it up exactly, download, verify, put in place — or report a
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
-use super::fingerprint::compute;
+use super::fingerprint::compute_noted;
 use super::handoff::{RestoreRecord, Restored};
 use super::render::{self, Shown, restore as words};
 use super::{Context, Error, explain, handoff, worth};
@@ -31,7 +31,7 @@ use std::time::Instant;
 pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Option<CleanError>), Error> {
     let runner = ctx.runner;
     let started = Instant::now();
-    let record = compute(ctx, config)?;
+    let (record, notes) = compute_noted(ctx, config)?;
     let locate = &config.locate;
     let fingerprint_file = handoff::write_fingerprint(locate.fingerprint_file.as_deref(), runner.env(), &record)?;
     // A preset's directories exist and are known to later steps whatever happens below.
@@ -145,6 +145,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     let backend = backend.describe();
     let outcome = RestoreOutcome {
         record,
+        notes,
         fingerprint_file,
         backend,
         attempt,

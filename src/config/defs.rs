@@ -89,8 +89,18 @@ pub static PYTHON: Input<Option<String>> = Input::text(
 pub static PYTHON_EXCLUDE: Input<Vec<String>> = Input::list(
     "python-exclude",
     Readers::FINGERPRINT,
-    "Distribution names left out of the Python facet (names normalized per PEP 503; e.g. the editable project \
-     whose source is hashed already).",
+    "Distribution names left out of the Python facet (names normalized per PEP 503; e.g. a tool the generator \
+     does not import). Editable installs of the workspace are left out already (`python-keep-editable`).",
+);
+
+pub static PYTHON_KEEP_EDITABLE: Input<bool> = Input::flag(
+    "python-keep-editable",
+    Readers::FINGERPRINT,
+    false,
+    "Keep in the Python facet the distributions installed in editable mode from the workspace (PEP 660 \
+     `pip install -e`, or a legacy `.egg-link`/`.pth`). By default they are left out, and the log names them: \
+     their files enter the fingerprint through `hash-files` and imports, and a version made from the commit (as \
+     setuptools-scm makes) would change the key with every commit.",
 );
 
 pub static VARIANT: Input<Option<String>> =
@@ -390,6 +400,7 @@ pub static INPUTS: LazyLock<Vec<&'static InputSpec>> = LazyLock::new(|| {
         &COMPILERS.spec,
         &PYTHON.spec,
         &PYTHON_EXCLUDE.spec,
+        &PYTHON_KEEP_EDITABLE.spec,
         &VARIANT.spec,
         &PRESET.spec,
         &ALLOW_MACHINE_ONLY_KEY.spec,

@@ -138,6 +138,7 @@ fn fingerprint_spec(
     }
     fingerprint.python = defs::PYTHON.read(raw)?;
     fingerprint.python_exclude = defs::PYTHON_EXCLUDE.read(raw)?;
+    fingerprint.python_keep_editable = defs::PYTHON_KEEP_EDITABLE.read(raw)?;
     fingerprint.variant = defs::VARIANT.read(raw)?;
     if let Some(plan) = preset {
         plan.apply(&mut fingerprint, env);

@@ -2,7 +2,7 @@
 
 use super::facets::{Facet, Probe};
 use super::system::System;
-use super::{Component, ComponentName, Fingerprint, FingerprintError, Value, files, imports, python};
+use super::{Component, ComponentName, Fingerprint, FingerprintError, Note, Value, files, imports, python};
 use crate::env::Env;
 use crate::paths::Locations;
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +24,9 @@ pub struct FingerprintSpec {
     pub named_compilers: BTreeSet<String>,
     pub python: Option<String>,
     pub python_exclude: Vec<String>,
+    /// Keep the distributions installed in editable mode from the workspace in `python.dists`
+    /// (`python-keep-editable`).
+    pub python_keep_editable: bool,
     pub variant: Option<String>,
     /// Components added by a preset, merged last.
     pub extra: BTreeMap<String, Component>,
@@ -115,6 +118,7 @@ impl FingerprintSpec {
             named_compilers: BTreeSet::new(),
             python: None,
             python_exclude: Vec::new(),
+            python_keep_editable: false,
             variant: None,
             extra: BTreeMap::new(),
             torch: false,
@@ -154,19 +158,32 @@ impl FingerprintSpec {
 
 /// Gather every configured fact. Commands run in the workspace with exactly `env`.
 pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fingerprint, FingerprintError> {
+    collect_noted(spec, sys, env).map(|(fp, _)| fp)
+}
+
+/// [`collect`], and what the collection has to say (imports not followed, distributions left out).
+pub fn collect_noted(
+    spec: &FingerprintSpec,
+    sys: &dyn System,
+    env: &Env,
+) -> Result<(Fingerprint, Vec<Note>), FingerprintError> {
     let cwd = &spec.locations.workspace;
     let mut fp = Fingerprint::default();
+    let mut notes = Vec::new();
     let mut search = imports::SearchPath::default();
     if let Some(python) = &spec.python {
-        let (interpreter, dists, path) = python::collect(sys, env, cwd, python, &spec.python_exclude)?;
+        let python::Collected { interpreter, dists, search: path, left_out } =
+            python::collect(sys, env, &spec.locations, python, &spec.python_exclude, spec.python_keep_editable)?;
         fp.insert(ComponentName::PythonInterpreter.name(), interpreter);
         fp.insert(ComponentName::PythonDists.name(), dists);
+        notes.extend(left_out);
         search = path;
     }
     if !spec.hash_files.is_empty() {
         let (mut component, hashed) = files::hash_files(&spec.hash_files, &spec.locations)?;
         if spec.follow_imports {
-            let imported = files::imported(&hashed, &spec.locations, &search, &mut component)?;
+            let (imported, unfollowed) = files::imported(&hashed, &spec.locations, &search, &mut component)?;
+            notes.extend(unfollowed);
             if !imported.is_empty() {
                 fp.insert(ComponentName::Imports.name(), imported);
             }
@@ -211,7 +228,7 @@ pub fn collect(spec: &FingerprintSpec, sys: &dyn System, env: &Env) -> Result<Fi
     for (name, component) in &spec.extra {
         fp.components.entry(name.clone()).or_default().extend(component.clone());
     }
-    Ok(fp)
+    Ok((fp, notes))
 }
 
 #[cfg(all(test, unix))]

@@ -6,7 +6,7 @@
 //! followed through their imports ([`imported`]).
 
 use super::imports::{self, SearchPath};
-use super::{Component, FingerprintError, Value};
+use super::{Component, FingerprintError, Note, Value};
 use crate::paths::{Locations, PatternSet, walk};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -55,27 +55,46 @@ fn file_value(path: &Path, meta: &std::fs::Metadata) -> Result<String, Fingerpri
 
 /// Follow the imports of the Python files among `hashed`: every module file inside the
 /// workspace they reach that `files` does not hold yet enters it, and the `imports` component
-/// (returned) names the files that import it, `, `-separated.
+/// (returned) names the files that import it, `, `-separated (with how, when a computed name or a
+/// `*` import of a computed `__all__` reached it); and what was not followed.
 pub(super) fn imported(
     hashed: &[std::path::PathBuf],
     locations: &Locations,
     search: &SearchPath,
     files: &mut Component,
-) -> Result<Component, FingerprintError> {
+) -> Result<(Component, Vec<Note>), FingerprintError> {
     let roots: Vec<_> = hashed.iter().filter(|p| imports::is_python(p)).cloned().collect();
+    let followed = imports::follow(&roots, &locations.workspace, search);
+    let mut labels: Vec<Option<String>> = vec![None; followed.paths.len()];
+    let mut label = |i: usize| labels[i].get_or_insert_with(|| locations.display(&followed.paths[i])).clone();
     let mut component = Component::new();
-    for (module, importers) in imports::follow(&roots, &locations.workspace, search) {
-        let label = locations.display(&module);
-        if files.contains_key(&label) {
+    for (module, importers) in &followed.reached {
+        let label_of_module = label(*module);
+        if files.contains_key(&label_of_module) {
             continue;
         }
-        let meta =
-            std::fs::metadata(&module).map_err(|source| FingerprintError::Read { path: module.clone(), source })?;
-        files.insert(label.clone(), Value::Text(file_value(&module, &meta)?));
-        let by: BTreeSet<String> = importers.iter().map(|p| locations.display(p)).collect();
-        component.insert(label, Value::Text(by.into_iter().collect::<Vec<_>>().join(", ")));
+        let path = &followed.paths[*module];
+        let meta = std::fs::metadata(path).map_err(|source| FingerprintError::Read { path: path.clone(), source })?;
+        files.insert(label_of_module.clone(), Value::Text(file_value(path, &meta)?));
+        let by: BTreeSet<String> = importers
+            .iter()
+            .map(|(p, via)| {
+                let how = match via {
+                    imports::Via::Import => "",
+                    imports::Via::ComputedName => " (computed name)",
+                    imports::Via::Star => " (import *)",
+                };
+                format!("{}{how}", label(*p))
+            })
+            .collect();
+        component.insert(label_of_module, Value::Text(by.into_iter().collect::<Vec<_>>().join(", ")));
     }
-    Ok(component)
+    let notes = followed
+        .troubles
+        .into_iter()
+        .map(|(file, trouble)| Note::Imports { file: locations.display(&file), trouble })
+        .collect();
+    Ok((component, notes))
 }
 
 /// A symlink is hashed as a link — its target text — plus what it resolves to, so a change to

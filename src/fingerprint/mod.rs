@@ -4,7 +4,7 @@
 //! | component | labels → values |
 //! |---|---|
 //! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` (the `hash-files` matches, and the module files their imports reach) |
-//! | `imports` | module file reached through imports (not itself in `hash-files`) → the files that import it, `, `-separated |
+//! | `imports` | module file reached through imports (not itself in `hash-files`) → the files that import it, `, `-separated; `(computed name)` after one that loads its package's every module by a computed name, `(import *)` after a `*` import of a package whose `__all__` is computed |
 //! | `env` | variable name → value (absent when unset) |
 //! | `commands` | command line → its stdout |
 //! | `native.<facet>` | one component per facet the `native` input names: `src/fingerprint/facets/` has one file per facet, saying what it records |
@@ -43,10 +43,12 @@ mod python;
 pub mod system;
 mod torch;
 
-pub use collect::{EnvPatterns, FingerprintSpec, collect, is_path_value};
+pub use collect::{EnvPatterns, FingerprintSpec, collect, collect_noted, is_path_value};
 pub use facets::{Facet, NATIVE_DEFAULT, NATIVE_DESCRIPTION, aarch64_isa, x86_64_level};
 pub use files::sha256_file;
 pub use hwcaps::HwCaps;
+pub use imports::{SCAN_LIMIT, Trouble as ImportTrouble};
+pub use pyscan::Unfollowed;
 pub use system::{CommandOutput, CpuFacts, HostSystem, OsFacts, System};
 
 use crate::keys::{Key, Version};
@@ -100,6 +102,17 @@ impl<'de> Deserialize<'de> for Value {
             Some(t) => Value::Text(t),
         })
     }
+}
+
+/// What collecting a fingerprint has to say besides the values: typed, rendered by
+/// `commands::render::fingerprint`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A Python file (its label) whose imports are not all followed: a warning.
+    Imports { file: String, trouble: ImportTrouble },
+    /// A distribution installed in editable mode from the workspace (`location`, a label), left
+    /// out of `python.dists`.
+    EditableLeftOut { name: String, version: String, location: String },
 }
 
 /// Labelled values of one component.

@@ -7,11 +7,18 @@
 //! The interpreter is always one the workflow (or the preset) named, so one that does not exist is
 //! an error, never `absent`. The same script reports where the interpreter looks for modules
 //! (its `sys.path` and the places its installation owns), for following imports: one run.
+//!
+//! A distribution installed in editable mode whose sources lie in the workspace (PEP 660: its
+//! `direct_url.json` says `dir_info.editable`; legacy: its `.egg-info` lies outside the
+//! interpreter's site directories, put on `sys.path` by an `.egg-link` or a `.pth`) is left out
+//! unless `python-keep-editable`: its files enter through `hash-files` and imports, and its
+//! version (setuptools-scm's changes with every commit) would make every commit a miss.
 
 use super::imports::SearchPath;
 use super::system::System;
-use super::{Component, FingerprintError, Value};
+use super::{Component, FingerprintError, Note, Value};
 use crate::env::Env;
+use crate::paths::Locations;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -21,18 +28,41 @@ try:
     from importlib import metadata
 except ImportError:
     import importlib_metadata as metadata
+try:
+    from urllib.parse import unquote, urlparse
+except ImportError:
+    unquote = urlparse = None
+installed = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+sites = set(v for k, v in sysconfig.get_paths().items() if k in ("purelib", "platlib"))
+try:
+    sites.update(site.getsitepackages())
+    sites.add(site.getusersitepackages())
+except Exception:
+    pass
+installed.update(sites)
+installed.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib"))
+sites = set(os.path.abspath(p) for p in sites if p)
+
+def editable_source(d):
+    try:
+        direct = json.loads(d.read_text("direct_url.json") or "null") or {}
+        url = direct.get("url") or ""
+        if (direct.get("dir_info") or {}).get("editable") and url.startswith("file://") and urlparse:
+            return unquote(urlparse(url).path)
+    except Exception:
+        pass
+    where = getattr(d, "_path", None)
+    if where is not None and str(where).endswith(".egg-info"):
+        parent = os.path.dirname(os.path.abspath(str(where)))
+        if parent not in sites:
+            return parent
+    return None
+
 dists = []
 for d in metadata.distributions():
     name = d.metadata["Name"]
     if name:
-        dists.append([name, d.version or ""])
-installed = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
-installed.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
-try:
-    installed.update(site.getsitepackages())
-    installed.add(site.getusersitepackages())
-except Exception:
-    pass
+        dists.append([name, d.version or "", editable_source(d)])
 print(json.dumps({
     "implementation": sys.implementation.name,
     "version": platform.python_version(),
@@ -48,7 +78,8 @@ struct Report {
     implementation: String,
     version: String,
     abi: String,
-    dists: Vec<(String, String)>,
+    /// Name, version, and the sources of an editable install.
+    dists: Vec<(String, String, Option<PathBuf>)>,
     #[serde(default)]
     path: Vec<PathBuf>,
     #[serde(default)]
@@ -73,14 +104,24 @@ pub fn normalize_name(name: &str) -> String {
     out
 }
 
-/// `(python.interpreter, python.dists)` components, and where the interpreter looks for modules.
+/// What the interpreter reported: the `python.interpreter` and `python.dists` components, where
+/// it looks for modules, and the editable installs left out.
+pub(super) struct Collected {
+    pub interpreter: Component,
+    pub dists: Component,
+    pub search: SearchPath,
+    pub left_out: Vec<Note>,
+}
+
 pub(super) fn collect(
     sys: &dyn System,
     env: &Env,
-    cwd: &Path,
+    locations: &Locations,
     python: &str,
     exclude: &[String],
-) -> Result<(Component, Component, SearchPath), FingerprintError> {
+    keep_editable: bool,
+) -> Result<Collected, FingerprintError> {
+    let cwd = &locations.workspace;
     let mut words = python.split_whitespace();
     let program = words.next().unwrap_or(python);
     let mut args: Vec<&str> = words.collect();
@@ -101,11 +142,29 @@ pub(super) fn collect(
         detail: format!("unexpected report ({e})"),
     })?;
     let search = SearchPath { entries: report.path.clone(), installed: report.installed.clone() };
-    let (interpreter, dists) = components(report, exclude);
-    Ok((interpreter, dists, search))
+    let real_workspace = std::fs::canonicalize(cwd).ok();
+    // Its label: where it lies in the workspace, links resolved or not.
+    let in_workspace = |source: &Path| {
+        let source = crate::paths::normalize(&cwd.join(source));
+        if source.starts_with(cwd) {
+            return Some(locations.display(&source));
+        }
+        let real = std::fs::canonicalize(&source).ok()?;
+        let rel = real.strip_prefix(real_workspace.as_ref()?).ok()?;
+        Some(locations.display(&cwd.join(rel)))
+    };
+    let editable = |source: &Path| if keep_editable { None } else { in_workspace(source) };
+    let (interpreter, dists, left_out) = components(report, exclude, &editable);
+    Ok(Collected { interpreter, dists, search, left_out })
 }
 
-fn components(report: Report, exclude: &[String]) -> (Component, Component) {
+/// The components, and the editable installs left out (`editable`: the label of an editable
+/// install's sources when it leaves the list).
+fn components(
+    report: Report,
+    exclude: &[String],
+    editable: &dyn Fn(&Path) -> Option<String>,
+) -> (Component, Component, Vec<Note>) {
     let interpreter: Component = [
         ("implementation".to_owned(), Value::Text(report.implementation)),
         ("version".to_owned(), Value::Text(report.version)),
@@ -114,13 +173,21 @@ fn components(report: Report, exclude: &[String]) -> (Component, Component) {
     .into();
     let excluded: BTreeSet<String> = exclude.iter().map(|n| normalize_name(n)).collect();
     let mut dists = Component::new();
-    for (name, version) in report.dists {
+    let mut left_out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (name, version, source) in report.dists {
         let name = normalize_name(&name);
-        if !excluded.contains(&name) {
-            dists.entry(name).or_insert(Value::Text(version));
+        if excluded.contains(&name) || !seen.insert(name.clone()) {
+            continue;
+        }
+        match source.as_deref().and_then(editable) {
+            Some(location) => left_out.push(Note::EditableLeftOut { name, version, location }),
+            None => {
+                dists.insert(name, Value::Text(version));
+            }
         }
     }
-    (interpreter, dists)
+    (interpreter, dists, left_out)
 }
 
 #[cfg(test)]
@@ -141,16 +208,45 @@ mod tests {
             version: "3.11.7".into(),
             abi: "cpython-311-x86_64-linux-gnu".into(),
             dists: vec![
-                ("Torch".into(), "2.15.0".into()),
-                ("torch".into(), "2.14.0".into()),
-                ("My_Project".into(), "0.1".into()),
+                ("Torch".into(), "2.15.0".into(), None),
+                ("torch".into(), "2.14.0".into(), None),
+                ("My_Project".into(), "0.1".into(), None),
             ],
             path: Vec::new(),
             installed: Vec::new(),
         };
-        let (interp, dists) = components(report, &["my.project".into()]);
+        let (interp, dists, _) = components(report, &["my.project".into()], &|_| None);
         assert_eq!(interp["version"], Value::text("3.11.7"));
         assert_eq!(dists.len(), 1);
         assert_eq!(dists["torch"], Value::text("2.15.0"));
+    }
+
+    #[test]
+    fn an_editable_install_of_the_workspace_leaves_the_list_and_is_named() {
+        let report = |version: &str| Report {
+            implementation: "cpython".into(),
+            version: "3.11.7".into(),
+            abi: String::new(),
+            dists: vec![
+                ("deepmd-kit".into(), version.into(), Some("/ws".into())),
+                ("elsewhere".into(), "1.0".into(), Some("/other".into())),
+                ("numpy".into(), "2.0".into(), None),
+            ],
+            path: Vec::new(),
+            installed: Vec::new(),
+        };
+        let inside = |p: &Path| p.starts_with("/ws").then(|| ".".to_owned());
+        let (_, dists, left_out) = components(report("3.1.3.dev12+gbc902da"), &[], &inside);
+        assert_eq!(dists.keys().collect::<Vec<_>>(), ["elsewhere", "numpy"]);
+        assert_eq!(
+            left_out,
+            [Note::EditableLeftOut {
+                name: "deepmd-kit".into(),
+                version: "3.1.3.dev12+gbc902da".into(),
+                location: ".".into()
+            }]
+        );
+        let (_, kept, _) = components(report("3.1.3"), &[], &|_| None);
+        assert_eq!(kept["deepmd-kit"], Value::text("3.1.3"));
     }
 }

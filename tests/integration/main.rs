@@ -33,6 +33,7 @@ mod emulated;
 mod explain_prune;
 mod fault_matrix;
 mod fingerprint;
+mod follower;
 mod fuzz_replay;
 mod generations;
 mod grow;

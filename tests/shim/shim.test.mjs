@@ -1,5 +1,5 @@
 // Tests of the action shim (dist/index.js) with Node's own test runner: `node --test tests/shim`.
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { spawnSync } from 'node:child_process';
@@ -17,12 +17,17 @@ const sha256 = (data) => createHash('sha256').update(data).digest('hex');
 const repoDir = path.dirname(distDir);
 const ACTION_YMLS = ['action.yml', 'restore/action.yml', 'save/action.yml', 'fingerprint/action.yml'];
 
+/** The fake checkouts, removed when the tests end. */
+const roots = [];
+after(() => roots.forEach((root) => fs.rmSync(root, { recursive: true, force: true })));
+
 /**
  * A checkout of the action (the committed action.yml files) whose dist directory, returned, has
  * the real shim and a fake binary per target (a shell script).
  */
 function fakeDist(targets, { corrupt } = {}) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'shim-'));
+  roots.push(root);
   for (const f of ACTION_YMLS) {
     fs.mkdirSync(path.dirname(path.join(root, f)), { recursive: true });
     fs.copyFileSync(path.join(repoDir, f), path.join(root, f));
@@ -182,7 +187,7 @@ test('a platform without a binary warns, sets every output as a miss and lets th
   const expected = {
     main: RESTORE_MISS,
     restore: RESTORE_MISS,
-    save: { key: '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '', 'uncovered-files': '' },
+    save: { key: '', 'time-saved': '', saved: 'false', 'save-result': 'unsupported-platform', 'changed-files': '', 'uncovered-files': '' },
     fingerprint: { key: '', 'fingerprint-file': '' },
     post: { saved: 'false', 'save-result': 'unsupported-platform' },
   };

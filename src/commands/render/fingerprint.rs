@@ -1,7 +1,7 @@
 //! A fingerprint's words: its values in the log, and its summary (also part of a restore's).
 
 use super::{Said, Shown};
-use crate::fingerprint::{ComponentName, FingerprintRecord, Value};
+use crate::fingerprint::{ComponentName, FingerprintRecord, ImportTrouble, Note, SCAN_LIMIT, Unfollowed, Value};
 use crate::preset::Preset;
 use crate::runner::Runner;
 use crate::runner::summary::{Inline, Markdown};
@@ -67,12 +67,34 @@ pub fn log(runner: &Runner, shown: &Shown, record: &FingerprintRecord) {
     runner.info(&format!("key: {}", record.key));
 }
 
-pub fn summary(shown: &Shown, record: &FingerprintRecord) -> String {
+pub fn summary(shown: &Shown, record: &FingerprintRecord, notes: &[Note]) -> String {
     let mut md = shown.summary("fingerprint");
     let rows = [vec![Inline::ours("key"), md.code(&record.key)]];
     md.table(&["", ""], rows);
+    notes_table(&mut md, notes);
     details(&mut md, shown, record);
     md.as_str().to_owned()
+}
+
+/// What collecting the fingerprint had to say, one row each: the files whose imports are not all
+/// followed (what they load may be missing from the key) and the editable installs left out.
+pub fn notes_table(md: &mut Markdown, notes: &[Note]) {
+    if notes.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<Inline>> = notes
+        .iter()
+        .take(super::SUMMARY_ROWS)
+        .map(|n| {
+            let said = note(n);
+            let mark = if matches!(said, Said::Warning(_)) { "⚠️ " } else { "" };
+            vec![Inline::ours(format!("{mark}{}", md.prose(said.text())))]
+        })
+        .collect();
+    md.table(&["what the key leaves out"], rows);
+    if notes.len() > super::SUMMARY_ROWS {
+        md.paragraph(&Inline::ours(format!("… {} more", notes.len() - super::SUMMARY_ROWS)));
+    }
 }
 
 /// `2 from hash-files, 1 through imports`.
@@ -128,11 +150,101 @@ pub fn details(md: &mut Markdown, shown: &Shown, record: &FingerprintRecord) {
     md.details(&format!("Fingerprint: {counted}, {}", units::count_of(count, "value")), &inner);
 }
 
+/// Warnings of files whose imports are not all followed, logged one by one up to this many.
+const NOTES_LOGGED: usize = 10;
+/// Lines of one file a warning names.
+const LINES_NAMED: usize = 8;
+
+/// A note of the fingerprint: a warning for what the import follower could not follow (the key
+/// may miss what it loads), a line for an editable install left out.
+fn note(note: &Note) -> Said {
+    match note {
+        Note::Imports { file, trouble } => Said::Warning(import_trouble(file, trouble)),
+        Note::EditableLeftOut { name, version, location } => Said::Info(format!(
+            "python.dists: `{name}` {version} left out: installed in editable mode from the workspace (`{location}`), \
+             its files enter the key through `hash-files` and imports; `python-keep-editable: true` keeps it"
+        )),
+    }
+}
+
+fn import_trouble(file: &str, trouble: &ImportTrouble) -> String {
+    match trouble {
+        ImportTrouble::Lines(lines) => {
+            let mut parts = Vec::new();
+            for (what, says) in [
+                (Unfollowed::SysPath, "changes `sys.path` to a value that cannot be worked out without running it"),
+                (Unfollowed::ComputedName, "imports a module by a name computed at run time"),
+                (Unfollowed::TooLong, "is longer than the import follower reads"),
+            ] {
+                let at: Vec<String> =
+                    lines.iter().filter(|(l, w)| *w == what && *l > 0).map(|(l, _)| l.to_string()).collect();
+                let cut = lines.iter().any(|(l, w)| *w == what && *l == 0);
+                if cut {
+                    parts.push("its `sys.path` changes are more than the import follower keeps".to_owned());
+                }
+                let mut named = at.iter().take(LINES_NAMED).cloned().collect::<Vec<_>>().join(", ");
+                if at.len() > LINES_NAMED {
+                    named.push_str(&format!(" and {} more", at.len() - LINES_NAMED));
+                }
+                match at.len() {
+                    0 => {}
+                    1 => parts.push(format!("line {named} {says}")),
+                    _ => parts.push(format!("lines {named} {}", plural_verb(says))),
+                }
+            }
+            format!(
+                "imports of `{file}` not all followed: {}. What that loads is not in the key: list those modules in \
+                 `hash-files` (such as `lib/**/*.py`)",
+                parts.join("; ")
+            )
+        }
+        ImportTrouble::TooLarge(bytes) => format!(
+            "imports of `{file}` not followed: it is {}, over the {} the import follower reads (the file is in the \
+             key, what it imports is not): list the modules it imports in `hash-files`",
+            units::bytes(*bytes),
+            units::bytes(SCAN_LIMIT)
+        ),
+        ImportTrouble::NotRead(target) => format!(
+            "`{file}` is not read for imports: it resolves to `{}`, outside the workspace or not a regular file \
+             (an import of it does not enter the key)",
+            target.display()
+        ),
+    }
+}
+
+/// `changes …` → `change …`, `imports …` → `import …`, `is …` → `are …`.
+fn plural_verb(says: &str) -> String {
+    let (verb, rest) = says.split_once(' ').unwrap_or((says, ""));
+    let verb = match verb {
+        "is" => "are",
+        v => v.strip_suffix('s').unwrap_or(v),
+    };
+    format!("{verb} {rest}")
+}
+
+/// What a step logs of the fingerprint's notes: each editable install left out, and a warning per
+/// file whose imports are not all followed, the first [`NOTES_LOGGED`] of them and then how many
+/// more (the step summary lists them).
+pub fn notes(notes: &[Note]) -> Vec<Said> {
+    let warnings = notes.iter().filter(|n| matches!(n, Note::Imports { .. })).count();
+    let mut said: Vec<Said> = notes.iter().filter(|n| !matches!(n, Note::Imports { .. })).map(note).collect();
+    said.extend(notes.iter().filter(|n| matches!(n, Note::Imports { .. })).take(NOTES_LOGGED).map(note));
+    if warnings > NOTES_LOGGED {
+        said.push(Said::Warning(format!(
+            "imports of {} not all followed either: the step summary lists them",
+            units::count_of(warnings - NOTES_LOGGED, "more file")
+        )));
+    }
+    said
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::tests::said;
     use super::*;
     use crate::fingerprint::{Component, Fingerprint};
     use crate::runner::summary::gfm_cells;
+    use std::fmt::Write;
 
     #[test]
     fn the_summary_lists_the_files_the_key_covers_by_origin() {
@@ -140,7 +252,7 @@ mod tests {
         let files = [("tools/gen.py", "aa -"), ("tools/helpers/weights.py", "bb -")];
         fp.insert("files", Component::from_iter(files.map(|(l, v)| (l.to_owned(), Value::text(v)))));
         fp.insert("imports", Component::from([("tools/helpers/weights.py".to_owned(), Value::text("tools/gen.py"))]));
-        let summary = summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
+        let summary = summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp), &[]);
         assert!(summary.contains("Files the key covers: 1 from hash-files, 1 through imports"), "{summary}");
         assert!(summary.contains("| `tools/gen.py` | `hash-files` |"), "{summary}");
         assert!(summary.contains("| `tools/helpers/weights.py` | import of `tools/gen.py` |"), "{summary}");
@@ -152,7 +264,7 @@ mod tests {
         let hostile = "a|b\n| x | y |\r<img src=x onerror=alert(1)>`|`";
         fp.insert("files", Component::from([(hostile.to_owned(), Value::text("0123 -"))]));
         fp.insert("env", Component::from([("K".to_owned(), Value::text(format!("{hostile}\n# heading")))]));
-        let summary = summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp));
+        let summary = summary(&Shown::plain(), &FingerprintRecord::new("p", &"v".into(), fp), &[]);
         // Raw only inside the code spans of the label and the value, where HTML means nothing.
         assert_eq!(summary.matches("<img").count(), 3, "{summary}");
         assert!(
@@ -168,5 +280,42 @@ mod tests {
             [2, 2, 2, 2, 2, 2, 3, 3, 3, 3],
             "{summary}"
         );
+    }
+
+    /// Every note of the fingerprint, as the log says it (the summary's cell is the same words).
+    #[test]
+    fn words_of_a_fingerprint() {
+        let mut out = String::new();
+        let imports = |trouble| Note::Imports { file: "tools/gen.py".into(), trouble };
+        let many: Vec<(u32, Unfollowed)> = (1..=10).map(|l| (l * 10, Unfollowed::ComputedName)).collect();
+        let notes = [
+            imports(ImportTrouble::Lines(vec![(3, Unfollowed::SysPath)])),
+            imports(ImportTrouble::Lines(vec![
+                (3, Unfollowed::SysPath),
+                (5, Unfollowed::SysPath),
+                (9, Unfollowed::ComputedName),
+            ])),
+            imports(ImportTrouble::Lines(many)),
+            imports(ImportTrouble::Lines(vec![(2, Unfollowed::TooLong), (0, Unfollowed::TooLong)])),
+            imports(ImportTrouble::TooLarge(50 << 20)),
+            imports(ImportTrouble::NotRead("/proc/1/pagemap".into())),
+            Note::EditableLeftOut {
+                name: "deepmd-kit".into(),
+                version: "3.1.3.dev12+gbc902da".into(),
+                location: ".".into(),
+            },
+        ];
+        for note in &notes {
+            writeln!(out, "{}", said(&super::note(note))).unwrap();
+        }
+        let crowd: Vec<Note> = (0..12)
+            .map(|i| Note::Imports {
+                file: format!("m{i}.py"),
+                trouble: ImportTrouble::Lines(vec![(1, Unfollowed::ComputedName)]),
+            })
+            .collect();
+        let logged = super::notes(&crowd);
+        writeln!(out, "12 files: {} lines, the last: {}", logged.len(), said(logged.last().unwrap())).unwrap();
+        insta::assert_snapshot!(out);
     }
 }

@@ -256,7 +256,7 @@ mod tests {
         let mut fp = Fingerprint::default();
         fp.insert("env", Component::from([("DEPLOY_KEY".to_owned(), Value::text(&secret))]));
         fp.insert("commands", Component::from([("cat key".to_owned(), Value::text(format!("k {secret}")))]));
-        let summary = fingerprint::summary(&shown, &FingerprintRecord::new("p", &"v".into(), fp));
+        let summary = fingerprint::summary(&shown, &FingerprintRecord::new("p", &"v".into(), fp), &[]);
         let chars: Vec<char> = secret.chars().collect();
         for fragment in chars.windows(12).map(String::from_iter).filter(|f| !f.contains('\n')) {
             assert!(!summary.contains(&fragment), "`{fragment}` in\n{summary}");
@@ -292,7 +292,8 @@ mod tests {
         assert_eq!(name(&[("path", "fixtures"), ("key", &default)]).as_deref(), Some("fixtures"));
 
         let shown = Shown { cache: Some("out/**".to_owned()), ..Shown::plain() };
-        let summary = fingerprint::summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()));
+        let summary =
+            fingerprint::summary(&shown, &FingerprintRecord::new("p", &"v".into(), Fingerprint::default()), &[]);
         assert!(summary.starts_with("### exact-cache fingerprint: out/\\*\\*\n"), "{summary}");
     }
 

@@ -352,6 +352,7 @@ pub fn summary(shown: &Shown, outcome: &RestoreOutcome) -> String {
         let line = super::explain::unexplained_cell(&md, why);
         md.paragraph(&line);
     }
+    super::fingerprint::notes_table(&mut md, &outcome.notes);
     super::fingerprint::details(&mut md, shown, &outcome.record);
     md.as_str().to_owned()
 }
