@@ -180,7 +180,7 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     peer.plant(&k5, &v5, b"not an archive");
     let (restore, save) = job(&peer.step(), &plain, "out");
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
-    assert_eq!(restore.restored(), serde_json::json!({"outcome": "unusable", "newest": 5}), "{}", restore.stdout);
+    assert_eq!(restore.unusable_newest(), Some(5), "{}", restore.stdout);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
 
     // Prune by count, with every generation there: it deletes what no restore reaches and keeps
@@ -301,7 +301,7 @@ fn a_replacement_goes_above_generations_this_runs_lookup_does_not_reach() {
     peer.backdate(&key, hour);
     peer.backdate(&base_of(&key, "out", 2).0, hour);
     let (restore, save) = job(&peer.step(), &plain, "out");
-    assert_eq!(restore.restored()["newest"], 1, "generation 1 is the newest: {}", restore.stdout);
+    assert_eq!(restore.unusable_newest(), Some(1), "generation 1 is the newest: {}", restore.stdout);
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
     assert!(

@@ -293,7 +293,7 @@ fn a_module_loaded_from_its_bytecode_is_recorded_as_its_source() {
     );
     assert_eq!(out, "1\n", "the bytecode ran, not the source");
     let saved = post(&mut step, &restore, &inputs);
-    assert_eq!(saved.output("uncovered-files"), "lib/helper.py", "{}", saved.stdout);
+    assert_eq!(saved.uncovered_files(), ["lib/helper.py"], "{}", saved.stdout);
 }
 
 /// A tiny shared library built with the C compiler cargo links with.
@@ -365,7 +365,7 @@ fn a_library_loaded_by_torch_ops_load_library_is_recorded() {
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let saved = post(&mut step, &restore, &inputs);
-    assert_eq!(saved.output("uncovered-files"), "build/libop.so", "{}", saved.stdout);
+    assert_eq!(saved.uncovered_files(), ["build/libop.so"], "{}", saved.stdout);
 }
 
 const GENERATOR: &str = "import os\n\

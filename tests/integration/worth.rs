@@ -68,7 +68,7 @@ fn a_generator_of_known_length_is_what_a_hit_saves(store: Store) {
     let inputs = inputs(&[]);
     let cold = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!(cold.output("cache-hit"), "false", "{}", cold.stdout);
-    assert_eq!((cold.output("generation-seconds"), cold.output("time-saved")), ("", ""));
+    assert_eq!((cold.generation_seconds(), cold.time_saved()), (None, None));
     sleeping_generator(&step, SLEEP);
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
@@ -102,7 +102,7 @@ fn a_post_step_records_the_generators_window_not_the_jobs(store: Store) {
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
     let warm = peer.step().run(&["restore"], &inputs, NO_STATE);
-    assert_eq!(warm.output("generation-seconds"), "90.0", "{}", warm.stdout);
+    assert_eq!(warm.generation_seconds(), Some(90.0), "{}", warm.stdout);
     let saved = seconds(&warm, "time-saved");
     assert!((85.0..=90.0).contains(&saved), "time-saved = {saved}");
     assert!(warm.summary.contains("the generating run took 1 min 30 s"), "{}", warm.summary);
@@ -237,10 +237,10 @@ fn a_forged_or_absurd_figure_is_not_recorded() {
         assert!(!readable.lines().any(|l| l.trim_start().starts_with("::error::")), "{what}: {readable}");
         assert!(!readable.contains('\u{202e}'), "{what}: {readable}");
         if shown {
-            assert_eq!(warm.output("generation-seconds"), "12.0", "{what}");
+            assert_eq!(warm.generation_seconds(), Some(12.0), "{what}");
             assert!(!readable.contains("forged"), "{what}: the ref is left out: {readable}");
         } else {
-            assert_eq!((warm.output("generation-seconds"), warm.output("time-saved")), ("", ""), "{what}");
+            assert_eq!((warm.generation_seconds(), warm.time_saved()), (None, None), "{what}");
             assert!(warm.summary.contains("what the generating run took is not recorded"), "{what}: {}", warm.summary);
         }
         let list = step.run(&["list"], &[("prefix", PREFIX)], NO_STATE);
@@ -255,7 +255,7 @@ fn a_forged_or_absurd_figure_is_not_recorded() {
     assert_eq!(other.run(&["save"], &given, NO_STATE).output("save-result"), "saved");
     std::fs::remove_dir_all(other.ws.join(PATH)).unwrap();
     let warm = other.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((warm.output("cache-hit"), warm.output("time-saved")), ("true", ""), "{}", warm.stdout);
+    assert_eq!((warm.cache_hit(), warm.time_saved()), (true, None), "{}", warm.stdout);
 }
 
 /// With `grow`, a layer records the window of what it adds; a hit reports the base's and the
@@ -272,7 +272,7 @@ fn a_layer_records_its_own_window_and_a_hit_reports_the_stack() {
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
 
     let warm = step.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!(warm.output("generation-seconds"), "60.0", "{}", warm.stdout);
+    assert_eq!(warm.generation_seconds(), Some(60.0), "{}", warm.stdout);
     let ended = restore_ended_earlier(&step, Duration::from_secs(120));
     write(&step.ws.join(PATH).join("added.bin"), b"added");
     set_mtime(&step.ws.join(PATH).join("added.bin"), ended + 20_000);
@@ -280,7 +280,7 @@ fn a_layer_records_its_own_window_and_a_hit_reports_the_stack() {
     assert_eq!(grown.output("save-result"), "layer", "{}", grown.stdout);
 
     let again = elsewhere(&step).run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((again.output("layers"), again.output("generation-seconds")), ("1", "80.0"), "{}", again.stdout);
+    assert_eq!((again.layers(), again.generation_seconds()), (1, Some(80.0)), "{}", again.stdout);
 }
 
 /// `verify-reuse` puts the measured saving beside what it says about the tree.
@@ -306,7 +306,7 @@ fn verify_reuse_puts_the_saving_beside_its_verdict() {
         post.summary
     );
     // The save step's `time-saved` is a compile cache's figure: none here.
-    assert_eq!(post.output("time-saved"), "", "{}", post.stdout);
+    assert_eq!(post.time_saved(), None, "{}", post.stdout);
 }
 
 /// `list` reads the figure from the archive's first bytes: the copy before the fingerprint
