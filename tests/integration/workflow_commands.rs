@@ -1,12 +1,12 @@
 //! Text from outside the binary — file names from `hash-files`, `hash-env` values, labels and
 //! values read from another entry's fingerprint by `explain-misses` — never starts a workflow
-//! command, read the way the runner reads a step's output (`runner::log_model`); shows its
+//! command, read the way the runner reads a step's output (`support::log_model`); shows its
 //! invisible characters escaped and its URLs only inside code spans; stays one item per line
 //! of a list output; and has its secrets redacted before any cut.
 
+use crate::support::log_model;
 use exact_cache::archive::{Compression, Inventory, SecretScanner, write_archive};
 use exact_cache::fingerprint::{Component, Fingerprint, FingerprintRecord, Value};
-use exact_cache::runner::log_model;
 
 use crate::support::{NO_STATE, Step, StepResult, Store, on_every_store, write};
 

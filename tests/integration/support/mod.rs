@@ -11,6 +11,7 @@
 
 pub mod act;
 mod archive;
+pub mod log_model;
 pub mod s3;
 pub mod services;
 mod shown;

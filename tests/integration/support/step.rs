@@ -1,12 +1,12 @@
 //! The `exact-cache` binary run the way the Actions runner runs a step.
 
+use super::log_model;
 use super::wine::Wine;
 use exact_cache::choice::{self, Named};
 use exact_cache::commands::{KeptStack, RestoreRecord, Restored};
 use exact_cache::fingerprint::FingerprintRecord;
 use exact_cache::keys::Key;
 use exact_cache::outcome::{MissReason, Output, SaveResult};
-use exact_cache::runner::log_model;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
