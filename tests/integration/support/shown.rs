@@ -1,6 +1,6 @@
 //! Snapshots of what a step showed its reader (`StepResult::said`, `StepResult::shown`), with
 //! what differs between runs and machines redacted: the scratch directory, digests (keys and
-//! versions hold the machine's facts), times, rates, dates, ports and compressed sizes.
+//! versions hold the machine's facts), times, rates, dates, ports, compressed sizes and the directory of the reads log.
 
 use std::path::Path;
 
@@ -29,6 +29,7 @@ pub fn redactions(root: &Path) -> insta::Settings {
     s.add_filter(r"download: \d+(\.\d+)? (B|KiB|MiB)", "download: [ARCHIVE]");
     s.add_filter(r"archive: \d+(\.\d+)? (B|KiB|MiB)", "archive: [ARCHIVE]");
     s.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]");
+    s.add_filter(r"/reads-[0-9a-f]{16}/", "/reads-[ID]/");
     s
 }
 
