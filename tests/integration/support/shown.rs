@@ -1,6 +1,7 @@
 //! Snapshots of what a step showed its reader (`StepResult::said`, `StepResult::shown`), with
 //! what differs between runs and machines redacted: the scratch directory, digests (keys and
-//! versions hold the machine's facts), times, rates, dates, ports, compressed sizes and the directory of the reads log.
+//! versions hold the machine's facts), times, rates, dates, ports, compressed sizes and the
+//! directory of the reads log.
 
 use std::path::Path;
 
