@@ -822,7 +822,8 @@ fn clean_on_miss_keeps_what_the_repository_tracks_and_names_what_it_removes() {
     // the names.
     let mut named: Vec<&str> = r.summary.lines().filter_map(|l| l.strip_prefix("| `")?.strip_suffix("` |")).collect();
     let mut removed: Vec<String> = stale.iter().map(|f| rel(f)).collect();
-    (named.sort(), removed.sort());
+    named.sort();
+    removed.sort();
     assert_eq!(named, removed, "{}", r.summary);
     let mut settings = crate::support::redactions(step.dir.path());
     settings.add_filter(r"`source/tests/infer/[^`]+`", "`[STALE]`");
