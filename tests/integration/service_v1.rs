@@ -5,7 +5,7 @@ use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
 
 use crate::support::services::{Fault, Op, Services};
-use crate::support::{NO_STATE, Step, snapshot, write};
+use crate::support::{NO_STATE, Step, assert_shown, snapshot, write};
 
 const INPUTS: [(&str, &str); 2] = [("path", "out"), ("native", "none")];
 
@@ -21,7 +21,8 @@ fn round_trip_with_chunked_uploads_and_ranged_downloads() {
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     let save = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("GitHub cache service v1"), "{}", save.stdout);
+    // The save's log names the store (GitHub cache service v1).
+    assert_shown!(step.dir.path(), "v1_save_names_the_store", save.group("Save "));
     assert!(services.faults.calls(Op::V1Upload) >= 9, "chunked: {}", services.faults.calls(Op::V1Upload));
     let before = snapshot(&step.ws.join("out"));
     std::fs::remove_dir_all(step.ws.join("out")).unwrap();
