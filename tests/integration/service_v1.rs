@@ -65,7 +65,8 @@ fn faults_end_as_warnings_and_misses() {
     services.faults.push(Op::V1Lookup, Fault::Status { code: 429, retry_after: Some(600), msg: "slow down" }, 1);
     let r = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!((r.code, r.output("reused"), r.output("miss-reason")), (0, "false", "service-error"));
-    assert!(r.stdout.contains("HTTP 429 (retry after 600 s)"), "{}", r.stdout);
+    // The warning names the status and the planted `Retry-After`.
+    assert_shown!(step.dir.path(), "v1_a_long_retry_after", crate::support::planted(&r.said(), "600 s"));
     assert_eq!(snapshot(&step.ws), before);
 
     services.faults.push(Op::V1Download, Fault::Reset { after: 10 }, 1);

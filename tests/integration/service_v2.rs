@@ -91,8 +91,8 @@ fn rate_limits_stop_the_save_and_every_later_call() {
     assert_eq!(r.code, 0);
     assert_eq!(r.output("save-result"), "rate-limited");
     assert_eq!(r.output("saved"), "false");
-    let warning = r.stdout.lines().find(|l| l.starts_with("::warning::")).expect("a warning");
-    assert!(warning.contains("CreateCacheEntry: HTTP 429 (retry after 600 s)"), "the cause: {warning}");
+    // The warning names the call, the status and the planted `Retry-After`.
+    support::assert_shown!(step.dir.path(), "v2_a_long_retry_after", support::planted(&r.said(), "600 s"));
     assert_eq!(services.faults.calls(Op::Create), 1, "a 429 not waited out is never retried");
     assert_eq!(services.faults.calls(Op::BlobPut), 0);
     let strict = step.run(&["save"], &[INPUTS[0], INPUTS[1], INPUTS[2], ("strict", "true")], NO_STATE);

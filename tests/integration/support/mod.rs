@@ -23,7 +23,7 @@ mod wine;
 pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
 pub use exact_cache_test_macros::needs;
 pub(crate) use shown::assert_shown;
-pub use shown::{redactions, regex_escape};
+pub use shown::{planted, redactions, regex_escape};
 pub use step::{CliRun, MEASURE_RSS, NO_STATE, Step, StepResult, exe, list_table};
 pub(crate) use stores::on_every_store;
 pub use stores::{Peer, Store};

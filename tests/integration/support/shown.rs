@@ -34,6 +34,12 @@ pub fn redactions(root: &Path) -> insta::Settings {
     s
 }
 
+/// `text` with each `figure` a test planted (`600 s`, a deadline or a `Retry-After`) shown as
+/// `[PLANTED]`, so that a snapshot proves it is there although times are redacted.
+pub fn planted(text: &str, figure: &str) -> String {
+    text.replace(figure, "[PLANTED]")
+}
+
 pub fn regex_escape(s: &str) -> String {
     s.chars().map(|c| if "\\.+*?()|[]{}^$".contains(c) { format!("\\{c}") } else { c.to_string() }).collect()
 }
