@@ -227,8 +227,9 @@ fn a_rate_limited_lookup_waits_once_for_retry_after_then_misses() {
         let took = started.elapsed();
         services.faults.clear();
         assert_eq!((r.code, r.output("miss-reason")), (0, "service-error"), "{}", r.stdout);
-        let warning = warnings(&r).into_iter().find(|w| w.contains("HTTP 429")).expect("a warning");
-        assert!(warning.contains("(retry after 1 s)"), "{warning}");
+        // The warning names the call, the status and the planted `Retry-After`.
+        let name = if v1 { "rate_limited_lookup_v1" } else { "rate_limited_lookup_v2" };
+        assert_shown!(step.dir.path(), name, crate::support::planted(&r.said(), "1 s"));
         assert_eq!(services.faults.calls(lookup) - calls, 2, "one wait, then no more calls");
         assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(20), "{took:?}");
 
