@@ -154,8 +154,9 @@ fn reads_under_path_in_hash_files_or_written_by_the_job_are_covered_and_a_users_
     let restore = step.run(&["restore"], &inputs, NO_STATE);
     assert!(restore.env["PYTHONPATH"].ends_with(&format!(":{}", theirs.display())), "{:?}", restore.env);
     let stdout = generate(&step, &restore, "gen.py");
-    assert!(stdout.contains("USER their sitecustomize ran"), "{stdout}");
-    assert!(stdout.contains("OURS ON SYS.PATH False"), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.contains(&"USER their sitecustomize ran"), "{stdout}");
+    assert!(lines.contains(&"OURS ON SYS.PATH False"), "{stdout}");
     let saved = post(&mut step, &restore, &inputs);
     assert_eq!(saved.output("uncovered-files"), "notes/child.txt\nnotes/readme.txt", "{}", saved.stdout);
 }
