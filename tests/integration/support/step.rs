@@ -240,6 +240,13 @@ impl StepResult {
         format!("exit: {}\n{}\n", self.code, lines.join("\n"))
     }
 
+    /// The cell of the summary's row `name` (`| name | cell |`); panics when it has none.
+    pub fn summary_row(&self, name: &str) -> &str {
+        let head = format!("| {name} | ");
+        let row = self.summary.lines().find_map(|l| l.strip_prefix(&head)?.strip_suffix(" |"));
+        row.unwrap_or_else(|| panic!("no summary row `{name}`:\n{}", self.summary))
+    }
+
     /// The rows of the table a `list` step logged ([`list_table`]).
     pub fn listed(&self) -> Vec<BTreeMap<String, String>> {
         list_table(&self.stdout)
