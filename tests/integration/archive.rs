@@ -468,7 +468,8 @@ fn a_root_that_is_a_link_inside_another_root_is_never_replaced() {
     manifest_for(&mut tar, &key, &["out", "out/sub"], entries);
     let before = snapshot(ws.path());
     let err = restore(&tar.finish(), ws.path(), &["out", "out/sub"], &key, Compression::None).unwrap_err();
-    assert!(err.to_string().contains("never replaces"), "{err}");
+    // The error names the root and says a restore never replaces it.
+    assert_shown!(ws.path(), "a_root_is_never_replaced_by_another", err.to_string());
     assert_eq!(snapshot(ws.path()), before);
 }
 
@@ -505,7 +506,8 @@ fn two_roots_disagreeing_about_a_directory_are_refused() {
     manifest_for(&mut tar, &key, &["out", "out/r"], entries);
     let err = restore(&tar.finish(), ws.path(), &["out", "out/r"], &key, Compression::None).unwrap_err();
     assert_eq!(err.miss_reason(), MissReason::Corrupt, "{err}");
-    assert!(err.to_string().contains("differs from"), "{err}");
+    // The error names the two entries that land at the same place and differ.
+    assert_shown!(ws.path(), "two_roots_disagreeing", err.to_string());
 }
 
 /// A valid archive whose directory's children do not follow it directly still restores: what

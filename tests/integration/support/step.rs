@@ -253,12 +253,14 @@ impl StepResult {
     }
 
     /// The lines of the log group whose title starts with `title` (`Why this is a miss`), for
-    /// a snapshot; panics when there is none.
+    /// a snapshot, without its `::add-mask::` lines (stores that sign URLs mask signatures);
+    /// panics when there is none.
     pub fn group(&self, title: &str) -> String {
         let mut lines =
             self.stdout.lines().skip_while(|l| !l.strip_prefix("::group::").is_some_and(|t| t.starts_with(title)));
         let heading = lines.next().unwrap_or_else(|| panic!("no group `{title}`:\n{}", self.stdout));
-        let body: Vec<&str> = lines.take_while(|l| *l != "::endgroup::").collect();
+        let body: Vec<&str> =
+            lines.take_while(|l| *l != "::endgroup::").filter(|l| !l.starts_with("::add-mask::")).collect();
         format!("{heading}\n{}\n", body.join("\n"))
     }
 
