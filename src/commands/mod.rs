@@ -22,8 +22,11 @@ mod verify;
 mod words;
 mod worth;
 
+pub use crate::stack::KeptStack;
 pub use error::Error;
+pub use handoff::{HitRecord, RestoreRecord, Restored};
 use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
+pub use verify::Kept;
 
 use crate::cli::{Command, Invocation};
 use crate::fingerprint::System;
