@@ -7,7 +7,7 @@
 
 pub mod archive;
 pub mod backend;
-pub(crate) mod choice;
+pub mod choice;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -32,8 +32,8 @@ pub(super) fn fingerprint_path(fingerprint_file: Option<&Path>, env: &Env, key: 
 /// writes it (replacing an earlier one), and a save that computes the same key and version
 /// reads it. The save checks what it says against the store before it writes a
 /// new generation (a step could write anything here): it never numbers one from this file.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(super) struct RestoreRecord {
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct RestoreRecord {
     pub key: Key,
     pub version: Version,
     /// The store the restore asked ([`crate::backend::Backend::describe`]): a save to another
@@ -88,9 +88,9 @@ pub(super) fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
-pub(super) enum Restored {
+pub enum Restored {
     /// The stack was put in place: the save compares the tree with it, grows it, or saves nothing.
     Reused(Box<Kept>),
     /// Bases were found and none could be used for what it holds: the save of the job that

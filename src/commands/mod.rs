@@ -21,8 +21,11 @@ mod tracked;
 mod verify;
 mod worth;
 
+pub use crate::stack::KeptStack;
 pub use error::Error;
+pub use handoff::{RestoreRecord, Restored};
 use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
+pub use verify::Kept;
 
 use crate::cli::{Command, Invocation};
 use crate::fingerprint::System;

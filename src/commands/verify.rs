@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 /// What the restore step keeps for the save step: the restored manifest, and the files that
 /// were under `path` before the restore (not "added" by the job).
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(super) struct Kept {
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
     pub manifest: Manifest,
     /// Their entry paths (`<root>/<rel>`), matched with what is there at save time; how they
     /// are shown (`~/…`) is for people only.

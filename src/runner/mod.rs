@@ -23,8 +23,10 @@
 //! commands carry their text only as escaped data ([`Log::command`]), never as properties.
 
 mod forms;
-#[doc(hidden)]
-pub mod log_model;
+// The tests' model of how the runner reads a step's output, shared with the integration tests.
+#[cfg(test)]
+#[path = "../../tests/integration/support/log_model.rs"]
+mod log_model;
 mod progress;
 pub mod summary;
 mod visible;

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use crate::support::act::{ActRun, git_repo, run_act};
-use crate::support::needs;
 use crate::support::torch_venv;
+use crate::support::{assert_shown, needs};
 
 const FILES: &[&str] = &["action.yml", "restore/action.yml", "save/action.yml", "fingerprint/action.yml"];
 
@@ -112,11 +112,7 @@ fn a_failed_job_saves_nothing() {
         failed.log
     );
     // The post step ran (`post-if: always()`) and said why it saved nothing.
-    assert!(
-        failed.log.contains("the job's status is `failure`: nothing was saved (`save-on-failure: true` to change)"),
-        "{}",
-        failed.log
-    );
+    assert_shown!(repo.path(), "act_a_failed_job_saves_nothing", failed.said());
     let next = run(repo.path(), "fixtures", storage.path(), &[]);
     assert!(next.success, "{}", next.log);
     assert_eq!(next.output("cache", "miss-reason"), "not-found", "nothing was saved by the failed job");
@@ -130,7 +126,8 @@ fn a_runner_without_a_binary_warns_and_the_job_goes_on_as_on_a_miss() {
     let storage = tempfile::tempdir().unwrap();
     let r = run(repo.path(), "fixtures", storage.path(), &[]);
     assert!(r.success, "{}", r.log);
-    assert!(r.log.contains("exact-cache has no binary for Linux/X64"), "{}", r.log);
+    // A warning names the platform without a binary.
+    assert_shown!(repo.path(), "act_a_runner_without_a_binary", r.said());
     for (name, value) in [
         ("cache-hit", "false"),
         ("reused", "false"),
@@ -171,7 +168,9 @@ fn a_tampered_entry_is_refused_the_job_regenerates_and_the_next_run_hits() {
     assert_eq!(warm.output("cache", "reused"), "false");
     let reason = warm.output("cache", "miss-reason");
     assert!(reason == "corrupt" || reason == "manifest-mismatch", "{reason}");
-    assert!(warm.log.contains("not reused ("), "the reason is reported:\n{}", warm.log);
+    let reported = format!("not reused ({reason})");
+    let warned = warm.annotations.iter().any(|(level, m)| level == "warning" && m.starts_with(&reported));
+    assert!(warned, "the reason is reported:\n{}", warm.log);
     assert!(generated(&warm));
     assert!(warm.log.contains("saved generation 1 base:"), "the post step saves the replacement:\n{}", warm.log);
 
@@ -391,7 +390,8 @@ fn a_step_migrated_from_actions_cache_fails_with_a_hint_and_restores_nothing() {
     one_step_workflow(repo.path(), "migrated", with);
     let r = run(repo.path(), "migrated", storage.path(), &[]);
     assert!(!r.success, "an input error fails the step:\n{}", r.log);
-    assert!(r.log.contains("move the files of your `hashFiles(...)` to `hash-files`"), "{}", r.log);
+    // The error moves `hashFiles(...)` to `hash-files`.
+    assert_shown!(repo.path(), "act_a_step_migrated_from_actions_cache", r.said());
     assert!(!r.log.contains("after the cache step"), "{}", r.log);
     assert!(!repo.path().join("fixtures").exists());
 }
@@ -403,5 +403,5 @@ fn an_empty_prefix_is_an_input_error_under_act() {
     one_step_workflow(repo.path(), "empty-prefix", "          path: fixtures\n          prefix: ''\n");
     let r = run(repo.path(), "empty-prefix", storage.path(), &[]);
     assert!(!r.success, "{}", r.log);
-    assert!(r.log.contains("input `prefix`"), "{}", r.log);
+    assert_shown!(repo.path(), "act_an_empty_prefix", r.said());
 }

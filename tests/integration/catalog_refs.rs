@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::support::{NO_STATE, Peer, Step, StepResult, Store, on_every_store, write};
+use crate::support::{NO_STATE, Peer, Step, StepResult, Store, assert_shown, on_every_store, write};
+use exact_cache::outcome::{MissReason, Output, SaveResult};
 
 const PREFIX: &str = "refs";
 const MAIN: &str = "refs/heads/main";
@@ -39,15 +40,20 @@ fn inputs<'a>(variant: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &
 /// Save the entry of `variant`; its key.
 fn save(step: &Step, variant: &str, extra: &[(&str, &str)]) -> (String, StepResult) {
     let r = step.run(&["save"], &inputs(variant, extra), NO_STATE);
-    assert_eq!(r.output("save-result"), "saved", "{}", r.stdout);
-    (r.output("key").to_owned(), r)
+    assert_eq!(r.save_result(), SaveResult::Saved, "{}", r.stdout);
+    (r.key().to_string(), r)
 }
 
 /// Stores keep creation times in whole seconds: saves to be told apart are planted apart.
 const APART: Duration = Duration::from_secs(10);
 
-fn lines(r: &StepResult, output: &str) -> Vec<String> {
-    r.output(output).lines().map(str::to_owned).collect()
+fn lines(r: &StepResult, output: Output) -> Vec<String> {
+    r.output_lines(output).into_iter().map(str::to_owned).collect()
+}
+
+/// The `ref` column of what `list` logged.
+fn refs(r: &StepResult) -> Vec<String> {
+    r.listed().into_iter().map(|row| row["ref"].clone()).collect()
 }
 
 fn run(step: &Step, args: &[&str]) -> StepResult {
@@ -64,19 +70,17 @@ fn prune_on_a_feature_branch_never_deletes_mains_entry(store: Store) {
     let feature = on_ref(&*peer, Some(FEATURE));
     let (f1, _) = save(&feature, "f1", &[]);
     peer.backdate(&f1, APART);
-    let (newest, saved) = save(&feature, "f2", &[("prune", "true"), ("prune-keep", "1")]);
-    let line = format!("prune: kept the newest 1, deleted 1 older entry of `{PREFIX}` on `{FEATURE}`");
-    assert!(saved.stdout.contains(&line), "{}", saved.stdout);
+    // The save's prune deletes `f1` (the later prune finds nothing to delete, `list` no `f1`).
+    let (newest, _) = save(&feature, "f2", &[("prune", "true"), ("prune-keep", "1")]);
     let again = run(&feature, &["prune"]);
-    assert!(again.stdout.contains(&format!("1 entry of `{PREFIX}` on `{FEATURE}` in")), "{}", again.stdout);
-    assert!(again.stdout.contains("kept the newest 1 key (1 entry), deleted 0"), "{}", again.stdout);
+    assert_eq!(lines(&again, Output::Deleted), Vec::<String>::new());
 
     let own = run(&feature, &["list"]);
-    assert_eq!(lines(&own, "keys"), [newest.as_str()]);
+    assert_eq!(lines(&own, Output::Keys), [newest.as_str()]);
     let every = run(&feature, &["list", "--all-refs"]);
-    assert_eq!(lines(&every, "keys"), [newest, mains], "newest first");
-    assert!(every.stdout.contains(MAIN) && every.stdout.contains(FEATURE), "each entry's ref: {}", every.stdout);
-    assert_eq!(main.run(&["restore"], &inputs("main", &[]), NO_STATE).output("reused"), "true");
+    assert_eq!(lines(&every, Output::Keys), [newest, mains], "newest first");
+    assert_eq!(refs(&every), [FEATURE, MAIN], "each entry's ref: {}", every.stdout);
+    assert!(main.run(&["restore"], &inputs("main", &[]), NO_STATE).reused());
 }
 
 fn without_a_ref_list_and_prune_see_every_ref(store: Store) {
@@ -90,24 +94,21 @@ fn without_a_ref_list_and_prune_see_every_ref(store: Store) {
 
     let workstation = on_ref(&*peer, None);
     let listed = run(&workstation, &["list"]);
-    assert_eq!(lines(&listed, "keys"), [f2.clone(), f1.clone(), m1.clone()]);
-    assert!(listed.stdout.contains(&format!("3 entries of `{PREFIX}` on every ref in")), "{}", listed.stdout);
+    assert_eq!(lines(&listed, Output::Keys), [f2.clone(), f1.clone(), m1.clone()]);
+    assert_eq!(refs(&listed), [FEATURE, FEATURE, MAIN], "every ref's: {}", listed.stdout);
     let on_main = run(&workstation, &["list", "--ref", MAIN]);
-    assert_eq!(lines(&on_main, "keys"), [m1.as_str()]);
-    assert!(on_main.stdout.contains(&format!("1 entry of `{PREFIX}` on `{MAIN}` in")), "{}", on_main.stdout);
+    assert_eq!(lines(&on_main, Output::Keys), [m1.as_str()]);
+    assert_eq!(refs(&on_main), [MAIN]);
 
     // Each ref keeps its newest.
     let dry = run(&workstation, &["prune", "--dry-run"]);
-    assert_eq!(lines(&dry, "would-delete"), [f1.as_str()]);
+    assert_eq!(lines(&dry, Output::WouldDelete), [f1.as_str()]);
     assert!(!dry.outputs.contains_key("deleted"), "a dry run deletes nothing: {:?}", dry.outputs);
-    let kept = "kept the newest 2 keys (2 entries; the newest 1 of each of 2 refs), would delete 1";
-    assert!(dry.stdout.contains(kept), "{}", dry.stdout);
-    assert_eq!(lines(&run(&workstation, &["prune", "--ref", MAIN]), "deleted"), Vec::<String>::new());
+    assert_eq!(lines(&run(&workstation, &["prune", "--ref", MAIN]), Output::Deleted), Vec::<String>::new());
     // Asked: every ref's as one.
     let all = run(&workstation, &["prune", "--all-refs"]);
-    assert_eq!(lines(&all, "deleted"), [f1, m1]);
-    assert!(all.stdout.contains(&format!("3 entries of `{PREFIX}` on all refs, as one in")), "{}", all.stdout);
-    assert_eq!(lines(&run(&workstation, &["list"]), "keys"), [f2]);
+    assert_eq!(lines(&all, Output::Deleted), [f1, m1]);
+    assert_eq!(lines(&run(&workstation, &["list"]), Output::Keys), [f2]);
     assert_eq!(peer.entries(), 1);
 }
 
@@ -118,11 +119,10 @@ fn older_than_deletes_what_was_created_before(store: Store) {
     peer.backdate(&old, Duration::from_secs(3600));
     let (new, _) = save(&step, "new", &[]);
     let dry = run(&step, &["prune", "--older-than=30m", "--dry-run"]);
-    assert_eq!(lines(&dry, "would-delete"), [old.as_str()]);
+    assert_eq!(lines(&dry, Output::WouldDelete), [old.as_str()]);
     let pruned = run(&step, &["prune", "--older-than=30m"]);
-    assert_eq!(lines(&pruned, "deleted"), [old], "the newest of its ref or not");
-    assert!(pruned.stdout.contains("kept 1 entry created or used within 30m, deleted 1"), "{}", pruned.stdout);
-    assert_eq!(lines(&run(&step, &["list"]), "keys"), [new]);
+    assert_eq!(lines(&pruned, Output::Deleted), [old], "the newest of its ref or not");
+    assert_eq!(lines(&run(&step, &["list"]), Output::Keys), [new]);
 }
 
 /// A changed generator: the miss names it, and `prune` keeps the newest entry of this ref and
@@ -137,26 +137,28 @@ fn explain_names_what_changed_and_prune_keeps_the_newest_of_each_ref(store: Stor
     let inputs = inputs("gen", &[("hash-files", "gen.py")]);
     let main = job(Some(MAIN), b"v1");
     let first = main.run(&["save"], &inputs, NO_STATE);
-    assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
-    peer.backdate(first.output("key"), APART);
+    assert_eq!(first.save_result(), SaveResult::Saved, "{}", first.stdout);
+    peer.backdate(&first.key(), APART);
     write(&main.ws.join("gen.py"), b"v2");
     let missed = main.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!(missed.output("miss-reason"), "not-found", "{}", missed.stdout);
-    assert!(missed.stdout.contains("files: gen.py changed"), "the miss is explained: {}", missed.stdout);
+    assert_eq!(missed.miss_reason(), MissReason::NotFound, "{}", missed.stdout);
+    // The miss is explained: the entry compared with, and `gen.py` changed.
+    let why = missed.group("Why this is a miss").replace(first.key().as_str(), "[FIRST]");
+    assert_shown!(main.dir.path(), "explain_names_what_changed", why);
     let (second, _) = save(&main, "gen", &[("hash-files", "gen.py")]);
-    assert!(run(&main, &["list"]).stdout.contains(&format!("2 entries of `{PREFIX}` on `{MAIN}`")));
+    assert_eq!(lines(&run(&main, &["list"]), Output::Keys).len(), 2);
     for (r#ref, generator) in [(Some("refs/pull/7/merge"), b"pr".as_slice()), (None, b"local")] {
         let saved = job(r#ref, generator).run(&["save"], &inputs, NO_STATE);
-        assert_eq!(saved.output("save-result"), "saved", "{ref:?}: {}", saved.stdout);
+        assert_eq!(saved.save_result(), SaveResult::Saved, "{ref:?}: {}", saved.stdout);
     }
 
     let dry = run(&main, &["prune", "--dry-run", "--prune-keep=1"]);
-    assert_eq!(lines(&dry, "would-delete"), [first.output("key")], "{}", dry.stdout);
+    assert_eq!(lines(&dry, Output::WouldDelete), [first.key().to_string()], "{}", dry.stdout);
     let pruned = run(&main, &["prune", "--prune-keep=1"]);
-    assert!(pruned.stdout.contains("kept the newest 1 key (1 entry), deleted 1"), "{}", pruned.stdout);
+    assert_eq!(lines(&pruned, Output::Deleted), [first.key().to_string()], "{}", pruned.stdout);
     assert_eq!(peer.entries(), 3, "the newest on main, the pull request's and the one without a ref");
-    assert_eq!(lines(&run(&main, &["list"]), "keys"), [second]);
-    assert_eq!(main.run(&["restore"], &inputs, NO_STATE).output("reused"), "true");
+    assert_eq!(lines(&run(&main, &["list"]), Output::Keys), [second]);
+    assert!(main.run(&["restore"], &inputs, NO_STATE).reused());
 }
 
 /// Set the modification time of every file of the local store's `dir` (`entries`, `meta`) that
@@ -179,9 +181,10 @@ fn the_local_store_records_refs_and_uses_and_older_than_counts_from_the_last_use
     let (used, _) = save(&step, "used", &[]);
     let (recent, _) = save(&step, "recent", &[]);
     let listed = run(&step, &["list"]);
-    assert_eq!(lines(&listed, "keys").len(), 3, "every entry carries its ref: {}", listed.stdout);
-    let header = listed.stdout.lines().find(|l| l.trim_start().starts_with("key ")).unwrap();
-    assert!(header.contains(" used ") && header.contains(" ref "), "{header}");
+    assert_eq!(lines(&listed, Output::Keys).len(), 3, "every entry carries its ref: {}", listed.stdout);
+    // The local store shows each entry's ref and last use.
+    assert_eq!(refs(&listed), [MAIN; 3]);
+    assert!(listed.listed().iter().all(|row| row["used"].ends_with('Z')), "{}", listed.stdout);
 
     let ten_days_ago = SystemTime::now() - Duration::from_secs(10 * 86_400);
     for key in [&unused, &used] {
@@ -189,12 +192,11 @@ fn the_local_store_records_refs_and_uses_and_older_than_counts_from_the_last_use
         backdate(&step.cache, "meta", key, ten_days_ago);
     }
     // A restore records its use; reading a fingerprint to explain a miss does not.
-    assert_eq!(step.run(&["restore"], &inputs("used", &[]), NO_STATE).output("reused"), "true");
+    assert!(step.run(&["restore"], &inputs("used", &[]), NO_STATE).reused());
     let missed = step.run(&["restore"], &inputs("other", &[]), NO_STATE);
-    assert_eq!(missed.output("miss-reason"), "not-found");
+    assert_eq!(missed.miss_reason(), MissReason::NotFound);
     let pruned = run(&step, &["prune", "--older-than=7d"]);
-    assert_eq!(lines(&pruned, "deleted"), [unused.as_str()], "{}", pruned.stdout);
-    assert!(pruned.stdout.contains("kept 2 entries created or used within 7d, deleted 1"), "{}", pruned.stdout);
+    assert_eq!(lines(&pruned, Output::Deleted), [unused.as_str()], "{}", pruned.stdout);
 
     // An entry saved before the store recorded refs: on no particular ref, so only a prune of
     // every ref touches it.
@@ -205,11 +207,11 @@ fn the_local_store_records_refs_and_uses_and_older_than_counts_from_the_last_use
         }
     }
     backdate(&step.cache, "entries", &used, ten_days_ago);
-    assert_eq!(lines(&run(&step, &["list"]), "keys"), [recent.as_str()], "not on `{MAIN}`");
-    assert_eq!(lines(&run(&step, &["prune", "--older-than=7d"]), "deleted"), Vec::<String>::new());
+    assert_eq!(lines(&run(&step, &["list"]), Output::Keys), [recent.as_str()], "not on `{MAIN}`");
+    assert_eq!(lines(&run(&step, &["prune", "--older-than=7d"]), Output::Deleted), Vec::<String>::new());
     let every = run(&step, &["list", "--all-refs"]);
-    assert_eq!(lines(&every, "keys"), [recent, used.clone()]);
-    assert_eq!(lines(&run(&step, &["prune", "--older-than=7d", "--all-refs"]), "deleted"), [used]);
+    assert_eq!(lines(&every, Output::Keys), [recent, used.clone()]);
+    assert_eq!(lines(&run(&step, &["prune", "--older-than=7d", "--all-refs"]), Output::Deleted), [used]);
 }
 
 #[test]
@@ -217,23 +219,23 @@ fn list_names_a_stacks_slots_without_the_path_lines_and_takes_a_preset() {
     let step = Step::new();
     let grow = [("path", "out"), ("native", "none"), ("prefix", "stack"), ("grow", "true")];
     write(&step.ws.join("out/a"), &[b'a'; 1000]);
-    assert_eq!(step.run(&["save"], &grow, NO_STATE).output("save-result"), "saved");
+    assert_eq!(step.run(&["save"], &grow, NO_STATE).save_result(), SaveResult::Saved);
     let warm = step.run(&["restore"], &grow, NO_STATE);
-    assert_eq!(warm.output("reused"), "true", "{}", warm.stdout);
+    assert!(warm.reused(), "{}", warm.stdout);
     write(&step.ws.join("out/b"), b"b");
     let layer = step.run(&["save", "--post"], &grow, &warm.state);
-    assert_eq!(layer.output("save-result"), "layer", "{}", layer.stdout);
+    assert_eq!(layer.save_result(), SaveResult::Layer, "{}", layer.stdout);
 
     let listed = step.run(&["list"], &[("prefix", "stack")], NO_STATE);
-    let rows: Vec<&str> = listed.stdout.lines().filter(|l| l.trim_start().starts_with("stack-")).collect();
-    assert_eq!(rows.len(), 2, "{}", listed.stdout);
-    assert!(rows[0].ends_with("  layer 1") && rows[1].ends_with("  base"), "{rows:?}");
+    let slots: Vec<String> = listed.listed().into_iter().map(|row| row["slot"].clone()).collect();
+    assert_eq!(slots, ["layer 1", "base"], "{}", listed.stdout);
 
-    for args in [&["list", "--preset=torch-inductor"][..], &["prune", "--preset=torch-inductor", "--dry-run"]] {
-        let r = step.run(args, &[("prefix", "stack")], NO_STATE);
-        assert_eq!(r.code, 0, "{args:?}: {}", r.stdout);
-        assert!(r.stdout.contains("2 entries of `stack`"), "{}", r.stdout);
-    }
+    let list = step.run(&["list", "--preset=torch-inductor"], &[("prefix", "stack")], NO_STATE);
+    assert_eq!((list.code, list.output_lines(Output::Keys).len()), (0, 2), "{}", list.stdout);
+    // A dry run of prune lists both too (and would delete neither: they are the newest key's).
+    let prune = step.run(&["prune", "--preset=torch-inductor", "--dry-run"], &[("prefix", "stack")], NO_STATE);
+    assert_eq!((prune.code, prune.deleted()), (0, vec![]), "{}", prune.stdout);
+    assert_shown!(step.dir.path(), "prune_takes_a_preset", &prune.stdout);
 }
 
 /// What the command line prints on stdout: one `name=item` line per item of a list output, what
@@ -244,21 +246,19 @@ fn the_command_line_prints_one_line_per_item_and_names_what_is_missing() {
     write(&step.ws.join("out/a"), b"a");
     let cli_inputs = |v| [("path", "out"), ("native", "none"), ("prefix", "cli"), ("variant", v)];
     let (k1, k2) = (step.run(&["save"], &cli_inputs("1"), NO_STATE), step.run(&["save"], &cli_inputs("2"), NO_STATE));
-    let cli = |args: &[&str]| {
-        let out = step.cli(args);
-        (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
-    };
-    let (ok, stdout, _) = cli(&["list", "--prefix=cli", "--long"]);
-    assert!(ok);
-    let keys: Vec<&str> = stdout.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
-    assert_eq!(keys, [k2.output("key"), k1.output("key")], "{stdout}");
-    let (ok, stdout, stderr) = cli(&["prune", "--prefix=cli", "--dry-run"]);
-    assert!(ok && stderr.contains(&format!("would delete {}", k1.output("key"))), "{stderr}");
-    assert_eq!(stdout, format!("would-delete={}\n", k1.output("key")));
-    let (_, stdout, _) = cli(&["prune", "--prefix=cli", "--prune-keep=5"]);
-    assert_eq!(stdout, "deleted=\n", "an empty list");
+    let list = step.cli(&["list", "--prefix=cli", "--long"]);
+    assert!(list.success(), "{list:?}");
+    let keys: Vec<String> =
+        crate::support::list_table(&list.stdout).into_iter().map(|row| row["key"].clone()).collect();
+    assert_eq!(keys, [k2.key().to_string(), k1.key().to_string()], "{list:?}");
+    let dry = step.cli(&["prune", "--prefix=cli", "--dry-run"]);
+    assert!(dry.success(), "{dry:?}");
+    assert_eq!(dry.stdout, format!("would-delete={}\n", k1.key()));
+    let none = step.cli(&["prune", "--prefix=cli", "--prune-keep=5"]);
+    assert_eq!(none.stdout, "deleted=\n", "an empty list");
 
-    let (ok, _, stderr) = cli(&["fingerprint", "--path=out", "--native=none", "--python=/nonexistent/python3"]);
-    let first = stderr.lines().find(|l| l.starts_with("error:")).unwrap_or_else(|| panic!("{stderr}"));
-    assert!(!ok && first.contains("`/nonexistent/python3` not found"), "{stderr}");
+    let missing = step.cli(&["fingerprint", "--path=out", "--native=none", "--python=/nonexistent/python3"]);
+    assert!(!missing.success(), "{missing:?}");
+    // The error's first line names the interpreter that is missing.
+    assert_shown!(step.dir.path(), "the_command_line_names_what_is_missing", missing.said());
 }

@@ -6,6 +6,7 @@
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::{Key, cache_version, slot_names};
+use exact_cache::outcome::SaveResult;
 
 use crate::support::{NO_STATE, Peer, Step, StepResult, Store, noise, on_every_store, write};
 
@@ -112,7 +113,10 @@ fn a_restore_that_fails_on_this_disk_never_writes_a_generation(store: Store) {
     let (k0, v0) = base_of(&key, "out", 0);
     peer.corrupt(&k0, &v0);
     let (_, healed) = job(&peer.step(), &grow, "out");
-    assert!(healed.stdout.contains("saving generation 1 base as the replacement"), "{}", healed.stdout);
+    assert_eq!(healed.save_result(), SaveResult::Saved, "{}", healed.stdout);
+    // The replacement is generation 1's base: a restore now reuses it.
+    let replaced = peer.step().run(&["restore"], &grow, NO_STATE);
+    assert_eq!(replaced.reused_generation(), Some(1), "{}", replaced.stdout);
     peer.evict(&k0, &v0);
     for _ in 0..2 {
         let step = peer.step();
@@ -120,8 +124,8 @@ fn a_restore_that_fails_on_this_disk_never_writes_a_generation(store: Store) {
         let restore = step.run(&["restore"], &grow, NO_STATE);
         let save = step.run(&["save", "--post"], &grow, &restore.state);
         assert_eq!(restore.output("miss-reason"), "io-error", "{}", restore.stdout);
-        assert_eq!(save.output("save-result"), "exists", "{}", save.stdout);
-        assert!(save.stdout.contains("generation 1 base of this key exists already"), "{}", save.stdout);
+        // `exists`, not a new generation 0 (evicted above): the save numbered from generation 1.
+        assert_eq!(save.save_result(), SaveResult::Exists, "{}", save.stdout);
     }
     if peer.lists_entries() {
         assert_eq!(peer.entries(), 1, "generation 1 alone");
@@ -180,7 +184,7 @@ fn prune_and_eviction_never_strand_the_base_restores_use(store: Store) {
     peer.plant(&k5, &v5, b"not an archive");
     let (restore, save) = job(&peer.step(), &plain, "out");
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
-    assert_eq!(restore.restored(), serde_json::json!({"outcome": "unusable", "newest": 5}), "{}", restore.stdout);
+    assert_eq!(restore.unusable_newest(), Some(5), "{}", restore.stdout);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
 
     // Prune by count, with every generation there: it deletes what no restore reaches and keeps
@@ -230,7 +234,7 @@ fn retention_by_age_never_strands_the_base_restores_use(store: Store) {
     peer.backdate(&key, fortnight);
     peer.backdate(&base_of(&key, "out", 1).0, fortnight);
     let pruned = prune(peer.as_ref(), &["--all-refs", "--older-than", "14d"]);
-    assert!(pruned.stdout.contains("deleted 2"), "{}", pruned.stdout);
+    assert_eq!(pruned.deleted().len(), 2, "{}", pruned.stdout);
     let (restore, _) = job(&peer.step(), &plain, "out");
     assert_eq!(outputs(&restore, &["reused"]), ["true"], "{}", restore.stdout);
     assert_eq!(restore.reused_generation(), Some(2), "{}", restore.stdout);
@@ -257,16 +261,17 @@ fn two_caches_of_one_key_heal_and_prune_apart(store: Store) {
     let save_a = step.run(&["save", "--post"], &a, &restore_a.state);
     assert_eq!(save_b.output("save-result"), "skipped-hit", "{}", save_b.stdout);
     assert_eq!(save_a.output("save-result"), "saved", "{}", save_a.stdout);
-    assert!(save_a.stdout.contains("generation 1 base"), "{}", save_a.stdout);
-    for (inputs, path) in [(&a, "a"), (&b, "b")] {
+    // A's replacement is generation 1's base; B's generation 0 stays.
+    for (inputs, path, generation) in [(&a, "a", 1), (&b, "b", 0)] {
         let (restore, _) = job(&peer.step(), inputs, path);
         assert_eq!(outputs(&restore, &["reused"]), ["true"], "{path}: {}", restore.stdout);
+        assert_eq!(restore.reused_generation(), Some(generation), "{path}: {}", restore.stdout);
     }
     if !peer.lists_entries() {
         return;
     }
     let pruned = prune(peer.as_ref(), &["--prune-keep", "1"]);
-    assert!(pruned.stdout.contains("deleted 1"), "A's unusable generation 0 alone: {}", pruned.stdout);
+    assert_eq!(pruned.deleted().len(), 1, "A's unusable generation 0 alone: {}", pruned.stdout);
     for (inputs, path) in [(&a, "a"), (&b, "b")] {
         let (restore, _) = job(&peer.step(), inputs, path);
         assert_eq!(outputs(&restore, &["reused"]), ["true"], "{path}: {}", restore.stdout);
@@ -301,7 +306,7 @@ fn a_replacement_goes_above_generations_this_runs_lookup_does_not_reach() {
     peer.backdate(&key, hour);
     peer.backdate(&base_of(&key, "out", 2).0, hour);
     let (restore, save) = job(&peer.step(), &plain, "out");
-    assert_eq!(restore.restored()["newest"], 1, "generation 1 is the newest: {}", restore.stdout);
+    assert_eq!(restore.unusable_newest(), Some(1), "generation 1 is the newest: {}", restore.stdout);
     assert_eq!(restore.output("miss-reason"), "corrupt", "{}", restore.stdout);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
     assert!(
@@ -344,8 +349,13 @@ fn a_restore_record_of_another_store_is_not_used() {
     step.extra_env.retain(|(name, _)| name != "EXACT_CACHE_DIR");
     step.extra_env.extend(other.env());
     let save = step.run(&["save"], &plain, NO_STATE);
-    assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("is the record of a restore from another store; not using it"), "{}", save.stdout);
+    assert_eq!(save.save_result(), SaveResult::Saved, "{}", save.stdout);
+    // The log says the restore's record is of another store and is not used.
+    let mut settings = crate::support::redactions(step.dir.path());
+    for (_, dir) in other.env() {
+        settings.add_filter(&crate::support::regex_escape(&dir), "[OTHER]");
+    }
+    settings.bind(|| insta::assert_snapshot!("a_restore_record_of_another_store", save.brief()));
 }
 
 /// Without replacements, a restore costs one lookup on GitHub's service (the newest base and

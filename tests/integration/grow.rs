@@ -10,8 +10,8 @@ use std::path::Path;
 
 use crate::support::services::REST_TOKEN;
 use crate::support::{
-    NO_STATE, Peer, Step, StepResult, Store, TarBuilder, dir_entry, file_entry, link_entry, on_every_store, snapshot,
-    write,
+    NO_STATE, Peer, Step, StepResult, Store, TarBuilder, assert_shown, dir_entry, file_entry, link_entry,
+    on_every_store, snapshot, write,
 };
 
 /// A shared store and the jobs that use it.
@@ -233,7 +233,7 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
     assert_eq!(outputs(&third.restore, &["reused", "layers", "restored-files"]), ["true", "1", "2"]);
     assert_eq!((third.read("a.bin"), third.read("b.bin")), ("graph a".into(), "graph b".into()));
     assert_eq!(third.restore.reused_generation(), Some(0), "{}", third.restore.stdout);
-    assert!(third.restore.summary.contains("| stack |"), "{}", third.restore.summary);
+    third.restore.summary_row("stack");
     assert_eq!(saved.output("save-result"), "skipped-hit");
 
     // Layer 2 adds C (in a new directory, on top of layer 1); layers only add: the job's change
@@ -261,8 +261,8 @@ fn a_warm_run_keeps_what_it_added_and_layers_apply_in_order(store: Store) {
 fn a_corrupt_layer_stops_the_stack_and_the_next_save_compacts(store: Store) {
     let scene = Scene::new(store);
     let (job, saved) = scene.job_over_garbage_at((0, 1), b"this is not an archive");
-    let stack = &job.restore.restored()["stack"];
-    assert_eq!((stack["layers"].as_u64(), stack["stopped"].as_bool()), (Some(0), Some(true)), "{stack}");
+    let stack = job.restore.reused_stack().expect("a stack reused");
+    assert_eq!((stack.layers, stack.stopped), (0, true), "{stack:?}");
     assert_eq!(job.names(), ["a.bin", "b.bin"]);
     // The corrupt layer cannot be replaced (entries are immutable): the save compacts instead.
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
@@ -320,11 +320,11 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
     assert_eq!(scene.job(&[("b.bin", "graph b")]).1.output("save-result"), "layer");
     assert_eq!(scene.job(&[("c.bin", "graph c")]).1.output("save-result"), "layer");
     let (full, saved) = scene.job(&[("d.bin", "graph d")]);
-    assert_eq!(full.restore.output("layers"), "2");
+    assert_eq!(full.restore.layers(), 2);
     // What the save compacts for (`CompactWhy::Full`): the restore kept a whole stack of
     // `grow-max-layers` layers, not one that stopped.
-    let stack = &full.restore.restored()["stack"];
-    assert_eq!((stack["layers"].as_u64(), stack["stopped"].as_bool()), (Some(2), Some(false)), "{stack}");
+    let stack = full.restore.reused_stack().expect("a stack reused");
+    assert_eq!((stack.layers, stack.stopped), (2, false), "{stack:?}");
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
 
     let (next, saved) = scene.job(&[("e.bin", "graph e")]);
@@ -357,7 +357,7 @@ fn after_max_layers_the_next_save_compacts_into_a_new_generation(store: Store) {
     }
     let pruned = scene.step().run(&[&["prune", "--prune-keep", "1"], &flags[..]].concat(), &[], NO_STATE);
     assert_eq!(pruned.code, 0, "{}", pruned.stdout);
-    assert!(pruned.stdout.contains("kept the newest 1 key (2 entries), deleted 3"), "{}", pruned.stdout);
+    assert_eq!(pruned.deleted().len(), 3, "{}", pruned.stdout);
     assert!(pruned.stdout.contains(&format!("deleted {} (layer 2)", scene.key())), "{}", pruned.stdout);
     assert_eq!(scene.peer.entries(), 2, "generation 1's base and layer are kept");
     let again = scene.restore();
@@ -409,7 +409,7 @@ fn a_hostile_layer_never_writes_outside_its_roots(store: Store) {
     let before = snapshot(job.dir.path());
     let restore = job.run(&["restore"], &scene.inputs(), NO_STATE);
     assert_eq!(outputs(&restore, &["reused", "layers"]), ["true", "0"], "{}", restore.stdout);
-    assert_eq!(restore.restored()["stack"]["stopped"], true, "{}", restore.stdout);
+    assert!(restore.reused_stack().expect("a stack reused").stopped, "{}", restore.stdout);
     assert!(!victim.exists());
     let after = snapshot(job.dir.path());
     let changed: Vec<&String> = after
@@ -574,7 +574,7 @@ fn a_layer_never_removes_replaces_or_repermissions_what_is_below_it(store: Store
         let job = scene.restore();
         let stdout = &job.restore.stdout;
         assert_eq!(outputs(&job.restore, &["reused", "layers"]), ["true", "0"], "{what}: {stdout}");
-        assert_eq!(job.restore.restored()["stack"]["stopped"], true, "{what}: {stdout}");
+        assert!(job.restore.reused_stack().expect("a stack reused").stopped, "{what}: {stdout}");
         assert!(stdout.contains(why), "{what}: {stdout}");
         assert_eq!(snapshot(&job.step.ws.join(PATH)), base, "{what}: nothing of the layer is placed");
         let leftovers: Vec<_> = std::fs::read_dir(job.step.ws.join(PATH))
@@ -644,7 +644,9 @@ fn a_layer_never_reaches_beneath_a_link_of_the_stack_through_another_root(store:
     scene.plant(&key, (0, 1), &slot_of(&record, &key, &layer, roots, Some(slot)));
 
     let job = scene.restore_without_layers("layer 1 not applied (corrupt)");
-    assert!(job.restore.stdout.contains("`path` line `out/r` now leads to"), "{}", job.restore.stdout);
+    // The warning names the `path` line that now leads elsewhere.
+    let said = job.restore.said().replace(job.step.dir.path().to_str().unwrap(), "[TMP]");
+    assert_shown!(Path::new("[TMP]"), "a_layer_through_a_root_that_moved", said);
     assert!(!job.step.ws.join("out/inner/evil.txt").exists());
 }
 
@@ -659,7 +661,9 @@ fn a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact(stor
     write(&step.ws.join("out/b.bin"), b"STALE");
     let restore = step.run(&["restore"], &scene.inputs(), NO_STATE);
     assert_eq!(outputs(&restore, &["reused", "layers"]), ["true", "0"], "{}", restore.stdout);
-    assert!(restore.stdout.contains("a layer never replaces what is already there"), "{}", restore.stdout);
+    // The warning says a layer never replaces what is already there.
+    let said = restore.said().replace(step.dir.path().to_str().unwrap(), "[TMP]");
+    assert_shown!(Path::new("[TMP]"), "a_layer_with_a_file_in_its_way", said);
     let job = Job { step, restore };
     assert_eq!(job.read("b.bin"), "STALE", "what was there stays");
     write(&job.step.ws.join("out/c.bin"), b"graph c");
@@ -669,7 +673,7 @@ fn a_layer_that_a_file_on_disk_is_in_the_way_of_makes_the_next_save_compact(stor
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "layers"]), ["true", "0"], "{}", next.restore.stdout);
     assert_eq!(next.restore.reused_generation(), Some(1), "compacted: {}", next.restore.stdout);
-    assert_eq!(next.restore.restored()["stack"]["stopped"], false, "{}", next.restore.stdout);
+    assert!(!next.restore.reused_stack().expect("a stack reused").stopped, "{}", next.restore.stdout);
     assert_eq!(next.names(), ["a.bin", "c.bin"]);
 }
 
@@ -681,7 +685,7 @@ fn a_corrupt_newest_base_is_a_miss_and_its_replacement_goes_above_it(store: Stor
     // regenerates writes the replacement above it.
     let (job, saved) = scene.job(&[("a.bin", "graph a"), ("b.bin", "graph b")]);
     assert_eq!(outputs(&job.restore, &["reused", "miss-reason"]), ["false", "corrupt"], "{}", job.restore.stdout);
-    assert_eq!(job.restore.restored(), serde_json::json!({"outcome": "unusable", "newest": 3}));
+    assert_eq!(job.restore.unusable_newest(), Some(3), "{}", job.restore.stdout);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
     let next = scene.restore();
     assert_eq!(outputs(&next.restore, &["reused", "restored-files"]), ["true", "2"]);
@@ -708,7 +712,7 @@ fn a_restore_that_looked_for_fewer_layers_compacts_instead_of_sticking(store: St
     // A restore that looks for one layer only, and a save that would allow four.
     scene.max_layers = "1";
     let job = scene.restore();
-    assert_eq!(job.restore.output("layers"), "1");
+    assert_eq!(job.restore.layers(), 1);
     write(&job.step.ws.join("out/d.bin"), b"graph d");
     scene.max_layers = "4";
     let saved = job.post(&scene);

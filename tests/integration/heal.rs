@@ -76,7 +76,7 @@ fn a_tampered_entry_is_replaced_and_the_next_job_hits(store: Store) {
     assert_eq!(outputs(r, &["cache-hit", "reused", "entry-exists"]), ["false", "false", "true"], "{}", r.stdout);
     assert!(matches!(r.output("miss-reason"), "corrupt" | "manifest-mismatch"), "{}", r.stdout);
     assert!(refused.regenerated, "`cache-hit` is false, so the guarded generator runs");
-    assert_eq!(r.restored(), serde_json::json!({"outcome": "unusable", "newest": 0}), "{}", r.stdout);
+    assert_eq!(r.unusable_newest(), Some(0), "{}", r.stdout);
     assert_eq!(refused.save.output("save-result"), "saved", "{}", refused.save.stdout);
 
     let healed = job(peer.as_ref(), &INPUTS);
@@ -186,12 +186,13 @@ fn prune_deletes_every_replaced_entry() {
     corrupt_base(peer.as_ref(), &key, 0);
     let refused = job(peer.as_ref(), &inputs);
     assert_eq!(refused.save.output("save-result"), "saved", "{}", refused.save.stdout);
-    assert!(refused.save.stdout.contains("deleted 1 older entry"), "{}", refused.save.stdout);
+    let deleted = refused.save.stdout.lines().filter(|l| l.starts_with("  deleted ")).count();
+    assert_eq!(deleted, 1, "the prune lists the older entry it deleted: {}", refused.save.stdout);
     assert_eq!(peer.entries(), 1, "only the replacement is left");
 
     corrupt_base(peer.as_ref(), &key, 1);
     let again = job(peer.as_ref(), &inputs);
-    assert_eq!(again.restore.restored()["newest"], 1, "{}", again.restore.stdout);
+    assert_eq!(again.restore.unusable_newest(), Some(1), "{}", again.restore.stdout);
     assert_eq!(again.save.output("save-result"), "saved", "{}", again.save.stdout);
     assert_eq!(peer.entries(), 1, "generation 1 goes: no restore reaches it once generation 2 exists");
     let healed = job(peer.as_ref(), &inputs);

@@ -2,9 +2,10 @@
 //! followed into the key, and the generating run names the files its Python read that no input
 //! covers (the scenario, run as Actions steps on the local store, with real `python3`).
 
-use crate::support::{NO_STATE, Step, StepResult, write};
+use crate::support::{NO_STATE, Step, StepResult, assert_shown, write};
 use exact_cache::env::Env;
 use exact_cache::fingerprint::{FingerprintSpec, HostSystem, Value, collect};
+use exact_cache::outcome::{MissReason, SaveResult};
 use exact_cache::paths::Locations;
 use std::path::Path;
 
@@ -57,29 +58,16 @@ fn a_helper_change_is_a_miss_and_the_data_file_is_named_on_the_generating_run() 
 
     // Run 1: a miss; the job generates; the save names the data file the generator read.
     let first = step.run(&["restore"], &inputs(), NO_STATE);
-    assert_eq!(first.output("miss-reason"), "not-found", "{}", first.stdout);
+    assert_eq!(first.miss_reason(), MissReason::NotFound, "{}", first.stdout);
     assert!(first.env["PYTHONPATH"].contains("exact-cache/reads"), "{:?}", first.env);
-    let fingerprint: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(first.output("fingerprint-file")).unwrap()).unwrap();
-    assert!(fingerprint["components"]["files"]["tools/helpers/weights.py"].is_string(), "{fingerprint}");
-    assert_eq!(fingerprint["components"]["imports"]["tools/helpers/weights.py"], "tools/gen.py");
-    assert!(first.summary.contains("Files the key covers: 1 from hash-files, 1 through imports"), "{}", first.summary);
+    let components = first.fingerprint().components.components;
+    assert!(matches!(components["files"]["tools/helpers/weights.py"], Value::Text(_)), "{components:?}");
+    assert_eq!(components["imports"]["tools/helpers/weights.py"], Value::Text("tools/gen.py".into()));
     assert_eq!(generate(&step, &first, "tools/gen.py"), "GENERATED 5\n");
     let saved = post(&mut step, &first, &inputs());
-    assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert_eq!(saved.output("uncovered-files"), "data/cases.txt", "the script and its import are covered");
-    assert!(
-        saved
-            .stdout
-            .contains("::warning::the generating run read 1 file that no input of the key covers: `data/cases.txt`."),
-        "{}",
-        saved.stdout
-    );
-    assert!(
-        saved.summary.contains("| uncovered reads | ⚠️ 1 file read that no input covers: `data/cases.txt` |"),
-        "{}",
-        saved.summary
-    );
+    assert_eq!(saved.save_result(), SaveResult::Saved, "{}", saved.stdout);
+    assert_eq!(saved.uncovered_files(), ["data/cases.txt"], "the script and its import are covered");
+    assert_eq!(saved.warnings().len(), 1, "{}", saved.stdout);
 
     // Run 2: a hit; nothing is recorded.
     let second = step.run(&["restore"], &inputs(), NO_STATE);
@@ -91,13 +79,18 @@ fn a_helper_change_is_a_miss_and_the_data_file_is_named_on_the_generating_run() 
     write(&step.ws.join("tools/helpers/weights.py"), b"SCALE = 2  # doubled\n");
     std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
     let third = step.run(&["restore"], &inputs(), NO_STATE);
-    assert_eq!(third.output("miss-reason"), "not-found", "{}", third.stdout);
-    assert!(
-        third.stdout.contains("files: tools/helpers/weights.py changed (imported by tools/gen.py)"),
-        "{}",
-        third.stdout
-    );
+    assert_eq!(third.miss_reason(), MissReason::NotFound, "{}", third.stdout);
     assert_eq!(generate(&step, &third, "tools/gen.py"), "GENERATED 10\n");
+    // The restore's summary counts the files the key covers (1 from hash-files, 1 through
+    // imports); the save's warning and summary name the data file; the miss names the helper and
+    // who imports it.
+    let said = format!(
+        "--- restore\n{}--- save\n{}--- helper changed\n{}",
+        first.brief(),
+        saved.brief(),
+        third.group("Why this is a miss")
+    );
+    assert_shown!(step.dir.path(), "a_helper_change_and_the_data_file", said);
 
     // The one line that covers the data file: no file is left uncovered.
     let mut covered = inputs();
@@ -121,7 +114,7 @@ fn uncovered_reads_fail_refuses_the_save_and_off_records_nothing() {
     assert_eq!(refused.code, 1, "{}", refused.stdout);
     assert_eq!((refused.output("save-result"), refused.output("saved")), ("uncovered-reads", "false"));
     assert_eq!(refused.output("uncovered-files"), "data/cases.txt");
-    assert!(refused.stdout.contains("::error::the generating run read 1 file"), "{}", refused.stdout);
+    assert_shown!(step.dir.path(), "uncovered_reads_fail_refuses_the_save", refused.said());
     assert!(
         !step.cache.join("entries").exists() || std::fs::read_dir(step.cache.join("entries")).unwrap().count() == 0
     );
@@ -161,8 +154,9 @@ fn reads_under_path_in_hash_files_or_written_by_the_job_are_covered_and_a_users_
     let restore = step.run(&["restore"], &inputs, NO_STATE);
     assert!(restore.env["PYTHONPATH"].ends_with(&format!(":{}", theirs.display())), "{:?}", restore.env);
     let stdout = generate(&step, &restore, "gen.py");
-    assert!(stdout.contains("USER their sitecustomize ran"), "{stdout}");
-    assert!(stdout.contains("OURS ON SYS.PATH False"), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.contains(&"USER their sitecustomize ran"), "{stdout}");
+    assert!(lines.contains(&"OURS ON SYS.PATH False"), "{stdout}");
     let saved = post(&mut step, &restore, &inputs);
     assert_eq!(saved.output("uncovered-files"), "notes/child.txt\nnotes/readme.txt", "{}", saved.stdout);
 }

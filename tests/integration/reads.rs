@@ -4,7 +4,8 @@
 //! shared libraries loaded), arms itself only in files it created, and blames only the
 //! generator of each cache. Each a job of Actions steps on the local store, with real Pythons.
 
-use crate::support::{NO_STATE, Step, StepResult, needs, write};
+use crate::support::{NO_STATE, Step, StepResult, assert_shown, needs, write};
+use exact_cache::outcome::SaveResult;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -225,11 +226,8 @@ fn the_hooks_memory_is_capped_and_the_cut_is_said() {
     assert_eq!(log.lines().filter(|l| l.starts_with("r ")).count(), 100_000);
     assert!(log.lines().any(|l| l.starts_with("c ")), "a note that the record was cut");
     let saved = post(&mut step, &restore, &[("path", "fixtures"), ("native", "none")]);
-    assert!(
-        saved.stdout.contains("::warning::uncovered-reads: the record of 1 Python process was cut at 100,000 files"),
-        "{}",
-        saved.stdout
-    );
+    // The warning says the record of one Python process was cut at 100,000 files.
+    assert_shown!(step.dir.path(), "a_record_cut_at_its_limit", saved.said());
 }
 
 /// The workspace of a repository named `site-packages-tools` is recorded (only the
@@ -293,7 +291,7 @@ fn a_module_loaded_from_its_bytecode_is_recorded_as_its_source() {
     );
     assert_eq!(out, "1\n", "the bytecode ran, not the source");
     let saved = post(&mut step, &restore, &inputs);
-    assert_eq!(saved.output("uncovered-files"), "lib/helper.py", "{}", saved.stdout);
+    assert_eq!(saved.uncovered_files(), ["lib/helper.py"], "{}", saved.stdout);
 }
 
 /// A tiny shared library built with the C compiler cargo links with.
@@ -328,14 +326,8 @@ fn a_library_loaded_through_ctypes_asks_for_its_sources() {
         (refused.output("save-result"), refused.output("uncovered-files")),
         ("uncovered-reads", "build/libop.so")
     );
-    assert!(
-        refused.stdout.contains(
-            "::error::the generating run loaded 1 shared library of the workspace, and no input of the key says how \
-             it is built: `build/libop.so`."
-        ) && refused.stdout.contains("(such as `source/CMakeLists.txt` and `source/op/**`)"),
-        "{}",
-        refused.stdout
-    );
+    // The error names the library and the inputs that would say how it is built.
+    assert_shown!(step.dir.path(), "a_workspace_library_refused", refused.said());
     let listed =
         [("path", "fixtures"), ("hash-files", "gen.py\nop/**"), ("native", "none"), ("uncovered-reads", "fail")];
     std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
@@ -365,7 +357,7 @@ fn a_library_loaded_by_torch_ops_load_library_is_recorded() {
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let saved = post(&mut step, &restore, &inputs);
-    assert_eq!(saved.output("uncovered-files"), "build/libop.so", "{}", saved.stdout);
+    assert_eq!(saved.uncovered_files(), ["build/libop.so"], "{}", saved.stdout);
 }
 
 const GENERATOR: &str = "import os\n\
@@ -410,11 +402,8 @@ fn a_later_test_step_is_not_the_generator() {
         "{}",
         saved.stdout
     );
-    assert!(
-        saved.stdout.contains("weighing the reads of the generator: 1 of the job's 2 Python processes"),
-        "{}",
-        saved.stdout
-    );
+    // The log says it weighs the reads of 1 of the job's 2 Python processes.
+    assert_shown!(step.dir.path(), "the_generators_reads_are_weighed", saved.brief());
 }
 
 /// Two caches of one job share the log: each save weighs its own generator's reads.
@@ -468,12 +457,9 @@ fn a_fifo_at_the_log_hangs_nothing() {
     );
     let saved = post(&mut step, &restore, &inputs);
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
-    assert_eq!(saved.output("save-result"), "saved");
-    assert!(
-        saved.stdout.contains("::warning::uncovered-reads: ") && saved.stdout.contains("not a plain file"),
-        "{}",
-        saved.stdout
-    );
+    assert_eq!(saved.save_result(), SaveResult::Saved);
+    // The warning says the log is not a plain file.
+    assert_shown!(step.dir.path(), "a_log_that_is_a_fifo", saved.said());
 }
 
 /// A log linked to `/dev/zero` is refused at once: the save neither follows it nor grows.
@@ -491,16 +477,14 @@ fn a_log_linked_to_dev_zero_is_refused() {
     let saved = post(&mut step, &restore, &inputs);
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(saved.peak_rss_mib.unwrap() < 100.0, "{:?}", saved.peak_rss_mib);
-    assert!(
-        saved.stdout.contains("::warning::uncovered-reads: ") && saved.stdout.contains("is a link"),
-        "{}",
-        saved.stdout
-    );
+    let linked = saved.said();
     // The same variable pointing at the device itself.
     let mut pointed = restore;
     pointed.env.insert("EXACT_CACHE_READS_LOG".into(), "/dev/zero".into());
     let saved = post(&mut step, &pointed, &inputs);
-    assert!(saved.stdout.contains("not a plain file"), "{}", saved.stdout);
+    // The warnings: the log is a link; `/dev/zero` is not a plain file.
+    let said = format!("--- linked\n{linked}--- the device\n{}", saved.said());
+    assert_shown!(step.dir.path(), "a_log_linked_to_dev_zero", said);
 }
 
 /// A log longer than the save reads (64 MiB) is read to that much, with a note.
@@ -517,11 +501,8 @@ fn a_log_longer_than_the_cap_is_read_to_the_cap_and_said() {
     let saved = post(&mut step, &restore, &inputs);
     assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
     assert!(saved.peak_rss_mib.unwrap() < 200.0, "{:?}", saved.peak_rss_mib);
-    assert!(
-        saved.stdout.contains("::warning::uncovered-reads: the reads log is longer than 64.0 MiB: only its beginning"),
-        "{}",
-        saved.stdout
-    );
+    // The warning says only the first 64.0 MiB of the log were read.
+    assert_shown!(step.dir.path(), "a_log_longer_than_the_cap", saved.said());
 }
 
 /// Another user pre-creates `exact-cache/` in a shared `RUNNER_TEMP`, with a sitecustomize of

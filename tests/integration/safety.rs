@@ -15,14 +15,15 @@
 use exact_cache::archive::{Compression, FINGERPRINT_NAME, MANIFEST_NAME};
 use exact_cache::keys::cache_version;
 use exact_cache::manifest::{MANIFEST_FORMAT, Manifest, RootKind, RootRecord};
+use exact_cache::outcome::MissReason;
 use exact_cache::paths::{has_glob_meta, normalize};
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use crate::support::{
-    NO_STATE, Peer, Step, StepResult, Store, TarBuilder, dir_entry, file_entry, link_entry, noise, on_every_store,
-    snapshot, write,
+    NO_STATE, Peer, Step, StepResult, Store, TarBuilder, assert_shown, dir_entry, file_entry, link_entry, noise,
+    on_every_store, snapshot, write,
 };
 
 // ---- helpers ---------------------------------------------------------------------------------
@@ -50,6 +51,11 @@ impl Scene {
 
     fn on(peer: Box<dyn Peer>) -> Self {
         Self { step: peer.step(), peer }
+    }
+
+    /// What `r` said to draw attention ([`StepResult::said`]), the scene's directory as `[TMP]`.
+    fn said(&self, r: &StepResult) -> String {
+        r.said().replace(self.step.dir.path().to_str().unwrap(), "[TMP]")
     }
 
     fn inputs(path: &str) -> [(&str, &str); 3] {
@@ -310,6 +316,7 @@ fn glob_roots_cannot_chain_links_out_of_the_workspace(store: Store) {
 /// gives way: the restore is a miss that changes nothing.
 fn a_directory_in_the_way_is_never_emptied(store: Store) {
     let peer = store.start();
+    let mut said = String::new();
     for path in ["out\n!out/keep", "."] {
         let scene = Scene::on(peer.another());
         let ws = &scene.step.ws;
@@ -317,9 +324,11 @@ fn a_directory_in_the_way_is_never_emptied(store: Store) {
         write(&ws.join("out/other.txt"), b"the workspace's own\n");
         scene.plant(path, &[Member::File("0", b"pwned")]);
         let r = scene.restore_changing_nothing(path);
-        assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{path}: {}", r.stdout);
-        assert!(r.stdout.contains("not empty"), "{}", r.stdout);
+        assert_eq!((r.reused(), r.miss_reason()), (false, MissReason::IoError), "{path}: {}", r.stdout);
+        said += &format!("--- path: {path:?}\n{}", scene.said(&r));
     }
+    // The warning says the directory is not empty.
+    assert_shown!(Path::new("[TMP]"), "a_directory_in_the_way", said);
 }
 
 /// Found by the adversarial review: under a glob root, a file (or link) on an entry's parent
@@ -327,6 +336,7 @@ fn a_directory_in_the_way_is_never_emptied(store: Store) {
 /// `**/*.pth`). Only what a `path` line covers is ever replaced; this is a miss.
 fn glob_roots_never_replace_what_they_do_not_cover(store: Store) {
     let peer = store.start();
+    let mut said = String::new();
     for (name, member) in [("important.txt", "0/important.txt/a.pth"), ("link", "0/link/b.pth")] {
         let scene = Scene::on(peer.another());
         let ws = &scene.step.ws;
@@ -335,9 +345,11 @@ fn glob_roots_never_replace_what_they_do_not_cover(store: Store) {
         symlink("../outside", ws.join("link")).unwrap();
         scene.plant("**/*.pth", &[Member::File(member, b"pwned")]);
         let r = scene.restore_changing_nothing("**/*.pth");
-        assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "io-error"), "{name}: {}", r.stdout);
-        assert!(r.stdout.contains("not covered by `path` line"), "{}", r.stdout);
+        assert_eq!((r.reused(), r.miss_reason()), (false, MissReason::IoError), "{name}: {}", r.stdout);
+        said += &format!("--- {name}\n{}", scene.said(&r));
     }
+    // The warning names what no `path` line covers.
+    assert_shown!(Path::new("[TMP]"), "glob_roots_never_replace", said);
 }
 
 /// Found by the adversarial review: a glob root's link could lead to any file beneath the
@@ -349,8 +361,9 @@ fn glob_links_lead_only_to_what_the_glob_covers(store: Store) {
     write(&ws.join("own.txt"), b"the workspace's own\n");
     scene.plant("**/*.pth", &[Member::Link("0/models/a.pth", "../own.txt"), Member::File("0/models/b.pth", b"fine\n")]);
     let r = scene.restore_changing_nothing("**/*.pth");
-    assert_eq!((r.output("reused"), r.output("miss-reason")), ("false", "corrupt"), "{}", r.stdout);
-    assert!(r.stdout.contains("does not cover"), "{}", r.stdout);
+    assert_eq!((r.reused(), r.miss_reason()), (false, MissReason::Corrupt), "{}", r.stdout);
+    // The warning names the link and the `path` line that does not cover its target.
+    assert_shown!(Path::new("[TMP]"), "glob_links_lead_only_to_what_the_glob_covers", scene.said(&r));
 }
 
 /// An entry with a link out of its root (`0/escape -> ../..`) and a file through it: a miss
@@ -802,17 +815,19 @@ fn clean_on_miss_keeps_what_the_repository_tracks_and_names_what_it_removes() {
     assert!(left.is_empty(), "stale files left: {left:?}\n{}", r.stdout);
     assert!(!infer.join("gen").exists() && infer.join("sub/deeper").is_dir());
 
-    assert_eq!(r.output("cleaned-files"), stale.len().to_string());
-    let line = r.stdout.lines().find(|l| l.contains("clean-on-miss: removed")).expect("a line says what was removed");
-    assert!(line.contains("removed 6 stale files (`source/tests/infer/"), "{line}");
-    assert!(line.contains("and 1 more") && line.contains("kept 6 files the repository tracks"), "{line}");
-    assert!(!r.stdout.lines().any(|l| l.starts_with("::error::")), "a file name started a command:\n{}", r.stdout);
-    let summary = &r.summary;
-    assert!(summary.contains("<details><summary>clean-on-miss removed 6 files</summary>"), "{summary}");
-    for f in &stale {
-        let name = rel(f);
-        assert!(summary.contains(&format!("| `{name}` |")), "`{name}` is not named:\n{summary}");
-    }
+    assert_eq!(r.cleaned_files(), stale.len() as u64);
+    assert_eq!(r.errors(), Vec::<String>::new(), "a file name started a command:\n{}", r.stdout);
+    // The summary names every file removed; the log's line the first five and the tracked ones
+    // kept. Both list them in the walk's order, which the file system picks: the snapshot hides
+    // the names.
+    let mut named: Vec<&str> = r.summary.lines().filter_map(|l| l.strip_prefix("| `")?.strip_suffix("` |")).collect();
+    let mut removed: Vec<String> = stale.iter().map(|f| rel(f)).collect();
+    named.sort();
+    removed.sort();
+    assert_eq!(named, removed, "{}", r.summary);
+    let mut settings = crate::support::redactions(step.dir.path());
+    settings.add_filter(r"`source/tests/infer/[^`]+`", "`[STALE]`");
+    settings.bind(|| insta::assert_snapshot!("clean_on_miss_keeps_tracked_files", r.brief()));
 }
 
 /// A `.git` written into the cleaned tree (a nested `git init`, a one-line `.git` file pointing
@@ -902,19 +917,19 @@ fn clean_on_miss_says_when_it_cannot_ask_git() {
     write(&step.ws.join("out/stale.o"), b"stale\n");
     let r = step.run(&["restore"], &clean_inputs("out"), NO_STATE);
     assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.cleaned_files(), 1);
     if has_git() {
-        assert!(r.stdout.contains("is not in a git work tree"), "{}", r.stdout);
+        // Not in a git work tree: the stale file is removed and named.
+        assert_shown!(step.dir.path(), "clean_on_miss_outside_a_work_tree", r.brief());
     }
-    assert!(r.stdout.contains("removed 1 stale file (`out/stale.o`)"), "{}", r.stdout);
-    assert_eq!(r.output("cleaned-files"), "1");
 
     let mut step = Step::new();
     step.set_env("PATH", "/nonexistent");
     write(&step.ws.join("out/stale.o"), b"stale\n");
     let r = step.run(&["restore"], &clean_inputs("out"), NO_STATE);
     assert_eq!(r.code, 0, "{}", r.stdout);
-    assert!(r.stdout.contains("git is not installed"), "{}", r.stdout);
     assert!(!step.ws.join("out/stale.o").exists());
+    assert_shown!(step.dir.path(), "clean_on_miss_without_git", r.brief());
 }
 
 /// git in `dir` as the tests' own user would run it (no system configuration, a scratch home).

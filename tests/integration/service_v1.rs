@@ -5,7 +5,7 @@ use exact_cache::archive::Compression;
 use exact_cache::keys::cache_version;
 
 use crate::support::services::{Fault, Op, Services};
-use crate::support::{NO_STATE, Step, snapshot, write};
+use crate::support::{NO_STATE, Step, assert_shown, snapshot, write};
 
 const INPUTS: [(&str, &str); 2] = [("path", "out"), ("native", "none")];
 
@@ -21,7 +21,8 @@ fn round_trip_with_chunked_uploads_and_ranged_downloads() {
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
     let save = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("GitHub cache service v1"), "{}", save.stdout);
+    // The save's log names the store (GitHub cache service v1).
+    assert_shown!(step.dir.path(), "v1_save_names_the_store", save.group("Save "));
     assert!(services.faults.calls(Op::V1Upload) >= 9, "chunked: {}", services.faults.calls(Op::V1Upload));
     let before = snapshot(&step.ws.join("out"));
     std::fs::remove_dir_all(step.ws.join("out")).unwrap();
@@ -64,7 +65,8 @@ fn faults_end_as_warnings_and_misses() {
     services.faults.push(Op::V1Lookup, Fault::Status { code: 429, retry_after: Some(600), msg: "slow down" }, 1);
     let r = step.run(&["restore"], &INPUTS, NO_STATE);
     assert_eq!((r.code, r.output("reused"), r.output("miss-reason")), (0, "false", "service-error"));
-    assert!(r.stdout.contains("HTTP 429 (retry after 600 s)"), "{}", r.stdout);
+    // The warning names the status and the planted `Retry-After`.
+    assert_shown!(step.dir.path(), "v1_a_long_retry_after", crate::support::planted(&r.said(), "600 s"));
     assert_eq!(snapshot(&step.ws), before);
 
     services.faults.push(Op::V1Download, Fault::Reset { after: 10 }, 1);

@@ -4,6 +4,7 @@
 
 use exact_cache::archive::Compression;
 use exact_cache::keys::{Key, cache_version};
+use exact_cache::outcome::SaveResult;
 use std::collections::BTreeMap;
 
 use crate::support::needs;
@@ -19,7 +20,8 @@ fn round_trip_through_twirp_and_azurite_is_byte_identical() {
     let inputs = [("path", "out"), ("native", "none")];
     let save = step.run(&["save"], &inputs, NO_STATE);
     assert_eq!(save.output("save-result"), "saved", "{}", save.stdout);
-    assert!(save.stdout.contains("GitHub cache service v2"), "{}", save.stdout);
+    // The save's log names the store (GitHub cache service v2).
+    support::assert_shown!(step.dir.path(), "v2_save_names_the_store", save.group("Save "));
     let before = snapshot(&step.ws.join("out"));
     std::fs::remove_dir_all(step.ws.join("out")).unwrap();
     let restore = step.run(&["restore"], &inputs, NO_STATE);
@@ -89,8 +91,8 @@ fn rate_limits_stop_the_save_and_every_later_call() {
     assert_eq!(r.code, 0);
     assert_eq!(r.output("save-result"), "rate-limited");
     assert_eq!(r.output("saved"), "false");
-    let warning = r.stdout.lines().find(|l| l.starts_with("::warning::")).expect("a warning");
-    assert!(warning.contains("CreateCacheEntry: HTTP 429 (retry after 600 s)"), "the cause: {warning}");
+    // The warning names the call, the status and the planted `Retry-After`.
+    support::assert_shown!(step.dir.path(), "v2_a_long_retry_after", support::planted(&r.said(), "600 s"));
     assert_eq!(services.faults.calls(Op::Create), 1, "a 429 not waited out is never retried");
     assert_eq!(services.faults.calls(Op::BlobPut), 0);
     let strict = step.run(&["save"], &[INPUTS[0], INPUTS[1], INPUTS[2], ("strict", "true")], NO_STATE);
@@ -117,8 +119,8 @@ fn transient_errors_are_retried_and_persistent_ones_become_a_miss() {
         (r.output("cache-hit"), r.output("reused"), r.output("miss-reason")),
         ("false", "false", "service-error")
     );
-    let warning = r.stdout.lines().find(|l| l.starts_with("::warning::")).expect("a warning");
-    assert!(warning.contains("GetCacheEntryDownloadURL: HTTP 500: down"), "the cause: {warning}");
+    // The warning names the call and the server's answer.
+    support::assert_shown!(step.dir.path(), "v2_a_lookup_that_fails", r.said());
     let tries = services.faults.calls(Op::Lookup) - calls;
     assert_eq!(tries, 4, "bounded retries: 4 of the one lookup that answers the newest base");
     assert_untouched(&step, &before);
@@ -205,8 +207,8 @@ fn read_only_tokens_conflicts_and_quota() {
 
     services.faults.push(Op::Create, Fault::ReadOnly, 1);
     let r = step.run(&["save"], &INPUTS, NO_STATE);
-    assert_eq!((r.code, r.output("save-result")), (0, "read-only"));
-    assert!(r.stdout.contains("cache write denied"), "{}", r.stdout);
+    assert_eq!((r.code, r.save_result()), (0, SaveResult::ReadOnly));
+    let denied = r.said();
 
     services.faults.push(
         Op::Create,
@@ -215,8 +217,10 @@ fn read_only_tokens_conflicts_and_quota() {
     );
     let r = step.run(&["save"], &INPUTS, NO_STATE);
     // Over its quota the cache is read-only until eviction frees room.
-    assert_eq!((r.code, r.output("save-result")), (0, "read-only"));
-    assert!(r.stdout.contains("insufficient usage"), "{}", r.stdout);
+    assert_eq!((r.code, r.save_result()), (0, SaveResult::ReadOnly));
+    // Each warning gives the cause: a write denied, insufficient usage.
+    let said = format!("--- write denied\n{denied}--- over the quota\n{}", r.said());
+    support::assert_shown!(step.dir.path(), "v2_read_only_and_quota", said);
 
     services.faults.push(
         Op::Create,

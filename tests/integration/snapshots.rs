@@ -2,16 +2,11 @@
 //! deterministic here (`native: none`), so the snapshot also pins the key recipe; paths,
 //! times, rates and archive sizes are redacted.
 
-use crate::support::{self, NO_STATE, Step, StepResult, write};
-
-fn render(r: &StepResult) -> String {
-    let outputs: Vec<String> = r.outputs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("exit: {}\n--- outputs\n{}\n--- log\n{}--- summary\n{}", r.code, outputs.join("\n"), r.stdout, r.summary)
-}
+use crate::support::{self, NO_STATE, Step, write};
 
 fn settings(step: &Step) -> insta::Settings {
     let mut s = insta::Settings::clone_current();
-    s.add_filter(&regex_escape(&step.dir.path().to_string_lossy()), "[TMP]");
+    s.add_filter(&support::regex_escape(&step.dir.path().to_string_lossy()), "[TMP]");
     s.add_filter(r"\d+(\.\d+)? (ms|s|min \d+ s)\b", "[TIME]");
     s.add_filter(r"recorded \d{4}-\d{2}-\d{2}", "recorded [DATE]");
     s.add_filter(r"(generation-seconds|time-saved)=\d+\.\d", "$1=[SECONDS]");
@@ -20,10 +15,6 @@ fn settings(step: &Step) -> insta::Settings {
     s.add_filter(r"\d+(\.\d+)? (B|KiB|MiB) compressed", "[ARCHIVE] compressed");
     s.add_filter(r"download: \d+(\.\d+)? (B|KiB|MiB)", "download: [ARCHIVE]");
     s
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars().map(|c| if "\\.+*?()|[]{}^$".contains(c) { format!("\\{c}") } else { c.to_string() }).collect()
 }
 
 #[test]
@@ -45,9 +36,9 @@ fn restore_save_restore_as_users_see_it() {
     std::fs::remove_dir_all(step.ws.join("fixtures")).unwrap();
     let warm = step.run(&["restore"], &inputs, NO_STATE);
     settings(&step).bind(|| {
-        insta::assert_snapshot!("cold_restore", render(&cold));
-        insta::assert_snapshot!("post_save", render(&post));
-        insta::assert_snapshot!("warm_restore", render(&warm));
+        insta::assert_snapshot!("cold_restore", cold.shown());
+        insta::assert_snapshot!("post_save", post.shown());
+        insta::assert_snapshot!("warm_restore", warm.shown());
     });
 }
 

@@ -13,7 +13,7 @@ use exact_cache::env::Env;
 use exact_cache::fingerprint::FingerprintRecord;
 use exact_cache::manifest::Generation;
 
-use crate::support::{NO_STATE, Step, StepResult, Store, noise, on_every_store, write};
+use crate::support::{NO_STATE, Step, StepResult, Store, assert_shown, noise, on_every_store, write};
 
 const PREFIX: &str = "worth";
 const PATH: &str = "fixtures";
@@ -68,7 +68,7 @@ fn a_generator_of_known_length_is_what_a_hit_saves(store: Store) {
     let inputs = inputs(&[]);
     let cold = step.run(&["restore"], &inputs, NO_STATE);
     assert_eq!(cold.output("cache-hit"), "false", "{}", cold.stdout);
-    assert_eq!((cold.output("generation-seconds"), cold.output("time-saved")), ("", ""));
+    assert_eq!((cold.generation_seconds(), cold.time_saved()), (None, None));
     sleeping_generator(&step, SLEEP);
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
@@ -81,9 +81,11 @@ fn a_generator_of_known_length_is_what_a_hit_saves(store: Store) {
     assert!((SLEEP..SLEEP + 1.0).contains(&generation), "generation-seconds = {generation}\n{}", post.stdout);
     let saved = seconds(&warm, "time-saved");
     assert!(saved <= generation && saved >= generation - 1.5, "time-saved = {saved}, generation {generation}");
-    assert!(warm.summary.contains("| time saved | this hit saves up to "), "{}", warm.summary);
-    assert!(warm.stdout.contains("if the job skips its generator: the generating run took "), "{}", warm.stdout);
-    assert!(warm.stdout.contains(" (recorded "), "{}", warm.stdout);
+    // The summary's row and a line of the log say what the hit saves, what the generating run
+    // took and when that was recorded.
+    let row = warm.summary_row("time saved");
+    assert!(warm.stdout.lines().any(|l| l == row), "the log says it too:\n{}", warm.stdout);
+    assert_shown!(Path::new("[TMP]"), "what_a_generator_of_known_length_saves", without_the_ref(row));
 }
 
 /// A post step long after the generator (a slow test step between them) records the
@@ -102,10 +104,16 @@ fn a_post_step_records_the_generators_window_not_the_jobs(store: Store) {
     let post = step.run(&["save", "--post"], &inputs, &cold.state);
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
     let warm = peer.step().run(&["restore"], &inputs, NO_STATE);
-    assert_eq!(warm.output("generation-seconds"), "90.0", "{}", warm.stdout);
+    assert_eq!(warm.generation_seconds(), Some(90.0), "{}", warm.stdout);
     let saved = seconds(&warm, "time-saved");
     assert!((85.0..=90.0).contains(&saved), "time-saved = {saved}");
-    assert!(warm.summary.contains("the generating run took 1 min 30 s"), "{}", warm.summary);
+    let row = crate::support::planted(warm.summary_row("time saved"), "1 min 30 s");
+    assert_shown!(Path::new("[TMP]"), "a_post_step_records_the_generators_window", without_the_ref(&row));
+}
+
+/// `row` without the ref its figure was recorded on: the stores that keep refs name it.
+fn without_the_ref(row: &str) -> String {
+    row.replace(" on `refs/heads/main`", "")
 }
 
 on_every_store!(
@@ -139,8 +147,9 @@ fn list_shows_each_entrys_generation_time_and_a_total(store: Store) {
 
     let list = step.run(&["list", "--all-refs"], &with_catalog(&[]), NO_STATE);
     assert_eq!(list.code, 0, "{}", list.stdout);
-    assert!(list.stdout.contains("generated in"), "{}", list.stdout);
-    assert!(list.stdout.contains("1 min 15 s") && list.stdout.contains("30.0 s"), "{}", list.stdout);
+    let mut figures: Vec<String> = list.listed().into_iter().map(|row| row["generated in"].clone()).collect();
+    figures.sort();
+    assert_eq!(figures, ["1 min 15 s", "30.0 s"], "{}", list.stdout);
     assert!(
         list.stdout
             .contains("total generation time: `worth`: 1 min 45 s to generate the 2 entries with a recorded figure"),
@@ -237,11 +246,12 @@ fn a_forged_or_absurd_figure_is_not_recorded() {
         assert!(!readable.lines().any(|l| l.trim_start().starts_with("::error::")), "{what}: {readable}");
         assert!(!readable.contains('\u{202e}'), "{what}: {readable}");
         if shown {
-            assert_eq!(warm.output("generation-seconds"), "12.0", "{what}");
+            assert_eq!(warm.generation_seconds(), Some(12.0), "{what}");
             assert!(!readable.contains("forged"), "{what}: the ref is left out: {readable}");
         } else {
-            assert_eq!((warm.output("generation-seconds"), warm.output("time-saved")), ("", ""), "{what}");
-            assert!(warm.summary.contains("what the generating run took is not recorded"), "{what}: {}", warm.summary);
+            assert_eq!((warm.generation_seconds(), warm.time_saved()), (None, None), "{what}");
+            // The summary says what the generating run took is not recorded.
+            assert_shown!(Path::new("[TMP]"), "a_figure_not_recorded", warm.summary_row("time saved"));
         }
         let list = step.run(&["list"], &[("prefix", PREFIX)], NO_STATE);
         let column = if shown { "12.0 s" } else { "not recorded" };
@@ -255,7 +265,7 @@ fn a_forged_or_absurd_figure_is_not_recorded() {
     assert_eq!(other.run(&["save"], &given, NO_STATE).output("save-result"), "saved");
     std::fs::remove_dir_all(other.ws.join(PATH)).unwrap();
     let warm = other.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((warm.output("cache-hit"), warm.output("time-saved")), ("true", ""), "{}", warm.stdout);
+    assert_eq!((warm.cache_hit(), warm.time_saved()), (true, None), "{}", warm.stdout);
 }
 
 /// With `grow`, a layer records the window of what it adds; a hit reports the base's and the
@@ -272,7 +282,7 @@ fn a_layer_records_its_own_window_and_a_hit_reports_the_stack() {
     assert_eq!(post.output("save-result"), "saved", "{}", post.stdout);
 
     let warm = step.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!(warm.output("generation-seconds"), "60.0", "{}", warm.stdout);
+    assert_eq!(warm.generation_seconds(), Some(60.0), "{}", warm.stdout);
     let ended = restore_ended_earlier(&step, Duration::from_secs(120));
     write(&step.ws.join(PATH).join("added.bin"), b"added");
     set_mtime(&step.ws.join(PATH).join("added.bin"), ended + 20_000);
@@ -280,7 +290,7 @@ fn a_layer_records_its_own_window_and_a_hit_reports_the_stack() {
     assert_eq!(grown.output("save-result"), "layer", "{}", grown.stdout);
 
     let again = elsewhere(&step).run(&["restore"], &inputs, NO_STATE);
-    assert_eq!((again.output("layers"), again.output("generation-seconds")), ("1", "80.0"), "{}", again.stdout);
+    assert_eq!((again.layers(), again.generation_seconds()), (1, Some(80.0)), "{}", again.stdout);
 }
 
 /// `verify-reuse` puts the measured saving beside what it says about the tree.
@@ -294,19 +304,17 @@ fn verify_reuse_puts_the_saving_beside_its_verdict() {
     set_mtime(&step.ws.join(PATH).join("a.pth"), ended + 42_000);
     step.run(&["save", "--post"], &inputs, &cold.state);
     let warm = step.run(&["restore"], &inputs, NO_STATE);
+    assert_eq!(warm.generation_seconds(), Some(42.0), "{}", warm.stdout);
+    let saved = seconds(&warm, "time-saved");
+    assert!((41.0..=42.0).contains(&saved), "time-saved = {saved}");
     let post = step.run(&["save", "--post"], &inputs, &warm.state);
-    assert!(
-        post.stdout.contains("verify-reuse: nothing under `path` changed since the restore; this hit saves up to 4"),
-        "{}",
-        post.stdout
-    );
-    assert!(
-        post.summary.contains("if the job skips its generator (the generating run took 42.0 s"),
-        "{}",
-        post.summary
-    );
+    // The verdict (nothing changed), then what the hit saves and what the generating run took,
+    // in the log and the summary.
+    // The planted figure is shown as it is, past the redaction of times.
+    let shown = post.brief().replace("run took 42.0 s,", "run took [PLANTED 42.0],");
+    assert_shown!(step.dir.path(), "verify_reuse_puts_the_saving_beside_its_verdict", shown);
     // The save step's `time-saved` is a compile cache's figure: none here.
-    assert_eq!(post.output("time-saved"), "", "{}", post.stdout);
+    assert_eq!(post.time_saved(), None, "{}", post.stdout);
 }
 
 /// `list` reads the figure from the archive's first bytes: the copy before the fingerprint

@@ -20,9 +20,18 @@ pub struct ActRun {
     pub log: String,
     /// step id → output name → value
     pub outputs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The errors, warnings and notices the steps gave the runner: (level, message).
+    pub annotations: Vec<(String, String)>,
 }
 
 impl ActRun {
+    /// What the run said to draw attention, for a snapshot: whether it passed, and its errors,
+    /// warnings and notices in order.
+    pub fn said(&self) -> String {
+        let said: Vec<String> = self.annotations.iter().map(|(level, message)| format!("{level}: {message}")).collect();
+        format!("success: {}\n{}\n", self.success, said.join("\n"))
+    }
+
     pub fn output(&self, step: &str, name: &str) -> &str {
         self.outputs
             .get(step)
@@ -52,8 +61,12 @@ pub fn run_act(repo: &Path, workflow: &Path, cache_server: &Path, env: &[(&str, 
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut outputs: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut log = String::new();
+    let mut annotations = Vec::new();
     for line in stdout.lines() {
         let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if let Some(level @ ("error" | "warning" | "notice")) = event["command"].as_str() {
+            annotations.push((level.to_owned(), event["arg"].as_str().unwrap_or("").to_owned()));
+        }
         if let Some(msg) = event["msg"].as_str() {
             log.push_str(msg.trim_end());
             log.push('\n');
@@ -67,7 +80,7 @@ pub fn run_act(repo: &Path, workflow: &Path, cache_server: &Path, env: &[(&str, 
         }
     }
     log.push_str(&String::from_utf8_lossy(&out.stderr));
-    ActRun { success: out.status.success(), log, outputs }
+    ActRun { success: out.status.success(), log, outputs, annotations }
 }
 
 /// A scratch git repository holding `files`.

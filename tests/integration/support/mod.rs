@@ -11,8 +11,10 @@
 
 pub mod act;
 mod archive;
+pub mod log_model;
 pub mod s3;
 pub mod services;
+mod shown;
 mod step;
 mod stores;
 mod tree;
@@ -20,7 +22,9 @@ mod wine;
 
 pub use archive::{TarBuilder, dir_entry, file_entry, link_entry};
 pub use exact_cache_test_macros::needs;
-pub use step::{MEASURE_RSS, NO_STATE, Step, StepResult, exe};
+pub(crate) use shown::assert_shown;
+pub use shown::{planted, redactions, regex_escape};
+pub use step::{CliRun, MEASURE_RSS, NO_STATE, Step, StepResult, exe, list_table};
 pub(crate) use stores::on_every_store;
 pub use stores::{Peer, Store};
 pub use tree::{

@@ -1,5 +1,5 @@
-//! A model of how the GitHub Actions runner reads a step's output, for tests of what this
-//! binary prints. Not part of the supported interface.
+//! A model of how the GitHub Actions runner reads a step's output, for tests of what the
+//! binary prints: the integration tests and the `runner` module's unit tests use it.
 //!
 //! The runner reads the output line by line (.NET `StreamReader.ReadLine`: a line ends at `\n`,
 //! `\r` or `\r\n`) and tries each line as a workflow command: v2 first (`::name k=v,…::data`
