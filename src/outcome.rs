@@ -4,7 +4,7 @@
 //! (`commands::publish`) turns it into step outputs, state, exported variables and the step
 //! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
 //! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
-//! declares. This module is plain data, without sentences (`commands::words` renders each value
+//! declares. This module is plain data, without sentences (`commands::render` words each value
 //! for users): it depends on nothing but the fingerprint record, [`crate::choice`] and the
 //! stack's [`Slot`].
 
@@ -349,8 +349,7 @@ pub struct Explanation {
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
     /// `against_key` is this very key: the fingerprint is the same, and the entry was saved
-    /// for other `path` lines or another compression (its `changes` is the one line saying so,
-    /// as `commands::words` renders it).
+    /// for other `path` lines or another compression (its `changes` is the one line saying so).
     pub same_key: Option<SameKey>,
 }
 
@@ -379,8 +378,7 @@ pub struct SaveOutcome {
     pub archived: Option<Transfer>,
     /// `verify-reuse` compared the tree with the restored manifest.
     pub verified: Option<Verified>,
-    /// `prune` after the save: a one-line account.
-    pub pruned: Option<String>,
+    pub pruned: Option<Pruned>,
     /// The slot written, when `grow` wrote a layer or a base above generation 0.
     pub slot: Option<Slot>,
     /// After a miss, with `uncovered-reads`: the files the job's Python read that no input
@@ -440,15 +438,54 @@ impl SaveOutcome {
     }
 }
 
-/// `verify-reuse`'s verdict.
-#[derive(Debug)]
+/// `verify-reuse`'s verdict: what changed under `path` since the restore.
+#[derive(Debug, Default)]
 pub struct Verified {
-    /// One line: what changed, or that nothing did.
-    pub verdict: String,
-    /// Every path added, changed or removed, one per entry (the `changed-files` output).
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    /// Files there before the restore and not in the entry: kept, not changes.
+    pub kept_extras: usize,
+    /// Why files were added: torch compiled graphs the cache did not hold (a compile cache);
+    /// `grow` is on, and kept them.
+    pub torch: bool,
+    pub growing: bool,
+    pub additions_kept: bool,
+    /// What the hit was worth, as the restore measured it.
+    pub hit: Option<HitRecord>,
+    /// Every path added, changed or removed (the `changed-files` output).
     pub changed_files: Vec<String>,
+    /// Nothing to warn about: nothing changed, or `grow` kept every addition.
+    pub fine: bool,
     /// `verify-reuse: fail` and something changed.
     pub failed: bool,
+}
+
+/// What a reuse was worth, as the restore measured it: what its stack took to generate (`None`:
+/// not recorded) and what the restore took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HitRecord {
+    pub generation_ms: Option<i64>,
+    pub restore_ms: i64,
+}
+
+/// What `prune` did after a save.
+#[derive(Debug)]
+pub enum Pruned {
+    /// The default prefix is never pruned by count.
+    Refused,
+    /// No catalog to prune with: why.
+    NoCatalog(String),
+    /// The listing failed: why.
+    Failed(String),
+    Done {
+        prefix: String,
+        on_ref: Option<String>,
+        kept_keys: usize,
+        deleted: Vec<(Key, Slot)>,
+        /// Entries that could not be deleted, and why.
+        failed: Vec<(Key, String)>,
+    },
 }
 
 /// What `exact-cache explain`, `list` and `prune` found.
@@ -462,9 +499,9 @@ pub enum CatalogOutcome {
         entries: Vec<ListedEntry>,
         json: bool,
     },
-    /// `deleted`: what was deleted, or with `dry_run` what would be.
+    /// `deleted`: what was deleted (each entry's key and slot), or with `dry_run` what would be.
     Prune {
-        deleted: Vec<String>,
+        deleted: Vec<(Key, Slot)>,
         dry_run: bool,
     },
 }
@@ -491,9 +528,9 @@ pub struct ListedEntry {
     /// (or not read: `list` reads the newest entries' only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation_seconds: Option<f64>,
-    /// Why the generation time is not shown: `not recorded`, `not read (…)`.
+    /// Whether `list` read its generation time (it reads the newest entries' only).
     #[serde(skip)]
-    pub generation_note: Option<String>,
+    pub generation_read: bool,
 }
 
 /// A slot in `list`'s JSON: its name.
@@ -509,7 +546,7 @@ fn slot_name<S: serde::Serializer>(slot: &Option<Slot>, serializer: S) -> Result
 pub enum Outcome {
     Fingerprint(FingerprintOutcome),
     Restore(Box<RestoreOutcome>),
-    Save(SaveOutcome),
+    Save(Box<SaveOutcome>),
     Catalog(CatalogOutcome),
 }
 
@@ -528,7 +565,7 @@ mod tests {
             version: "v".into(),
             slot,
             generation_seconds: None,
-            generation_note: None,
+            generation_read: true,
         };
         let json = |slot| serde_json::to_string(&entry(slot)).unwrap();
         assert_eq!(

@@ -5,25 +5,19 @@
 
 use super::Context;
 use super::prune::ListedSlots;
-use super::report::Shown;
+use super::render::{Shown, explain as words, say_all};
 use crate::archive::{Compression, UnpackError, read_fingerprint};
 use crate::backend::{Backend, BackendError};
 use crate::backend::{Catalog, CatalogError, Listed};
-use crate::fingerprint::{Change, ComponentName, Fingerprint, FingerprintRecord, Value};
+use crate::fingerprint::FingerprintRecord;
 use crate::keys::{self, Key};
 use crate::stack::Slot;
-use crate::text::shorten;
-use crate::units::count_of;
 
 /// Bytes read from the start of an archive to find its fingerprint: a small read first, a
 /// larger one for fingerprints with thousands of hashed files.
 const PREFIX_READS: [u64; 2] = [1 << 20, 16 << 20];
 /// Candidates tried before giving up (some may be unreadable from this ref's scope).
 const CANDIDATES: usize = 5;
-/// Changes listed before "… and N more".
-pub(super) const SHOWN: usize = 25;
-/// Characters of each value in a change.
-const VALUE_CHARS: usize = 80;
 
 pub(super) use crate::outcome::{Explanation, SameKey};
 
@@ -62,42 +56,26 @@ pub enum ExplainError {
 }
 
 /// [`explain`] `ours` for this run (its refs; `shown`: `secret-env` values masked; `path_lines`:
-/// ours, as the version names them) and log the result:
-/// at most `limit` changes, or why there is no explanation (also returned) after `unexplained: `.
-/// `asked`: the answer of the `explain` command, which `--quiet` keeps.
-#[allow(clippy::too_many_arguments)]
+/// ours, as the version names them) and log why, or why there is no explanation (returned).
+/// `asked`: the answer of the `explain` command, not `explain-misses`.
 pub(super) fn explain_and_log(
     ctx: &Context,
-    (shown, path_lines): (&Shown, &[String]),
+    (shown, path_lines, asked): (&Shown, &[String], bool),
     backend: &dyn Backend,
     catalog: &dyn Catalog,
     ours: &FingerprintRecord,
-    limit: usize,
-    unexplained: &str,
-    asked: bool,
 ) -> Result<Explanation, String> {
     let runner = ctx.runner;
     let env = runner.env();
     let refs = (env.non_empty("GITHUB_REF"), env.non_empty("GITHUB_BASE_REF"));
     match explain(shown, backend, catalog, ours, path_lines, refs) {
         Ok(explanation) => {
-            super::report::log_explanation(runner, &explanation, limit, asked);
+            say_all(runner, words::explained(&explanation, asked));
             Ok(explanation)
         }
         Err(reason) => {
-            let why = match &reason {
-                // As under act: there is nothing to ask, not a failed attempt.
-                ExplainError::Catalog(missing @ CatalogError::NoCacheApi { .. }) => {
-                    format!("skipped: {}", crate::text::error_line(missing))
-                }
-                _ => crate::text::error_line(&reason),
-            };
-            let line = format!("{unexplained}: {why}");
-            if asked {
-                runner.answer(&line)
-            } else {
-                runner.info(&line)
-            }
+            let why = words::why_not(&reason);
+            words::unexplained(&why, asked).say(runner);
             Err(why)
         }
     }
@@ -138,7 +116,7 @@ pub(super) fn explain(
         return Ok(Explanation {
             against_key: theirs.key.clone(),
             against_ref: theirs.r#ref.clone(),
-            changes: vec![super::words::same_key(&same_key)],
+            changes: vec![words::same_key(&same_key)],
             same_key: Some(same_key),
         });
     }
@@ -161,7 +139,7 @@ pub(super) fn explain(
     for candidate in listed.into_iter().take(CANDIDATES) {
         match read_theirs(backend, &candidate) {
             Ok(theirs) => {
-                let changes = render_all(&theirs.components, &ours.components, shown);
+                let changes = words::changes(&theirs.components, &ours.components, shown);
                 return Ok(Explanation {
                     against_key: candidate.key,
                     against_ref: candidate.r#ref,
@@ -206,174 +184,14 @@ pub(super) fn sniff(bytes: &[u8]) -> Compression {
     }
 }
 
-/// One change as users read it: `python: torch 2.14.0 → 2.15.0`, `files: gen.py changed`,
-/// `native.isa: x86-64-v4 → x86-64-v3`. Values read as [`Shown`] shows them.
-/// Every difference from `theirs` to `ours`, one line each — but a component only one side has
-/// is one line ("python: 94 packages added"), not one per value.
-/// A module file reached through imports reads `files: <path> changed (imported by <file>)`;
-/// its `imports` change is not a line of its own when its `files` line says it.
-fn render_all(theirs: &Fingerprint, ours: &Fingerprint, shown: &Shown) -> Vec<String> {
-    let changes = theirs.diff(ours);
-    let (files, imports) = (ComponentName::Files.name(), ComponentName::Imports.name());
-    let importers = |label: &str| {
-        [ours, theirs].iter().find_map(|fp| fp.components.get(imports)?.get(label)?.as_text().map(str::to_owned))
-    };
-    let changed_files: std::collections::BTreeSet<&str> =
-        changes.iter().filter(|c| c.component == files).map(|c| c.label.as_str()).collect();
-    let mut lines = Vec::new();
-    for group in changes.chunk_by(|a, b| a.component == b.component) {
-        let component = group[0].component.as_str();
-        if component == files || component == imports {
-            for c in group.iter().filter(|c| component == files || !changed_files.contains(c.label.as_str())) {
-                let by = importers(&c.label)
-                    .filter(|_| component == files)
-                    .map(|by| format!(" (imported by {})", shorten(&by, VALUE_CHARS)));
-                lines.push(format!("{}{}", render(c, shown), by.unwrap_or_default()));
-            }
-            continue;
-        }
-        let added = !theirs.components.contains_key(component);
-        let removed = !ours.components.contains_key(component);
-        if group.len() > 1 && (added || removed) {
-            let python = ComponentName::parse(component) == Some(ComponentName::PythonDists);
-            let (name, noun) = if python { ("python", "package") } else { (component, "value") };
-            let (verb, side) = if added { ("added", "the compared entry") } else { ("removed", "this run") };
-            lines.push(format!(
-                "{name}: {} {verb} ({side} has no `{component}` component)",
-                count_of(group.len(), noun)
-            ));
-        } else {
-            lines.extend(group.iter().map(|c| render(c, shown)));
-        }
-    }
-    lines
-}
-
-/// Every difference from `theirs` to `ours`, as an explanation says them (one line each).
-pub(super) fn changes(theirs: &Fingerprint, ours: &Fingerprint, shown: &Shown) -> Vec<String> {
-    render_all(theirs, ours, shown)
-}
-
-pub(super) fn render(c: &Change, shown: &Shown) -> String {
-    let (component, label) = (c.component.as_str(), c.label.as_str());
-    let short = |v: &Value| shown.value(component, label, v, VALUE_CHARS);
-    let known = ComponentName::parse(component);
-    let single = known.is_some_and(|k| k.is_single_fact(label));
-    let is_files = known == Some(ComponentName::Files);
-    let name = match known {
-        Some(ComponentName::PythonDists) => "python",
-        _ => component,
-    };
-    match (&c.old, &c.new) {
-        (Some(_), Some(_)) if is_files => format!("files: {label} changed"),
-        // A `secret-env` value shows as `***` on both sides; a long one may differ past the cut.
-        (Some(old), Some(new)) if short(old) == short(new) => format!("{name}: {label} changed"),
-        (Some(old), Some(new)) if single => format!("{name}: {} → {}", short(old), short(new)),
-        (Some(old), Some(new)) => format!("{name}: {label} {} → {}", short(old), short(new)),
-        (None, Some(new)) if is_files || new == &Value::Absent => format!("{name}: {label} added"),
-        (None, Some(new)) => format!("{name}: {label} added ({})", short(new)),
-        (Some(_), None) => format!("{name}: {label} removed"),
-        (None, None) => format!("{name}: {label}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::Component;
-
-    fn change(component: &str, label: &str, old: Option<&str>, new: Option<&str>) -> Change {
-        Change {
-            component: component.into(),
-            label: label.into(),
-            old: old.map(Value::text),
-            new: new.map(Value::text),
-        }
-    }
-
-    fn render_plain(c: &Change) -> String {
-        render(c, &Shown::plain())
-    }
 
     #[test]
-    fn a_component_only_one_side_has_is_one_line() {
-        let dists = |n: usize| Component::from_iter((0..n).map(|i| (format!("pkg{i}"), Value::text("1.0"))));
-        let mut theirs = Fingerprint::default();
-        theirs.insert("variant", Component::from([("variant".to_owned(), Value::text("cpu"))]));
-        let mut ours = theirs.clone();
-        ours.insert("python.dists", dists(94));
-        ours.insert("env", Component::from([("CC".to_owned(), Value::text("gcc"))]));
-        let lines = render_all(&theirs, &ours, &Shown::plain());
-        assert_eq!(
-            lines,
-            ["env: CC added (gcc)", "python: 94 packages added (the compared entry has no `python.dists` component)",]
-        );
-        assert_eq!(
-            render_all(&ours, &theirs, &Shown::plain())[1],
-            "python: 94 packages removed (this run has no `python.dists` component)"
-        );
-    }
-
-    #[test]
-    fn a_changed_import_names_who_imports_it() {
-        let fp = |scale: &str| {
-            let mut fp = Fingerprint::default();
-            let files = [("tools/gen.py", "aa -"), ("tools/helpers/weights.py", scale)];
-            fp.insert("files", Component::from_iter(files.map(|(l, v)| (l.to_owned(), Value::text(v)))));
-            fp.insert(
-                "imports",
-                Component::from([("tools/helpers/weights.py".to_owned(), Value::text("tools/gen.py"))]),
-            );
-            fp
-        };
-        assert_eq!(
-            render_all(&fp("bb -"), &fp("cc -"), &Shown::plain()),
-            ["files: tools/helpers/weights.py changed (imported by tools/gen.py)"]
-        );
-        // An entry saved before imports were followed: the helper is new to the key.
-        let mut before = fp("bb -");
-        before.components.remove("imports");
-        before.components.get_mut("files").unwrap().remove("tools/helpers/weights.py");
-        assert_eq!(
-            render_all(&before, &fp("bb -"), &Shown::plain()),
-            ["files: tools/helpers/weights.py added (imported by tools/gen.py)"]
-        );
-        // Only who imports it changed: the `imports` line says so.
-        let mut other = fp("bb -");
-        other
-            .components
-            .get_mut("imports")
-            .unwrap()
-            .insert("tools/helpers/weights.py".into(), Value::text("tools/other.py"));
-        assert_eq!(
-            render_all(&fp("bb -"), &other, &Shown::plain()),
-            ["imports: tools/helpers/weights.py tools/gen.py → tools/other.py"]
-        );
-    }
-
-    #[test]
-    fn changes_read_like_the_issue_says() {
-        assert_eq!(
-            render_plain(&change("python.dists", "torch", Some("2.14.0"), Some("2.15.0"))),
-            "python: torch 2.14.0 → 2.15.0"
-        );
-        assert_eq!(
-            render_plain(&change("files", "gen_model.py", Some("aa -"), Some("bb -"))),
-            "files: gen_model.py changed"
-        );
-        assert_eq!(
-            render_plain(&change("native.isa", "level", Some("x86-64-v4"), Some("x86-64-v3"))),
-            "native.isa: x86-64-v4 → x86-64-v3"
-        );
-        assert_eq!(render_plain(&change("python.dists", "numpy", None, Some("2.0"))), "python: numpy added (2.0)");
-        assert_eq!(render_plain(&change("env", "CUDA_ARCH", Some("8.0"), None)), "env: CUDA_ARCH removed");
-        assert_eq!(
-            render_plain(&change("native.arch", "arch", Some("x86_64"), Some("aarch64"))),
-            "native.arch: x86_64 → aarch64"
-        );
-        assert_eq!(render_plain(&change("variant", "variant", Some("a"), Some("b"))), "variant: a → b");
-        assert_eq!(render_plain(&change("files", "new.py", None, Some("aa -"))), "files: new.py added");
-        assert_eq!(render_plain(&change("later.thing", "x", Some("1"), Some("2"))), "later.thing: x 1 → 2");
+    fn an_archive_says_its_compression_in_its_first_bytes() {
         assert_eq!(sniff(&[0x28, 0xb5, 0x2f, 0xfd, 0]), Compression::Zstd);
+        assert_eq!(sniff(&[0x1f, 0x8b, 8]), Compression::Gzip);
+        assert_eq!(sniff(b"ustar"), Compression::None);
     }
 }

@@ -11,6 +11,7 @@ use crate::config::Locate;
 use crate::env::Env;
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::{Key, Version};
+use crate::outcome::HitRecord;
 use crate::runner::Runner;
 use std::path::{Path, PathBuf};
 
@@ -46,8 +47,7 @@ pub struct RestoreRecord {
     /// records starts (absent in records of earlier versions: not recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<i64>,
-    /// On a reuse: what the stack put in place took to generate, in milliseconds (`None`: not
-    /// recorded), and what the restore took — for `verify-reuse`'s line and a compaction's figure.
+    /// On a reuse: for `verify-reuse`'s line and a compaction's figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hit: Option<HitRecord>,
     /// What the restore's inputs asked of the fingerprint
@@ -65,11 +65,19 @@ pub(super) struct RestoreTimes {
     pub hit: Option<HitRecord>,
 }
 
-/// What a reuse was worth, as the restore measured it.
-#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
-pub struct HitRecord {
-    pub generation_ms: Option<i64>,
-    pub restore_ms: i64,
+/// Why a save does not use the restore's record.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RecordError {
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("`{}` is not a restore record: {source}", path.display())]
+    Decode { path: PathBuf, source: serde_json::Error },
+    #[error("`{}` is the record of another key or version", path.display())]
+    OtherKey { path: PathBuf },
+    #[error("`{}` is the record of a restore from another store", path.display())]
+    OtherStore { path: PathBuf },
+    #[error("`{}` is the record of a restore more than 12 hours ago", path.display())]
+    Old { path: PathBuf },
 }
 
 /// Outside Actions, a restore record older than this is another session's.
@@ -118,7 +126,7 @@ pub(super) fn read_record(
     env: &Env,
     (key, version): (&Key, &Version),
     store: &str,
-) -> Result<Option<(Restored, RestoreTimes)>, String> {
+) -> Result<Option<(Restored, RestoreTimes)>, RecordError> {
     Ok(read_whole_record(fingerprint_file, env, (key, version), store)?
         .map(|record| (record.restored, RestoreTimes { ended_ms: record.ended_ms, hit: record.hit })))
 }
@@ -128,23 +136,25 @@ fn read_whole_record(
     env: &Env,
     (key, version): (&Key, &Version),
     store: &str,
-) -> Result<Option<RestoreRecord>, String> {
+) -> Result<Option<RestoreRecord>, RecordError> {
     let path = record_path(fingerprint_file, env, key, version);
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
+        Err(source) => return Err(RecordError::Read { path, source }),
     };
-    let record: RestoreRecord =
-        serde_json::from_slice(&bytes).map_err(|e| format!("`{}` is not a restore record: {e}", path.display()))?;
+    let record: RestoreRecord = match serde_json::from_slice(&bytes) {
+        Ok(record) => record,
+        Err(source) => return Err(RecordError::Decode { path, source }),
+    };
     if record.key != *key || record.version != *version {
-        return Err(format!("`{}` is the record of another key or version", path.display()));
+        return Err(RecordError::OtherKey { path });
     }
     if record.store != store {
-        return Err(format!("`{}` is the record of a restore from another store", path.display()));
+        return Err(RecordError::OtherStore { path });
     }
     if env.non_empty("RUNNER_TEMP").is_none() && now() - record.written_at > RECORD_OUTLIVES_A_SESSION {
-        return Err(format!("`{}` is the record of a restore more than 12 hours ago", path.display()));
+        return Err(RecordError::Old { path });
     }
     Ok(Some(record))
 }
@@ -220,7 +230,7 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 /// exact-cache has restored into or saved from (only where it could not clean otherwise).
 pub(super) fn mark_owned(runner: &Runner, locate: &Locate, roots: &[usize]) {
     for (dir, e) in locate.clean_guard.mark_owned(&locate.paths, roots) {
-        runner.warning(&format!("cannot mark `{}` as exact-cache's own for `clean-on-miss`: {e}", dir.display()));
+        super::render::unmarked(&dir, &e).say(runner);
     }
 }
 

@@ -2,7 +2,7 @@
 //! `prune` — as orchestration only: configuration in, a typed outcome ([`crate::outcome`])
 //! out, which [`publish`] alone turns into outputs, state, exported variables and the step
 //! summary. Commands see the cache only through [`Backend`](crate::backend::Backend) and the
-//! machine only through [`System`]; everything they say goes through the [`Runner`].
+//! machine only through [`System`]; what they say, [`render`] words.
 
 mod catalog_commands;
 mod error;
@@ -12,19 +12,18 @@ mod handoff;
 mod prune;
 mod publish;
 mod reads;
-mod report;
+mod render;
 mod restore;
 mod save;
 mod services;
 mod setup;
 mod tracked;
 mod verify;
-mod words;
 mod worth;
 
 pub use crate::stack::KeptStack;
 pub use error::Error;
-pub use handoff::{HitRecord, RestoreRecord, Restored};
+pub use handoff::{RestoreRecord, Restored};
 use services::{BackendFactory, CatalogFactory, select_backend, select_catalog};
 pub use verify::Kept;
 
@@ -52,8 +51,8 @@ fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
     // `fingerprint` and `explain` answer with the fingerprint's values; the others summarize it.
     let details = matches!(invocation.command, Command::Fingerprint | Command::Explain);
     ctx.runner.set_verbose(invocation.verbose || details);
-    if let Some(line) = setup::failed_job(invocation, ctx.runner) {
-        ctx.runner.notice(&line);
+    if let Some(status) = setup::failed_job(invocation, ctx.runner) {
+        render::save::failed_job(&status).say(ctx.runner);
         return Ok(());
     }
     let config = setup::configure(invocation, ctx.runner)?;
@@ -66,7 +65,7 @@ fn run_with(invocation: &Invocation, ctx: &Context) -> Result<(), Error> {
             deferred = clean_error.map(Error::Clean);
             Outcome::Restore(Box::new(outcome))
         }
-        Command::Save { post } => Outcome::Save(save::run(ctx, &config, *post)?),
+        Command::Save { post } => Outcome::Save(Box::new(save::run(ctx, &config, *post)?)),
         Command::Explain => Outcome::Catalog(catalog_commands::explain(ctx, &config)?),
         Command::List { json, long, on_ref, all_refs } => {
             let refs = catalog_commands::refs(ctx, on_ref.as_deref(), *all_refs);
@@ -95,7 +94,7 @@ fn verdict(strict: bool, fail_on_cache_miss: bool, outcome: &Outcome) -> Result<
                 && restore.attempt.is_trouble()
                 && strict
             {
-                return Err(Error::Strict(words::strict_restore(*reason, detail.as_deref())));
+                return Err(Error::Strict(render::restore::strict(*reason, detail.as_deref())));
             }
             if fail_on_cache_miss && matches!(restore.attempt, Attempt::Miss { .. }) {
                 let reason = restore.attempt.miss_reason();
@@ -105,7 +104,7 @@ fn verdict(strict: bool, fail_on_cache_miss: bool, outcome: &Outcome) -> Result<
         }
         Outcome::Save(save) => {
             if save.trouble && strict {
-                return Err(Error::Strict(words::strict_save(save.result, save.detail.as_deref())));
+                return Err(Error::Strict(render::save::strict(save.result, save.detail.as_deref())));
             }
             if save.result == crate::outcome::SaveResult::UncoveredReads {
                 return Err(Error::UncoveredReads { count: save.uncovered.as_ref().map_or(0, |u| u.files.len()) });

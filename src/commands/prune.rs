@@ -9,7 +9,7 @@
 //! store's, saved before it recorded refs) belongs to no ref: only a prune of every ref touches
 //! it. The entry a save just created is never deleted. Matrix jobs that share a prefix and a ref
 //! each save their own entry: give them `prune-keep` of at least the matrix size, or a prefix
-//! each. The default prefix is never pruned by count ([`refusal`]).
+//! each. The default prefix is never pruned by count ([`refused`]).
 //!
 //! With `--older-than`, the rule is age instead of count: an entry neither created nor used
 //! (where the store records uses) within that time is deleted, whether or not it is its ref's
@@ -29,15 +29,10 @@ use crate::stack::reach::{self, Placed};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-/// Why `prune` refuses `prefix`, if it does: the default prefix is shared by every workflow
+/// Whether `prune` by count refuses `prefix`: the default prefix is shared by every workflow
 /// and job of the repository that sets none, so pruning it would delete their entries.
-pub(super) fn refusal(prefix: &str) -> Option<String> {
-    (prefix == DEFAULT_PREFIX).then(|| {
-        format!(
-            "`{DEFAULT_PREFIX}` is the default prefix, shared by every workflow and job that sets none; not pruning \
-             it: set `prefix` to name this cache"
-        )
-    })
+pub(super) fn refused(prefix: &str) -> bool {
+    prefix == DEFAULT_PREFIX
 }
 
 /// Which refs' entries a catalog command works on.
@@ -81,16 +76,6 @@ impl Refs {
             Refs::One(_) | Refs::All => None,
         }
     }
-
-    /// As the output says it: ``on `refs/heads/main` ``, `on every ref`.
-    pub(super) fn describe(&self) -> String {
-        match self {
-            Refs::One(one) if one.is_empty() => "saved without a ref".to_owned(),
-            Refs::One(one) => format!("on `{one}`"),
-            Refs::Each => "on every ref".to_owned(),
-            Refs::All => "on all refs, as one".to_owned(),
-        }
-    }
 }
 
 /// Which of the entries a prune works on it deletes.
@@ -130,14 +115,6 @@ impl ListedSlots {
 
     pub(super) fn slot(&self, entry: &Listed) -> Slot {
         self.placed(entry).slot
-    }
-}
-
-/// An entry as prune's log names it: its key, and its slot unless it is a generation-0 base.
-pub(super) fn named(entry: &Listed, slot: Slot) -> String {
-    match slot {
-        Slot::FIRST_BASE => entry.key.to_string(),
-        slot => format!("{} ({slot})", entry.key),
     }
 }
 
@@ -369,11 +346,8 @@ mod tests {
         let named: Vec<Slot> = entries.iter().map(|e| slots.slot(e)).collect();
         assert_eq!(named, [Slot::FIRST_BASE, Slot::new(0, 1), Slot::base(4), Slot::new(4, 2)]);
         assert!(entries.iter().all(|e| slots.placed(e).key == k), "one key: a later generation's is its own");
-        assert_eq!(named_line(&entries[2], &slots), format!("{}.g4 (generation 4 base)", key(1)));
-    }
-
-    fn named_line(entry: &Listed, slots: &ListedSlots) -> String {
-        named(entry, slots.slot(entry))
+        let line = super::super::render::prune::named(&entries[2].key, named[2]);
+        assert_eq!(line, format!("{}.g4 (generation 4 base)", key(1)));
     }
 
     #[test]
@@ -403,9 +377,8 @@ mod tests {
         let slots = ListedSlots::new(&entries, None);
         let rule = Rule::Newest { keep: 1, just_saved: None };
         let report = delete(&catalog, entries.clone(), &Refs::One("r".into()), rule, &slots, false).unwrap();
-        let deleted: Vec<String> = report.deleted.iter().map(|e| named(e, slots.slot(e))).collect();
-        let expected: Vec<String> =
-            [2, 3, 4, 5, 6, 8].iter().map(|&i| named(&entries[i], slots.slot(&entries[i]))).collect();
+        let deleted: Vec<&Listed> = report.deleted.iter().collect();
+        let expected: Vec<&Listed> = [2, 3, 4, 5, 6, 8].iter().map(|&i| &entries[i]).collect();
         assert_eq!(deleted, expected, "every base but the newest of each stack, and their layers");
         assert_eq!(report.kept.len(), 3);
         // Every ref as one: a pull request's later generation never makes main's base go (main's

@@ -1,7 +1,7 @@
 //! The one place a command's outcome becomes what the runner keeps: step outputs, state for the
 //! post step, variables for later steps, and the step summary.
 
-use super::report::{self, Shown};
+use super::render::{self, Shown};
 use crate::config::Config;
 use crate::outcome::{Attempt, CatalogOutcome, Outcome, Output, RestoreOutcome, SaveOutcome, State};
 use crate::runner::{Runner, RunnerError};
@@ -15,7 +15,7 @@ pub(super) fn publish(runner: &Runner, config: &Config, outcome: &Outcome) -> Re
         Outcome::Fingerprint(fingerprint) => {
             runner.set_output(Output::Key, &fingerprint.record.key)?;
             runner.set_output(Output::FingerprintFile, &fingerprint.file.to_string_lossy())?;
-            runner.append_summary(&report::fingerprint_summary(&shown, &fingerprint.record, &fingerprint.notes))
+            runner.append_summary(&render::fingerprint::summary(&shown, &fingerprint.record, &fingerprint.notes))
         }
         Outcome::Restore(restore) => publish_restore(runner, &shown, restore),
         Outcome::Save(save) => publish_save(runner, &shown, save),
@@ -64,7 +64,7 @@ fn publish_restore(runner: &Runner, shown: &Shown, outcome: &RestoreOutcome) -> 
     let saved = worth.and_then(|w| w.up_to()).map(super::worth::seconds).unwrap_or_default();
     runner.set_output(Output::GenerationSeconds, &generation)?;
     runner.set_output(Output::TimeSaved, &saved)?;
-    runner.append_summary(&report::restore_summary(shown, outcome))
+    runner.append_summary(&render::restore::summary(shown, outcome))
 }
 
 fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result<(), RunnerError> {
@@ -79,7 +79,7 @@ fn publish_save(runner: &Runner, shown: &Shown, outcome: &SaveOutcome) -> Result
     }
     let saved = outcome.compile.as_ref().and_then(|c| c.saved()).map(super::worth::seconds).unwrap_or_default();
     runner.set_output(Output::TimeSaved, &saved)?;
-    runner.append_summary(&report::save_summary(shown, outcome))
+    runner.append_summary(&render::save::summary(shown, outcome))
 }
 
 fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), RunnerError> {
@@ -98,8 +98,10 @@ fn publish_catalog(runner: &Runner, outcome: &CatalogOutcome) -> Result<(), Runn
             let keys: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
             runner.set_list_output(Output::Keys, &keys)
         }
-        CatalogOutcome::Prune { deleted, dry_run: false } => runner.set_list_output(Output::Deleted, deleted),
-        CatalogOutcome::Prune { deleted, dry_run: true } => runner.set_list_output(Output::WouldDelete, deleted),
+        CatalogOutcome::Prune { deleted, dry_run } => {
+            let named: Vec<String> = deleted.iter().map(|(key, slot)| render::prune::named(key, *slot)).collect();
+            runner.set_list_output(if *dry_run { Output::WouldDelete } else { Output::Deleted }, &named)
+        }
     }
 }
 

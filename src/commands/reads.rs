@@ -3,8 +3,9 @@
 //! generator read and no input covers. On a hit of a compile cache, arrange that they report
 //! what torch's compile caches spared ([`crate::reads::torch`]), which the save reads back.
 
+use super::Context;
+use super::render::{self, say_all};
 use super::verify::Kept;
-use super::{Context, words};
 use crate::config::{Locate, UncoveredReads};
 use crate::fingerprint::{ComponentName, FingerprintRecord};
 use crate::outcome::{CompileWorth, Uncovered};
@@ -26,14 +27,8 @@ pub(super) fn arrange(
 ) -> Vec<(String, String)> {
     let runner = ctx.runner;
     let env = runner.env();
-    let not = match what {
-        Record::Reads => "uncovered-reads: the generating run's reads are not recorded",
-        Record::Torch => "what this hit saves is not measured",
-    };
     if uncovered_reads == UncoveredReads::Off {
-        if what == Record::Torch {
-            runner.info(&format!("{not}: `uncovered-reads: off` arms no hook in the job's Python"));
-        }
+        say_all(runner, render::restore::hook_off(what));
         return Vec::new();
     }
     let armed = Record::armed(env);
@@ -41,40 +36,23 @@ pub(super) fn arrange(
         Some(records) if records.contains(&what) => return Vec::new(),
         Some(mut records) => {
             records.push(what);
-            runner.info(armed_line(what));
+            render::restore::hook_armed(what).say(runner);
             return vec![(reads::RECORD_VAR.to_owned(), Record::value(&records))];
         }
         None => {}
     }
     let (Some(temp), Some(_)) = (env.non_empty("RUNNER_TEMP"), env.non_empty("GITHUB_ENV")) else {
-        runner.info(&format!(
-            "{not}: without `GITHUB_ENV` and `RUNNER_TEMP` (outside Actions) later steps cannot be told"
-        ));
+        render::restore::hook_outside_actions(what).say(runner);
         return Vec::new();
     };
     match reads::arrange(Path::new(temp), workspace, env, &[what]) {
         Ok(exports) => {
-            runner.info(armed_line(what));
+            render::restore::hook_armed(what).say(runner);
             exports
         }
         Err(e) => {
-            runner.warning(&format!("{not}: {}", error_chain(&e)));
+            render::restore::hook_failed(what, &e).say(runner);
             Vec::new()
-        }
-    }
-}
-
-/// The log's line when the hook starts recording `what`.
-fn armed_line(what: Record) -> &'static str {
-    match what {
-        Record::Reads => {
-            "uncovered-reads: the job's later Python processes record the files they read under the workspace \
-             (an audit hook loaded through `PYTHONPATH`; processes that are not Python are not seen)"
-        }
-        Record::Torch => {
-            "time saved: as each of the job's later Python processes ends, it reports what torch's compile caches \
-             spared (a hook loaded through `PYTHONPATH` reads torch's own counters and compile records; it never \
-             imports torch)"
         }
     }
 }
@@ -132,24 +110,22 @@ pub(super) fn check(
         return None;
     }
     let Some(path) = runner.env().non_empty(reads::LOG_VAR) else {
-        runner.info("uncovered-reads: this job's reads were not recorded (no restore step of the job arranged it)");
+        render::save::reads_not_recorded().say(runner);
         return None;
     };
     let log = match Log::load(Path::new(path)) {
         Ok(log) => log,
         Err(e) => {
-            runner.warning(&format!("uncovered-reads: {}", error_chain(&e)));
+            render::save::reads_unreadable(&e).say(runner);
             return None;
         }
     };
-    for note in words::reads_notes(log.notes.iter()) {
-        runner.warning(&note);
-    }
+    say_all(runner, render::save::reads_notes(log.notes.iter()));
     if log.cut > 0 {
-        runner.warning(&words::reads_cut(log.cut));
+        render::save::reads_cut(log.cut).say(runner);
     }
     if log.truncated {
-        runner.warning(&words::reads_truncated());
+        render::save::reads_truncated().say(runner);
     }
     let covered: BTreeSet<String> = record
         .components
@@ -158,16 +134,14 @@ pub(super) fn check(
         .map(|files| files.keys().cloned().collect())
         .unwrap_or_default();
     let weighed = log.weigh(locations, paths, &covered);
-    runner.info(&words::reads_weighed(&weighed.generator));
+    render::save::reads_weighed(&weighed.generator).say(runner);
     let uncovered = Uncovered { files: weighed.files, libraries: weighed.libraries };
     if uncovered.files.is_empty() {
         if weighed.generator != (reads::Generator::NotSeen { processes: 0 }) {
-            runner.info(&words::reads_covered(weighed.read));
+            render::save::reads_covered(weighed.read).say(runner);
         }
-    } else if uncovered_reads == UncoveredReads::Fail {
-        runner.error(&words::uncovered_refused(&uncovered));
     } else {
-        runner.warning(&words::uncovered(&uncovered));
+        render::save::uncovered_said(&uncovered, uncovered_reads == UncoveredReads::Fail).say(runner);
     }
     Some(uncovered)
 }

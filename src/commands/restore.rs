@@ -2,8 +2,9 @@
 //! miss with its reason, clean stale files if asked, and let the job go on.
 
 use super::fingerprint::compute_noted;
-use super::handoff::{HitRecord, RestoreRecord, Restored};
-use super::{Context, Error, explain, handoff, words, worth};
+use super::handoff::{RestoreRecord, Restored};
+use super::render::{self, Shown, restore as words};
+use super::{Context, Error, explain, handoff, worth};
 use crate::archive::{
     CleanError, CleanStats, PackError, RestorePlan, RestoreStats, Staged, UnpackError, clean_into, unpack,
 };
@@ -12,13 +13,15 @@ use crate::config::{Config, Locate, RestoreConfig};
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
-use crate::outcome::{Attempt, Cleaned, Explanation, MissReason, RestoreOutcome, StackApplied, StackStop, Transfer};
+use crate::outcome::{
+    Attempt, Cleaned, Explanation, HitRecord, MissReason, RestoreOutcome, StackApplied, StackStop, Transfer,
+};
 use crate::paths::Locations;
 use crate::preset::Preset;
 use crate::reads::Record;
 use crate::runner::ProgressReader;
 use crate::stack::{self, Gap, KeptStack, Slot};
-use crate::text::{error_chain, error_line};
+use crate::text::error_chain;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -34,14 +37,14 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     // A preset's directories exist and are known to later steps whatever happens below.
     for (name, dir) in &config.restore.exports {
         if let Err(e) = std::fs::create_dir_all(dir) {
-            runner.warning(&format!("cannot create `{dir}` for `{name}`: {e}"));
+            words::export_failed(dir, name, &e).say(runner);
         }
     }
     let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
     let mode = super::services::cache_mode(runner);
     let (tried, replacement) = {
-        let _group = runner.group(&format!("Restore {}", record.key));
-        runner.info(&format!("backend: {}", backend.describe()));
+        let _group = runner.group(&words::group(&record.key));
+        render::backend(&backend.describe()).say(runner);
         let places = Places { locate, locations: &config.fingerprint.locations };
         let tried = match mode.readable() {
             true => reuse(ctx, places, config.restore.lookup_only, backend.as_ref(), &record.key),
@@ -59,7 +62,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         let inputs = Some(config.fingerprint.inputs_digest());
         let kept = RestoreRecord { key, version, store, written_at: handoff::now(), restored, ended_ms, hit, inputs };
         handoff::write_record(locate.fingerprint_file.as_deref(), runner.env(), &kept)
-            .map_err(|e| runner.warning(&format!("cannot tell the save step what this restore did: {e}")))
+            .map_err(|e| words::record_failed(&e).say(runner))
             .ok()
     };
     let mut hit_worth = None;
@@ -67,7 +70,7 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         Ok(reuse) => {
             let compile_cache = is_compile_cache(config.preset, &reuse.manifest);
             let worth = worth::of_stack(&reuse.generations, started.elapsed(), compile_cache);
-            runner.info(&worth::sentence(&worth));
+            words::worth(&worth).say(runner);
             let hit = HitRecord {
                 generation_ms: worth.generation.map(|g| g.as_millis() as i64),
                 restore_ms: worth.restore.as_millis() as i64,
@@ -117,10 +120,10 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
     if let (Attempt::Miss { detail: detail @ None, .. }, Some(same)) =
         (&mut attempt, explanation.as_ref().and_then(|e| e.same_key.as_ref()))
     {
-        *detail = Some(words::same_key(same));
+        *detail = Some(render::explain::same_key(same));
     }
     if let Attempt::Miss { .. } = attempt {
-        runner.info(&format!("saved: {}", super::report::Shown::new(runner, config).when_saved()));
+        words::when_saved(&Shown::new(runner, config)).say(runner);
     }
     let (cleaned, clean_error) = match attempt {
         Attempt::Miss { .. } if config.restore.clean_on_miss => {
@@ -278,7 +281,7 @@ fn reuse(
     kept.stopped = applied.stopped.is_some() && !kept.trouble;
     let (preexisting, extra_files) =
         extra_files(places, &manifest).map(|e| e.into_iter().unzip()).unwrap_or_else(|e| {
-            ctx.runner.info(&format!("cannot list `path` for files not in the entry: {}", error_line(&e)));
+            words::extra_unlisted(&e).say(ctx.runner);
             Default::default()
         });
     // What is in place: a later layer's file replaces nothing (layers only add), so count the
@@ -379,7 +382,7 @@ fn apply_layers(
             }
             Err(failed) => {
                 let why = StackStop::NotApplied { layer: n, reason: failed.reason, detail: failed.detail.clone() };
-                ctx.runner.warning(&words::stack_stops(&why, Slot::new(generation, n - 1)));
+                words::stack_stops(&why, Slot::new(generation, n - 1)).say(ctx.runner);
                 // Only the service's trouble skips growth; anything else about the layer (what
                 // it holds, or what is in its way here) makes the next save compact.
                 kept.trouble = failed.is_trouble();
@@ -396,7 +399,7 @@ fn apply_layers(
         }
         None => return,
     };
-    ctx.runner.warning(&words::stack_gap(&stop));
+    words::stack_gap(&stop).say(ctx.runner);
     applied.stopped = Some(stop);
 }
 
@@ -425,7 +428,7 @@ fn place_slot(
     let roots = staged.root_locations();
     check(&staged.manifest, &roots)?;
     if let Some(note) = staged.not_kept_here() {
-        ctx.runner.warning(&note);
+        render::Said::Warning(note).say(ctx.runner);
     }
     let manifest = staged.manifest.clone();
     let stats = commit(staged).map_err(|e| failure(classify(&e), error_chain(&e)))?;
@@ -437,15 +440,13 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     let runner = ctx.runner;
     match tried {
         Ok(Reuse { restored, stack, extra_files, .. }) => {
-            runner.info(&words::reused(restored));
-            if let Some(parts) = words::stack(stack) {
-                runner.info(&format!("stack: {parts}"));
-            }
+            words::reused(restored).say(runner);
+            render::say_all(runner, words::stack_line(stack));
             if !extra_files.is_empty() {
-                runner.info(&words::kept(extra_files));
+                words::kept(extra_files).say(runner);
             }
         }
-        Err(NotReused::Found) => runner.info(words::FOUND),
+        Err(NotReused::Found) => words::found().say(runner),
         Err(NotReused::Miss { reason, detail } | NotReused::Unusable { reason, detail, .. }) => {
             words::not_reused(*reason, detail.as_deref()).say(runner)
         }
@@ -498,19 +499,19 @@ fn clean_stale(
         Cleaned { files: stats.removed_files, dirs: stats.removed_dirs, names, kept_tracked: stats.kept_tracked };
     match result {
         Ok(()) => {
-            ctx.runner.info(&format!("clean-on-miss: {}", words::cleaned(&cleaned)));
+            words::cleaned(&cleaned, false).say(ctx.runner);
             (Some(cleaned), None)
         }
         Err(e) => {
             // What went before the failure is named all the same.
             let cleaned = (cleaned.files + cleaned.dirs > 0).then(|| {
-                ctx.runner.info(&format!("clean-on-miss: {} before it stopped", words::cleaned(&cleaned)));
+                words::cleaned(&cleaned, true).say(ctx.runner);
                 cleaned
             });
             if strict {
                 return (cleaned, Some(e));
             }
-            ctx.runner.warning(&format!("clean-on-miss did not finish: {}", error_chain(&e)));
+            words::clean_unfinished(&e).say(ctx.runner);
             (cleaned, None)
         }
     }
@@ -529,26 +530,18 @@ fn explain_miss(
     if config.restore.explain_misses == Some(false) {
         return None;
     }
-    let _group = runner.group("Why this is a miss");
+    let _group = runner.group(render::explain::GROUP);
     let catalog = match (ctx.catalog)(&config.locate, runner.env()) {
         Ok(c) => c,
         Err(e) => {
-            let why = format!("skipped: {}", error_line(&e));
-            runner.info(&format!("explain-misses: {why}"));
+            let why = render::explain::skipped(&e);
+            render::explain::unexplained(&why, false).say(runner);
             return Some(Err(why));
         }
     };
-    let shown = super::report::Shown::new(runner, config);
-    Some(explain::explain_and_log(
-        ctx,
-        (&shown, &config.locate.path_lines),
-        backend,
-        catalog.as_ref(),
-        ours,
-        explain::SHOWN,
-        "explain-misses",
-        false,
-    ))
+    let shown = Shown::new(runner, config);
+    let asked = (&shown, &config.locate.path_lines[..], false);
+    Some(explain::explain_and_log(ctx, asked, backend, catalog.as_ref(), ours))
 }
 
 /// What later steps are told: a preset's directories and `reuse-env`.

@@ -4,19 +4,19 @@
 use super::fingerprint::compute;
 use super::handoff::{self, RestoreTimes, Restored, fingerprint_path, read_fingerprint};
 use super::publish::SKIP_SAVE_STALE;
-use super::{Context, Error, setup::secret_values, verify, words, worth};
+use super::render::{self, Shown, save as words};
+use super::{Context, Error, setup::secret_values, verify, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, CacheMode, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation};
-use crate::outcome::{CompileWorth, SaveOutcome, SaveResult, State, Transfer, Verified};
+use crate::outcome::{CompileWorth, HitRecord, Pruned, SaveOutcome, SaveResult, State, Transfer, Verified};
 use crate::paths::Locations;
 use crate::preset::Preset;
 use crate::stack::{self, Added, CompactWhy, Growth, Limits, Slot};
 use crate::text::{error_chain, error_line};
-use crate::units;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -36,12 +36,13 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     let version = locate.version();
     let mut record = if post {
         let Some(key) = runner.state(State::Key).map(Key::from) else {
-            runner.info(words::NO_KEY_LOG);
+            words::no_key().say(runner);
             return Ok(SaveOutcome::skipped(None, SaveResult::Error, words::NO_KEY));
         };
         if runner.state(State::SkipSave).as_deref() == Some(SKIP_SAVE_STALE) {
-            runner.warning(words::STALE);
-            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, words::STALE));
+            let stale = words::stale();
+            stale.say(runner);
+            return Ok(SaveOutcome::skipped(Some(&key), SaveResult::Incomplete, stale.text()));
         }
         let path = runner
             .state(State::FingerprintFile)
@@ -68,7 +69,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
     super::services::cache_mode(runner);
     let (restored, times) = handoff::read_record(fingerprint_file, env, (&record.key, &record.version), &store)
         .unwrap_or_else(|why| {
-            runner.info(&format!("{why}; not using it"));
+            words::record_unused(&why).say(runner);
             None
         })
         .map_or((None, RestoreTimes::default()), |(restored, times)| (Some(restored), times));
@@ -79,17 +80,16 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         generation_seconds: config.save.generation_seconds,
     };
     let after = |hit| after_hit(ctx, &config.save, config.preset, writing, hit);
-    let found_by = if post { "was found by the restore step" } else { "was reused in this job" };
     let place = match restored {
         Some(Restored::Reused(kept)) => {
-            return after(Hit { record: &record, kept: Some(*kept), found_by, times });
+            return after(Hit { record: &record, kept: Some(*kept), post, times });
         }
         // `lookup-only` found it, or the restore could not leave its record.
         _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
-            return after(Hit { record: &record, kept: None, found_by, times });
+            return after(Hit { record: &record, kept: None, post, times });
         }
         Some(Restored::Unusable { newest }) => {
-            runner.info(words::REPLACING);
+            words::replacing().say(runner);
             Place::Above { seen: newest, replacing: true }
         }
         Some(Restored::NotReused) | None => Place::First,
@@ -102,7 +102,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         return Ok(with_uncovered(may_not));
     }
     if !config.save.save_if {
-        runner.info(&words::disabled(&record.key));
+        words::disabled(&record.key).say(runner);
         let disabled = SaveOutcome::skipped(Some(&record.key), SaveResult::Disabled, words::DISABLED);
         return Ok(with_uncovered(disabled));
     }
@@ -138,8 +138,8 @@ fn check_restored_key(ctx: &Context, config: &Config, record: &FingerprintRecord
     let path = fingerprint_path(locate.fingerprint_file.as_deref(), env, theirs);
     let changes = match read_fingerprint(&path, theirs) {
         Ok(restore) => {
-            let shown = super::report::Shown::new(ctx.runner, config);
-            super::explain::changes(&restore.components, &record.components, &shown)
+            let shown = Shown::new(ctx.runner, config);
+            render::explain::changes(&restore.components, &record.components, &shown)
         }
         Err(_) => Vec::new(),
     };
@@ -165,8 +165,8 @@ struct Hit<'a> {
     record: &'a FingerprintRecord,
     /// What the restore kept: the manifest of what it put in place, and its stack.
     kept: Option<verify::Kept>,
-    /// `was found by the restore step`, …
-    found_by: &'static str,
+    /// The post step's (the restore step found it), else a save's after a restore in this job.
+    post: bool,
     /// When the restore ended and what the reuse was worth.
     times: RestoreTimes,
 }
@@ -188,7 +188,7 @@ fn after_hit(
     let compared = match &hit.kept {
         None if verifying || grow.is_some() => {
             let what = if verifying { "verify-reuse" } else { "grow" };
-            runner.info(&words::no_manifest_kept(what));
+            words::no_manifest_kept(what).say(runner);
             None
         }
         Some(kept) if verifying || grow.is_some() => {
@@ -196,7 +196,7 @@ fn after_hit(
             match verify::compare(kept, writing.locate, writing.locations) {
                 Ok(changes) => Some((kept, changes)),
                 Err(e) => {
-                    runner.warning(&format!("{what}: {}", error_chain(&e)));
+                    words::not_compared(what, &e).say(runner);
                     None
                 }
             }
@@ -204,7 +204,7 @@ fn after_hit(
         _ => None,
     };
     if grow.is_some() && !save.save_if {
-        runner.info(words::DISABLED_LAYER);
+        words::disabled_layer().say(runner);
     }
     let grown = match &compared {
         Some((kept, changes)) if save.save_if => {
@@ -219,20 +219,20 @@ fn after_hit(
     let compile_cache = kept_compile_cache.is_some();
     let compile = kept_compile_cache.map(|kept| super::reads::compile_worth(ctx, kept, writing.locate));
     if let Some(compile) = &compile {
-        runner.info(&format!("time saved: {}", worth::compile_sentence(compile)));
+        words::time_saved(compile).say(runner);
     }
     let worth = (hit.times.hit, compile.as_ref());
     let verified = compared.as_ref().filter(|_| verifying).map(|(_, changes)| {
         // A compile cache found by its directories reads as the preset's: added files are graphs.
-        let why = (preset.or(compile_cache.then_some(Preset::TorchInductor)), grow.is_some());
-        reuse_verdict(ctx, save.verify_reuse, why, changes, (additions_kept, worth))
+        let torch = compile_cache || preset == Some(Preset::TorchInductor);
+        reuse_verdict(ctx, save.verify_reuse, (torch, grow.is_some()), changes, (additions_kept, worth))
     });
     if let Some(mut grown) = grown {
         grown.verified = verified;
         grown.compile = compile;
         return Ok(grown);
     }
-    runner.info(&words::hit_not_saved(key, hit.found_by));
+    words::hit_not_saved(key, hit.post).say(runner);
     let mut outcome = SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, words::RESTORED);
     outcome.verified = verified;
     outcome.compile = compile;
@@ -250,24 +250,24 @@ fn grow_stack(
 ) -> Option<SaveOutcome> {
     let runner = ctx.runner;
     if !changes.removed.is_empty() {
-        runner.info(&words::grow_removed(changes.removed.len()));
+        words::grow_removed(changes.removed.len()).say(runner);
     }
     if !changes.changed.is_empty() {
-        runner.info(&words::grow_changed(changes.changed.len()));
+        words::grow_changed(changes.changed.len()).say(runner);
     }
     let applied = kept.stack.clone().unwrap_or_default();
     let added = Added { paths: &changes.layer_paths, bytes: changes.layer_bytes };
     let target = match stack::plan(limits, &applied, &kept.manifest, added) {
         Growth::Nothing => {
-            runner.info(words::GROW_NOTHING);
+            words::grow_nothing().say(runner);
             return None;
         }
         Growth::Skip(why) => {
-            runner.info(&words::grow_skipped(why));
+            words::grow_skipped(why).say(runner);
             return None;
         }
         Growth::Layer { slot, parent, paths, stack_dirs } => {
-            runner.info(&words::grow_layer(paths.len(), changes.layer_bytes, slot));
+            words::grow_layer(paths.len(), changes.layer_bytes, slot).say(runner);
             Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, compacting: None }
         }
         Growth::Compact { paths, why } => {
@@ -347,9 +347,9 @@ fn next_base(
     }
     let basis = if failed { now.or(Some(seen)) } else { now };
     Slot::next_base(basis).ok_or_else(|| {
-        let detail = words::generations_used_up();
-        ctx.runner.warning(&detail);
-        Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, &detail))
+        let used_up = words::generations_used_up();
+        used_up.say(ctx.runner);
+        Box::new(SaveOutcome::skipped(Some(key), SaveResult::SkippedHit, used_up.text()))
     })
 }
 
@@ -358,7 +358,7 @@ fn next_base(
 fn may_not_write(ctx: &Context, key: Option<&Key>) -> Option<SaveOutcome> {
     let mode = CacheMode::from_env(ctx.runner.env()).0;
     (!mode.writable()).then(|| {
-        ctx.runner.info(&words::cache_mode(mode));
+        words::cache_mode(mode).say(ctx.runner);
         SaveOutcome::skipped(key, SaveResult::ReadOnly, words::READ_ONLY)
     })
 }
@@ -373,7 +373,7 @@ fn newest_base(ctx: &Context, backend: &dyn Backend, record: &FingerprintRecord)
     let key = &record.key;
     let bases = stack::find_bases(backend, key, &record.version);
     if let Some(e) = &bases.error {
-        ctx.runner.warning(&format!("the newest base of this key could not be looked up: {}", error_chain(e)));
+        words::lookup_failed(e).say(ctx.runner);
     }
     (bases.newest.map(|(generation, _)| generation), bases.error.is_some())
 }
@@ -412,7 +412,7 @@ fn save(
     let runner = ctx.runner;
     let env = runner.env();
     let key = Some(&record.key);
-    let _group = runner.group(&format!("Save {}", record.key));
+    let _group = runner.group(&words::group(&record.key));
 
     if let Some(may_not) = may_not_write(ctx, key) {
         return may_not;
@@ -427,25 +427,20 @@ fn save(
         keep_only(&mut inv, paths, &target.stack_dirs);
     }
     if !inv.skipped.is_empty() {
-        let list: Vec<String> = inv.skipped.iter().take(5).map(|p| format!("`{}`", p.display())).collect();
-        runner.warning(&format!(
-            "skipped {} special files (sockets, FIFOs, devices): {}",
-            inv.skipped.len(),
-            list.join(", ")
-        ));
+        words::special_files(&inv.skipped).say(runner);
     }
     let is_layer = matches!(target.place, Place::Slot(slot) if !slot.is_base());
     let required: &[PathBuf] = if is_layer { &[] } else { &locate.required };
     if let Some(missing) = required.iter().find(|r| !inv.contains(r)) {
-        let msg = words::required_missing(missing);
-        runner.warning(&msg);
-        return SaveOutcome::skipped(key, SaveResult::Incomplete, &msg);
+        let missing = words::required_missing(missing);
+        missing.say(runner);
+        return SaveOutcome::skipped(key, SaveResult::Incomplete, missing.text());
     }
     // An existing directory root is an entry of its own: empty directories alone hold nothing.
     if !inv.entries.iter().any(|e| e.kind != EntryKind::Dir) {
-        let msg = words::nothing_to_save(inv.entries.is_empty());
-        runner.warning(&words::not_saving_empty(msg));
-        return SaveOutcome::skipped(key, SaveResult::Incomplete, msg);
+        let none = inv.entries.is_empty();
+        words::not_saving_empty(none).say(runner);
+        return SaveOutcome::skipped(key, SaveResult::Incomplete, words::nothing_to_save(none));
     }
 
     // The packer checks every byte against these before it goes into the archive.
@@ -459,29 +454,23 @@ fn save(
 
     let generation = generation(ctx, writing.generation_seconds, target, &inv, times);
     let backend = (ctx.backend)(locate, env, runner.secret_sink());
-    runner.info(&format!("backend: {}", backend.describe()));
+    render::backend(&backend.describe()).say(runner);
     let slot = match next_base(ctx, backend.as_ref(), record, target.place) {
         Ok(slot) => slot,
         Err(settled) => return *settled,
     };
     match (&target.compacting, target.place) {
-        (Some(why), _) => runner.info(&words::compacting(slot, *why)),
-        (None, Place::Above { replacing: true, .. }) => runner.info(&words::saving_replacement(slot)),
+        (Some(why), _) => words::compacting(slot, *why).say(runner),
+        (None, Place::Above { replacing: true, .. }) => words::saving_replacement(slot).say(runner),
         _ => {}
     }
     let mut outcome =
         upload(ctx, writing, backend.as_ref(), record, (slot, target, generation.clone()), &inv, &secrets);
     if outcome.is_saved() {
         outcome.generation = generation.as_ref().and_then(Generation::plausible);
-        log_generation(ctx, writing.generation_seconds.is_some(), generation.as_ref());
+        words::time_to_generate(generation.as_ref(), writing.generation_seconds.is_some()).say(runner);
     }
     outcome
-}
-
-/// The log's line about the time to generate an entry just written (`given`: by
-/// `generation-seconds`).
-fn log_generation(ctx: &Context, given: bool, generation: Option<&Generation>) {
-    ctx.runner.info(&words::time_to_generate(generation, given));
 }
 
 /// What this save records as the entry's generation time ([`worth::measure`]): the window
@@ -559,10 +548,7 @@ fn upload(
     };
     progress.finish();
     if stats.effort == crate::archive::Effort::Fast {
-        runner.info(&format!(
-            "compression: zstd's fast level (the files compress poorly: a sample kept {:.0}% of its size)",
-            stats.sample_ratio * 100.0
-        ));
+        words::fast_compression(stats.sample_ratio).say(runner);
     }
     let archived = Transfer {
         files: stats.files + stats.symlinks,
@@ -572,7 +558,7 @@ fn upload(
     };
     match writer.inner.commit() {
         Ok(Committed::Saved) => {
-            runner.info(&words::saved(slot, &archived, writing.locate.compression.name()));
+            words::saved(slot, &archived, writing.locate.compression.name()).say(runner);
             match slot {
                 Some(slot) if !slot.is_base() => SaveOutcome::layer(key, archived, slot),
                 _ => SaveOutcome { slot, ..SaveOutcome::saved(key, archived) },
@@ -620,7 +606,7 @@ fn reserve(
                 let next = Slot::next_base([slot.generation]);
                 match next.filter(|_| newest.is_none_or(|n| n < slot.generation)) {
                     Some(next) => {
-                        ctx.runner.info(&words::out_of_reach(slot, next));
+                        words::out_of_reach(slot, next).say(ctx.runner);
                         slot = next;
                     }
                     None => break,
@@ -659,9 +645,7 @@ impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
 /// Mark the roots of a saved entry as exact-cache's own, say how it ended, and `prune`.
 fn finish(ctx: &Context, locate: &Locate, prune: Option<Keep>, mut outcome: SaveOutcome) -> SaveOutcome {
     let runner = ctx.runner;
-    if let Some(said) = words::save_ended(&outcome) {
-        said.say(runner);
-    }
+    render::say_all(runner, words::ended(&outcome));
     if outcome.is_saved() {
         handoff::mark_owned(runner, locate, &(0..locate.paths.includes.len()).collect::<Vec<_>>());
         if let (Some(keep), Some(key)) = (prune, &outcome.key) {
@@ -671,81 +655,59 @@ fn finish(ctx: &Context, locate: &Locate, prune: Option<Keep>, mut outcome: Save
     outcome
 }
 
-/// `verify-reuse`: what changed in the tree since the restore, as a verdict (`additions_kept`:
-/// `grow` saved what was added), with what the hit was worth (for a compile cache, `compile`:
-/// what torch reported).
-/// `why`: the preset, and whether `grow` is on (what the verdict says of added files).
+/// `verify-reuse`: what changed in the tree since the restore (`additions_kept`: `grow` saved
+/// what was added), with what the hit was worth (for a compile cache, `compile`: what torch
+/// reported). `why`: whether added files are torch's graphs, and whether `grow` is on.
 fn reuse_verdict(
     ctx: &Context,
     verify_reuse: VerifyReuse,
-    (preset, growing): (Option<Preset>, bool),
+    (torch, growing): (bool, bool),
     changes: &verify::TreeChanges,
-    (additions_kept, (hit, compile)): (bool, (Option<handoff::HitRecord>, Option<&CompileWorth>)),
+    (additions_kept, (hit, compile)): (bool, (Option<HitRecord>, Option<&CompileWorth>)),
 ) -> Verified {
-    let runner = ctx.runner;
-    let mut verdict = words::reuse_verdict(changes, preset, growing, additions_kept);
-    match (compile, hit) {
-        (Some(compile), _) => verdict.push_str(&format!("; {}", worth::compile_sentence(compile))),
-        (None, Some(hit)) => verdict.push_str(&worth::beside_verdict(hit.generation_ms, hit.restore_ms)),
-        (None, None) => {}
-    }
-    let changed_files = changes.paths();
-    if changes.is_fine(additions_kept) {
-        runner.info(&format!("verify-reuse: {verdict}"));
-        return Verified { verdict, changed_files, failed: false };
-    }
-    let shown: Vec<&str> = changed_files.iter().take(10).map(String::as_str).collect();
-    let message = format!("verify-reuse: {verdict}\n{}", shown.join("\n"));
-    let failed = verify_reuse == VerifyReuse::Fail;
-    if failed {
-        runner.error(&message)
-    } else {
-        runner.warning(&message)
-    }
-    Verified { verdict, changed_files, failed }
+    let fine = changes.is_fine(additions_kept);
+    let verified = Verified {
+        added: changes.added.len(),
+        changed: changes.changed.len(),
+        removed: changes.removed.len(),
+        kept_extras: changes.kept_extras,
+        torch,
+        growing,
+        additions_kept,
+        hit,
+        changed_files: changes.paths(),
+        fine,
+        failed: !fine && verify_reuse == VerifyReuse::Fail,
+    };
+    words::verified(&verified, compile).say(ctx.runner);
+    verified
 }
 
-/// `prune` after a successful save: a one-line account; trouble is a warning, never a failure.
-fn prune_after_save(ctx: &Context, locate: &Locate, keep: Keep, saved_key: &Key) -> String {
+/// `prune` after a successful save; trouble is a warning, never a failure.
+fn prune_after_save(ctx: &Context, locate: &Locate, keep: Keep, saved_key: &Key) -> Pruned {
     let runner = ctx.runner;
     // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
     let prefix = saved_key.rsplit_once('-').map_or(locate.prefix.as_str(), |(p, _)| p);
-    if let Some(why) = super::prune::refusal(prefix) {
-        runner.warning(&format!("prune: {why}"));
-        return format!("skipped: {why}");
-    }
-    let catalog = match (ctx.catalog)(locate, runner.env()) {
-        Ok(c) => c,
-        Err(e) => {
-            let e = error_line(&e);
-            runner.warning(&format!("prune: skipped: {e}"));
-            return format!("skipped: {e}");
+    let current_ref = runner.env().non_empty("GITHUB_REF");
+    let pruned = if super::prune::refused(prefix) {
+        Pruned::Refused
+    } else {
+        match (ctx.catalog)(locate, runner.env()) {
+            Err(e) => Pruned::NoCatalog(error_line(&e)),
+            Ok(catalog) => {
+                match super::prune::prune(catalog.as_ref(), prefix, current_ref, keep.newest, false, Some(saved_key)) {
+                    Ok((report, slots)) => Pruned::Done {
+                        prefix: prefix.to_owned(),
+                        on_ref: current_ref.map(str::to_owned),
+                        kept_keys: report.kept_keys,
+                        deleted: report.deleted.iter().map(|e| (e.key.clone(), slots.slot(e))).collect(),
+                        failed: report.failed.into_iter().map(|(e, why)| (e.key, why)).collect(),
+                    },
+                    Err(e) => Pruned::Failed(error_line(&e)),
+                }
+            }
         }
     };
-    let current_ref = runner.env().non_empty("GITHUB_REF");
-    let pruned = super::prune::prune(catalog.as_ref(), prefix, current_ref, keep.newest, false, Some(saved_key));
-    match pruned {
-        Ok((report, slots)) => {
-            for (entry, why) in &report.failed {
-                runner.warning(&format!("prune: could not delete `{}`: {why}", entry.key));
-            }
-            let line = format!(
-                "kept the newest {}, deleted {} of `{}`{}",
-                report.kept_keys,
-                units::count_of(report.deleted.len(), "older entry"),
-                prefix,
-                current_ref.map(|r| format!(" on `{r}`")).unwrap_or_default()
-            );
-            runner.info(&format!("prune: {line}"));
-            for entry in &report.deleted {
-                runner.info(&format!("  deleted {}", super::prune::named(entry, slots.slot(entry))));
-            }
-            line
-        }
-        Err(e) => {
-            let e = error_line(&e);
-            runner.warning(&format!("prune: {e}"));
-            format!("failed: {e}")
-        }
-    }
+    render::say_all(runner, render::prune::after_save(&pruned));
+    pruned
 }

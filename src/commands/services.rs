@@ -3,7 +3,7 @@
 //! Commands receive them as factories, so a test can hand in its own. And what the runner lets
 //! the job do with them ([`cache_mode`]).
 
-use super::words;
+use super::render;
 use crate::backend::{Backend, BackendError, CacheEntry, CacheMode, Catalog, CatalogError, ErrorKind, Reservation};
 use crate::config::Locate;
 use crate::env::Env;
@@ -34,7 +34,7 @@ pub fn select_catalog(locate: &Locate, env: &Env) -> Result<Box<dyn Catalog>, Ca
 pub(super) fn cache_mode(runner: &Runner) -> CacheMode {
     let (mode, unknown) = CacheMode::from_env(runner.env());
     if let Some(value) = unknown {
-        runner.warning(&words::unknown_cache_mode(&value));
+        render::unknown_cache_mode(&value).say(runner);
     }
     mode
 }

@@ -57,8 +57,8 @@ pub(super) fn configure(invocation: &Invocation, runner: &Runner) -> Result<Conf
 }
 
 /// The root action's post step runs after every job (`post-if: always()`): after a failed or
-/// cancelled job without `save-on-failure`, the line that says why nothing is saved — read
-/// before anything else, so an input error the main step reported is not reported again.
+/// cancelled job without `save-on-failure`, the job's status, which says why nothing is saved —
+/// read before anything else, so an input error the main step reported is not reported again.
 pub(super) fn failed_job(invocation: &Invocation, runner: &Runner) -> Option<String> {
     let mut raw = RawInputs::default();
     for input in [&config::defs::JOB_STATUS.spec, &config::defs::SAVE_ON_FAILURE.spec] {
@@ -71,8 +71,7 @@ pub(super) fn failed_job(invocation: &Invocation, runner: &Runner) -> Option<Str
     let save_anyway = config::defs::SAVE_ON_FAILURE.read(&raw).unwrap_or(false);
     let status = raw.get(config::defs::JOB_STATUS.name()).unwrap_or_default().trim().to_owned();
     let post = invocation.command == Command::Save { post: true };
-    (post && !succeeded && !save_anyway)
-        .then(|| format!("the job's status is `{status}`: nothing was saved (`save-on-failure: true` to change)"))
+    (post && !succeeded && !save_anyway).then_some(status)
 }
 
 /// `--workspace`, else `GITHUB_WORKSPACE`, else the current directory; absolute and normalized.

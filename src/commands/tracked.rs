@@ -13,9 +13,9 @@
 //!
 //! Nothing a repository configures runs ([`hardened`]): every call has lazy fetching of
 //! missing objects off, every transport refused, the ssh command, fsmonitor and hooks
-//! neutralised, and a time bound of its own ([`GIT_WITHIN`]). `ls-files --sparse` reads a sparse index as it
-//! is (a directory outside the sparse checkout is listed whole, kept whole) instead of
-//! expanding it from tree objects that a partial clone may not have.
+//! neutralised, and a time bound of its own ([`GIT_WITHIN`]). `ls-files --sparse` reads a sparse
+//! index as it is (a directory outside the sparse checkout is listed whole, kept whole) instead
+//! of expanding it from tree objects that a partial clone may not have.
 
 use crate::archive::Tracked;
 use crate::env::Env;
@@ -169,10 +169,9 @@ impl Tracked for GitTracked<'_> {
         }
         match own {
             Some(own) => files.extend(own),
-            None if authority.is_none() && !self.said_missing.get() => self.runner.info(&format!(
-                "clean-on-miss: `{}` is not in a git work tree; only the places guarantee 8 allows limit what is removed",
-                real.display()
-            )),
+            None if authority.is_none() && !self.said_missing.get() => {
+                super::render::restore::untracked_root(real).say(self.runner)
+            }
             None => {}
         }
         self.asked.borrow_mut().push((real.to_owned(), files.clone()));
@@ -215,10 +214,7 @@ impl GitTracked<'_> {
             Ok(Some(out)) => Ok(Some(out)),
             Ok(None) => {
                 if !self.said_missing.replace(true) {
-                    self.runner.info(
-                        "clean-on-miss: git is not installed, so files the repository tracks cannot be told from \
-                         stale ones; only the places guarantee 8 allows limit what is removed",
-                    );
+                    super::render::restore::no_git().say(self.runner);
                 }
                 Ok(None)
             }

@@ -105,7 +105,7 @@ impl<'de> Deserialize<'de> for Value {
 }
 
 /// What collecting a fingerprint has to say besides the values: typed, rendered by
-/// `commands::words`.
+/// `commands::render::fingerprint`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Note {
     /// A Python file (its label) whose imports are not all followed: a warning.
