@@ -157,7 +157,7 @@ fn what_cannot_be_followed_is_a_warning_in_the_log_and_the_summary() {
     assert!(restore.summary.contains("⚠️ imports of `tools/gen.py` not all followed: line 3"), "{}", restore.summary);
     // The command line's `fingerprint` says the same.
     let out = step.cli(&["fingerprint", "--path=out", "--hash-files=tools/gen.py", "--native=none"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("line 5 imports a module by a name computed"), "{out:?}");
+    assert!(out.stderr.contains("line 5 imports a module by a name computed"), "{out:?}");
 }
 
 /// A distribution installed in editable mode from the workspace leaves `python.dists` — its version
