@@ -308,7 +308,13 @@ fn attack(step: &Step, hash_files: &str) -> Attack {
     let elapsed = started.elapsed();
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let said = run.said();
-    Attack { elapsed, rss_mib: run.peak_rss_mib.unwrap(), log: run.stdout.clone(), said, key: run.output("key").to_owned() }
+    Attack {
+        elapsed,
+        rss_mib: run.peak_rss_mib.unwrap(),
+        log: run.stdout.clone(),
+        said,
+        key: run.output("key").to_owned(),
+    }
 }
 
 fn measured() -> Step {
