@@ -24,6 +24,7 @@ mod beneath;
 mod claims;
 mod clean;
 mod codec;
+mod fetch;
 mod pack;
 mod place;
 mod records;
@@ -35,7 +36,10 @@ mod writers;
 
 pub use clean::{CleanError, CleanGuard, CleanStats, Tracked, clean_into};
 pub use codec::{Compression, Effort};
-pub use pack::{GENERATION_PAX, Inventory, PackError, Stamp, inventory, write_archive, write_archive_with};
+pub use pack::{
+    Content, GENERATION_PAX, Inventory, PackError, Stamp, inventory, store_content, write_archive, write_archive_with,
+    write_content_archive,
+};
 pub use safety::check_symlink_target;
 pub use secrets::{MIN_SECRET_LEN, SecretScanner};
 pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, read_generation, unpack};

@@ -103,3 +103,236 @@ fn a_pull_requests_pack_is_invisible_to_the_default_branch() {
         services.set_ref(DEFAULT_REF);
     }
 }
+
+// The archive of an entry whose content is in packs: written after its packs, read from either
+// kind, files in place kept, every blob verified, nothing placed unless everything arrived.
+
+mod archive_level {
+    use crate::support::{noise, snapshot, write};
+    use exact_cache::archive::{
+        Compression, RestorePlan, RestoreStats, SecretScanner, Stamp, UnpackError, inventory, store_content, unpack,
+        write_archive, write_content_archive,
+    };
+    use exact_cache::content::chunk::Chunking;
+    use exact_cache::content::map::{CONTENT_NAME, ContentMap, PACKS_PAX};
+    use exact_cache::content::pack::PackOptions;
+    use exact_cache::content::save::{ContentIndex, ContentSaver, SaveStats};
+    use exact_cache::content::store::{LocalPackStore, PackStore};
+    use exact_cache::fingerprint::{Fingerprint, FingerprintRecord};
+    use exact_cache::outcome::MissReason;
+    use exact_cache::paths::{Locations, PatternSet};
+    use std::io::Read;
+    use std::path::Path;
+
+    const LINES: [&str; 2] = ["out", "single.bin"];
+
+    fn record() -> FingerprintRecord {
+        FingerprintRecord::new("ct", &"v".into(), Fingerprint::default())
+    }
+
+    fn pattern_set(ws: &Path) -> PatternSet {
+        PatternSet::parse(&LINES, &Locations { workspace: ws.to_owned(), home: None }).unwrap()
+    }
+
+    /// The regular files of [`tree`] (`files` of a restore counts its link too).
+    const FILES: usize = 45;
+
+    /// Files of many sizes (one large enough to be cut into chunks), an empty one, modes, links.
+    fn tree(ws: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        for i in 0..40u64 {
+            write(&ws.join(format!("out/d{}/f{i}.bin", i % 4)), &noise(1_000 + i as usize * 997, i + 1));
+        }
+        write(&ws.join("out/big/weights.bin"), &noise(9 << 20, 99));
+        write(&ws.join("out/empty"), b"");
+        write(&ws.join("out/copy.bin"), &noise(1_000, 1));
+        write(&ws.join("out/bin/tool"), b"#!/bin/sh\necho hi\n");
+        std::fs::set_permissions(ws.join("out/bin/tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("big/weights.bin", ws.join("out/latest")).unwrap();
+        std::fs::create_dir_all(ws.join("out/empty-dir")).unwrap();
+        write(&ws.join("single.bin"), &noise(5_000, 7));
+    }
+
+    /// Save the tree at `ws` into `packs`, reusing what `maps` hold: the archive, its content map
+    /// and what the save uploaded.
+    fn save(ws: &Path, packs: &dyn PackStore, maps: &[&ContentMap]) -> (Vec<u8>, ContentMap, SaveStats) {
+        let inv = inventory(&pattern_set(ws)).unwrap();
+        let index = ContentIndex::build(maps, &[], packs).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let content = std::thread::scope(|scope| {
+            let saver =
+                ContentSaver::new(scope, &index, packs, Chunking::DEFAULT, PackOptions::new(tmp.path())).unwrap();
+            store_content(&inv, &SecretScanner::none(), saver, &mut |_| {}).unwrap()
+        });
+        let (bytes, _) =
+            write_content_archive(&inv, &record(), Compression::Zstd, Stamp::default(), &content, Vec::new()).unwrap();
+        (bytes, content.map.clone(), content.stats.clone())
+    }
+
+    fn restore(bytes: &[u8], ws: &Path, packs: Option<&dyn PackStore>) -> Result<RestoreStats, UnpackError> {
+        let set = pattern_set(ws);
+        let rec = record();
+        let plan = RestorePlan { key: &rec.key, paths: &set, required: &[], compression: Compression::Zstd, packs };
+        unpack(bytes, &plan)?.commit()
+    }
+
+    /// The members of an archive: (name, is a plain file), and its first pax record's keys.
+    fn members(bytes: &[u8]) -> (Vec<(String, bool)>, Vec<String>) {
+        let mut archive = tar::Archive::new(zstd::Decoder::new(bytes).unwrap());
+        let mut out = Vec::new();
+        let mut pax_keys = Vec::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            if out.is_empty()
+                && let Some(pax) = entry.pax_extensions().unwrap()
+            {
+                pax_keys = pax.map(|e| e.unwrap().key().unwrap().to_owned()).collect();
+            }
+            let name = entry.path().unwrap().to_string_lossy().into_owned();
+            out.push((name, entry.header().entry_type().is_file()));
+            std::io::copy(&mut entry.by_ref(), &mut std::io::sink()).unwrap();
+        }
+        (out, pax_keys)
+    }
+
+    fn the_pack_file(store: &Path) -> std::path::PathBuf {
+        let mut packs: Vec<_> = std::fs::read_dir(store).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        packs.pop().unwrap()
+    }
+
+    /// A save stores the files in packs and the archive holds no file member, only the content
+    /// map and the manifest; a restore into an empty tree is byte-identical, and a second
+    /// restore onto that tree fetches nothing and writes nothing.
+    #[test]
+    fn an_entry_with_content_in_packs_restores_whole_and_a_full_tree_fetches_nothing() {
+        let (src, dst, store) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        tree(src.path());
+        let packs = LocalPackStore::new(store.path(), "ct");
+        let (bytes, map, stats) = save(src.path(), &packs, &[]);
+        assert!(stats.uploaded > 9 << 20, "incompressible: {stats:?}");
+        assert_eq!(stats.found_blobs, 1, "the copy is found in this save: {stats:?}");
+        let (members, pax) = members(&bytes);
+        let files: Vec<&str> = members.iter().filter(|(_, f)| *f).map(|(n, _)| n.as_str()).collect();
+        assert_eq!(files, [".exact-cache/fingerprint.json", CONTENT_NAME, ".exact-cache/manifest.json"]);
+        assert!(pax.iter().any(|k| k == PACKS_PAX), "{pax:?}");
+        assert!(members.iter().any(|(n, _)| n == "0/latest"), "links stay members");
+        assert_eq!(map.packs.len(), 1);
+
+        let restored = restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        assert_eq!(snapshot(&dst.path().join("out")), snapshot(&src.path().join("out")));
+        assert_eq!(
+            std::fs::read(dst.path().join("single.bin")).unwrap(),
+            std::fs::read(src.path().join("single.bin")).unwrap()
+        );
+        assert!(restored.content && restored.fetched > 9 << 20 && restored.in_place == 0, "{restored:?}");
+
+        let again = restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        assert_eq!(again.fetched, 0, "{again:?}");
+        assert_eq!(again.in_place, FILES, "{again:?}");
+        assert_eq!(snapshot(&dst.path().join("out")), snapshot(&src.path().join("out")));
+    }
+
+    /// A file in place whose bytes were changed behind the restore's back (size and times put
+    /// back), or whose mode differs, is rewritten, never kept.
+    #[test]
+    fn a_tampered_file_in_place_is_rewritten() {
+        use std::os::unix::fs::PermissionsExt;
+        let (src, dst, store) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        tree(src.path());
+        let packs = LocalPackStore::new(store.path(), "ct");
+        let (bytes, _, _) = save(src.path(), &packs, &[]);
+        restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        let victim = dst.path().join("out/d1/f5.bin");
+        let before = std::fs::metadata(&victim).unwrap();
+        let mut tampered = std::fs::read(&victim).unwrap();
+        tampered[100] ^= 1;
+        std::fs::write(&victim, &tampered).unwrap();
+        let file = std::fs::File::options().write(true).open(&victim).unwrap();
+        file.set_modified(before.modified().unwrap()).unwrap();
+        drop(file);
+        std::fs::set_permissions(dst.path().join("out/bin/tool"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let again = restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        assert_eq!(again.in_place, FILES - 2, "{again:?}");
+        assert!(again.fetched > 0);
+        assert_eq!(snapshot(&dst.path().join("out")), snapshot(&src.path().join("out")));
+    }
+
+    /// A pack evicted from the store, or corrupt in it: the restore is a miss `content-missing`
+    /// that names the pack, and places nothing (the files in place stay as they were).
+    #[test]
+    fn a_missing_or_corrupt_pack_is_content_missing_and_places_nothing() {
+        let (src, store) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        tree(src.path());
+        let packs = LocalPackStore::new(store.path(), "ct");
+        let (bytes, map, _) = save(src.path(), &packs, &[]);
+        let pack = the_pack_file(store.path());
+        let good = std::fs::read(&pack).unwrap();
+
+        let mut corrupt = good.clone();
+        let at = corrupt.len() / 2;
+        corrupt[at] ^= 0x40;
+        std::fs::write(&pack, &corrupt).unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        write(&dst.path().join("out/d0/f0.bin"), b"what was here");
+        let err = restore(&bytes, dst.path(), Some(&packs)).unwrap_err();
+        assert_eq!(err.miss_reason(), MissReason::ContentMissing, "{err:?}");
+        assert_eq!(err.bad_pack(), Some(map.packs[0]));
+        assert_eq!(std::fs::read(dst.path().join("out/d0/f0.bin")).unwrap(), b"what was here");
+        assert!(!dst.path().join("out/big").exists() && !dst.path().join("single.bin").exists());
+
+        std::fs::remove_file(&pack).unwrap();
+        let err = restore(&bytes, dst.path(), Some(&packs)).unwrap_err();
+        assert_eq!(err.miss_reason(), MissReason::ContentMissing, "{err:?}");
+        assert_eq!(err.bad_pack(), Some(map.packs[0]));
+        assert!(!dst.path().join("out/big").exists());
+
+        // Where no pack store is at hand, the entry is refused as corrupt, never half restored.
+        std::fs::write(&pack, &good).unwrap();
+        let err = restore(&bytes, dst.path(), None).unwrap_err();
+        assert_eq!(err.miss_reason(), MissReason::Corrupt, "{err:?}");
+        restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        assert_eq!(snapshot(&dst.path().join("out")), snapshot(&src.path().join("out")));
+    }
+
+    /// An archive of today's kind (files as members) restores as it always did, packs or not.
+    #[test]
+    fn an_old_entry_restores_beside_packs() {
+        let (src, dst, store) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        tree(src.path());
+        let inv = inventory(&pattern_set(src.path())).unwrap();
+        let (bytes, _) =
+            write_archive(&inv, &record(), Compression::Zstd, None, &SecretScanner::none(), Vec::new(), &mut |_| {})
+                .unwrap();
+        let packs = LocalPackStore::new(store.path(), "ct");
+        let stats = restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        assert!(!stats.content && stats.fetched == 0, "{stats:?}");
+        assert_eq!(snapshot(&dst.path().join("out")), snapshot(&src.path().join("out")));
+    }
+
+    /// A second key whose tree differs by 1% of its files uploads about 1% of the bytes: every
+    /// other blob is referenced in the first entry's pack.
+    #[test]
+    fn a_one_percent_change_uploads_about_one_percent() {
+        let (src, store) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ws = src.path();
+        for i in 0..200u64 {
+            write(&ws.join(format!("out/d{}/f{i}", i % 9)), &noise(20_000 + (i as usize * 131) % 30_000, i + 3));
+        }
+        let packs = LocalPackStore::new(store.path(), "ct");
+        let (_, first, one) = save(ws, &packs, &[]);
+        for i in [17u64, 120] {
+            write(&ws.join(format!("out/d{}/f{i}", i % 9)), &noise(25_000, 1_000 + i));
+        }
+        let (bytes, second, two) = save(ws, &packs, &[&first]);
+        assert!(two.uploaded * 100 <= one.bytes * 3, "{two:?} of {one:?}");
+        assert!(two.found_bytes * 100 >= two.bytes * 97, "{two:?}");
+        assert_eq!(second.packs.len(), 2, "the first entry's pack and one new");
+        let dst = tempfile::tempdir().unwrap();
+        restore(&bytes, dst.path(), Some(&packs)).unwrap();
+        assert_eq!(snapshot(&dst.path().join("out")), snapshot(&ws.join("out")));
+    }
+}
