@@ -23,7 +23,7 @@ use super::safety::{check_covered, check_entry_name, check_link_covered, check_s
 use super::staging;
 use super::writers::{Failure, NewFile, Writers};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
-use crate::content::map::{CONTENT_NAME, ContentMap};
+use crate::content::map::{CONTENT_NAME, ContentMap, PACKS_PAX, parse_packs_record};
 use crate::content::restore::{FetchError, FetchPlan, Reads, Wanted, fetch};
 use crate::content::store::PackStore;
 use crate::content::{Hash, PackName};
@@ -908,6 +908,20 @@ const GENERATION_HEAD_BYTES: u64 = 64 << 10;
 /// The generation record copied before the fingerprint member ([`super::GENERATION_PAX`]):
 /// `Ok(None)` when the archive has none (saved before it was recorded) or it is not one.
 pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<Option<Generation>, UnpackError> {
+    let value = first_pax(reader, compression, super::GENERATION_PAX)?;
+    Ok(value.and_then(|v| serde_json::from_slice(&v).ok()).and_then(Generation::from_value))
+}
+
+/// The packs an entry references, from the record before its fingerprint member
+/// ([`PACKS_PAX`]): `Ok(None)` when it has none (its files are members) or it is not one.
+pub fn read_packs<R: Read>(reader: R, compression: Compression) -> Result<Option<Vec<PackName>>, UnpackError> {
+    let value = first_pax(reader, compression, PACKS_PAX)?;
+    Ok(value.and_then(|v| String::from_utf8(v).ok()).and_then(|text| parse_packs_record(&text)))
+}
+
+/// The value of pax record `key` before the archive's first member, decoding at most
+/// [`GENERATION_HEAD_BYTES`].
+fn first_pax<R: Read>(reader: R, compression: Compression, key: &str) -> Result<Option<Vec<u8>>, UnpackError> {
     let stream =
         decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
     // The record and the fingerprint's header are the archive's first few KiB: a pax record that
@@ -923,8 +937,32 @@ pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<O
     };
     for extension in extensions {
         let extension = extension.map_err(|e| UnpackError::corrupt("unreadable pax record", e))?;
-        if extension.key_bytes() == super::GENERATION_PAX.as_bytes() {
-            return Ok(serde_json::from_slice(extension.value_bytes()).ok().and_then(Generation::from_value));
+        if extension.key_bytes() == key.as_bytes() {
+            return Ok(Some(extension.value_bytes().to_vec()));
+        }
+    }
+    Ok(None)
+}
+
+/// The content map of an entry whose files are in packs, read from its archive: the members
+/// before it are directories and links, so only the archive's small head is read. `Ok(None)`:
+/// a file member comes first (the entry's files are members), or there is no map.
+pub fn read_content_map<R: Read>(reader: R, compression: Compression) -> Result<Option<ContentMap>, UnpackError> {
+    let stream = decoder(compression, BufReader::with_capacity(1 << 16, reader))
+        .map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
+    let mut archive = tar::Archive::new(Records::new(stream));
+    let entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| UnpackError::corrupt("unreadable tar header", e))?;
+        let name = entry.path_bytes().into_owned();
+        if name == CONTENT_NAME.as_bytes() {
+            let bytes = read_small(&mut entry, MAX_CONTENT_BYTES, CONTENT_NAME)?;
+            let map = ContentMap::from_slice(&bytes)
+                .map_err(|e| UnpackError::corrupt_detail(format!("bad content map: {e}")))?;
+            return Ok(Some(map));
+        }
+        if name != FINGERPRINT_NAME.as_bytes() && entry.header().entry_type().is_file() {
+            return Ok(None);
         }
     }
     Ok(None)

@@ -5,6 +5,7 @@
 //! machine only through [`System`]; everything they say goes through the [`Runner`].
 
 mod catalog_commands;
+mod content;
 mod error;
 mod explain;
 mod fingerprint;

@@ -436,6 +436,11 @@ fn place_slot(
     }
     let manifest = staged.manifest.clone();
     let stats = commit(staged).map_err(|e| failure(classify(&e), error_chain(&e)))?;
+    if stats.content {
+        ctx.runner.info(&super::content::restored_line(&stats));
+    }
+    // What came from the store: the archive, and what was fetched from packs.
+    let archive_bytes = archive_bytes + stats.fetched;
     let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
     Ok((placed, manifest, roots))
 }

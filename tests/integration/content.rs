@@ -336,3 +336,133 @@ mod archive_level {
         assert_eq!(snapshot(&dst.path().join("out")), snapshot(&ws.join("out")));
     }
 }
+
+// The commands, on every store: a save stores its files in packs and reuses what the entries it
+// reaches hold; a restore fetches only what is not in place; a pack evicted or corrupt makes
+// the entry a miss `content-missing` that the next save heals.
+
+mod commands {
+    use crate::support::{NO_STATE, Peer, Step, StepResult, Store, noise, on_every_store, snapshot, write};
+    use std::collections::BTreeMap;
+
+    const PREFIX: &str = "shared";
+
+    fn inputs<'a>(
+        peer: &'a dyn Peer,
+        variant: &'a str,
+        catalog: &'a [(&'static str, String)],
+    ) -> Vec<(&'a str, &'a str)> {
+        let _ = peer;
+        let mut inputs = vec![("path", "out"), ("native", "none"), ("prefix", PREFIX), ("variant", variant)];
+        inputs.extend(catalog.iter().map(|(n, v)| (*n, v.as_str())));
+        inputs
+    }
+
+    /// 200 files of 20–50 KB of noise (incompressible: bytes stored are bytes uploaded).
+    fn generate(step: &Step, changed: &[u64]) {
+        for i in 0..200u64 {
+            let seed = if changed.contains(&i) { 10_000 + i } else { i + 3 };
+            write(&step.ws.join(format!("out/d{}/f{i}", i % 9)), &noise(20_000 + (i as usize * 131) % 30_000, seed));
+        }
+    }
+
+    fn tree_bytes() -> u64 {
+        (0..200u64).map(|i| 20_000 + (i * 131) % 30_000).sum()
+    }
+
+    /// A step whose saves store content in packs.
+    fn step(peer: &dyn Peer) -> Step {
+        let mut step = peer.step();
+        step.set_env("EXACT_CACHE_CONTENT", "packs");
+        step
+    }
+
+    /// One job: restore, generate on a miss, save.
+    fn job(peer: &dyn Peer, inputs: &[(&str, &str)], changed: &[u64]) -> (Step, StepResult, StepResult) {
+        let step = step(peer);
+        let restore = step.run(&["restore"], inputs, NO_STATE);
+        assert_eq!(restore.code, 0, "{}", restore.stdout);
+        if restore.output("cache-hit") != "true" {
+            generate(&step, changed);
+        }
+        let save = step.run(&["save", "--post"], inputs, &restore.state);
+        assert_eq!(save.code, 0, "{}", save.stdout);
+        (step, restore, save)
+    }
+
+    /// The bytes of the `content: uploaded …` line's first figure, as the log prints them.
+    fn log_line<'a>(r: &'a StepResult, start: &str) -> &'a str {
+        r.stdout.lines().find(|l| l.contains(start)).unwrap_or_else(|| panic!("no `{start}` line: {}", r.stdout))
+    }
+
+    fn stored(peer: &dyn Peer) -> u64 {
+        peer.packs(PREFIX).iter().map(|(_, size)| size).sum()
+    }
+
+    on_every_store!(where lists_entries: a_new_key_uploads_only_what_changed);
+
+    /// A second key whose tree differs by 1% of its files uploads a small part of it (the
+    /// rest is referenced in the first entry's pack); its restore into an empty tree is whole,
+    /// and a restore onto the tree it put in place fetches nothing.
+    fn a_new_key_uploads_only_what_changed(store: Store) {
+        let peer = store.start();
+        let catalog = peer.catalog_inputs();
+        let (_, _, first) = job(peer.as_ref(), &inputs(peer.as_ref(), "1", &catalog), &[]);
+        assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
+        let one = stored(peer.as_ref());
+        assert!(one > tree_bytes(), "the whole tree in packs: {one}");
+        let (_, _, second) = job(peer.as_ref(), &inputs(peer.as_ref(), "2", &catalog), &[17, 120]);
+        assert_eq!(second.output("save-result"), "saved", "{}", second.stdout);
+        let added = stored(peer.as_ref()) - one;
+        assert!(added * 100 <= tree_bytes() * 3, "a 1% change stored {added} more bytes: {}", second.stdout);
+        log_line(&second, "content: uploaded");
+
+        let step = step(peer.as_ref());
+        let ins = inputs(peer.as_ref(), "2", &catalog);
+        let cold = step.run(&["restore"], &ins, NO_STATE);
+        assert_eq!(cold.output("cache-hit"), "true", "{}", cold.stdout);
+        let expected = {
+            let reference = peer.step();
+            generate(&reference, &[17, 120]);
+            snapshot(&reference.ws.join("out"))
+        };
+        assert_eq!(snapshot(&step.ws.join("out")), expected);
+        let warm = step.run(&["restore"], &ins, NO_STATE);
+        assert_eq!(warm.output("cache-hit"), "true", "{}", warm.stdout);
+        assert!(log_line(&warm, "content: fetched").contains("fetched 0 B"), "{}", warm.stdout);
+        assert!(log_line(&warm, "content: fetched").contains("200 files"), "{}", warm.stdout);
+        assert_eq!(snapshot(&step.ws.join("out")), expected);
+    }
+
+    on_every_store!(an_evicted_pack_is_a_miss_that_heals, a_corrupt_pack_is_refused_and_heals);
+
+    fn heals(store: Store, damage: fn(&dyn Peer, &str)) {
+        let peer = store.start();
+        let catalog = peer.catalog_inputs();
+        let ins = inputs(peer.as_ref(), "1", &catalog);
+        let (_, _, first) = job(peer.as_ref(), &ins, &[]);
+        assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
+        let packs = peer.packs(PREFIX);
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        damage(peer.as_ref(), &packs[0].0);
+
+        let (step, refused, replaced) = job(peer.as_ref(), &ins, &[]);
+        assert_eq!(refused.output("cache-hit"), "false", "{}", refused.stdout);
+        assert_eq!(refused.output("miss-reason"), "content-missing", "{}", refused.stdout);
+        assert_eq!(refused.output("entry-exists"), "true", "{}", refused.stdout);
+        assert_eq!(replaced.output("save-result"), "saved", "{}", replaced.stdout);
+        let generated: BTreeMap<String, String> = snapshot(&step.ws.join("out"));
+
+        let (healed, hit, _) = job(peer.as_ref(), &ins, &[]);
+        assert_eq!(hit.output("cache-hit"), "true", "the replacement heals it: {}", hit.stdout);
+        assert_eq!(snapshot(&healed.ws.join("out")), generated);
+    }
+
+    fn an_evicted_pack_is_a_miss_that_heals(store: Store) {
+        heals(store, |peer, key| peer.evict_pack(key));
+    }
+
+    fn a_corrupt_pack_is_refused_and_heals(store: Store) {
+        heals(store, |peer, key| peer.corrupt_pack(key));
+    }
+}

@@ -1,0 +1,199 @@
+//! Content stored once, for the commands (docs/content.md): what a save may reuse (the content
+//! maps of the newest entries of its prefix that its own lookups reach, [`reusable_maps`]), the
+//! save of an entry whose files go into packs ([`write_with_content`]), and the log lines of what
+//! a save uploaded and a restore fetched.
+
+use super::Context;
+use super::explain::sniff;
+use crate::archive::{
+    Compression, Content, Inventory, PackError, SecretScanner, Stamp, read_content_map, read_packs, store_content,
+    write_content_archive,
+};
+use crate::backend::{Backend, Listed};
+use crate::config::Locate;
+use crate::content::chunk::Chunking;
+use crate::content::map::ContentMap;
+use crate::content::pack::PackOptions;
+use crate::content::save::{ContentIndex, ContentSaver, SaveError, SaveStats};
+use crate::content::store::PackStore;
+use crate::fingerprint::FingerprintRecord;
+use crate::text::error_line;
+use crate::units;
+use std::io::Write;
+
+/// The switch that makes saves store their files' content in packs: `EXACT_CACHE_CONTENT=packs`.
+/// Off by default until the transport tests written for whole entries (chunked uploads, ranged
+/// downloads, racing saves, request counts) are rewritten for entries that share content.
+pub(super) const SWITCH: &str = "EXACT_CACHE_CONTENT";
+
+/// Whether saves store content in packs ([`SWITCH`]).
+pub(super) fn enabled(env: &crate::env::Env) -> bool {
+    env.non_empty(SWITCH).is_some_and(|v| v.trim() == "packs")
+}
+
+/// How much of an entry's start is read to learn whether its files are in packs (its packs
+/// record lies before its fingerprint member).
+const HEAD_BYTES: u64 = 64 << 10;
+
+/// The most packs one entry references: its packs record stays within the bounds every reader
+/// keeps (a pax record of at most 64 KiB). A save that would reference more stores its content
+/// anew, in few packs.
+const MAX_PACKS: usize = 512;
+
+/// The content maps of the entries of `record`'s prefix a save may reference: the newest that
+/// its own lookups reach on its own ref, on a pull request's base branch and elsewhere (the
+/// default branch), whose files are in packs. Trouble only means less to reuse: it is logged.
+pub(super) fn reusable_maps(
+    ctx: &Context,
+    locate: &Locate,
+    backend: &dyn Backend,
+    record: &FingerprintRecord,
+) -> Vec<ContentMap> {
+    let runner = ctx.runner;
+    let env = runner.env();
+    let catalog = match (ctx.catalog)(locate, env) {
+        Ok(catalog) => catalog,
+        Err(e) => {
+            runner.info(&format!("content: no earlier entry to share content with: {}", error_line(&e)));
+            return Vec::new();
+        }
+    };
+    let prefix = &record.prefix;
+    let listed = match catalog.list(&format!("{prefix}-"), None) {
+        Ok(listed) => listed,
+        Err(e) => {
+            runner.info(&format!("content: no earlier entry to share content with: {}", error_line(&e)));
+            return Vec::new();
+        }
+    };
+    let mut listed: Vec<Listed> = listed.into_iter().filter(|l| l.key.is_of(prefix)).collect();
+    let current = env.non_empty("GITHUB_REF");
+    let base = env.non_empty("GITHUB_BASE_REF").map(|b| format!("refs/heads/{b}"));
+    let rank = |l: &Listed| match l.r#ref.as_deref() {
+        r if r.is_some() && r == current => 0,
+        r if r.is_some() && r == base.as_deref() => 1,
+        _ => 2,
+    };
+    listed.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.created.cmp(&a.created)));
+    let mut maps = Vec::new();
+    let mut ranks_done = [false; 3];
+    for candidate in &listed {
+        let r = rank(candidate);
+        if ranks_done[r] {
+            continue;
+        }
+        match map_of(backend, candidate) {
+            Ok(Some(map)) => {
+                ranks_done[r] = true;
+                maps.push(map);
+            }
+            // An entry whose files are members, or one this run cannot read: the next one.
+            Ok(None) => {}
+            Err(why) => runner.info(&format!("content: not reusing `{}`: {why}", candidate.key)),
+        }
+        if ranks_done.iter().all(|d| *d) {
+            break;
+        }
+    }
+    maps
+}
+
+/// The content map of `listed` as this run's lookup reaches it (so scope follows the store's);
+/// `None` when the lookup does not find it or its files are members.
+fn map_of(backend: &dyn Backend, listed: &Listed) -> Result<Option<ContentMap>, String> {
+    let Some(entry) = backend.lookup(&listed.key, &listed.version).map_err(|e| error_line(&e))? else {
+        return Ok(None);
+    };
+    if entry.key != listed.key {
+        return Ok(None);
+    }
+    let head = backend.read_prefix(&entry, HEAD_BYTES).map_err(|e| error_line(&e))?;
+    let compression = sniff(&head);
+    if read_packs(&head[..], compression).map_err(|e| error_line(&e))?.is_none() {
+        return Ok(None);
+    }
+    let reader = backend.open(&entry).map_err(|e| error_line(&e))?;
+    read_content_map(reader, compression).map_err(|e| error_line(&e))
+}
+
+/// Store the files of `inv` in `packs`, reusing what `maps` hold, then write the archive that
+/// names them into `out`; what the save uploaded and found. Packs gone from the store while the
+/// save ran, or an entry that would reference more than [`MAX_PACKS`], make it store its content
+/// anew (referencing nothing), once.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_with_content<W: Write>(
+    ctx: &Context,
+    packs: &dyn PackStore,
+    maps: &[ContentMap],
+    (inv, record, compression, stamp): (&Inventory, &FingerprintRecord, Compression, Stamp),
+    secrets: &SecretScanner,
+    out: W,
+    on_bytes: &mut dyn FnMut(u64),
+) -> Result<(W, crate::archive::PackStats, SaveStats), PackError> {
+    let runner = ctx.runner;
+    let refs: Vec<&ContentMap> = maps.iter().collect();
+    let index = match ContentIndex::build(&refs, &[], packs) {
+        Ok(index) => index,
+        Err(e) => {
+            runner.info(&format!("content: not reusing earlier entries' packs: {}", error_line(&e)));
+            ContentIndex::default()
+        }
+    };
+    if !index.left_out.is_empty() {
+        runner.info(&format!(
+            "content: {} referenced by earlier entries no longer stored",
+            units::count_of(index.left_out.len(), "pack")
+        ));
+    }
+    let mut content = match store_once(packs, &index, inv, secrets, on_bytes) {
+        Err(PackError::Content(SaveError::Gone(gone))) => {
+            runner.info(&format!("content: {} gone while saving; storing anew", units::count_of(gone.len(), "pack")));
+            store_once(packs, &ContentIndex::default(), inv, secrets, on_bytes)?
+        }
+        other => other?,
+    };
+    if content.map.packs.len() > MAX_PACKS {
+        runner.info(&format!("content: {} referenced; storing anew", units::count_of(content.map.packs.len(), "pack")));
+        content = store_once(packs, &ContentIndex::default(), inv, secrets, on_bytes)?;
+    }
+    let stats = content.stats.clone();
+    let (out, pack_stats) = write_content_archive(inv, record, compression, stamp, &content, out)?;
+    Ok((out, pack_stats, stats))
+}
+
+fn store_once(
+    packs: &dyn PackStore,
+    index: &ContentIndex,
+    inv: &Inventory,
+    secrets: &SecretScanner,
+    on_bytes: &mut dyn FnMut(u64),
+) -> Result<Content, PackError> {
+    let scratch = tempfile::tempdir().map_err(PackError::Write)?;
+    std::thread::scope(|scope| {
+        let saver = ContentSaver::new(scope, index, packs, Chunking::DEFAULT, PackOptions::new(scratch.path()))
+            .map_err(PackError::Write)?;
+        store_content(inv, secrets, saver, on_bytes)
+    })
+}
+
+/// The save's line: what it uploaded, and what it found already stored.
+pub(super) fn saved_line(stats: &SaveStats) -> String {
+    format!(
+        "content: uploaded {} in {} ({} new), found {} already stored ({})",
+        units::bytes(stats.uploaded),
+        units::count_of(stats.packs, "new pack"),
+        units::bytes(stats.new_bytes),
+        units::bytes(stats.found_bytes),
+        units::count_of(stats.found_blobs, "blob"),
+    )
+}
+
+/// The restore's line: what it fetched, and what was already in place.
+pub(super) fn restored_line(stats: &crate::archive::RestoreStats) -> String {
+    format!(
+        "content: fetched {} from packs; {} ({}) already in place",
+        units::bytes(stats.fetched),
+        units::count_of(stats.in_place, "file"),
+        units::bytes(stats.in_place_bytes),
+    )
+}
