@@ -35,6 +35,10 @@ pub(super) fn enabled(env: &crate::env::Env) -> bool {
 /// record lies before its fingerprint member).
 const HEAD_BYTES: u64 = 64 << 10;
 
+/// The largest archive of an entry whose files are in packs that a save reads for its content
+/// map (its map and manifest, compressed: a tree of millions of files).
+const MAX_ARCHIVE_BYTES: u64 = 256 << 20;
+
 /// The most packs one entry references: its packs record stays within the bounds every reader
 /// keeps (a pax record of at most 64 KiB). A save that would reference more stores its content
 /// anew, in few packs.
@@ -112,8 +116,11 @@ fn map_of(backend: &dyn Backend, listed: &Listed) -> Result<Option<ContentMap>, 
     if read_packs(&head[..], compression).map_err(|e| error_line(&e))?.is_none() {
         return Ok(None);
     }
-    let reader = backend.open(&entry).map_err(|e| error_line(&e))?;
-    read_content_map(reader, compression).map_err(|e| error_line(&e))
+    // Read as `explain` reads an entry, never opened as a restore opens it: the stores that
+    // record uses (the local directory) must not count this as one, or no entry whose packs a
+    // later save reuses would ever age out.
+    let archive = backend.read_prefix(&entry, MAX_ARCHIVE_BYTES).map_err(|e| error_line(&e))?;
+    read_content_map(&archive[..], compression).map_err(|e| error_line(&e))
 }
 
 /// Store the files of `inv` in `packs`, reusing what `maps` hold, then write the archive that

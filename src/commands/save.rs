@@ -549,7 +549,9 @@ fn upload(
             // A replacement references nothing earlier: what made the entry unusable (a pack
             // missing or corrupt) is never referenced again.
             let replacing = matches!(target.place, Place::Above { replacing: true, .. });
-            let maps = if replacing {
+            // A job that may not read the cache (`write-only`) asks it nothing.
+            let readable = CacheMode::from_env(runner.env()).0.readable();
+            let maps = if replacing || !readable {
                 Vec::new()
             } else {
                 super::content::reusable_maps(ctx, writing.locate, backend, record)

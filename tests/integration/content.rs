@@ -434,6 +434,69 @@ mod commands {
         assert_eq!(snapshot(&step.ws.join("out")), expected);
     }
 
+    on_every_store!(where records_refs: an_entry_whose_packs_are_reused_still_ages_out);
+
+    /// A save that reads an older entry's content map does not count as a use of it: retention
+    /// by age (`prune --older-than`) deletes the old entry, and the new one, whose files lie
+    /// partly in the old entry's pack, still restores whole (no pack is deleted by prune yet).
+    fn an_entry_whose_packs_are_reused_still_ages_out(store: Store) {
+        let peer = store.start();
+        let catalog = peer.catalog_inputs();
+        let (_, _, old) = job(peer.as_ref(), &inputs(peer.as_ref(), "old", &catalog), &[]);
+        let old_key = old.output("key").to_owned();
+        peer.backdate(&old_key, std::time::Duration::from_secs(3600));
+        let new_inputs = inputs(peer.as_ref(), "new", &catalog);
+        let (_, _, new) = job(peer.as_ref(), &new_inputs, &[5]);
+        assert!(log_line(&new, "content: uploaded").contains("1 new pack"), "{}", new.stdout);
+        let stored_before = stored(peer.as_ref());
+        let step = step(peer.as_ref());
+        let mut prune_inputs = vec![("prefix", PREFIX)];
+        prune_inputs.extend(catalog.iter().map(|(n, v)| (*n, v.as_str())));
+        let pruned = step.run(&["prune", "--older-than=30m"], &prune_inputs, NO_STATE);
+        assert_eq!(pruned.code, 0, "{}", pruned.stdout);
+        assert_eq!(pruned.output("deleted").lines().collect::<Vec<_>>(), [old_key.as_str()], "{}", pruned.stdout);
+        assert_eq!(stored(peer.as_ref()), stored_before, "prune deletes no pack yet");
+        let restored = step.run(&["restore"], &new_inputs, NO_STATE);
+        assert_eq!(restored.output("cache-hit"), "true", "{}", restored.stdout);
+        let expected = {
+            let reference = peer.step();
+            generate(&reference, &[5]);
+            snapshot(&reference.ws.join("out"))
+        };
+        assert_eq!(snapshot(&step.ws.join("out")), expected);
+    }
+
+    /// A job that may not read the cache (`ACTIONS_CACHE_MODE=write-only`) stores its content
+    /// in packs without asking the service anything: no earlier entry's map is read, no pack is
+    /// looked up, though the catalog lists an entry it could reuse.
+    #[test]
+    fn a_write_only_save_asks_the_service_nothing() {
+        use crate::support::services::{Fault, Op, REST_TOKEN, Services};
+        let services = Services::start();
+        let mut step = Step::against([services.v2_env(), services.rest_env()].concat());
+        step.set_env("EXACT_CACHE_CONTENT", "packs");
+        let with = |variant| {
+            vec![
+                ("path", "out"),
+                ("native", "none"),
+                ("prefix", PREFIX),
+                ("variant", variant),
+                ("github-token", REST_TOKEN),
+            ]
+        };
+        generate(&step, &[]);
+        let first = step.run(&["save"], &with("1"), NO_STATE);
+        assert_eq!(first.output("save-result"), "saved", "{}", first.stdout);
+        let lookups = services.faults.calls(Op::Lookup);
+        services.faults.push(Op::Lookup, Fault::ReadDenied, 100);
+        step.set_env("ACTIONS_CACHE_MODE", "write-only");
+        let second = step.run(&["save"], &with("2"), NO_STATE);
+        assert_eq!(second.output("save-result"), "saved", "{}", second.stdout);
+        assert!(!second.stdout.contains("::warning::"), "{}", second.stdout);
+        assert_eq!(services.faults.calls(Op::Lookup), lookups, "{}", second.stdout);
+        assert!(log_line(&second, "content: uploaded").contains("found 0 B"), "{}", second.stdout);
+    }
+
     on_every_store!(an_evicted_pack_is_a_miss_that_heals, a_corrupt_pack_is_refused_and_heals);
 
     fn heals(store: Store, damage: fn(&dyn Peer, &str)) {
