@@ -171,7 +171,7 @@ pub fn unpack(data: &[u8]) -> UnpackOutcome {
     let locations = Locations { workspace: ws.clone(), home: Some(base.join("home")) };
     let paths = PatternSet::parse(UNPACK_PATHS, &locations).expect("fixed path lines parse");
     let key = unpack_record().key;
-    let plan = RestorePlan { key: &key, paths: &paths, required: &[], compression };
+    let plan = RestorePlan { key: &key, paths: &paths, required: &[], compression, packs: None };
     let outcome = match unpack_archive(archive, &plan)
         .map_err(|e| e.to_string())
         .and_then(|staged| staged.commit().map_err(|e| e.to_string()))
@@ -706,7 +706,7 @@ pub fn check_placement(case: &PlacementCase) -> PlacementVerdict {
     let archive = placement_archive(entries, &case.roots, &resolve_places);
     let before = tree(&top);
     let key = unpack_record().key;
-    let plan = RestorePlan { key: &key, paths: &paths, required: &[], compression: Compression::None };
+    let plan = RestorePlan { key: &key, paths: &paths, required: &[], compression: Compression::None, packs: None };
     let outcome = match unpack_archive(&archive[..], &plan) {
         Err(e) => PlacementOutcome::Refused { at: "unpack", error: e.to_string() },
         Ok(staged) => match staged.commit() {

@@ -83,9 +83,18 @@ pub(crate) fn open_child(dir: &Dir, name: &str) -> io::Result<Dir> {
 /// Create the new file `name` in `dir` for writing, with `mode` (before the umask). Fails if
 /// anything, a symlink included, is already there.
 pub(crate) fn create_file(dir: &Dir, name: &str, mode: u32) -> io::Result<std::fs::File> {
+    create(dir, name, mode, false)
+}
+
+/// [`create_file`], open for reading too (a file written out of order is read back).
+pub(crate) fn create_file_rw(dir: &Dir, name: &str, mode: u32) -> io::Result<std::fs::File> {
+    create(dir, name, mode, true)
+}
+
+fn create(dir: &Dir, name: &str, mode: u32, read: bool) -> io::Result<std::fs::File> {
     check_component(name)?;
     let mut options = OpenOptions::new();
-    options.write(true).create_new(true).follow(FollowSymlinks::No);
+    options.read(read).write(true).create_new(true).follow(FollowSymlinks::No);
     #[cfg(unix)]
     {
         use cap_std::fs::OpenOptionsExt;
@@ -94,6 +103,45 @@ pub(crate) fn create_file(dir: &Dir, name: &str, mode: u32) -> io::Result<std::f
     #[cfg(not(unix))]
     let _ = mode;
     dir.open_with(name, &options).map(File::into_std)
+}
+
+/// The plain file at `name` in `dir`, opened for reading without following a link there and
+/// without blocking (a FIFO is not read), with its permission bits; `None`: nothing, a link,
+/// or anything that is not a plain file.
+pub(crate) fn open_plain_file(dir: &Dir, name: &str) -> io::Result<Option<(std::fs::File, u32)>> {
+    check_component(name)?;
+    let mut options = OpenOptions::new();
+    options.read(true).follow(FollowSymlinks::No);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = match dir.open_with(name, &options) {
+        Ok(file) => file,
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => return Ok(None),
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(e) => {
+            // A directory or a link (where the platform reports it otherwise) is no file in place.
+            return match kind_of(dir, name) {
+                Ok(Some(Kind::Dir | Kind::Symlink)) => Ok(None),
+                _ => Err(e),
+            };
+        }
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    #[cfg(unix)]
+    let mode = {
+        use cap_std::fs::PermissionsExt;
+        meta.permissions().mode() & 0o7777
+    };
+    #[cfg(not(unix))]
+    let mode = if meta.permissions().readonly() { 0o444 } else { 0o644 };
+    Ok(Some((file.into_std(), mode)))
 }
 
 /// What is at `name` in `dir`, without following a symlink there; `None`: nothing.

@@ -24,6 +24,7 @@ mod beneath;
 mod claims;
 mod clean;
 mod codec;
+mod fetch;
 mod pack;
 mod place;
 mod records;
@@ -35,10 +36,16 @@ mod writers;
 
 pub use clean::{CleanError, CleanGuard, CleanStats, Tracked, clean_into};
 pub use codec::{Compression, Effort};
-pub use pack::{GENERATION_PAX, Inventory, PackError, Stamp, inventory, write_archive, write_archive_with};
+pub use pack::{
+    Content, GENERATION_PAX, Inventory, PackError, PackStats, Stamp, inventory, store_content, write_archive,
+    write_archive_with, write_content_archive,
+};
 pub use safety::check_symlink_target;
 pub use secrets::{MIN_SECRET_LEN, SecretScanner};
-pub use unpack::{RestorePlan, RestoreStats, Staged, UnpackError, read_fingerprint, read_generation, unpack};
+pub use unpack::{
+    RestorePlan, RestoreStats, Staged, UnpackError, read_content_map, read_fingerprint, read_generation, read_packs,
+    unpack,
+};
 
 /// Name of the fingerprint member (first).
 pub const FINGERPRINT_NAME: &str = ".exact-cache/fingerprint.json";

@@ -1,10 +1,19 @@
 //! Save side: list what the `path` roots hold ([`inventory`]), then stream it into an archive
-//! ([`write_archive`]), hashing every file in the same read that archives it.
+//! ([`write_archive`]), hashing every file in the same read that archives it — or, for an entry
+//! whose content is stored once (docs/content.md), read every file into packs first
+//! ([`store_content`]: each file read once, through the secret scan, hashed and split into
+//! blobs, the blobs no readable entry holds written into new packs and stored), then write the
+//! small archive that names them ([`write_content_archive`]: the packs record and the
+//! fingerprint first, directories and links, the content map, the manifest last). The packs
+//! are stored before the archive is written, so no manifest names a pack that is not stored.
 
 use super::codec::{Compression, Effort, effort_for};
 use super::safety::{check_link_covered, check_symlink_target};
 use super::secrets::{GateError, SecretScanner};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
+use crate::content::Hash;
+use crate::content::map::{CONTENT_NAME, ContentMap, PACKS_PAX};
+use crate::content::save::{ContentSaver, SaveError, SaveStats};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{
     EntryKind, EntryPath, Generation, MANIFEST_FORMAT, Manifest, ManifestEntry, RootKind, RootRecord, StackSlot,
@@ -34,6 +43,10 @@ pub enum PackError {
     Write(#[source] io::Error),
     #[error("`{}` holds the value of a token or of a `secret-env` variable (not shown)", path.display())]
     Secret { path: PathBuf },
+    /// The packs could not be written or stored (the store's trouble, or packs the save meant to
+    /// reference gone from the store: [`SaveError::Gone`]).
+    #[error(transparent)]
+    Content(SaveError),
 }
 
 /// One thing to archive.
@@ -395,4 +408,191 @@ fn pad<W: Write>(tar: &mut tar::Builder<W>, size: u64) -> io::Result<()> {
         tar.get_mut().write_all(&[0u8; 512][..512 - rem])?;
     }
     Ok(())
+}
+
+/// What [`store_content`] read and stored: each file's hash (by its index in the inventory), the
+/// entry's content map and what the save uploaded and found already stored.
+#[derive(Debug)]
+pub struct Content {
+    hashes: std::collections::HashMap<usize, Hash>,
+    pub map: ContentMap,
+    pub stats: SaveStats,
+}
+
+/// Read every file of `inv` once, through `secrets`' scan, into `saver` (which references the
+/// blobs its index holds and stores the rest in new packs), then finish it: every pack stored.
+/// Names and link targets are scanned first, so a secret there uploads nothing; one in a file's
+/// bytes stops the save before the blobs that hold it are packed.
+pub fn store_content(
+    inv: &Inventory,
+    secrets: &SecretScanner,
+    mut saver: ContentSaver<'_>,
+    on_bytes: &mut dyn FnMut(u64),
+) -> Result<Content, PackError> {
+    if let Some(root) = secrets.in_roots(&inv.roots) {
+        return Err(PackError::Secret { path: PathBuf::from(&root.line) });
+    }
+    if let Some(e) =
+        inv.entries.iter().find(|e| secrets.in_name(&e.rel) || e.target.as_deref().is_some_and(|t| secrets.in_name(t)))
+    {
+        return Err(PackError::Secret { path: e.abs.clone() });
+    }
+    let mut hashes = std::collections::HashMap::new();
+    for (index, e) in inv.entries.iter().enumerate().filter(|(_, e)| e.kind == EntryKind::File) {
+        let file = File::open(&e.abs).map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
+        let mut gated = Gated::new(file.take(e.size), secrets, on_bytes);
+        let added = saver.add_file(&mut gated, e.size);
+        if gated.secret {
+            return Err(PackError::Secret { path: e.abs.clone() });
+        }
+        let (hash, n) = match added {
+            Ok(done) => done,
+            Err(SaveError::Read(source)) => return Err(PackError::Read { path: e.abs.clone(), source }),
+            Err(other) => return Err(PackError::Content(other)),
+        };
+        if n != e.size {
+            return Err(PackError::Changed { path: e.abs.clone() });
+        }
+        hashes.insert(index, hash);
+    }
+    let (map, stats) = saver.finish().map_err(PackError::Content)?;
+    Ok(Content { hashes, map, stats })
+}
+
+/// A file's bytes as they pass the secret scan: what a gate holds back is released at the end.
+struct Gated<'s, 'b, R> {
+    inner: R,
+    gate: Option<super::secrets::Gate<'s>>,
+    out: Vec<u8>,
+    at: usize,
+    buf: Vec<u8>,
+    /// The scan found a secret: the read failed for that.
+    secret: bool,
+    on_bytes: &'b mut dyn FnMut(u64),
+}
+
+impl<'s, 'b, R: Read> Gated<'s, 'b, R> {
+    fn new(inner: R, secrets: &'s SecretScanner, on_bytes: &'b mut dyn FnMut(u64)) -> Self {
+        let gate = Some(secrets.gate());
+        Gated { inner, gate, out: Vec::new(), at: 0, buf: vec![0u8; 1 << 20], secret: false, on_bytes }
+    }
+}
+
+impl<R: Read> Read for Gated<'_, '_, R> {
+    fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.at < self.out.len() {
+                let n = dst.len().min(self.out.len() - self.at);
+                dst[..n].copy_from_slice(&self.out[self.at..self.at + n]);
+                self.at += n;
+                return Ok(n);
+            }
+            self.out.clear();
+            self.at = 0;
+            let Some(gate) = self.gate.as_mut() else { return Ok(0) };
+            let n = match self.inner.read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let out = &mut self.out;
+            let mut emit = |bytes: &[u8]| {
+                out.extend_from_slice(bytes);
+                Ok(())
+            };
+            if n == 0 {
+                self.gate.take().expect("still open").finish(&mut emit)?;
+                continue;
+            }
+            (self.on_bytes)(n as u64);
+            if let Err(GateError::Secret) = gate.feed(&self.buf[..n], &mut emit) {
+                self.secret = true;
+                return Err(io::Error::other("the file holds a secret"));
+            }
+        }
+    }
+}
+
+/// Write the archive of an entry whose files' content is in packs ([`store_content`]): before
+/// the fingerprint member, the generation record (if any) and the packs record ([`PACKS_PAX`]);
+/// directories and links as members; files only in the manifest; the content map
+/// ([`CONTENT_NAME`]) just before the manifest.
+pub fn write_content_archive<W: Write>(
+    inv: &Inventory,
+    record: &FingerprintRecord,
+    compression: Compression,
+    stamp: Stamp,
+    content: &Content,
+    out: W,
+) -> Result<(W, PackStats), PackError> {
+    let Stamp { stack, generation } = stamp;
+    let encoder = compression.encoder_with(out, Effort::Normal).map_err(PackError::Write)?;
+    let mut tar = tar::Builder::new(encoder);
+    let write_err = PackError::Write;
+
+    let generation_json = generation.as_ref().map(|g| serde_json::to_vec(g).expect("generation records serialize"));
+    let packs = content.map.packs_record();
+    let mut pax: Vec<(&str, &[u8])> = Vec::new();
+    if let Some(json) = &generation_json {
+        pax.push((GENERATION_PAX, json));
+    }
+    pax.push((PACKS_PAX, packs.as_bytes()));
+    tar.append_pax_extensions(pax).map_err(write_err)?;
+    let fingerprint = record.to_json();
+    append(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, 0, None, fingerprint.len() as u64)
+        .map_err(write_err)?;
+    tar.get_mut().write_all(fingerprint.as_bytes()).map_err(write_err)?;
+    pad(&mut tar, fingerprint.len() as u64).map_err(write_err)?;
+
+    let mut entries = Vec::with_capacity(inv.entries.len());
+    let (mut files, mut symlinks, mut bytes) = (0usize, 0usize, 0u64);
+    for (index, e) in inv.entries.iter().enumerate() {
+        let path = e.entry_path().to_string();
+        let mut manifest_entry =
+            ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
+        match e.kind {
+            EntryKind::Dir => {
+                append(&mut tar, &format!("{path}/"), tar::EntryType::Directory, e.mode, e.mtime, None, 0)
+                    .map_err(write_err)?;
+            }
+            EntryKind::Symlink => {
+                append(&mut tar, &path, tar::EntryType::Symlink, e.mode, e.mtime, e.target.as_deref(), 0)
+                    .map_err(write_err)?;
+                manifest_entry.target = e.target.clone();
+                symlinks += 1;
+            }
+            EntryKind::File => {
+                let hash = content.hashes.get(&index).expect("every file was stored");
+                manifest_entry.size = e.size;
+                manifest_entry.sha256 = Some(hash.to_hex());
+                files += 1;
+                bytes += e.size;
+            }
+        }
+        entries.push(manifest_entry);
+    }
+
+    let map = content.map.to_vec();
+    append(&mut tar, CONTENT_NAME, tar::EntryType::Regular, 0o644, 0, None, map.len() as u64).map_err(write_err)?;
+    tar.get_mut().write_all(&map).map_err(write_err)?;
+    pad(&mut tar, map.len() as u64).map_err(write_err)?;
+
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: record.key.to_string(),
+        roots: inv.roots.clone(),
+        entries,
+        stack,
+        generation,
+    };
+    let manifest_json = serde_json::to_vec(&manifest).expect("manifests always serialize");
+    append(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, 0, None, manifest_json.len() as u64)
+        .map_err(write_err)?;
+    tar.get_mut().write_all(&manifest_json).map_err(write_err)?;
+    pad(&mut tar, manifest_json.len() as u64).map_err(write_err)?;
+
+    let encoder = tar.into_inner().map_err(write_err)?;
+    let out = encoder.finish().map_err(write_err)?;
+    let stats = PackStats { effort: Effort::Normal, sample_ratio: 0.0, files, symlinks, content_bytes: bytes };
+    Ok((out, stats))
 }

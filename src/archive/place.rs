@@ -193,7 +193,7 @@ impl Staged {
                 if !moved.is_empty() && ancestors(&e.rel).any(|a| moved.contains(a)) {
                     continue;
                 }
-                if e.duplicate_of.is_some() {
+                if e.duplicate_of.is_some() || e.in_place {
                     continue;
                 }
                 if e.rel.is_empty() && e.kind == EntryKind::Dir && site.missing.is_empty() {
@@ -518,7 +518,17 @@ mod tests {
 
     fn entry(rel: &str, kind: EntryKind, mode: u32) -> StagedEntry {
         let rel = rel.to_owned();
-        StagedEntry { root: 0, rel, kind, mode, size: 0, sha256: None, target: None, duplicate_of: None }
+        StagedEntry {
+            root: 0,
+            rel,
+            kind,
+            mode,
+            size: 0,
+            sha256: None,
+            target: None,
+            duplicate_of: None,
+            in_place: false,
+        }
     }
 
     #[test]

@@ -23,11 +23,16 @@ use super::safety::{check_covered, check_entry_name, check_link_covered, check_s
 use super::staging;
 use super::writers::{Failure, NewFile, Writers};
 use super::{FINGERPRINT_NAME, MANIFEST_NAME};
+use crate::content::map::{CONTENT_NAME, ContentMap, PACKS_PAX, parse_packs_record};
+use crate::content::restore::{FetchError, FetchPlan, Reads, Wanted, fetch};
+use crate::content::store::PackStore;
+use crate::content::{Hash, PackName};
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::{EntryKind, EntryPath, Generation, Manifest, ManifestEntry, Mismatch};
 use crate::outcome::MissReason;
 use crate::paths::{Pattern, PatternSet};
 use cap_std::fs::Dir;
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -40,6 +45,17 @@ const MAX_MANIFEST_BYTES: u64 = 512 << 20;
 const MANIFEST_BYTES_PER_ENTRY: u64 = 192;
 /// What a manifest may spend besides its entries and root lines: the format, key and stack.
 const MANIFEST_BYTES_BASE: u64 = 64 << 10;
+/// The largest content map a restore reads (about half a million blobs).
+const MAX_CONTENT_BYTES: u64 = 64 << 20;
+/// What a content map justifies of a manifest, per byte of the map: its files are not members, so
+/// they are justified by the blobs the map lists (a manifest's line for a file is about the size
+/// of the map's line for its blob, and files may share blobs).
+const MANIFEST_BYTES_PER_MAP_BYTE: u64 = 8;
+/// Room besides for files without blobs of their own (empty files, copies of another file).
+const MANIFEST_BYTES_BESIDE_MAP: u64 = 16 << 20;
+/// The fewest bytes a manifest spends on one entry (`{"path":"0/x","kind":"file",…}` with a
+/// SHA-256): how many entries a manifest of a given size can list.
+const MANIFEST_MIN_ENTRY_BYTES: u64 = 96;
 /// Largest piece of a file handed to a writer at once.
 const CHUNK: u64 = 1 << 20;
 
@@ -83,6 +99,11 @@ pub enum UnpackError {
         #[source]
         source: io::Error,
     },
+    /// The files' content could not be fetched from the store's packs: a pack missing, corrupt
+    /// or short, a content map that does not lead to the manifest's files (`content-missing`),
+    /// the store's trouble, or this disk's.
+    #[error("cannot fetch the entry's files")]
+    Content(#[source] FetchError),
 }
 
 impl UnpackError {
@@ -94,6 +115,18 @@ impl UnpackError {
             UnpackError::Io { .. } | UnpackError::InTheWay { .. } | UnpackError::RollbackFailed { .. } => {
                 MissReason::IoError
             }
+            UnpackError::Content(e) if e.content_missing() => MissReason::ContentMissing,
+            UnpackError::Content(FetchError::Sink(_)) => MissReason::IoError,
+            UnpackError::Content(_) => MissReason::ServiceError,
+        }
+    }
+
+    /// The pack whose absence or damage made the entry unusable: its replacement must not
+    /// reference it.
+    pub fn bad_pack(&self) -> Option<PackName> {
+        match self {
+            UnpackError::Content(e) => e.bad_pack(),
+            _ => None,
         }
     }
 
@@ -120,6 +153,9 @@ pub struct RestorePlan<'a> {
     /// Paths that must be in the entry.
     pub required: &'a [PathBuf],
     pub compression: Compression,
+    /// Where the files of an entry whose content is in packs come from (`None`: a store that
+    /// keeps entries whole; such an entry is then refused).
+    pub packs: Option<&'a dyn PackStore>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,6 +165,13 @@ pub struct RestoreStats {
     pub dirs: usize,
     /// Bytes of file content.
     pub bytes: u64,
+    /// The entry's files are in packs (not members of its archive).
+    pub content: bool,
+    /// Of `files`, those already in place (kept, not written), and their bytes.
+    pub in_place: usize,
+    pub in_place_bytes: u64,
+    /// Bytes read from packs.
+    pub fetched: u64,
 }
 
 #[derive(Debug)]
@@ -142,6 +185,8 @@ pub(super) struct StagedEntry {
     pub target: Option<String>,
     /// An identical entry of an earlier, overlapping root puts this in place.
     pub duplicate_of: Option<usize>,
+    /// A file already in place with the manifest's content and mode: kept as it is.
+    pub in_place: bool,
 }
 
 impl StagedEntry {
@@ -269,6 +314,7 @@ pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackEr
     }
     stager.finish_files()?;
     check_trailer(archive.into_inner())?;
+    stager.content_files()?;
     let staged = stager.verify()?;
     staged.check_required(plan)?;
     Ok(staged)
@@ -290,6 +336,10 @@ struct Stager<'p> {
     manifest: Option<Manifest>,
     /// The largest manifest the entries so far can justify: what ours would be, with room.
     manifest_budget: u64,
+    /// The entry's content map: its files are in packs.
+    content: Option<ContentMap>,
+    /// File members staged (an archive with a content map has none).
+    file_members: usize,
 }
 
 impl<'p> Stager<'p> {
@@ -335,6 +385,8 @@ impl<'p> Stager<'p> {
             root_claimed: vec![false; plan.paths.includes.len()],
             have_record: false,
             manifest: None,
+            content: None,
+            file_members: 0,
             manifest_budget: MANIFEST_BYTES_BASE
                 + plan.paths.includes.iter().map(|p| json_len(&p.line) + 32).sum::<u64>()
                 + json_len(plan.key),
@@ -372,6 +424,20 @@ impl<'p> Stager<'p> {
             self.manifest = Some(self.read_manifest(&mut entry, &name)?);
             return Ok(());
         }
+        if self.content.is_some() {
+            return Err(UnpackError::Unsafe { entry: name, detail: "entry after the content map".into() });
+        }
+        if name == CONTENT_NAME && entry_type.is_file() {
+            if self.file_members > 0 {
+                return Err(UnpackError::corrupt_detail("an archive with file members and a content map"));
+            }
+            let bytes = read_small(&mut entry, MAX_CONTENT_BYTES, &name)?;
+            let map = ContentMap::from_slice(&bytes)
+                .map_err(|e| UnpackError::corrupt_detail(format!("bad content map: {e}")))?;
+            self.manifest_budget += bytes.len() as u64 * MANIFEST_BYTES_PER_MAP_BYTE + MANIFEST_BYTES_BESIDE_MAP;
+            self.content = Some(map);
+            return Ok(());
+        }
         self.stage_entry(name, entry)
     }
 
@@ -390,7 +456,13 @@ impl<'p> Stager<'p> {
         let mut counted = Counted { inner: entry, n: 0 };
         // One more than the archive holds, so that the usual damage — an entry missing from the
         // archive — is still named by verification (`manifest-mismatch`).
-        let parsed = Manifest::from_reader_bounded(BufReader::new(&mut counted), self.staged.entries.len() + 1)
+        // With a content map, the files it lists too: as many as the budget can hold.
+        let files = match self.content {
+            Some(_) => (limit / MANIFEST_MIN_ENTRY_BYTES) as usize,
+            None => 0,
+        };
+        let bound = self.staged.entries.len() + 1 + files;
+        let parsed = Manifest::from_reader_bounded(BufReader::new(&mut counted), bound)
             .map_err(|e| UnpackError::corrupt_detail(format!("bad manifest: {e}")))?;
         if counted.n != size {
             return Err(UnpackError::corrupt_detail(format!("`{name}` is truncated")));
@@ -462,7 +534,20 @@ impl<'p> Stager<'p> {
             })
             .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
         let path = stage_path.join(&staged_rel);
-        let record = StagedEntry { root, rel, kind, mode, size: 0, sha256: None, target: target.clone(), duplicate_of };
+        let record = StagedEntry {
+            root,
+            rel,
+            kind,
+            mode,
+            size: 0,
+            sha256: None,
+            target: target.clone(),
+            duplicate_of,
+            in_place: false,
+        };
+        if kind == EntryKind::File {
+            self.file_members += 1;
+        }
         match kind {
             EntryKind::Dir => match parent.create_dir(leaf) {
                 Ok(()) => {}
@@ -566,6 +651,92 @@ impl<'p> Stager<'p> {
         Ok(())
     }
 
+    /// An entry whose files are in packs: every file the manifest lists, checked as a member
+    /// would be (its name, its place, its mode), kept where it is already in place, the others
+    /// fetched into staging — every blob verified as it arrives — before anything is placed.
+    fn content_files(&mut self) -> Result<(), UnpackError> {
+        let Some(map) = self.content.take() else { return Ok(()) };
+        let manifest = self
+            .manifest
+            .take()
+            .ok_or_else(|| UnpackError::corrupt_detail("no manifest at the end (truncated archive?)"))?;
+        manifest.check_header(self.plan.key, self.staged.sites.len()).map_err(UnpackError::Mismatch)?;
+        let Some(packs) = self.plan.packs else {
+            return Err(UnpackError::corrupt_detail("the entry's files are in packs, and this store keeps none"));
+        };
+        let members: HashSet<String> = self.staged.entries.iter().map(|e| e.entry_path().to_string()).collect();
+        let roots = self.staged.sites.len();
+        // (the entry's index, what it must hold) of each file to put in place.
+        let mut files: Vec<(usize, Wanted)> = Vec::new();
+        for m in manifest.entries.iter().filter(|m| m.kind == EntryKind::File && !members.contains(&m.path)) {
+            let refuse = |detail: &str| UnpackError::Unsafe { entry: m.path.clone(), detail: detail.to_owned() };
+            let (root, rel) = check_entry_name(&m.path).map_err(|d| refuse(&d))?;
+            if root >= roots {
+                return Err(refuse(&format!("belongs to `path` root {root}, but there are only {roots}")));
+            }
+            check_covered(self.plan.paths, root, &rel).map_err(|d| refuse(&d))?;
+            if m.mode & !0o777 != 0 {
+                return Err(refuse("setuid, setgid or sticky bit"));
+            }
+            if m.target.is_some() {
+                return Err(refuse("a file with a link target"));
+            }
+            let hash =
+                m.sha256.as_deref().and_then(Hash::parse).ok_or_else(|| {
+                    UnpackError::corrupt_detail(format!("`{}` has no SHA-256 in the manifest", m.path))
+                })?;
+            let index = self.staged.entries.len();
+            let duplicate_of = self.claim(root, &rel, EntryKind::File, &m.path, index).map_err(|d| refuse(&d))?;
+            if let Some(earlier) = duplicate_of {
+                self.duplicates.push((earlier, index));
+            }
+            self.staged.entries.push(StagedEntry {
+                root,
+                rel,
+                kind: EntryKind::File,
+                mode: m.mode,
+                size: m.size,
+                sha256: m.sha256.clone(),
+                target: None,
+                duplicate_of,
+                in_place: false,
+            });
+            let stats = &mut self.staged.stats;
+            stats.files += 1;
+            stats.bytes += m.size;
+            if duplicate_of.is_none() {
+                files.push((index, Wanted { hash, size: m.size }));
+            }
+        }
+        self.manifest = Some(manifest);
+        let threads = writer_threads();
+        let kept = super::fetch::in_place(&self.staged, &files, threads)?;
+        let mut wanted = Vec::new();
+        let mut staged = Vec::new();
+        for ((index, w), kept) in files.iter().zip(kept) {
+            if kept {
+                self.staged.entries[*index].in_place = true;
+                self.staged.stats.in_place += 1;
+                self.staged.stats.in_place_bytes += w.size;
+            } else {
+                wanted.push(*w);
+                staged.push(*index);
+            }
+        }
+        self.staged.stats.content = true;
+        let plan = FetchPlan::new(&map, &wanted, packs.ranges(), Reads::DEFAULT)
+            .map_err(|e| UnpackError::Content(FetchError::Map(e)))?;
+        let sink = super::fetch::StageSink::prepare(&mut self.staged, &staged)?;
+        let fetched = fetch(packs, &map, &plan, &sink, threads).map_err(|e| match e {
+            // This disk's trouble names the file.
+            FetchError::Sink(source) if wanted.len() == 1 => UnpackError::Io { path: sink.path(0).to_owned(), source },
+            other => UnpackError::Content(other),
+        })?;
+        sink.finish()?;
+        self.staged.stats.fetched = fetched.fetched;
+        Ok(())
+    }
+
     /// The archive is complete and matches its manifest; identical entries of overlapping
     /// roots really are identical.
     fn verify(mut self) -> Result<Staged, UnpackError> {
@@ -651,7 +822,7 @@ impl Staged {
     /// Root `i`'s staging, created on first use: inside the destination when it is an existing,
     /// writable directory, else in its nearest existing ancestor, so that moves are renames on
     /// one filesystem.
-    fn stage(&mut self, i: usize, inside_ok: bool) -> Result<&mut Stage, UnpackError> {
+    pub(super) fn stage(&mut self, i: usize, inside_ok: bool) -> Result<&mut Stage, UnpackError> {
         if self.stages[i].is_none() {
             let site = &self.sites[i];
             let inside = inside_ok && site.missing.is_empty();
@@ -737,6 +908,20 @@ const GENERATION_HEAD_BYTES: u64 = 64 << 10;
 /// The generation record copied before the fingerprint member ([`super::GENERATION_PAX`]):
 /// `Ok(None)` when the archive has none (saved before it was recorded) or it is not one.
 pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<Option<Generation>, UnpackError> {
+    let value = first_pax(reader, compression, super::GENERATION_PAX)?;
+    Ok(value.and_then(|v| serde_json::from_slice(&v).ok()).and_then(Generation::from_value))
+}
+
+/// The packs an entry references, from the record before its fingerprint member
+/// ([`PACKS_PAX`]): `Ok(None)` when it has none (its files are members) or it is not one.
+pub fn read_packs<R: Read>(reader: R, compression: Compression) -> Result<Option<Vec<PackName>>, UnpackError> {
+    let value = first_pax(reader, compression, PACKS_PAX)?;
+    Ok(value.and_then(|v| String::from_utf8(v).ok()).and_then(|text| parse_packs_record(&text)))
+}
+
+/// The value of pax record `key` before the archive's first member, decoding at most
+/// [`GENERATION_HEAD_BYTES`].
+fn first_pax<R: Read>(reader: R, compression: Compression, key: &str) -> Result<Option<Vec<u8>>, UnpackError> {
     let stream =
         decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
     // The record and the fingerprint's header are the archive's first few KiB: a pax record that
@@ -752,8 +937,32 @@ pub fn read_generation<R: Read>(reader: R, compression: Compression) -> Result<O
     };
     for extension in extensions {
         let extension = extension.map_err(|e| UnpackError::corrupt("unreadable pax record", e))?;
-        if extension.key_bytes() == super::GENERATION_PAX.as_bytes() {
-            return Ok(serde_json::from_slice(extension.value_bytes()).ok().and_then(Generation::from_value));
+        if extension.key_bytes() == key.as_bytes() {
+            return Ok(Some(extension.value_bytes().to_vec()));
+        }
+    }
+    Ok(None)
+}
+
+/// The content map of an entry whose files are in packs, read from its archive: the members
+/// before it are directories and links, so only the archive's small head is read. `Ok(None)`:
+/// a file member comes first (the entry's files are members), or there is no map.
+pub fn read_content_map<R: Read>(reader: R, compression: Compression) -> Result<Option<ContentMap>, UnpackError> {
+    let stream = decoder(compression, BufReader::with_capacity(1 << 16, reader))
+        .map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
+    let mut archive = tar::Archive::new(Records::new(stream));
+    let entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| UnpackError::corrupt("unreadable tar header", e))?;
+        let name = entry.path_bytes().into_owned();
+        if name == CONTENT_NAME.as_bytes() {
+            let bytes = read_small(&mut entry, MAX_CONTENT_BYTES, CONTENT_NAME)?;
+            let map = ContentMap::from_slice(&bytes)
+                .map_err(|e| UnpackError::corrupt_detail(format!("bad content map: {e}")))?;
+            return Ok(Some(map));
+        }
+        if name != FINGERPRINT_NAME.as_bytes() && entry.header().entry_type().is_file() {
+            return Ok(None);
         }
     }
     Ok(None)

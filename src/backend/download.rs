@@ -66,6 +66,86 @@ pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendE
     http.rt().block_on(async { Clock::new(http).net(fetch).await })
 }
 
+/// What [`open_range`] gives: the bytes asked for, or the whole blob from its start (a server
+/// that answers a range request with `200`).
+pub enum RangeRead {
+    Range(Box<dyn Read + Send>),
+    Whole(Box<dyn Read + Send>),
+}
+
+/// The bytes `range` of `url` (a pack's range), streamed: one ranged GET, its start retried;
+/// a `206` whose `Content-Range` starts where asked (it may end early: a blob shorter than the
+/// range, which the caller finds short), a `200` as the whole blob, a `416` as no bytes. A body
+/// that breaks off or brings more than announced is an error inside the reader, never a clean end.
+pub fn open_range(http: &Arc<Http>, url: &str, range: std::ops::Range<u64>) -> Result<RangeRead, BackendError> {
+    let empty = || RangeRead::Range(Box::new(io::empty()));
+    if range.is_empty() {
+        return Ok(empty());
+    }
+    let first = http.rt().block_on(http.retry(|| async {
+        let header = format!("bytes={}-{}", range.start, range.end - 1);
+        let expected = [StatusCode::OK, StatusCode::PARTIAL_CONTENT];
+        match get_range(http, "read a pack", url, header, &expected).await {
+            Err(e) if e.status == Some(StatusCode::RANGE_NOT_SATISFIABLE.as_u16()) => Ok(None),
+            answer => answer.map(Some),
+        }
+    }))?;
+    let Some(response) = first else { return Ok(empty()) };
+    if response.status() == StatusCode::OK {
+        let announced = response.content_length();
+        return Ok(RangeRead::Whole(stream_body(Arc::clone(http), response, announced)));
+    }
+    let announced = match content_range(&response).and_then(parse_content_range) {
+        Some((start, last, _)) if start == range.start && last >= start && last < range.end => last - start + 1,
+        _ => {
+            let message = "read a pack: a `206` answer for other bytes than asked".to_owned();
+            return Err(BackendError::new(ErrorKind::Fatal, message).with_status(206));
+        }
+    };
+    Ok(RangeRead::Range(stream_body(Arc::clone(http), response, Some(announced))))
+}
+
+/// `bytes FIRST-LAST/TOTAL` (the total may be `*`).
+fn parse_content_range(value: &str) -> Option<(u64, u64, Option<u64>)> {
+    let (span, total) = value.strip_prefix("bytes ")?.split_once('/')?;
+    let (first, last) = span.split_once('-')?;
+    Some((first.trim().parse().ok()?, last.trim().parse().ok()?, total.trim().parse().ok()))
+}
+
+/// The body of `response` as a reader, fed by a task on the HTTP runtime; exactly `announced`
+/// bytes when known (fewer is an error, more too).
+fn stream_body(http: Arc<Http>, mut response: reqwest::Response, announced: Option<u64>) -> Box<dyn Read + Send> {
+    let (tx, rx) = mpsc::channel::<Chunk>(2);
+    let task = http.rt().spawn(async move {
+        let mut n = 0u64;
+        let failed = loop {
+            match response.chunk().await {
+                Ok(Some(c)) => {
+                    n += c.len() as u64;
+                    if announced.is_some_and(|want| n > want) {
+                        break Some(BackendError::new(ErrorKind::Fatal, "read a pack: more bytes than announced"));
+                    }
+                    if tx.send(Ok(c)).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => match announced {
+                    Some(want) if n != want => {
+                        let message = format!("read a pack: received {n} of {want} bytes");
+                        break Some(BackendError::new(ErrorKind::Transient, message));
+                    }
+                    _ => break None,
+                },
+                Err(e) => break Some(transport_error("read a pack", e)),
+            }
+        };
+        if let Some(e) = failed {
+            let _ = tx.send(Err(e)).await;
+        }
+    });
+    Box::new(ChannelReader { rx, current: Bytes::new(), task, failure: None })
+}
+
 /// One ranged GET of `url` (`range`: `bytes=FIRST-LAST`): the answer, if its status is one of
 /// `expected`.
 async fn get_range(

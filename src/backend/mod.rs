@@ -23,15 +23,17 @@ pub mod http;
 mod local;
 mod mode;
 mod object;
+mod packs;
 pub mod s3;
 mod store;
 mod upload;
 pub mod wire;
 
 pub use catalog::{Catalog, CatalogError, Listed};
-pub use github::V2Backend;
+pub use github::{V1Backend, V2Backend};
 pub use local::LocalBackend;
 pub use mode::CacheMode;
+pub use packs::backend_error;
 pub(crate) use store::BACKEND;
 pub use store::{Store, StoreKind};
 
@@ -211,6 +213,13 @@ pub trait Backend: Send + Sync {
 
     /// Start a save of this key and version, or learn that an entry with them exists.
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError>;
+
+    /// Its packs of `prefix` (content stored once, docs/content.md), kept beside its entries;
+    /// `None`: this backend keeps every entry whole (a test's backend).
+    fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
+        let _ = prefix;
+        None
+    }
 
     /// The first `len` bytes of an entry (for explaining misses from another entry's
     /// fingerprint without downloading it).

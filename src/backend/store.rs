@@ -9,6 +9,7 @@
 use super::catalog::{Catalog, CatalogError};
 use super::{Backend, BackendError, azure, github, local, s3};
 use crate::choice;
+use crate::content::store::PackStore;
 use crate::env::Env;
 use crate::inputs::{Input, InputError, InputKind, InputSpec, RawInputs, Readers};
 use crate::paths::Locations;
@@ -139,6 +140,21 @@ impl Store {
             Store::S3(inputs) => Box::new(s3::connect(inputs, env, SecretSink::detached())?),
             Store::AzureBlob(inputs) => Box::new(azure::connect(inputs, env, SecretSink::detached())?),
         })
+    }
+
+    /// Its packs of `prefix` (content stored once), with what lists and deletes them: on the
+    /// cache service the REST API with `token` (the `github-token` input).
+    pub fn packs(
+        &self,
+        env: &Env,
+        secrets: SecretSink,
+        token: Option<&str>,
+        prefix: &str,
+    ) -> Result<Box<dyn PackStore>, BackendError> {
+        match self {
+            Store::Github(protocol) => Ok(Box::new(github::packs(*protocol, env, secrets, token, prefix)?)),
+            _ => Ok(self.backend(env, secrets)?.packs(prefix).expect("every store keeps packs")),
+        }
     }
 
     /// The values of its credentials in `env`: masked in every step, and never saved.

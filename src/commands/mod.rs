@@ -5,6 +5,7 @@
 //! machine only through [`System`]; what they say, [`render`] words.
 
 mod catalog_commands;
+mod content;
 mod error;
 mod explain;
 mod fingerprint;

@@ -421,7 +421,15 @@ fn place_slot(
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
     // Every slot's manifest names the stack's key (a later generation's base is stored under a
     // key of its own).
-    let plan = RestorePlan { key: slots.key, paths: &locate.paths, required, compression: locate.compression };
+    // An entry whose files are in packs reads them from the packs of its prefix.
+    let packs = slots.key.prefix().and_then(|prefix| slots.backend.packs(prefix));
+    let plan = RestorePlan {
+        key: slots.key,
+        paths: &locate.paths,
+        required,
+        compression: locate.compression,
+        packs: packs.as_deref(),
+    };
     let staged = unpack(&mut reader, &plan).map_err(|e| failure(classify(&e), error_chain(&e)))?;
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();
@@ -432,6 +440,11 @@ fn place_slot(
     }
     let manifest = staged.manifest.clone();
     let stats = commit(staged).map_err(|e| failure(classify(&e), error_chain(&e)))?;
+    if stats.content {
+        ctx.runner.info(&super::render::content::restored(&stats));
+    }
+    // What came from the store: the archive, and what was fetched from packs.
+    let archive_bytes = archive_bytes + stats.fetched;
     let placed = Transfer { files: stats.files, content_bytes: stats.bytes, archive_bytes, elapsed: started.elapsed() };
     Ok((placed, manifest, roots))
 }

@@ -9,6 +9,7 @@ use super::{Context, Error, setup::secret_values, verify, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, CacheMode, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
+use crate::content::save::SaveError;
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation};
@@ -526,19 +527,41 @@ fn upload(
     let slot = (written != Slot::FIRST_BASE).then_some(written);
     let mut progress = runner.progress("archive", Some(inv.content_bytes()));
     let stamp = Stamp { stack: written.record(target.parent.clone()), generation };
-    let written = write_archive_with(
-        inv,
-        record,
-        writing.locate.compression,
-        stamp,
-        secrets,
-        CountingWriter { inner: upload, count: 0 },
-        &mut |n| progress.add(n),
-    );
+    let out = CountingWriter { inner: upload, count: 0 };
+    let compression = writing.locate.compression;
+    // Where the store keeps packs and the switch is on, the files' content goes into them
+    // (docs/content.md); a restore reads either kind whatever the switch says.
+    let packs = super::content::enabled(runner.env()).then(|| backend.packs(&record.prefix)).flatten();
+    let mut content_stats = None;
+    let written = match packs.as_deref() {
+        Some(packs) => {
+            // A replacement references nothing earlier: what made the entry unusable (a pack
+            // missing or corrupt) is never referenced again.
+            let replacing = matches!(target.place, Place::Above { replacing: true, .. });
+            // A job that may not read the cache (`write-only`) asks it nothing.
+            let readable = CacheMode::from_env(runner.env()).0.readable();
+            let maps = if replacing || !readable {
+                Vec::new()
+            } else {
+                super::content::reusable_maps(ctx, writing.locate, backend, record)
+            };
+            let parts = (inv, record, compression, stamp);
+            super::content::write_with_content(ctx, packs, &maps, parts, secrets, out, &mut |n| progress.add(n)).map(
+                |(out, stats, saved)| {
+                    content_stats = Some(saved);
+                    (out, stats)
+                },
+            )
+        }
+        None => write_archive_with(inv, record, compression, stamp, secrets, out, &mut |n| progress.add(n)),
+    };
     let (writer, stats) = match written {
         Ok(done) => done,
         Err(PackError::Write(io)) if BackendError::in_io(&io).is_some() => {
             return trouble(BackendError::in_io(&io).expect("checked"));
+        }
+        Err(PackError::Content(SaveError::Store(e))) if crate::backend::backend_error(&e).is_some() => {
+            return trouble(crate::backend::backend_error(&e).expect("checked"));
         }
         Err(PackError::Secret { path }) => {
             let shown = writing.locations.display(&path);
@@ -550,10 +573,14 @@ fn upload(
     if stats.effort == crate::archive::Effort::Fast {
         words::fast_compression(stats.sample_ratio).say(runner);
     }
+    if let Some(saved) = &content_stats {
+        runner.info(&super::render::content::saved(saved));
+    }
     let archived = Transfer {
         files: stats.files + stats.symlinks,
         content_bytes: stats.content_bytes,
-        archive_bytes: writer.count,
+        // What went to the store: the archive, and the new packs.
+        archive_bytes: writer.count + content_stats.as_ref().map_or(0, |s| s.uploaded),
         elapsed: started.elapsed(),
     };
     match writer.inner.commit() {

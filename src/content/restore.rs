@@ -407,12 +407,12 @@ impl<F: Fn(usize) -> io::Result<std::fs::File> + Sync> Sink for FileSink<F> {
 }
 
 #[cfg(unix)]
-fn write_all_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> io::Result<()> {
+pub(crate) fn write_all_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
 }
 
 #[cfg(windows)]
-fn write_all_at(file: &std::fs::File, mut bytes: &[u8], mut offset: u64) -> io::Result<()> {
+pub(crate) fn write_all_at(file: &std::fs::File, mut bytes: &[u8], mut offset: u64) -> io::Result<()> {
     use std::os::windows::fs::FileExt;
     while !bytes.is_empty() {
         let n = file.seek_write(bytes, offset)?;

@@ -29,7 +29,7 @@ fn pack(ws: &Path, lines: &[&str], rec: &FingerprintRecord, compression: Compres
 
 fn restore(bytes: &[u8], ws: &Path, lines: &[&str], key: &str, compression: Compression) -> Result<(), UnpackError> {
     let set = pattern_set(ws, lines);
-    let plan = RestorePlan { key, paths: &set, required: &[], compression };
+    let plan = RestorePlan { key, paths: &set, required: &[], compression, packs: None };
     unpack(bytes, &plan)?.commit().map(|_| ())
 }
 
@@ -187,7 +187,7 @@ fn assert_refused(bytes: Vec<u8>, key: &str, expected: MissReason, message: &str
     write(&ws.path().join("outside/victim"), b"untouched");
     let before = snapshot(ws.path());
     let set = pattern_set(ws.path(), &["out"]);
-    let plan = RestorePlan { key, paths: &set, required: &[], compression: Compression::None };
+    let plan = RestorePlan { key, paths: &set, required: &[], compression: Compression::None, packs: None };
     let err = match unpack(&bytes[..], &plan) {
         Ok(staged) => staged.commit().map(|_| ()).unwrap_err(),
         Err(e) => e,
@@ -206,7 +206,7 @@ fn an_honest_hand_made_archive_is_accepted() {
     manifest_member(&mut tar, &key, vec![dir_entry("0"), file_entry("0/a", b"data")]);
     let ws = tempfile::tempdir().unwrap();
     let set = pattern_set(ws.path(), &["out"]);
-    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None, packs: None };
     unpack(&tar.finish()[..], &plan).unwrap().commit().unwrap();
     assert_eq!(std::fs::read(ws.path().join("out/a")).unwrap(), b"data");
 }
@@ -369,12 +369,14 @@ fn a_required_path_missing_from_the_entry_is_incomplete() {
     let dst = tempfile::tempdir().unwrap();
     let set = pattern_set(dst.path(), &["out"]);
     let required = vec![dst.path().join("out/b.pth")];
-    let plan = RestorePlan { key: &rec.key, paths: &set, required: &required, compression: Compression::Zstd };
+    let plan =
+        RestorePlan { key: &rec.key, paths: &set, required: &required, compression: Compression::Zstd, packs: None };
     let err = unpack(&bytes[..], &plan).err().unwrap();
     assert_eq!(err.miss_reason(), MissReason::Incomplete);
     assert!(!dst.path().join("out").exists());
     let ok_required = vec![dst.path().join("out/a.pth"), dst.path().join("out")];
-    let plan = RestorePlan { key: &rec.key, paths: &set, required: &ok_required, compression: Compression::Zstd };
+    let plan =
+        RestorePlan { key: &rec.key, paths: &set, required: &ok_required, compression: Compression::Zstd, packs: None };
     unpack(&bytes[..], &plan).unwrap().commit().unwrap();
 }
 
@@ -402,7 +404,7 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
         write(&ws.path().join("a.expected"), b"keep");
         let before = snapshot(ws.path());
         let set = pattern_set(ws.path(), lines);
-        let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+        let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None, packs: None };
         let err = unpack(&tar.finish()[..], &plan).err().expect("refused");
         assert_eq!(err.miss_reason(), MissReason::Corrupt);
         assert!(err.to_string().contains(message), "{lines:?} {name}: {err}");
@@ -423,7 +425,7 @@ fn entries_outside_a_glob_or_inside_an_exclude_are_refused() {
     tar.file(MANIFEST_NAME, &serde_json::to_vec(&m).unwrap());
     let ws = tempfile::tempdir().unwrap();
     let set = pattern_set(ws.path(), &["models/**/*.pth"]);
-    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None, packs: None };
     unpack(&tar.finish()[..], &plan).unwrap().commit().unwrap();
     assert_eq!(std::fs::read(ws.path().join("models/sub/m.pth")).unwrap(), b"w");
 }
@@ -575,7 +577,7 @@ fn a_layer_placement_replaces_nothing_and_changes_no_directory_mode() {
         }
         manifest_member(&mut tar, &key, entries);
         let set = pattern_set(ws.path(), &["out"]);
-        let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+        let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None, packs: None };
         let err = unpack(&tar.finish()[..], &plan).unwrap().commit_layer().map(|_| ()).unwrap_err();
         let chain = exact_cache::text::error_chain(&err);
         assert!(chain.contains(message), "{what}: expected `{message}` in `{chain}`");
@@ -596,7 +598,7 @@ fn a_layer_placement_replaces_nothing_and_changes_no_directory_mode() {
     }
     manifest_member(&mut tar, &key, entries);
     let set = pattern_set(ws.path(), &["out"]);
-    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None };
+    let plan = RestorePlan { key: &key, paths: &set, required: &[], compression: Compression::None, packs: None };
     unpack(&tar.finish()[..], &plan).unwrap().commit_layer().unwrap();
     assert_eq!(std::fs::read(ws.path().join("out/sub/new")).unwrap(), b"x");
     assert!(ws.path().join("out/fresh").is_dir());

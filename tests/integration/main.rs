@@ -28,6 +28,7 @@ mod cache_rules;
 mod catalog_refs;
 mod compile_worth;
 mod concurrency;
+mod content;
 mod docs;
 mod emulated;
 mod explain_prune;

@@ -5,14 +5,16 @@
 //! Its files are every store's: this one, its input and how it connects; [`settings`], which
 //! service serves the run; [`catalog`]; and, where another store has one `backend.rs`, one file
 //! per protocol ([`v1`], [`v2`]), each with its upload (v2's bytes go up as a block blob,
-//! [`super::blob`]).
+//! [`super::blob`]); [`packs`], its packs (each an entry of its own, either protocol).
 
 mod catalog;
+mod packs;
 mod settings;
 mod v1;
 mod v2;
 
 pub use catalog::GithubCatalog;
+pub use packs::ServicePacks;
 pub use settings::{Protocol, Service};
 pub use v1::V1Backend;
 pub use v2::V2Backend;
@@ -42,14 +44,45 @@ pub(super) fn serves(protocol: Protocol, env: &Env) -> bool {
 
 /// The backend of the service `env` offers under `protocol`, or why there is none.
 pub(super) fn backend(protocol: Protocol, env: &Env, secrets: SecretSink) -> Result<Box<dyn Backend>, BackendError> {
+    service_backend(protocol, env, secrets).map(|(backend, _)| backend)
+}
+
+/// [`backend`], and the HTTP client it sends through.
+fn service_backend(
+    protocol: Protocol,
+    env: &Env,
+    secrets: SecretSink,
+) -> Result<(Box<dyn Backend>, Arc<Http>), BackendError> {
     let service = settings::service(protocol, env)
         .unwrap_or_else(|| Err(settings::no_service_reason(protocol, env)))
         .map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
     let http = Arc::new(Http::new(env, secrets)?);
     let mode = CacheMode::from_env(env).0;
-    Ok(match service {
-        Service::V1 { cache_url, token } => Box::new(V1Backend::new(http, &cache_url, token)?.with_mode(mode)),
-        Service::V2 { results_url, token } => Box::new(V2Backend::new(http, &results_url, token)?.with_mode(mode)),
+    let backend: Box<dyn Backend> = match service {
+        Service::V1 { cache_url, token } => {
+            Box::new(V1Backend::new(Arc::clone(&http), &cache_url, token)?.with_mode(mode))
+        }
+        Service::V2 { results_url, token } => {
+            Box::new(V2Backend::new(Arc::clone(&http), &results_url, token)?.with_mode(mode))
+        }
+    };
+    Ok((backend, http))
+}
+
+/// The packs of `prefix` on the service `env` offers, listed and deleted through the REST API
+/// with `token` where there is one.
+pub(super) fn packs(
+    protocol: Protocol,
+    env: &Env,
+    secrets: SecretSink,
+    token: Option<&str>,
+    prefix: &str,
+) -> Result<ServicePacks, BackendError> {
+    let (backend, http) = service_backend(protocol, env, secrets)?;
+    let packs = ServicePacks::new(backend, http, prefix);
+    Ok(match catalog(protocol, env, token) {
+        Ok(catalog) => packs.with_catalog(Box::new(catalog)),
+        Err(_) => packs,
     })
 }
 

@@ -188,6 +188,12 @@ impl Backend for V1Backend {
         download::read_prefix(&self.api.http, &entry.location, len)
     }
 
+    /// Each pack an entry of the service ([`super::packs`]).
+    fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
+        let same = V1Backend { api: Arc::clone(&self.api) };
+        Some(Box::new(super::packs::ServicePacks::new(Box::new(same), Arc::clone(&self.api.http), prefix)))
+    }
+
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         if self.api.exists(key, version)? {
             return Ok(Reservation::Exists);

@@ -154,6 +154,12 @@ impl Backend for V2Backend {
         download::read_prefix(&self.twirp.http, &entry.location, len)
     }
 
+    /// Each pack an entry of the service ([`super::packs`]).
+    fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
+        let same = V2Backend { twirp: Arc::clone(&self.twirp) };
+        Some(Box::new(super::packs::ServicePacks::new(Box::new(same), Arc::clone(&self.twirp.http), prefix)))
+    }
+
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         let twirp = &self.twirp;
         let rt = twirp.http.rt();

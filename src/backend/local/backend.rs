@@ -2,8 +2,9 @@
 //! persistent disk (`backend: local`).
 //!
 //! Layout under the root: `entries/<key>@<version>` (one archive each), `meta/<key>@<version>`
-//! (the ref that saved it and, as its modification time, its last use: [`super::meta`]) and
-//! `tmp/`. A save writes `tmp/upload-<pid>-<random>`, syncs it, and links it to its final name
+//! (the ref that saved it and, as its modification time, its last use: [`super::meta`]),
+//! `packs/<prefix>-pack.<hex>` (content stored once: [`crate::content::store::LocalPackStore`])
+//! and `tmp/`. A save writes `tmp/upload-<pid>-<random>`, syncs it, and links it to its final name
 //! only if that name does not exist yet (`persist_noclobber`): entries are immutable, readers
 //! never see a partial file, and of two processes saving the same key exactly one wins while
 //! the other hears `Exists`; the winner then records its ref. A restore that opens an entry
@@ -156,6 +157,11 @@ impl Backend for LocalBackend {
         let path = Path::new(&entry.location);
         self.open_file(entry)?.take(len).read_to_end(&mut bytes).map_err(|e| self.io_error("read", path, e))?;
         Ok(bytes)
+    }
+
+    /// `packs/` beside `entries/`.
+    fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
+        Some(Box::new(crate::content::store::LocalPackStore::new(self.root.join("packs"), prefix)))
     }
 
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {

@@ -78,6 +78,12 @@ impl<C: ObjectClient> Backend for ObjectBackend<C> {
         download::read_prefix(&self.http, &url, len)
     }
 
+    fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
+        let current_ref = self.current_ref.clone();
+        let client = Arc::clone(&self.client);
+        Some(Box::new(super::ObjectPacks::new(client, Arc::clone(&self.http), (&self.prefix, prefix), current_ref)))
+    }
+
     fn reserve(&self, key: &Key, version: &Version) -> Result<Reservation, BackendError> {
         if self.lookup(key, version)?.is_some() {
             return Ok(Reservation::Exists);

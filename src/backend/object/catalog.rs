@@ -20,7 +20,12 @@ impl<C: ObjectClient> Catalog for ObjectBackend<C> {
         let refused = |e| forbidden(e, "list".into(), C::NEEDS.list);
         let prefix = format!("{}{key_prefix}", self.prefix());
         let mut found = Vec::new();
+        // Packs are no entries (a key never holds a `/`).
+        let packs = format!("{}{}", self.prefix(), super::PACKS_DIR);
         for object in self.block_on(client.list(&prefix)).map_err(refused)? {
+            if object.name.starts_with(&packs) {
+                continue;
+            }
             let Some(parts) = entries::split_name(&object.name, &prefix, key_prefix) else { continue };
             let metadata = match object.metadata {
                 Some(metadata) => metadata,

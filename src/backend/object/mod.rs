@@ -1,6 +1,7 @@
 //! What every object store (S3, Azure Blob) shares, written once: [`client`], what each store's
 //! client does ([`ObjectClient`]); [`backend`] and [`catalog`], the [`ObjectBackend`] over any
-//! client, which is both the store's backend and its catalog. The inputs of the same role take
+//! client, which is both the store's backend and its catalog; [`packs`], its packs
+//! ([`ObjectPacks`]). The inputs of the same role take
 //! the same parses: a prefix ([`prefix_input`]) and an endpoint ([`endpoint_input`]).
 //!
 //! How entries are kept inside an object store (names, metadata, listings) is [`super::entries`].
@@ -8,9 +9,11 @@
 mod backend;
 mod catalog;
 mod client;
+mod packs;
 
 pub use backend::ObjectBackend;
 pub use client::{Needs, NewEntry, Object, ObjectClient};
+pub use packs::{ObjectPacks, PACKS_DIR};
 
 use crate::inputs::{Input, InputKind, Readers};
 

@@ -4,6 +4,7 @@
 //! `commands` words a log line. The restore's, save's and explanation's snapshots hold the words
 //! of every value once. Causes from outside (an error chain, a path) are put in as given.
 
+pub(super) mod content;
 pub(super) mod explain;
 pub(super) mod fingerprint;
 pub(super) mod list;

@@ -513,6 +513,9 @@ impl Step {
         }
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
+            // The switch of entries that share content passes through: the suite runs with it on
+            // as `EXACT_CACHE_CONTENT=packs cargo test` (docs/content.md).
+            .envs(std::env::var("EXACT_CACHE_CONTENT").ok().map(|v| ("EXACT_CACHE_CONTENT", v)))
             .envs(self.wine.map(Wine::env).unwrap_or_default())
             .env("GITHUB_ACTIONS", "true")
             .env("GITHUB_WORKSPACE", seen(&self.ws))

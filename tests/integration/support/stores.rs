@@ -13,8 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use exact_cache::backend::azure::{self, AzureBlobBackend, AzureInputs};
+use exact_cache::backend::http::Http;
 use exact_cache::backend::s3::{self, S3Backend, S3Inputs};
-use exact_cache::backend::{Backend, Catalog, Committed, Listed, Reservation, StoreKind};
+use exact_cache::backend::{Backend, Catalog, Committed, Listed, LocalBackend, Reservation, StoreKind};
+use exact_cache::backend::{V1Backend, V2Backend};
+use exact_cache::content::names::{PACK_MARK, pack_version};
+use exact_cache::content::{Hash, store::PackStore};
 use exact_cache::env::Env;
 use exact_cache::runner::SecretSink;
 
@@ -169,6 +173,29 @@ pub trait Peer: Send + Sync {
         panic!("{:?} keeps no times of its own to plant", self.store());
     }
 
+    /// The product's own backend for this store (what a step reaches through [`Peer::env`] and
+    /// [`Peer::inputs`]).
+    fn backend(&self) -> Box<dyn Backend>;
+    /// The packs of `prefix` stored, as their keys (`<prefix>-pack.<hex>`) with their sizes,
+    /// sorted.
+    fn packs(&self, prefix: &str) -> Vec<(String, u64)> {
+        let mut packs: Vec<(String, u64)> = pack_store(self.backend().as_ref(), prefix)
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|p| (format!("{prefix}{PACK_MARK}{}", p.name), p.size))
+            .collect();
+        packs.sort();
+        packs
+    }
+    /// Remove the pack of key `key`, as eviction would.
+    fn evict_pack(&self, key: &str) {
+        let (prefix, name) = split_pack_key(key);
+        pack_store(self.backend().as_ref(), prefix).delete(&name).unwrap();
+    }
+    /// Flip a byte in the middle of the stored pack of key `key`.
+    fn corrupt_pack(&self, key: &str);
+
     /// Whether `list` and `prune` reach the store's entries ([`Store::lists_entries`]).
     fn lists_entries(&self) -> bool {
         self.store().lists_entries()
@@ -192,6 +219,17 @@ pub trait Peer: Send + Sync {
         }
         step
     }
+}
+
+/// The pack store of `prefix` beside `backend`.
+fn pack_store(backend: &dyn Backend, prefix: &str) -> Box<dyn PackStore> {
+    backend.packs(prefix).expect("every store keeps packs")
+}
+
+/// A pack key's prefix and pack name.
+fn split_pack_key(key: &str) -> (&str, Hash) {
+    let (prefix, hex) = key.rsplit_once(PACK_MARK).unwrap_or_else(|| panic!("`{key}` is no pack key"));
+    (prefix, Hash::parse(hex).unwrap_or_else(|| panic!("`{key}` is no pack key")))
 }
 
 /// Store `bytes` as the entry of `key` and `version` through the product's own client.
@@ -283,6 +321,14 @@ impl Peer for LocalDir {
         self.files_in("entries").len()
     }
 
+    fn backend(&self) -> Box<dyn Backend> {
+        Box::new(LocalBackend::new(self.dir.path()))
+    }
+
+    fn corrupt_pack(&self, key: &str) {
+        flip_middle_byte(&self.dir.path().join("packs").join(key));
+    }
+
     fn unfinished_uploads(&self) -> Vec<String> {
         self.files_in("tmp")
     }
@@ -356,8 +402,45 @@ impl Peer for TestService {
         self.services.corrupt(key, version);
     }
 
+    /// Packs are entries of the service too: not counted.
     fn entries(&self) -> usize {
-        self.services.entries().iter().filter(|e| e.finalized).count()
+        self.services.entries().iter().filter(|e| e.finalized && !e.key.contains(PACK_MARK)).count()
+    }
+
+    fn backend(&self) -> Box<dyn Backend> {
+        let env = Env::from_pairs(self.env());
+        let http = Arc::new(Http::new(&env, SecretSink::detached()).unwrap());
+        let token = super::services::TOKEN.to_owned();
+        match self.protocol {
+            Protocol::V1 => {
+                Box::new(V1Backend::new(http, env.non_empty("ACTIONS_CACHE_URL").unwrap(), Some(token)).unwrap())
+            }
+            Protocol::V2 => {
+                Box::new(V2Backend::new(http, env.non_empty("ACTIONS_RESULTS_URL").unwrap(), token).unwrap())
+            }
+        }
+    }
+
+    /// Every ref's: the service's own record (its lookups see only their scope's).
+    fn packs(&self, prefix: &str) -> Vec<(String, u64)> {
+        let start = format!("{prefix}{PACK_MARK}");
+        let mut packs: Vec<(String, u64)> = self
+            .services
+            .entries()
+            .into_iter()
+            .filter(|e| e.finalized && e.key.starts_with(&start) && e.version == pack_version().as_str())
+            .map(|e| (e.key, e.size))
+            .collect();
+        packs.sort();
+        packs
+    }
+
+    fn evict_pack(&self, key: &str) {
+        self.services.forget(key, &pack_version());
+    }
+
+    fn corrupt_pack(&self, key: &str) {
+        self.services.corrupt(key, &pack_version());
     }
 
     fn unfinished_uploads(&self) -> Vec<String> {
@@ -427,8 +510,18 @@ impl Peer for S3Prefix {
         flip_middle_byte(&self.server.object_file(Path::new(&listed.id)));
     }
 
+    /// Not its packs (`<prefix>/packs/…`).
     fn entries(&self) -> usize {
-        self.server.objects().iter().filter(|o| o.starts_with(&self.prefix)).count()
+        let packs = Path::new(&self.prefix).join("packs");
+        self.server.objects().iter().filter(|o| o.starts_with(&self.prefix) && !o.starts_with(&packs)).count()
+    }
+
+    fn backend(&self) -> Box<dyn Backend> {
+        Box::new(self.client())
+    }
+
+    fn corrupt_pack(&self, key: &str) {
+        flip_middle_byte(&self.server.object_file(&Path::new(&self.prefix).join("packs").join(key)));
     }
 
     /// Of the whole server (every prefix [`Peer::another`] made).
@@ -525,6 +618,14 @@ impl Peer for AzureContainer {
 
     fn entries(&self) -> usize {
         Catalog::list(&self.client(), "", None).unwrap().len()
+    }
+
+    fn backend(&self) -> Box<dyn Backend> {
+        Box::new(self.client())
+    }
+
+    fn corrupt_pack(&self, key: &str) {
+        azurite::corrupt_blob(&self.container, &format!("{}/packs/{key}", Self::PREFIX));
     }
 
     /// Names with staged blocks and no blob: a save stopped before its Put Block List. Blocks a

@@ -9,7 +9,7 @@ pub mod azurite;
 mod fast_blob;
 mod server;
 
-pub use server::{BlobStore, REST_TOKEN, Services, TOKEN, V1_SECRET};
+pub use server::{BlobStore, DEFAULT_REF, REST_TOKEN, Services, TOKEN, V1_SECRET};
 
 /// What the service says when it refuses a read ([`Fault::ReadDenied`]), as GitHub words it.
 pub const READ_DENIED: &str = "cache read denied: the token has no readable cache scopes";

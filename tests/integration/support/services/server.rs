@@ -4,9 +4,11 @@
 //! injects faults and forwards to the blob store behind it: the in-repo fast blob store by
 //! default, Azurite where a test proves something against the real one.
 //!
-//! Matching follows the real service: among finalized entries with the same version, an exact
-//! key first, else the newest entry whose key starts with the requested one. Creating an
-//! existing (key, version) answers 409.
+//! Matching follows the real service: among finalized entries with the same version in the
+//! lookup's scope (saved on the current ref, [`Services::set_ref`], or on the default branch,
+//! [`DEFAULT_REF`]), an exact key first, else the newest entry whose key starts with the
+//! requested one. Packs are entries like any, so a pack saved on a pull request's ref is not
+//! found from the default branch. Creating an existing (key, version) answers 409.
 //!
 //! [`Services::start_strict`] plays a strict self-hosted cache server instead, as
 //! falcondev-oss/github-actions-cache-server behaves: Put Block takes only the Azure SDK's
@@ -150,7 +152,7 @@ impl Services {
             blob_store,
             strict,
             fast,
-            current_ref: Mutex::new("refs/heads/main".into()),
+            current_ref: Mutex::new(DEFAULT_REF.into()),
             faults: Arc::clone(&faults),
             store: Mutex::default(),
             container,
@@ -406,8 +408,14 @@ fn json(value: serde_json::Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
 }
 
-fn find<'a>(store: &'a Store, key: &str, version: &str) -> Option<&'a Entry> {
-    let candidates = store.entries.iter().filter(|e| e.finalized && e.version == version);
+/// The default branch: what every ref's lookups also see.
+pub const DEFAULT_REF: &str = "refs/heads/main";
+
+/// As GitHub scopes entries: a lookup from `current_ref` sees what was saved on that ref and on
+/// the default branch, never another branch's or pull request's (a pack is an entry like any).
+fn find<'a>(store: &'a Store, key: &str, version: &str, current_ref: &str) -> Option<&'a Entry> {
+    let in_scope = |e: &&Entry| e.r#ref == current_ref || e.r#ref == DEFAULT_REF;
+    let candidates = store.entries.iter().filter(|e| e.finalized && e.version == version).filter(in_scope);
     candidates
         .clone()
         .filter(|e| e.key == key)
@@ -447,7 +455,8 @@ async fn twirp(State(s): State<Arc<Shared>>, Path(method): Path<String>, headers
                 return twirp_error(StatusCode::FORBIDDEN, "permission_denied", READ_DENIED);
             }
             let store = s.store.lock().unwrap();
-            let found = std::iter::once(&key).chain(&restore_keys).find_map(|k| find(&store, k, &version));
+            let scope = s.current_ref.lock().unwrap().clone();
+            let found = std::iter::once(&key).chain(&restore_keys).find_map(|k| find(&store, k, &version, &scope));
             let Some(entry) = found else { return json(serde_json::json!({})) };
             let matched = match fault {
                 Some(Fault::WrongMatchedKey(other)) => other,
@@ -740,8 +749,9 @@ async fn v1_lookup(
     }
     let version = q.get("version").cloned().unwrap_or_default();
     let store = s.store.lock().unwrap();
+    let scope = s.current_ref.lock().unwrap().clone();
     for key in q.get("keys").map(|k| k.split(',').collect::<Vec<_>>()).unwrap_or_default() {
-        if let Some(entry) = find(&store, key, &version) {
+        if let Some(entry) = find(&store, key, &version, &scope) {
             let matched = match &fault {
                 Some(Fault::WrongMatchedKey(other)) => other.clone(),
                 _ => entry.key.clone(),

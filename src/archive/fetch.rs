@@ -1,0 +1,144 @@
+//! The files of an entry whose content is in packs (docs/content.md): which are already in
+//! place ([`in_place`]: what is at the destination, reached through directory handles that never
+//! follow a link, is a plain file of the manifest's mode, size and SHA-256 — read and hashed
+//! every time), and the staging the others are fetched into ([`StageSink`]: each file created
+//! in its root's staging directory through the handle of its staged parent, written at its
+//! blobs' offsets by several threads at once, then given its mode).
+
+use super::beneath::{self, Tree};
+use super::unpack::{Staged, UnpackError, staged_rel};
+use crate::content::restore::{Sink, Wanted, in_place_all};
+use cap_std::fs::Dir;
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Whether each of `files` (an entry's index in `staged.entries`, and what it must hold) is in
+/// place at its destination, on `threads` threads.
+pub(super) fn in_place(staged: &Staged, files: &[(usize, Wanted)], threads: usize) -> Result<Vec<bool>, UnpackError> {
+    let trees: Vec<Mutex<Tree>> =
+        staged.sites.iter().map(|site| Mutex::new(Tree::new(Arc::clone(&site.anchor)))).collect();
+    let wanted: Vec<Wanted> = files.iter().map(|(_, w)| *w).collect();
+    let open = |i: usize| -> io::Result<Option<std::fs::File>> {
+        let entry = &staged.entries[files[i].0];
+        let site = &staged.sites[entry.root];
+        // From the nearest existing directory the restore began at, down to the file.
+        let mut parts: Vec<&str> = site.missing.iter().map(String::as_str).collect();
+        parts.extend(entry.rel.split('/').filter(|p| !p.is_empty()));
+        let Some((leaf, above)) = parts.split_last() else { return Ok(None) };
+        let dir = match trees[entry.root].lock().unwrap_or_else(|e| e.into_inner()).dir(&above.join("/")) {
+            Ok(dir) => dir,
+            // A link, a file or nothing on the way: nothing of ours is there.
+            Err(_) => return Ok(None),
+        };
+        Ok(match beneath::open_plain_file(&dir, leaf) {
+            Ok(Some((file, mode))) if same_mode(mode, entry.mode) => Some(file),
+            // Anything else, or what cannot be opened, is replaced by the restore.
+            _ => None,
+        })
+    };
+    in_place_all(&wanted, threads, &open)
+        .map_err(|source| UnpackError::Io { path: staged.sites[0].real.clone(), source })
+}
+
+/// Whether the permission bits `found` on disk are the manifest's `mode`: on Windows, whose one
+/// permission fact is the read-only attribute, whether both are read-only or neither is.
+fn same_mode(found: u32, mode: u32) -> bool {
+    if cfg!(windows) { (found & 0o200 == 0) == (mode & 0o200 == 0) } else { found == mode }
+}
+
+/// One file to fetch: its staged parent's handle, its name there, its path (for messages) and
+/// its mode.
+struct Target {
+    dir: Arc<Dir>,
+    name: String,
+    path: PathBuf,
+    mode: u32,
+}
+
+/// The staging of the files a restore fetches, in the order of its wanted files.
+pub(super) struct StageSink {
+    targets: Vec<Target>,
+    files: Vec<OnceLock<std::fs::File>>,
+}
+
+impl StageSink {
+    /// The staging of entries `entries` (indices in `staged.entries`), their staged parent
+    /// directories made (an entry's own directory members are made already).
+    pub(super) fn prepare(staged: &mut Staged, entries: &[usize]) -> Result<Self, UnpackError> {
+        let mut targets = Vec::with_capacity(entries.len());
+        for &index in entries {
+            let (root, rel, mode) = {
+                let e = &staged.entries[index];
+                (e.root, e.rel.clone(), e.mode)
+            };
+            // A file root replaces whatever is at its destination: its staging is beside it.
+            let stage = staged.stage(root, !rel.is_empty())?;
+            let stage_path = stage.path();
+            let staged = staged_rel(&rel);
+            let (parent_rel, leaf) = beneath::split_last(&staged);
+            let dir = stage
+                .tree
+                .dir_with(parent_rel, &mut |dir, rel, found| match found {
+                    None => dir.create_dir(beneath::split_last(rel).1),
+                    Some(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "staged parent is not a directory")),
+                })
+                .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
+            targets.push(Target { dir, name: leaf.to_owned(), path: stage_path.join(&staged), mode });
+        }
+        let files = targets.iter().map(|_| OnceLock::new()).collect();
+        Ok(Self { targets, files })
+    }
+
+    fn file(&self, file: usize) -> io::Result<&std::fs::File> {
+        self.files[file].get().ok_or_else(|| io::Error::other(format!("wanted file {file} was not made")))
+    }
+
+    /// Give every file its mode (the owner could write while it was filled), and close it.
+    pub(super) fn finish(self) -> Result<(), UnpackError> {
+        let umask = crate::file_mode::current_umask();
+        for (target, file) in self.targets.iter().zip(self.files) {
+            let Some(file) = file.into_inner() else { continue };
+            let io = |source| UnpackError::Io { path: target.path.clone(), source };
+            #[cfg(unix)]
+            if (target.mode | 0o200) & !umask != target.mode {
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(target.mode)).map_err(io)?;
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = umask;
+                if target.mode & 0o200 == 0 {
+                    let mut permissions = file.metadata().map_err(io)?.permissions();
+                    permissions.set_readonly(true);
+                    file.set_permissions(permissions).map_err(io)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where wanted file `file` is staged (for messages).
+    pub(super) fn path(&self, file: usize) -> &std::path::Path {
+        &self.targets[file].path
+    }
+}
+
+impl Sink for StageSink {
+    fn create(&self, file: usize, _size: u64) -> io::Result<()> {
+        let target = &self.targets[file];
+        let made = beneath::create_file_rw(&target.dir, &target.name, target.mode | 0o200)?;
+        self.files[file].set(made).map_err(|_| io::Error::other(format!("wanted file {file} made twice")))
+    }
+
+    fn write_at(&self, file: usize, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        crate::content::restore::write_all_at(self.file(file)?, bytes, offset)
+    }
+
+    fn read_back(&self, file: usize) -> io::Result<Box<dyn Read + '_>> {
+        use std::io::Seek;
+        let mut clone = self.file(file)?.try_clone()?;
+        clone.seek(io::SeekFrom::Start(0))?;
+        Ok(Box::new(clone))
+    }
+}
