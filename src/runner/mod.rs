@@ -4,8 +4,8 @@
 //!
 //! Every line written is redacted ([`Runner::redact`]), also where the runner's own masking does
 //! not apply (CLI mode, a value printed before masking), and before it is cut short anywhere.
-//! Outside text can never start a workflow command: [`Log::text`] is the one writer of plain
-//! lines, and our own commands carry text only as escaped data ([`Log::command`]).
+//! Outside text can never start a workflow command: `Log::text` is the one writer of plain
+//! lines, and our own commands carry text only as escaped data (`Log::command`).
 
 mod forms;
 // The tests' model of how the runner reads a step's output, shared with the integration tests.
@@ -462,8 +462,8 @@ fn could_be_command(line: &str) -> bool {
 }
 
 /// Removes registered secrets from text; cheap to clone, and sees secrets registered later.
-/// A secret is found raw, URL-encoded in any way ([`forms::redact_url_encoded`]), and in every
-/// fixed form [`forms::forms`] gives (JSON-escaped, base64).
+/// A secret is found raw, URL-encoded in any way (`forms::redact_url_encoded`), and in every
+/// fixed form `forms::forms` gives (JSON-escaped, base64).
 #[derive(Clone, Default)]
 pub struct Redactor {
     patterns: Arc<Mutex<Vec<Pattern>>>,
