@@ -47,7 +47,7 @@ pub struct Config {
 #[derive(Clone, Debug)]
 pub struct Locate {
     pub prefix: String,
-    /// The `path` lines as the version names them ([`version_lines`]).
+    /// The `path` lines as the version names them (`version_lines`).
     pub path_lines: Vec<String>,
     pub paths: PatternSet,
     pub required: Vec<PathBuf>,
