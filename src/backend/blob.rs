@@ -1,16 +1,13 @@
 //! Azure block blobs, written the one way both of their writers write them: the GitHub cache
-//! service v2 (a signed URL the service hands out) and the Azure Blob store (each request
-//! authorized by the store's client). An archive that fits in one block goes up as a single Put
-//! Blob, a larger one as Put Block (several in flight, through a [`BlockWriter`](super::upload::BlockWriter)) and one Put
-//! Block List naming every block in order.
+//! service v2 (at a signed URL) and the Azure Blob store. An archive that fits in one block goes
+//! up as a single Put Blob, a larger one as Put Block (several in flight) and one Put Block List.
+//! How one request reaches the blob is the writer's ([`BlobTarget`]); which requests, this
+//! module's.
 //!
-//! How one request reaches the blob — its URL, its authorization, its retries, its words in an
-//! error — is the writer's ([`BlobTarget`]); which requests, with which block ids, headers and
-//! bodies, is this module's. Block ids are the Azure SDK's ([`BlockIds`]), with a random UUID
-//! per upload: two writers racing on one name each stage their own blocks (uncommitted blocks
-//! belong to the blob name, not to a writer), so the winner's list never picks up a block of the
-//! loser. Nothing is cleaned up after a failed or lost upload: Azure discards uncommitted blocks
-//! when a list is committed, or after a week.
+//! Two writers racing on one name each stage their own blocks (uncommitted blocks belong to the
+//! blob name, not to a writer; `BlockIds` differ per upload), so the winner's list never picks
+//! up a block of the loser. Nothing is cleaned up after a failed or lost upload: Azure discards
+//! uncommitted blocks when a list is committed, or after a week.
 
 use super::BackendError;
 use super::upload::{BlockIds, BlockSink, BoxFuture, Finished};
@@ -20,14 +17,10 @@ use reqwest::header::{CONTENT_TYPE, HeaderName};
 /// The Azure Blob REST version (`x-ms-version`) of every blob request, at a signed URL or not.
 pub const AZURE_VERSION: &str = "2025-01-05";
 
-/// The requests of a block blob upload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// The whole blob in one request.
     PutBlob,
-    /// One block, staged.
     PutBlock,
-    /// The staged blocks, committed as the blob.
     PutBlockList,
 }
 
@@ -58,13 +51,11 @@ pub trait BlobTarget: Send + Sync + 'static {
     fn put<'a>(&'a self, request: BlobRequest<'a>) -> BoxFuture<'a, Result<(), BackendError>>;
 }
 
-/// One upload to one block blob: the [`BlockSink`] of its [`BlockWriter`](super::upload::BlockWriter),
-/// then [`BlockBlob::create`].
+/// One upload to one block blob: the `BlockSink` of its writer, then [`BlockBlob::create`].
 pub struct BlockBlob<T: BlobTarget> {
     target: T,
-    /// Headers the requests that create the blob (Put Blob, Put Block List) carry besides their
-    /// own: the Azure store's `If-None-Match: *` and metadata; none at a signed URL of the cache
-    /// service.
+    /// Headers the requests that create the blob carry besides their own: the Azure store's
+    /// `If-None-Match: *` and metadata.
     creating: Vec<(HeaderName, String)>,
     /// Sets this upload's block ids apart from another writer's.
     ids: BlockIds,

@@ -1,27 +1,24 @@
 //! Where entries can be listed and deleted, for `explain-misses`, `list` and `prune`: the
-//! [`Catalog`] trait, which each store provides (the local directory, the GitHub REST API for the
-//! cache service, whose protocols cannot list or delete, and object storage), and its errors.
+//! [`Catalog`] trait each store provides (the cache service's through the GitHub REST API, as its
+//! protocols cannot list or delete), and its errors.
 
 use crate::keys::{Key, Version};
 use std::path::PathBuf;
 
 use super::http::MAX_ANSWER_BYTES;
 
-/// One listed entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
     /// What deletes it: the REST cache id, or the local file name.
     pub id: String,
     pub key: Key,
     pub version: Version,
-    /// The ref that saved it: `refs/heads/main`, `refs/pull/7/merge`, the empty ref for a save
-    /// without one (outside Actions); `None` where it is not known (an entry of the local store
-    /// saved before the store recorded refs).
+    /// The ref that saved it, empty for a save outside Actions; `None` where it is not known (an
+    /// old entry of the local store).
     pub r#ref: Option<String>,
     /// Seconds since the epoch.
     pub created: i64,
-    /// When a restore last used it, in seconds since the epoch, where the store records it (the
-    /// local store, GitHub's cache service); `None` elsewhere.
+    /// When a restore last used it, in seconds since the epoch, where the store records it.
     pub last_used: Option<i64>,
     pub size: u64,
 }
@@ -46,8 +43,7 @@ pub enum CatalogError {
     /// No API for this backend (`backend: github` without a cache service): the reason.
     #[error("{reason}")]
     Unavailable { reason: String },
-    /// Object storage trouble (S3): the backend's own error (a `backend::BackendError`, which
-    /// this layer cannot name), its kind, status and source kept.
+    /// Object storage trouble: the backend's own error (a [`super::BackendError`]), whole.
     #[error(transparent)]
     Storage { source: Box<dyn std::error::Error + Send + Sync> },
     #[error("the GitHub REST API is not reachable under nektos/act")]
@@ -96,8 +92,7 @@ pub enum CatalogError {
         #[source]
         source: serde_json::Error,
     },
-    /// A REST call that found no cache API of GitHub's kind where it asked (`url`, without its
-    /// query): a server in its place, none at all, or trouble on GitHub's side.
+    /// A REST call that found no cache API of GitHub's kind at `url` (without its query).
     #[error("GitHub's REST cache API at `{url}` did not answer (self-hosted cache servers usually lack it)")]
     NoCacheApi {
         url: String,
@@ -108,7 +103,6 @@ pub enum CatalogError {
     ListDeadline { within: String, pages: u32 },
     #[error("`{id}` is not a cache id")]
     BadCacheId { id: String },
-    /// The local store.
     #[error("cannot {what} `{}`", path.display())]
     Local {
         what: &'static str,

@@ -1,18 +1,12 @@
 //! Downloads as a plain `Read`: ranged GETs run several at a time on the HTTP runtime and are
-//! handed to the reader in order, so the unpacker starts while later ranges are still in
-//! flight, and memory stays at (ranges in flight + 2) × range size.
+//! handed to the reader in order, so the unpacker starts while later ranges are in flight, and
+//! memory stays at (ranges in flight + 2) × range size.
 //!
-//! The first request asks for the first range; a `206` with `Content-Range: bytes 0-n/TOTAL`
-//! gives the total and the rest follows in parallel, while a `200` (a server without range
-//! support) is streamed as it arrives. Each range is retried, resuming after the bytes already
-//! received; each read waits at most `read_timeout`; the whole download (every range and retry)
-//! has one deadline of network time (`SEGMENT_DOWNLOAD_TIMEOUT_MINS`), so a server that drips
-//! each range cannot hold a restore for longer, and a slow unpacker never counts against it. The byte count must
-//! equal the size the server announced: the `Content-Range` total of a ranged answer (each
-//! range must bring exactly its bytes), or the `Content-Length` of a whole one. The services'
-//! lookups announce no size, so a `200` without `Content-Length` is the one answer whose end
-//! cannot be checked here (the archive's own end is checked when it is unpacked). No auth
-//! header is ever sent here: these URLs are signed or secret by themselves.
+//! The first answer gives the total (a `206`) or is streamed whole (a `200`). Each range is
+//! retried from where it broke off; the whole download has one deadline of network time
+//! (`Clock`). The byte count must equal the size the server announced; a `200` without
+//! `Content-Length` is the one answer whose end is checked only by the unpacker. No auth header
+//! is ever sent: these URLs are signed or secret by themselves.
 
 use super::http::{Check, Http, send, transport_error};
 use super::wire::{self, AnswerError, FirstAnswer};
@@ -40,8 +34,7 @@ pub fn open(http: Arc<Http>, url: String) -> Box<dyn Read + Send> {
     Box::new(ChannelReader { rx, current: Bytes::new(), task, failure: None })
 }
 
-/// At most the first `len` bytes of `url`, with one ranged GET (retried): what explaining a
-/// miss reads of another entry, never the whole blob.
+/// At most the first `len` bytes of `url`, with one ranged GET (retried).
 pub fn read_prefix(http: &Http, url: &str, len: u64) -> Result<Vec<u8>, BackendError> {
     let fetch = async {
         http.retry(|| async {
@@ -73,10 +66,8 @@ pub enum RangeRead {
     Whole(Box<dyn Read + Send>),
 }
 
-/// The bytes `range` of `url` (a pack's range), streamed: one ranged GET, its start retried;
-/// a `206` whose `Content-Range` starts where asked (it may end early: a blob shorter than the
-/// range, which the caller finds short), a `200` as the whole blob, a `416` as no bytes. A body
-/// that breaks off or brings more than announced is an error inside the reader, never a clean end.
+/// The bytes `range` of `url` (a pack's range), streamed: one ranged GET, its start retried; a
+/// `206` may end early (the caller finds it short), a `200` is the whole blob, a `416` no bytes.
 pub fn open_range(http: &Arc<Http>, url: &str, range: std::ops::Range<u64>) -> Result<RangeRead, BackendError> {
     let empty = || RangeRead::Range(Box::new(io::empty()));
     if range.is_empty() {
@@ -146,8 +137,7 @@ fn stream_body(http: Arc<Http>, mut response: reqwest::Response, announced: Opti
     Box::new(ChannelReader { rx, current: Bytes::new(), task, failure: None })
 }
 
-/// One ranged GET of `url` (`range`: `bytes=FIRST-LAST`): the answer, if its status is one of
-/// `expected`.
+/// One ranged GET of `url`: the answer, if its status is one of `expected`.
 async fn get_range(
     http: &Http,
     what: &str,
@@ -172,8 +162,8 @@ fn deadline_error(deadline: Duration) -> BackendError {
     )
 }
 
-/// The deadline of one download: only network time counts (waiting for the reader does not),
-/// summed over every range and retry.
+/// The deadline of one download (`SEGMENT_DOWNLOAD_TIMEOUT_MINS`): network time only, summed
+/// over every range and retry, so a slow unpacker never counts against it.
 struct Clock {
     deadline: Duration,
     network: Duration,
@@ -308,8 +298,6 @@ async fn read_body(mut r: reqwest::Response, len: u64) -> Result<Bytes, (Bytes, 
 }
 
 /// A `200` answer: pass it on as it arrives, then check its length against `Content-Length`.
-/// Only the time spent waiting for the network counts against the deadline, not the time the
-/// reader takes.
 async fn stream_whole(
     clock: &mut Clock,
     mut r: reqwest::Response,

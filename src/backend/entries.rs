@@ -1,7 +1,6 @@
 //! How an entry is kept in object storage (S3, Azure Blob), the same way in every store: its
-//! object name (`<prefix><key>/<first 16 hex digits of the version>`), the metadata saved with
-//! it (the full version, the ref that saved it, its creation time), reading them back for a
-//! lookup or a listing, listings bounded by pages and a deadline, and a catalog's refusal.
+//! object name (`<prefix><key>/<first 16 hex digits of the version>`), its metadata, and bounded
+//! listings.
 
 use crate::backend::catalog::{CatalogError, Listed};
 use crate::backend::http::Tuning;
@@ -13,7 +12,7 @@ use std::future::Future;
 /// Digits of the version in an object's name (the whole version is in its metadata).
 const VERSION_CHARS: usize = 16;
 
-/// The names of the metadata fields (each store adds its own header prefix).
+/// The metadata fields (each store adds its own header prefix).
 pub const VERSION: &str = "version";
 pub const REF: &str = "ref";
 pub const CREATED: &str = "created";
@@ -42,8 +41,7 @@ pub fn metadata(current_ref: Option<&str>, version: &str) -> [(&'static str, Str
     [(REF, saved_ref), (CREATED, created), (VERSION, version.to_owned())]
 }
 
-/// The metadata fields saved with an entry, as read back (from a `HEAD`'s headers or a
-/// listing); an empty value is none.
+/// The metadata fields saved with an entry, as read back; an empty value is none.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
     version: Option<String>,
@@ -52,12 +50,10 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    /// Each field as `field` reads it.
     pub fn read(field: impl Fn(&str) -> Option<String>) -> Self {
         Self { version: field(VERSION), saved_ref: field(REF), created: field(CREATED) }
     }
 
-    /// The field `name` ([`VERSION`], [`REF`], [`CREATED`]).
     pub fn get(&self, name: &str) -> Option<String> {
         let value = match name {
             VERSION => &self.version,
@@ -69,7 +65,6 @@ impl Metadata {
     }
 }
 
-/// A non-empty header value of an answer.
 pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned)
 }
@@ -92,8 +87,7 @@ pub fn split_name<'a>(name: &'a str, prefix: &str, key_prefix: &str) -> Option<(
     Some((format!("{key_prefix}{key_rest}"), short_version))
 }
 
-/// Of listed objects (their name's parts, [`split_name`], and their modification time), the key
-/// of the newest one of `version` (by its name's short version; a lookup checks the whole): the
+/// Of listed objects, the key of the newest one of `version` (by its name's short version): the
 /// one modified last, the higher generation on a tie (the longer key, then the greater).
 pub fn newest_key<'a>(objects: impl Iterator<Item = ((String, &'a str), i64)>, version: &Version) -> Option<Key> {
     let short: String = version.chars().take(VERSION_CHARS).collect();
@@ -103,9 +97,7 @@ pub fn newest_key<'a>(objects: impl Iterator<Item = ((String, &'a str), i64)>, v
         .map(|((key, _), _)| Key::from(key))
 }
 
-/// A restore's first lookup in object storage ([`crate::backend::Backend::lookup_newest_or`]):
-/// of the `listing` of the objects named `prefix` + `newest_of`… (name, modification time), the
-/// newest of `version`, looked up (`lookup`); else `key` itself. A listing the credentials may
+/// [`crate::backend::Backend::lookup_newest_or`] in object storage. A listing the credentials may
 /// not make leaves `key` alone: such a store reaches no later generation.
 pub fn newest_or(
     listing: Result<Vec<(String, i64)>, BackendError>,
@@ -132,9 +124,8 @@ pub fn newest_or(
     lookup(key)
 }
 
-/// A listed entry from its name's parts and its metadata (`meta`: a field's value). An entry
-/// saved without a ref (outside Actions) has the empty ref: it belongs to runs without one,
-/// never to every ref.
+/// A listed entry from its name's parts and its metadata. An entry saved without a ref has the
+/// empty ref: it belongs to runs without one, never to every ref.
 pub fn listed(
     name: &str,
     (key, short_version): (String, &str),
@@ -166,12 +157,10 @@ pub fn newest_on(mut found: Vec<Listed>, r#ref: Option<&str>) -> Vec<Listed> {
 }
 
 /// The most items one page of a listing may hold: Azure's own limit (S3's is 1,000). A page is
-/// counted before it is decoded ([`crate::backend::wire::count_items`]), so a page of a million
-/// empty `<Blob/>` elements costs its 8 MiB of text, not a million decoded items.
+/// counted before it is decoded, so a million empty `<Blob/>` elements cost only their text.
 pub const PAGE_ITEMS: usize = 5000;
 
-/// The most items a whole listing keeps (a prefix of an exact-cache store holds a few entries
-/// per key).
+/// The most items a whole listing keeps.
 pub const LISTED_ITEMS: usize = 100_000;
 
 /// The most memory the items of a whole listing may take, as [`Weight`] counts it.
@@ -197,11 +186,9 @@ impl Weight for crate::backend::wire::ListedBlob {
     }
 }
 
-/// Every item of a paged listing named `what`: `page(marker)` fetches one page and says where
-/// the next starts (`None`: the listing ended). A listing that has not ended after `list_pages`
-/// pages or `list_deadline` (a server that always says there is more) is an error, never an
-/// endless loop; so is one that holds more than [`PAGE_ITEMS`] items in a page, or more than
-/// [`LISTED_ITEMS`] items or [`LISTED_BYTES`] in all, whatever the server sends.
+/// Every item of a paged listing: `page(marker)` fetches one page and says where the next starts
+/// (`None`: the end). A listing past `list_pages` pages, `list_deadline`, or any of the limits
+/// above is an error, never an endless loop.
 pub async fn bounded_listing<T: Weight, F, Fut>(
     tuning: &Tuning,
     what: &str,
@@ -244,8 +231,8 @@ where
     Err(unfinished(format!("after {} pages ({} objects)", tuning.list_pages, items.len())))
 }
 
-/// A catalog failure: [`CatalogError::Forbidden`] (which stops a prune) when the credentials
-/// may not do `what` (`needs`: the permission or role), else the backend error itself.
+/// A catalog failure: [`CatalogError::Forbidden`] when the credentials may not do `what`
+/// (`needs`: the permission or role), else the backend error itself.
 pub fn forbidden(e: BackendError, what: String, needs: &'static str) -> CatalogError {
     match (e.kind, e.status) {
         (ErrorKind::Forbidden, status) => {

@@ -1,25 +1,12 @@
-//! What the remote backends (the cache service protocols and S3) share: HTTP clients on a
-//! small Tokio runtime, tuning knobs, the one place an answer's status becomes an error
-//! ([`Check`]), the classification of every failure into an [`ErrorKind`], bounded retries with
-//! backoff for transient failures, and the answer to a rate limit (HTTP 429): one wait of the
-//! `Retry-After` it asks for, once in this run and only when it is short enough
-//! ([`Tuning::rate_limit_wait`]); after that, or when it cannot be waited out, no further calls
-//! are made in this run.
+//! What the remote backends share: HTTP clients on a small Tokio runtime, tuning knobs, the one
+//! place an answer's status becomes an error ([`Check`]) of an [`ErrorKind`], bounded retries,
+//! and the run's one wait for a rate limit ([`Http::retry`]).
 //!
-//! Timeouts: downloads use a per-read idle timeout (`read_timeout`); calls and uploads get a
-//! whole-request budget instead, because reqwest's read timeout also runs while a request body
-//! is being sent: an upload budget grows with the body (a minimum rate), so a slow uplink is
-//! not a failure.
-//!
-//! Every request goes out through [`send`] (a transport failure becomes a [`BackendError`]) and
-//! its answer through [`Check::check`]: a status that is not a success becomes a
-//! [`BackendError`] with its kind (from the status, or from S3's own reading), the status, and a
-//! short, redacted excerpt of the body. Every answer that is not archive data (Twirp, v1 and S3
-//! answers, listings, error bodies) is read through one bounded reader, never more than
-//! [`MAX_ANSWER_BYTES`]: a service that sends an endless body costs a few MiB, not all of memory.
+//! Timeouts: downloads use a per-read idle timeout; calls and uploads get a whole-request budget
+//! instead, because reqwest's read timeout also runs while a request body is being sent.
 //!
 //! Signed URLs are secrets: errors are stripped of URLs (`reqwest::Error::without_url`) and
-//! `sig` values are registered with the runner's [`SecretSink`] as soon as a URL arrives.
+//! signatures are registered with the runner's [`SecretSink`] as soon as a URL arrives.
 
 use super::{BackendError, ErrorKind, wire};
 use crate::env::Env;
@@ -32,12 +19,11 @@ use std::time::{Duration, Instant};
 
 pub const USER_AGENT: &str = concat!("exact-cache/", env!("CARGO_PKG_VERSION"));
 
-/// The most bytes read of an answer that is not archive data, here and in every backend. The
-/// largest legitimate one, an S3 listing page of 1,000 objects, is well under 1 MiB.
+/// The most bytes read of an answer that is not archive data, so an endless body costs a few
+/// MiB. The largest legitimate one, an S3 listing page of 1,000 objects, is well under 1 MiB.
 pub const MAX_ANSWER_BYTES: usize = 8 << 20;
 
-/// The longest one listing (all its pages) may take: `EXACT_CACHE_LIST_DEADLINE_SECONDS`, else
-/// 5 min.
+/// The longest one listing (all its pages) may take.
 pub fn list_deadline(env: &Env) -> Duration {
     let secs = env.non_empty("EXACT_CACHE_LIST_DEADLINE_SECONDS").and_then(|v| v.trim().parse::<f64>().ok());
     Duration::try_from_secs_f64(secs.unwrap_or(300.0).clamp(0.0, 1e7)).unwrap_or(Duration::ZERO)
@@ -74,8 +60,7 @@ pub struct Tuning {
     pub upload_concurrency: usize,
     /// Largest archive sent as one Put Blob (v2).
     pub single_put_limit: usize,
-    /// The longest `Retry-After` a rate-limited run waits out (once), never longer than
-    /// [`Tuning::call_timeout`]: 60 s (`EXACT_CACHE_RATE_LIMIT_WAIT_SECONDS`).
+    /// The longest `Retry-After` a run waits out (once), capped by [`Tuning::call_timeout`].
     pub rate_limit_wait: Duration,
 }
 
@@ -85,8 +70,7 @@ impl Tuning {
         // Clamped, so no setting can overflow a Duration.
         let secs = |name: &str, default: f64| duration(num(name).unwrap_or(default));
         let mib = |name: &str, default: f64| (num(name).unwrap_or(default) * 1024.0 * 1024.0) as usize;
-        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS (default 10 min): here it bounds the whole
-        // download of an entry.
+        // The toolkit's SEGMENT_DOWNLOAD_TIMEOUT_MINS: here it bounds the whole download.
         let deadline_default = num("SEGMENT_DOWNLOAD_TIMEOUT_MINS").map(|m| m * 60.0).unwrap_or(10.0 * 60.0);
         Self {
             attempts: num("EXACT_CACHE_ATTEMPTS").map(|n| n.max(1.0) as u32).unwrap_or(4),
@@ -181,10 +165,9 @@ impl Http {
         self.rt.as_ref().expect("the runtime lives as long as Http")
     }
 
-    /// Register the content of the file the variable `name` of `env` names (a federated or
-    /// web-identity token file, which a credential client sends to a token endpoint that may
-    /// echo it), whole and line by line; at most 64 KiB of it. A name that is not a plain file
-    /// (a FIFO would stall the credential client reading it) is an error, before any request.
+    /// Register the content (at most 64 KiB) of the token file the variable `name` names: a
+    /// token endpoint may echo it. A name that is not a plain file is an error before any request
+    /// (a FIFO would stall the credential client).
     pub fn mask_token_file(&self, env: &Env, name: &str) -> Result<(), BackendError> {
         use std::io::Read;
         let Some(path) = env.non_empty(name) else { return Ok(()) };
@@ -226,10 +209,9 @@ impl Http {
         }
     }
 
-    /// Run `call` until it succeeds, fails for good, or runs out of attempts. Transient
-    /// failures and timeouts are retried with backoff. A rate-limit answer is waited out once
-    /// ([`Http::rate_limit_wait`]) and the call made again; a second one, or one that cannot be
-    /// waited out, trips the breaker.
+    /// Run `call` until it succeeds, fails for good, or runs out of attempts; transient failures
+    /// and timeouts back off. A rate limit is waited out once (`Http::rate_limit_wait`); a
+    /// second one, or one that cannot be waited out, stops every later call of the run.
     pub async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T, BackendError>
     where
         F: FnMut() -> Fut,
@@ -277,10 +259,9 @@ impl Http {
         }
     }
 
-    /// When a call answered `rate_limited` may be made again: after the run's one wait — the
-    /// `Retry-After` asked for, when it is no longer than [`Tuning::rate_limit_wait`] and the call
-    /// budget. Calls answered 429 while that wait lasts share it (lookups run at once); once it
-    /// is over, or for a `Retry-After` too long or absent, `None`: no wait, ever again.
+    /// When a rate-limited call may be made again: after the run's one wait of the `Retry-After`
+    /// asked for, if short enough. Calls answered 429 during that wait share it; after it, or for
+    /// a `Retry-After` too long or absent, `None`.
     fn rate_limit_wait(&self, rate_limited: ErrorKind) -> Option<Instant> {
         let ErrorKind::RateLimited { retry_after: Some(after) } = rate_limited else { return None };
         let mut wait = self.rate_wait.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,16 +289,15 @@ pub fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-/// Send `request`: its answer, whatever its status (check it with [`Check`]), or the transport
-/// failure as a [`BackendError`] named `what`.
+/// Send `request`: its answer whatever its status (check it with [`Check`]), or the transport
+/// failure named `what`.
 pub async fn send(what: &str, request: reqwest::RequestBuilder) -> Result<Response, BackendError> {
     request.send().await.map_err(|e| transport_error(what, e))
 }
 
-/// The one check of an answer's status.
+/// The one check of an answer's status; the error keeps a short, redacted excerpt of the body.
 pub trait Check: Sized {
-    /// The answer when its status is a success; otherwise the error it stands for, as
-    /// [`status_error`] reads it.
+    /// The answer when its status is a success; otherwise the error [`status_error`] reads.
     fn check(self, what: &str) -> impl Future<Output = Result<Self, BackendError>> + Send;
 
     /// [`Check::check`] with another reading of a failed answer (its status, headers and at
@@ -354,7 +334,6 @@ enum Ended {
     Broken(reqwest::Error),
 }
 
-/// At most [`MAX_ANSWER_BYTES`] of a body, and how reading it ended.
 async fn read_bounded(mut response: Response) -> (Vec<u8>, Ended) {
     let mut body = Vec::new();
     loop {
@@ -372,8 +351,7 @@ async fn read_bounded(mut response: Response) -> (Vec<u8>, Ended) {
     }
 }
 
-/// The body of an answer that is not archive data, as text: at most [`MAX_ANSWER_BYTES`], or an
-/// error naming the limit (nothing beyond it is read).
+/// The body of an answer that is not archive data, as text, or an error naming the limit.
 pub async fn read_answer(what: &str, response: Response) -> Result<String, BackendError> {
     let too_large = || {
         BackendError::new(
@@ -394,8 +372,7 @@ pub async fn read_answer(what: &str, response: Response) -> Result<String, Backe
 /// What a client is told when its TLS handshake was answered in plain HTTP.
 pub const NOT_TLS: &str = "the endpoint does not speak TLS";
 
-/// A transport failure (no HTTP status): timeouts and connection trouble are worth retrying;
-/// a TLS handshake answered in plain HTTP ([`answered_in_plain_http`]) is not, and says so.
+/// A transport failure (no HTTP status): worth retrying unless [`answered_in_plain_http`].
 pub fn transport_error(what: &str, e: reqwest::Error) -> BackendError {
     let e = e.without_url();
     if answered_in_plain_http(&e) {
@@ -427,10 +404,8 @@ fn cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn st
     }
 }
 
-/// The error an HTTP error status stands for: its kind, the status, and a message. `body` may
-/// be a Twirp error (`{"code","msg"}`), an Azure DevOps error (`{"message","typeKey"}`) or an
-/// XML `<Error>` document (Azure Blob, S3). A service's own words decide only where its status
-/// cannot ([`kind_in_words`]: a refused read or write, the quota; an entry that exists).
+/// The error an HTTP error status stands for. `body` may be a Twirp error (`{"code","msg"}`), an
+/// Azure DevOps error (`{"message","typeKey"}`) or an XML `<Error>` document (Azure Blob, S3).
 pub fn status_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str) -> BackendError {
     let detail = error_detail(body);
     let lower = detail.to_ascii_lowercase();
@@ -495,9 +470,8 @@ fn error_detail(body: &str) -> String {
     one_line(text)
 }
 
-/// A server's words as one short line: control characters (line breaks included, which could
-/// start a workflow command in the log) become spaces. Registered secrets are redacted before
-/// the cut: a server echoing a signed request must not show the part of a token left of it.
+/// A server's words as one short line: control characters (a line break could start a workflow
+/// command) become spaces. Redacted before the cut, so no part of an echoed token is left.
 pub fn one_line(text: &str) -> String {
     let text = crate::runner::redact_registered(text);
     let line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(300).collect();

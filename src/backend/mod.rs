@@ -1,17 +1,11 @@
-//! Cache backends behind one trait. Each store (the GitHub cache service v1 and v2, the local
-//! directory, S3-compatible object storage, Azure Blob Storage) has its own directory, laid out
-//! the same way, and is one variant of [`Store`], whose one `match` gives its backend, its
-//! catalog ([`catalog`]) and its secrets. Command logic sees only
-//! [`Backend`]: exact lookup by key and version, a streaming download, and reserve → stream →
-//! commit for saves; `http`, `download`, `upload` and `wire` are what the stores share, `blob`
-//! the Azure block blob both the v2 service and the Azure store write, `object` and `entries`
-//! what the object stores share (their backend and catalog, and how entries are kept in them).
+//! Cache backends behind one trait. Each store has its own directory and is one variant of
+//! [`Store`], whose one `match` gives its backend, catalog and secrets. Command logic sees only
+//! [`Backend`]: exact lookup, a streaming download, and reserve → stream → commit for saves.
+//! `http`, `download`, `upload` and `wire` are what the stores share, `blob` the Azure block blob
+//! the v2 service and the Azure store write, `object` and `entries` what the object stores share.
 //!
-//! Every failure is a [`BackendError`]: an [`ErrorKind`] that decides retries and whether it is
-//! a warning or a failure, the HTTP status when a server answered, and its source. Nothing
-//! downstream matches on message text. On `Read`/`Write` paths it travels inside an `io::Error`
-//! and comes out whole ([`BackendError::from_io`]). Entry locations may be signed URLs: they
-//! are never printed (`CacheEntry`'s `Debug` leaves them out).
+//! Every failure is a [`BackendError`] whose [`ErrorKind`] decides retries and whether it is a
+//! warning; nothing downstream matches on message text.
 
 pub mod azure;
 pub mod blob;
@@ -52,19 +46,16 @@ pub enum ErrorKind {
     Precondition,
     /// The credentials may not do this (HTTP 403). Never retried, never a miss.
     Forbidden,
-    /// The service refuses this job writes: a read-only token (GitHub's `cache write denied:`).
-    /// A save ends `read-only`.
+    /// A read-only token (GitHub's `cache write denied:`). A save ends `read-only`.
     ReadOnly,
-    /// The service refuses this job reads (GitHub's `cache read denied:`, inside a 403): a
-    /// restore ends as a miss (`read-denied`); a save's check that an entry exists learns
-    /// nothing from it.
+    /// GitHub's `cache read denied:`, inside a 403: a restore ends as a miss (`read-denied`); a
+    /// save's check that an entry exists learns nothing from it.
     ReadDenied,
     /// HTTP 429, with the `Retry-After` it asked for. [`http::Http::retry`] waits it out once.
     RateLimited {
         retry_after: Option<Duration>,
     },
-    /// The repository is over its cache storage quota: the cache is read-only until eviction
-    /// frees room. A save ends `read-only`.
+    /// The repository is over its storage quota until eviction frees room. A save ends `read-only`.
     QuotaExceeded,
     /// Worth retrying: 5xx, resets.
     Transient,
@@ -119,8 +110,8 @@ impl BackendError {
         io::Error::new(kind, self)
     }
 
-    /// The backend error inside an `io::Error` made by [`BackendError::into_io`], whole (kind,
-    /// status and source); any other `io::Error` comes back as it was.
+    /// The backend error inside an `io::Error` made by [`BackendError::into_io`], whole; any
+    /// other `io::Error` comes back as it was.
     pub fn from_io(err: io::Error) -> Result<Self, io::Error> {
         if BackendError::in_io(&err).is_none() {
             return Err(err);
@@ -144,11 +135,9 @@ impl From<BackendError> for CatalogError {
 /// An entry found by an exact lookup.
 #[derive(Clone)]
 pub struct CacheEntry {
-    /// The key the backend returned, compared with the requested key by the caller.
     pub key: Key,
     pub version: Version,
-    /// Known before downloading only where the backend keeps the bytes itself (the local
-    /// store); the services' lookups announce no size, their downloads do.
+    /// Known before downloading only where the backend keeps the bytes itself (the local store).
     pub size: Option<u64>,
     /// Where to download from; may be a signed URL. Never print it.
     pub location: String,
@@ -165,21 +154,18 @@ impl fmt::Debug for CacheEntry {
     }
 }
 
-/// The outcome of a reservation.
 pub enum Reservation {
     /// An entry with this key and version exists (or another job is creating it).
     Exists,
     Reserved(Box<dyn Upload>),
 }
 
-/// The outcome of a commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Committed {
     Saved,
     /// Another writer committed the same key and version first.
     Exists,
-    /// The service refused because another writer is creating the same key and version (it
-    /// cannot say whether that entry will appear).
+    /// Another writer is creating the same key and version (it may never appear).
     Creating,
 }
 
@@ -196,11 +182,9 @@ pub trait Backend: Send + Sync {
     /// answer with a different (prefix-matched) key; callers must compare.
     fn lookup(&self, key: &Key, version: &Version) -> Result<Option<CacheEntry>, BackendError>;
 
-    /// A restore's first lookup ([`crate::stack::reach`]): the newest entry of `version` whose
-    /// key starts with `newest_of` (a later generation's base), else the entry of exactly `key`.
-    /// The cache services answer it in one call (their lookups match a key as a prefix and
-    /// answer the newest); the stores that list read one listing, then look the newest up.
-    /// Callers check the key.
+    /// A restore's first lookup: the newest entry of `version` whose key starts with `newest_of`
+    /// (a later generation's base), else the entry of exactly `key`. The cache services answer
+    /// it in one call; the stores that list read one listing. Callers check the key.
     fn lookup_newest_or(
         &self,
         newest_of: &str,
@@ -221,8 +205,7 @@ pub trait Backend: Send + Sync {
         None
     }
 
-    /// The first `len` bytes of an entry (for explaining misses from another entry's
-    /// fingerprint without downloading it).
+    /// The first `len` bytes of an entry (to explain a miss without downloading it whole).
     fn read_prefix(&self, entry: &CacheEntry, len: u64) -> Result<Vec<u8>, BackendError> {
         let mut bytes = Vec::new();
         self.open(entry)?.take(len).read_to_end(&mut bytes).map_err(|e| {

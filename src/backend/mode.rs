@@ -1,14 +1,11 @@
-//! `ACTIONS_CACHE_MODE`, which the runner exports: what this job may do with the cache —
-//! `none`, `read`, `write` or `write-only` (GitHub's rules of 2026: untrusted triggers get a mode
-//! that forbids writes, or reads). Read as the official toolkit reads it (surrounding whitespace
-//! and ASCII case ignored); unset or empty is `write`, and a value that is none of the four
-//! behaves as `write` too, with a warning the command says. It holds for every store: a job the
-//! runner may not let write to GitHub's cache does not write to the team's own store either.
+//! `ACTIONS_CACHE_MODE`, which the runner exports: what this job may do with the cache (GitHub's
+//! rules of 2026: untrusted triggers get a mode that forbids writes, or reads). Unset, empty or
+//! unknown is `write`. It holds for every store: a job the runner may not let write to GitHub's
+//! cache does not write to the team's own store either.
 
 use crate::env::Env;
 
 crate::choice::named_enum! {
-    /// What this job may do with the cache.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum CacheMode {
         None => "none",
@@ -19,7 +16,6 @@ crate::choice::named_enum! {
 }
 
 impl CacheMode {
-    /// The variable the runner exports.
     pub const VAR: &'static str = "ACTIONS_CACHE_MODE";
 
     /// The job's mode, and the value of [`CacheMode::VAR`] when it is none of the four (read

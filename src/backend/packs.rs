@@ -1,13 +1,7 @@
 //! What every store's pack store ([`crate::content::store::PackStore`]) shares: a backend
-//! failure as a pack store's ([`PackStoreError::Missing`] when the store answers that the pack
-//! is not there, [`PackStoreError::Trouble`] with the whole [`BackendError`] inside otherwise),
-//! a pack written through a store's own save ([`put_through`]: reserve, stream, commit), and a
-//! range read as [`Ranged`].
-//!
-//! Each store builds its pack store beside its backend ([`super::Backend::packs`]): the local
-//! directory's `packs/`, an object store's objects under `<store prefix>packs/`
-//! ([`super::object`]), and on the cache service an entry per pack ([`super::github`]); the
-//! names are [`crate::content::names`]'s.
+//! failure as a pack store's, a pack written through a store's own save ([`put_through`]), and a
+//! range read as [`Ranged`]. Each store builds its pack store beside its backend
+//! ([`super::Backend::packs`]).
 
 use super::download::RangeRead;
 use super::{Backend, BackendError, Committed, ErrorKind, Reservation, Upload};

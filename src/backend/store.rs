@@ -1,10 +1,7 @@
-//! The store a run uses, as a value: [`Store`], built once from the inputs, is the GitHub cache
-//! service (by protocol), the local directory, S3 or Azure Blob, and one `match` gives its
-//! backend, its catalog and its secrets. [`StoreKind`] names the kinds for the `backend` input;
-//! the input's description and the registry's store inputs are derived from [`StoreKind::ALL`].
-//!
-//! Each store is one directory under `backend/` (docs/architecture.md, "Adding a store"): its
-//! inputs, how it reads them, and how it connects.
+//! The store a run uses, as a value: [`Store`], built once from the inputs, and one `match` for
+//! its backend, catalog and secrets. The `backend` input's description and the registry's store
+//! inputs are derived from [`StoreKind::ALL`]. Each store is one directory under `backend/`
+//! (docs/architecture.md, "Adding a store").
 
 use super::catalog::{Catalog, CatalogError};
 use super::{Backend, BackendError, azure, github, local, s3};
@@ -53,7 +50,6 @@ pub static BACKEND: LazyLock<Input<Option<StoreKind>>> = LazyLock::new(|| {
     Input::new("backend", InputKind::Text, Readers::CACHE.and_listing(), "auto", description.leak(), parse_backend)
 });
 
-/// `auto` or a store's name, in any ASCII case.
 fn parse_backend(value: Option<&str>) -> Result<Option<StoreKind>, String> {
     let value = value.unwrap_or("auto").trim();
     if value.eq_ignore_ascii_case("auto") {
@@ -78,10 +74,9 @@ pub enum Store {
 }
 
 impl Store {
-    /// The store `backend` names (with `auto`, the runner's cache service where `env` offers
-    /// one, else the local directory). Every store's inputs are read, so a bad value is an
-    /// input error whichever store is chosen; the input naming where the chosen store's entries
-    /// live is required.
+    /// The store `backend` names (`auto`: the runner's cache service where `env` offers one, else
+    /// the local directory). Every store's inputs are read, so a bad value is an input error
+    /// whichever store is chosen.
     pub fn configure(raw: &RawInputs, locations: &Locations, env: &Env) -> Result<Store, InputError> {
         let choice = BACKEND.read(raw)?;
         let protocol = github::PROTOCOL.read(raw)?;
@@ -131,8 +126,7 @@ impl Store {
         })
     }
 
-    /// Where its entries are listed and deleted; `token` is the `github-token` input. An object
-    /// store's catalog is its backend, with the same credentials and no secret of its own.
+    /// Where its entries are listed and deleted; `token` is the `github-token` input.
     pub fn catalog(&self, env: &Env, token: Option<&str>) -> Result<Box<dyn Catalog>, CatalogError> {
         Ok(match self {
             Store::Github(protocol) => Box::new(github::catalog(*protocol, env, token)?),
@@ -142,8 +136,7 @@ impl Store {
         })
     }
 
-    /// Its packs of `prefix` (content stored once), with what lists and deletes them: on the
-    /// cache service the REST API with `token` (the `github-token` input).
+    /// Its packs of `prefix` (content stored once), with what lists and deletes them.
     pub fn packs(
         &self,
         env: &Env,

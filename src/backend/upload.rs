@@ -1,19 +1,8 @@
 //! Uploads as a plain `Write`: bytes are cut into fixed-size blocks that upload several at a
-//! time on the HTTP runtime while the packer goes on producing the next ones. The writer blocks
-//! when the uploads fall behind, so memory stays at (blocks in flight + 2) × block size and no
-//! temporary archive file is written.
-//!
-//! What a block upload is depends on the backend ([`BlockSink`]): Azure Put Block for v2, a
-//! `PATCH` with `Content-Range` for v1, a part of a multipart upload for S3 (at least 5 MiB but
-//! the last). An archive that fits in one block never starts the machinery when the backend
-//! asks for that, so v2 can send it with a single Put Blob. The first block that fails stops
-//! the upload, and every later write fails with its error, whole (kind, status and source).
-//!
-//! Azure block ids ([`BlockIds`]) follow the Azure SDK's layout: self-hosted cache servers parse
-//! it to order the blocks, where Azure itself only asks for ids of one length.
-//!
-//! A save that streams through a [`BlockWriter`] is a [`BlockUpload`]: the writer, and what
-//! commits the blocks once written ([`CommitBlocks`]: a block blob's list, an S3 completion).
+//! time on the HTTP runtime while the packer produces the next ones. The writer blocks when the
+//! uploads fall behind, so memory stays at (blocks in flight + 2) × block size and no temporary
+//! archive file is written. What a block upload is depends on the backend ([`BlockSink`]); the
+//! first block that fails stops the upload, and every later write fails with its error.
 
 use super::http::Http;
 use super::{BackendError, Committed, ErrorKind, Upload};
@@ -37,11 +26,10 @@ pub trait BlockSink: Send + Sync + 'static {
     fn put_block(&self, index: usize, offset: u64, data: Bytes) -> BoxFuture<'_, Result<(), BackendError>>;
 }
 
-/// The block ids of one upload, as the Azure SDK (`@azure/storage-blob`'s `uploadStream` and
-/// `uploadData`, which the official cache client uses) makes them: base64 of 48 characters, a
-/// random UUID (36) and the block's index zero-padded to 12 digits. Servers that stand in for
-/// Azure (falcondev-oss/github-actions-cache-server) read the index from that layout and refuse
-/// any other ("Invalid block id"); the random part keeps a racing writer's blocks apart.
+/// The block ids of one upload, as the Azure SDK makes them: base64 of 48 characters, a random
+/// UUID (36) and the block's index zero-padded to 12 digits. Servers that stand in for Azure
+/// (falcondev-oss/github-actions-cache-server) read the index from that layout and refuse any
+/// other; the random part keeps a racing writer's blocks apart.
 pub struct BlockIds {
     uuid: String,
 }
@@ -77,7 +65,6 @@ impl Default for BlockIds {
     }
 }
 
-/// How a finished upload ended.
 pub enum Finished {
     /// Everything fit in one block and nothing was uploaded yet.
     Small(Bytes),

@@ -1,8 +1,6 @@
-//! What the cache services and blob stores answer, decoded without any I/O: the Twirp (v2) and
-//! REST (v1) response bodies, S3's XML answers, Azure Blob's listings, the `<Error>` documents
-//! of S3 and Azure Blob,
-//! and the `Content-Range`/`Content-Length` of ranged downloads. It is kept pure so the fuzz
-//! targets can feed it anything a broken or hostile server might send.
+//! What the cache services and blob stores answer, decoded without any I/O (Twirp and REST
+//! bodies, S3 and Azure XML, ranged downloads' headers), so the fuzz targets can feed it anything
+//! a hostile server might send.
 //!
 //! Twirp JSON omits default values (`{}` means `ok: false`) and writes int64 as strings; every
 //! field is defaulted and int64 is accepted as a string or a number. XML elements are matched by
@@ -11,7 +9,6 @@
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-/// A JSON response body as `T`.
 pub fn decode<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
     serde_json::from_str(text)
 }
@@ -89,7 +86,6 @@ pub struct ListBucketResult {
     pub next_continuation_token: Option<String>,
 }
 
-/// One `<Contents>` of a listing.
 #[derive(Debug, Deserialize, Default)]
 #[serde(default, rename_all = "PascalCase")]
 pub struct ListedObject {
@@ -115,7 +111,6 @@ pub struct EnumerationResults {
     pub next_marker: Option<String>,
 }
 
-/// The `<Blobs>` of a listing.
 #[derive(Debug, Deserialize, Default)]
 #[serde(default)]
 pub struct Blobs {
@@ -144,7 +139,7 @@ pub struct BlobMetadata {
 }
 
 impl BlobMetadata {
-    /// The field `name` ([`crate::backend::entries::VERSION`], `REF`, `CREATED`).
+    /// The field `name` (`VERSION`, `REF`, `CREATED`).
     pub fn get(&self, name: &str) -> Option<&String> {
         match name {
             "version" => self.version.as_ref(),
@@ -156,8 +151,7 @@ impl BlobMetadata {
 }
 
 /// How many elements named `name` an XML text holds, at any depth, counted up to `limit + 1`
-/// without decoding anything (a listing's items, counted before a page is decoded); `None`
-/// for text that is not well-formed XML (the decoder then says why).
+/// without decoding anything; `None` for text that is not well-formed XML.
 pub fn count_items(text: &str, name: &str, limit: usize) -> Option<usize> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(text);
@@ -176,7 +170,6 @@ pub fn count_items(text: &str, name: &str, limit: usize) -> Option<usize> {
     }
 }
 
-/// A listed blob's `<Properties>`.
 #[derive(Debug, Deserialize, Default)]
 #[serde(default)]
 pub struct BlobProperties {
@@ -197,8 +190,7 @@ pub struct ErrorDocument {
     pub region: Option<String>,
 }
 
-/// The body as an `<Error>` document; `None` for anything else (another root element, HTML,
-/// text, broken XML).
+/// The body as an `<Error>` document; `None` for anything else.
 pub fn error_document(text: &str) -> Option<ErrorDocument> {
     (root_element(text)? == "Error").then(|| decode_xml(text).ok()).flatten()
 }
@@ -254,7 +246,6 @@ pub struct FirstAnswer {
     pub len: u64,
 }
 
-/// Why an answer to a range request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {
     /// Not the bytes asked for: a broken server or proxy.
@@ -265,9 +256,8 @@ pub enum AnswerError {
     Length(String),
 }
 
-/// Check a `206` to `bytes=0-asked_last`. A server may send less than asked (the rest is then
-/// fetched in later ranges), never more, never from elsewhere, and never a `Content-Length`
-/// that disagrees with the range. The total it announces is what the download must bring.
+/// Check a `206` to `bytes=0-asked_last`. A server may send less than asked (the rest comes in
+/// later ranges), never more, never from elsewhere, never a disagreeing `Content-Length`.
 pub fn first_answer(
     content_range: Option<&str>,
     content_length: Option<u64>,

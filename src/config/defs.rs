@@ -1,8 +1,7 @@
-//! Every input of the action and the command line, one definition each ([`Input`]), and the
-//! registry [`INPUTS`] that `action.yml`, the tables of docs/inputs.md and the CLI are made from. A
-//! store's inputs are defined with its store and join the registry through
-//! [`StoreKind::inputs`]. Adding an input: its definition here (and its line in [`INPUTS`]), and
-//! the code that reads it.
+//! Every input of the action and the command line, one definition each (`Input`), and the
+//! registry [`INPUTS`]. A store's inputs are defined with its store and join the registry
+//! through [`StoreKind::inputs`]. Adding an input: its definition here, its line in [`INPUTS`],
+//! and the code that reads it.
 
 use crate::archive::Compression;
 use crate::backend::{BACKEND, StoreKind};
@@ -376,7 +375,6 @@ crate::choice::named_enum! {
     }
 }
 
-/// The `native` input: facet names, or `none`.
 fn parse_native(value: Option<&str>) -> Result<BTreeSet<Facet>, String> {
     let facets = split_list(value.unwrap_or_default());
     if facets.len() == 1 && facets[0].eq_ignore_ascii_case("none") {

@@ -1,8 +1,6 @@
-//! Inputs → one validated [`Config`]. Each input is defined once in [`defs`] (its name,
-//! scope, kind, default, documentation and typed parse); [`INPUTS`] is their registry: action
-//! mode reads each as `INPUT_<NAME>`, the CLI offers each as `--<name>`, and `action.yml` and
-//! docs/inputs.md are made from it. [`Config::from_raw`] reads every definition and checks what
-//! spans several inputs; every error names the input and what is wrong with it.
+//! Inputs → one validated [`Config`]. Each input is defined once in [`defs`]; [`INPUTS`] is their
+//! registry, read as `INPUT_<NAME>` or `--<name>`, and `action.yml` and docs/inputs.md are made
+//! from it. [`Config::from_raw`] also checks what spans several inputs.
 
 pub mod defs;
 mod names;
@@ -25,65 +23,49 @@ use crate::preset::{Preset, PresetPlan};
 use crate::stack::Limits;
 use std::path::{Path, PathBuf};
 
-/// Everything a command needs, validated, in parts: what enters the key ([`FingerprintSpec`]),
-/// what locates entries and the files around them ([`Locate`]), what a restore does
-/// ([`RestoreConfig`]), what a save does ([`SaveConfig`]), and the few settings more than one
-/// command reads. `commands::restore::run` and `commands::save::run` take the whole and hand
-/// each layer below only its part (docs/architecture.md, "Config").
+/// Everything a command needs, validated, in parts; commands hand each layer below only its
+/// part. The fields here are the settings more than one command reads.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub fingerprint: FingerprintSpec,
     pub locate: Locate,
     pub restore: RestoreConfig,
     pub save: SaveConfig,
-    /// `strict`: cache trouble fails the step (a restore's, a save's, a clean's).
     pub strict: bool,
-    /// `uncovered-reads`: what the generating run's Python reads, recorded from the restore
-    /// (which installs the hook on a miss) and judged by the save after it.
+    /// Recorded from the restore (which installs the hook on a miss), judged by the save.
     pub uncovered_reads: UncoveredReads,
-    /// Variables whose values never print (every command) and a save refuses to archive
-    /// (besides the job's tokens).
+    /// Variables whose values never print and a save refuses to archive (besides the tokens).
     pub secret_env: Vec<String>,
-    /// `prune-keep` for the `prune` command (a save's own prune is [`SaveConfig::prune`]).
+    /// For the `prune` command (a save's own prune is [`SaveConfig::prune`]).
     pub keep: Keep,
     pub preset: Option<Preset>,
-    /// `allow-machine-only-key`.
     pub allow_machine_only_key: bool,
 }
 
-/// What locates entries and the files around them: the store, the prefix, the `path` lines
-/// and compression (which make the version), what an entry must hold, how a key's stack grows,
-/// and where one step leaves files for another. Restore, save and the catalog commands all
+/// What locates entries and the files around them; restore, save and the catalog commands all
 /// read it.
 #[derive(Clone, Debug)]
 pub struct Locate {
     pub prefix: String,
-    /// The `path` lines as the version names them ([`version_lines`]).
+    /// The `path` lines as the version names them (`version_lines`).
     pub path_lines: Vec<String>,
     pub paths: PatternSet,
-    /// `required`: paths an entry must hold; a restore does not use a base without them, a
-    /// save does not write one.
     pub required: Vec<PathBuf>,
     pub compression: Compression,
-    /// `grow` with `grow-max-layers` and `grow-max-share`: a key's entries are a stack of a base
-    /// and up to `max_layers` layers. A restore looks that far; a save adds a layer within both
-    /// limits. `None`: bases only.
+    /// `None`: bases only.
     pub grow: Option<Limits>,
-    /// The store the `backend` input chose, with its inputs read.
     pub store: Store,
-    /// `github-token`: the cache service's catalog (the REST API).
+    /// For the cache service's catalog (the REST API).
     pub github_token: Option<String>,
-    /// `fingerprint-file`: where the fingerprint file (and beside it the restore's record)
-    /// lives; `None`: the default place.
+    /// `None`: the default place.
     pub fingerprint_file: Option<PathBuf>,
-    /// Which directories exact-cache may claim as its own and `clean-on-miss` may clean.
     pub clean_guard: CleanGuard,
 }
 
 /// What a restore does besides placing entries.
 #[derive(Clone, Debug)]
 pub struct RestoreConfig {
-    /// `clean-on-miss`, within [`Locate::clean_guard`].
+    /// Within [`Locate::clean_guard`].
     pub clean_on_miss: bool,
     pub reuse_env: Option<String>,
     pub lookup_only: bool,
@@ -97,15 +79,12 @@ pub struct RestoreConfig {
 /// What a save does besides writing an entry.
 #[derive(Clone, Debug)]
 pub struct SaveConfig {
-    /// `key`: the restore's key, whose fingerprint file the save reads instead of computing one.
+    /// The restore's key, whose fingerprint file the save reads instead of computing one.
     pub key: Option<keys::Key>,
     pub save_on_failure: bool,
-    /// `save-if`: whether this job may write entries.
     pub save_if: bool,
     pub verify_reuse: VerifyReuse,
-    /// `generation-seconds`: the generation time a save records instead of measuring it.
     pub generation_seconds: Option<f64>,
-    /// `prune` with `prune-keep`: after a save, delete older keys, keeping this many.
     pub prune: Option<Keep>,
 }
 
@@ -115,8 +94,6 @@ pub struct Keep {
     pub newest: usize,
 }
 
-/// What enters the fingerprint: the `hash-*` inputs, the native facets, Python, the variant,
-/// and what a preset adds.
 fn fingerprint_spec(
     raw: &RawInputs,
     env: &Env,
@@ -170,10 +147,9 @@ fn required_paths(raw: &RawInputs, locations: &Locations, paths: &PatternSet) ->
     Ok(required)
 }
 
-/// The `path` lines as they enter the version: as written, except that an absolute line (a
-/// preset's directory, an expanded `${{ github.workspace }}`) below a place each runner of a pool
-/// has elsewhere is named by that place — the workspace, the home directory, `RUNNER_TEMP`
-/// (`<runner-temp>`) or exact-cache's own directory — so that the runners share entries.
+/// The `path` lines as they enter the version: an absolute line below a place each runner of a
+/// pool has elsewhere (workspace, home, `RUNNER_TEMP`, exact-cache's own directory) is named by
+/// that place, so that the runners share entries.
 fn version_lines(lines: &[String], locations: &Locations, env: &Env, preset: Option<&PresetPlan>) -> Vec<String> {
     let mut roots = VersionRoots::of(locations);
     if let Some(temp) = env.non_empty("RUNNER_TEMP") {
@@ -207,8 +183,7 @@ fn check_cleanable(guard: &CleanGuard, paths: &PatternSet) -> Result<(), InputEr
 }
 
 impl Config {
-    /// Validate `raw` for `command`. `workspace` is where relative paths point. `path` (or a
-    /// preset) is required but by `list` and `prune`, which work on a prefix.
+    /// Validate `raw` for `command`. `path` (or a preset) is required but by `list` and `prune`.
     pub fn from_raw(raw: &RawInputs, env: &Env, workspace: &Path, command: CommandName) -> Result<Self, InputError> {
         let locations = Locations { workspace: workspace.to_owned(), home: env.home_dir() };
 
@@ -322,10 +297,8 @@ impl Config {
         })
     }
 
-    /// A key that will be computed from these inputs must hold at least one project input
-    /// (files, variables, commands, Python or a preset), unless `allow-machine-only-key` asks
-    /// for a key of the machine's facts only: without one, an entry would be reused whatever
-    /// the project's generator does (a misspelt `hash-files` leaves exactly that).
+    /// A computed key must hold a project input unless `allow-machine-only-key`: without one, an
+    /// entry is reused whatever the generator does (a misspelt `hash-files` leaves exactly that).
     pub fn check_key_inputs(&self) -> Result<(), InputError> {
         let f = &self.fingerprint;
         let project = !f.hash_files.is_empty()
@@ -353,7 +326,6 @@ impl Locate {
         keys::cache_version(&self.path_lines, self.compression)
     }
 
-    /// Destination of each `path` root.
     pub fn root_dirs(&self) -> Vec<PathBuf> {
         self.paths.includes.iter().map(|p| p.base.clone()).collect()
     }

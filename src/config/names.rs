@@ -34,11 +34,8 @@ const ACTIONS_CACHE_INPUTS: [(&str, &str, &str); 5] = [
     ),
 ];
 
-/// Check the names of the inputs an entry point was given (`(name, blank)` as
-/// [`Runner::given_input_names`](crate::runner::Runner::given_input_names) reports them): an
-/// actions/cache input with a value that this entry point does not declare is an error, and so
-/// is an unknown name near a declared one (a typo); any other undeclared input is ignored, with
-/// a warning (returned).
+/// Check the names of the inputs an entry point was given (`(name, blank)`); the warnings are
+/// returned. A blank actions/cache input only warns.
 pub fn check_input_names(given: &[(String, bool)], entry: EntryPoint) -> Result<Vec<String>, InputError> {
     let declared: Vec<&str> = INPUTS.iter().filter(|i| i.declared_by(entry)).map(|i| i.name).collect();
     let mut foreign = Vec::new();

@@ -1,5 +1,5 @@
-//! Every step output: its documentation and which entry points set it (`action.yml` and the
-//! docs/inputs.md are made from [`OUTPUTS`]; `outcome` names and writes them).
+//! Every step output: its documentation and which entry points set it (`action.yml` and
+//! docs/inputs.md are made from [`OUTPUTS`]).
 
 use crate::inputs::EntryPoint;
 use crate::outcome::Output;
@@ -19,7 +19,6 @@ impl OutputSpec {
 
 const RESTORING: &[EntryPoint] = &[EntryPoint::Root, EntryPoint::Restore];
 
-/// Every step output, and which entry points set it.
 pub const OUTPUTS: &[OutputSpec] = &[
     OutputSpec {
         output: Output::CacheHit,

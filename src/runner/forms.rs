@@ -1,16 +1,10 @@
 //! The forms a secret takes in transit, so that a redaction finds it there too.
 //!
 //! URL and JSON escaping are not lists of forms: encoders differ in which characters they leave
-//! raw (path-style escaping keeps `+` and `=`, `encodeURIComponent` keeps `!'()*`, a JSON
-//! encoder may write `/` as `\/` and any character as `\u002B`) and in the case of their hex
-//! digits, and one text may mix them. So [`redact_url_encoded`] reads the text through a
-//! decoding view — a `%XX` escape stands for its byte, a JSON escape for its character, a `+`
-//! for a space and a space for a `+` (a form decoder's doing), any other byte for itself — and
-//! redacts the original span wherever that view reads as the secret. The fixed forms [`forms`]
-//! lists are the rest: escaped inside a JSON string the plain way, and base64 (standard and
-//! URL-safe alphabets) at each of the three alignments it can have inside a longer encoded text
-//! — there only the characters that the secret's bytes alone decide, so a match does not depend
-//! on what surrounds it.
+//! raw and in the case of their hex digits, and one text may mix them. So [`redact_url_encoded`]
+//! reads the text through a decoding view and redacts the original span wherever that view reads
+//! as the secret. The fixed forms [`forms`] lists are the rest: plain JSON escaping, and base64
+//! (both alphabets) at each of the three alignments it can have inside a longer encoded text.
 
 use base64::Engine as _;
 use base64::engine::GeneralPurpose;
@@ -42,14 +36,9 @@ pub(super) fn forms(secret: &str) -> Vec<String> {
 
 /// `text` with every span that reads as `secret` through the decoding view replaced by `***`
 /// (leftmost first, each as long as it can be); `None` where there is none. The view reads a
-/// `%XX` escape (either case) as its byte; a JSON escape (`\/`, `\"`, `\\`, `\n`…, and
-/// `\uXXXX` in either case, a surrogate pair for a character beyond the BMP) as its character;
-/// a `+` as a space and a space as a `+` (a form decoder turned one into the other); any other
-/// byte as itself. A span that is not `secret` itself is redacted only from [`MIN_FORM_LEN`]
-/// characters on, like every other encoded form.
-///
-/// A match is tried only where the text can start the secret's first character, and each
-/// secret position keeps the few text positions that reach it, so ordinary text costs one pass.
+/// `%XX` escape as its byte, a JSON escape as its character, a `+` as a space and a space as a
+/// `+` (a form decoder's doing), any other byte as itself. A span that is not `secret` itself is
+/// redacted only from [`MIN_FORM_LEN`] characters on. Ordinary text costs one pass.
 pub(super) fn redact_url_encoded(text: &str, secret: &str) -> Option<String> {
     let (t, s) = (text.as_bytes(), secret.as_bytes());
     if s.is_empty() {
@@ -132,8 +121,7 @@ fn escape_for(t: &[u8], p: usize, b: u8) -> Option<usize> {
     (hex(hi)? * 16 + hex(lo)? == u32::from(b)).then_some(3)
 }
 
-/// 2 where a two-character JSON escape of `b` (`\/`, `\"`, `\\`, `\b`, `\f`, `\n`, `\r`,
-/// `\t`) starts at `p`.
+/// 2 where a two-character JSON escape of `b` starts at `p`.
 fn json_short_escape(t: &[u8], p: usize, b: u8) -> Option<usize> {
     let (&[b'\\', e], _) = t.get(p..)?.split_first_chunk::<2>()? else {
         return None;
@@ -346,9 +334,8 @@ mod tests {
         ]
     }
 
-    /// Issue 30, finding 5: secrets made of letters, digits, `+`, `/` and `=` (what base64
-    /// signatures and tokens are) are found in every form, wherever they are cut into a text —
-    /// alone, inside words, at every position of a line — and in base64 at every alignment.
+    /// Secrets made of base64 characters are found in every form, wherever they are cut into a
+    /// text, and in base64 at every alignment.
     #[test]
     fn every_form_of_a_secret_is_redacted_at_every_cut() {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";

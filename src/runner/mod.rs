@@ -1,26 +1,11 @@
-//! The only code that talks to the GitHub Actions runner: inputs (`INPUT_*`), outputs
-//! (`$GITHUB_OUTPUT`), state (`$GITHUB_STATE` / `STATE_*`), exported variables (`$GITHUB_ENV`),
-//! the step summary (`$GITHUB_STEP_SUMMARY`) and log commands (`::group::`, `::warning::`, …).
+//! The only code that talks to the GitHub Actions runner: inputs, outputs, state, exported
+//! variables, the step summary and log commands. Outside Actions ([`Mode::Cli`]) the same calls
+//! print plain text to stderr, and outputs as `name=value` lines on stdout at the end.
 //!
-//! Outside Actions ([`Mode::Cli`]) the same calls print plain text to stderr, and outputs are
-//! printed as `name=value` lines on stdout at the end, so scripts can read them.
-//!
-//! Every line written passes through [`Runner::redact`], which removes registered secrets even
-//! where the runner's own masking does not apply (CLI mode, or a value printed before masking),
-//! in every form a secret takes in transit (URL-encoded, JSON-escaped, base64). Text is redacted
-//! before it is cut short anywhere: code without a runner at hand (a backend shortening a
-//! server's answer) redacts with [`redact_registered`], which knows every secret the process
-//! registered.
-//!
-//! Invisible characters of outside text (controls, bidi overrides and other format characters)
-//! are shown escaped in the log and the summary, and each item of a list output is escaped to
-//! one line ([`escape_list_item`]).
-//!
-//! Text from outside the binary (file names, fingerprint labels and values read from another
-//! entry, server messages) can never start a workflow command: the log has one writer of plain
-//! lines, [`Log::text`], which splits where the runner splits lines and puts any line the runner
-//! could read as a command between `::stop-commands::<token>` and `::<token>::`. Our own
-//! commands carry their text only as escaped data ([`Log::command`]), never as properties.
+//! Every line written is redacted ([`Runner::redact`]), also where the runner's own masking does
+//! not apply (CLI mode, a value printed before masking), and before it is cut short anywhere.
+//! Outside text can never start a workflow command: `Log::text` is the one writer of plain
+//! lines, and our own commands carry text only as escaped data (`Log::command`).
 
 mod forms;
 // The tests' model of how the runner reads a step's output, shared with the integration tests.
@@ -62,7 +47,6 @@ pub enum RunnerError {
 pub enum Mode {
     /// Running as a step of a GitHub Actions job (`GITHUB_ACTIONS=true`).
     Actions,
-    /// Running as a command-line tool.
     Cli,
 }
 
@@ -91,7 +75,6 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner for this process: Actions mode when `GITHUB_ACTIONS=true`.
     pub fn from_env(env: &Env) -> Self {
         let mode = if env.is_true("GITHUB_ACTIONS") { Mode::Actions } else { Mode::Cli };
         let log: Box<dyn Write + Send> = match mode {
@@ -130,8 +113,6 @@ impl Runner {
         &self.env
     }
 
-    // ---- inputs and state -------------------------------------------------------------------
-
     /// The action input `name` (`INPUT_<NAME>`), or `None` when unset or blank.
     pub fn input(&self, name: &str) -> Option<String> {
         self.given_input(name).filter(|v| !v.is_empty())
@@ -161,8 +142,6 @@ impl Runner {
         self.env.non_empty(&format!("STATE_{}", key.name())).map(str::to_owned)
     }
 
-    // ---- outputs, state, env, summary ---------------------------------------------------------
-
     /// Set a step output. Secrets are redacted here too: an output can quote a file name.
     pub fn set_output(&self, output: Output, value: &str) -> Result<(), RunnerError> {
         let value = self.redact(value);
@@ -173,7 +152,6 @@ impl Runner {
 
     /// Set a step output that lists `items`, one per line, each escaped by
     /// [`escape_list_item`] after redaction: a file name holding a line break stays one item.
-    /// The command line prints one `name=item` line per item.
     pub fn set_list_output<S: AsRef<str>>(&self, output: Output, items: &[S]) -> Result<(), RunnerError> {
         let lines: Vec<String> = items.iter().map(|i| escape_list_item(&self.redact(i.as_ref()))).collect();
         self.write_output(output, &lines.join("\n"))?;
@@ -218,8 +196,7 @@ impl Runner {
     }
 
     /// Append Markdown to the step summary (ignored outside Actions). Build it with
-    /// [`summary::Markdown`], which redacts and escapes outside text; redacting the whole again
-    /// here is a second net.
+    /// [`summary::Markdown`]; redacting the whole again here is a second net.
     pub fn append_summary(&self, markdown: &str) -> Result<(), RunnerError> {
         let Some(path) = self.env.non_empty("GITHUB_STEP_SUMMARY") else {
             return Ok(());
@@ -236,8 +213,7 @@ impl Runner {
         write().map_err(|source| RunnerError::Write { path: path.into(), what: "step summary", source })
     }
 
-    /// In CLI mode, print the collected outputs as `name=value` lines on stdout (a list output:
-    /// one line per item).
+    /// In CLI mode, print the collected outputs on stdout.
     pub fn finish(&self) {
         self.say_pending();
         if self.mode != Mode::Cli {
@@ -262,8 +238,6 @@ impl Runner {
         }
         let _ = out.flush();
     }
-
-    // ---- log ------------------------------------------------------------------------------------
 
     /// Register a secret: masked by the runner and removed from everything this process prints.
     pub fn add_secret(&self, secret: &str) {
@@ -318,8 +292,7 @@ impl Runner {
         self.log.text(&self.redact(message));
     }
 
-    /// In CLI mode, print `document` on stdout at the end instead of the outputs' `name=value`
-    /// lines (a machine-readable answer such as `list --json`).
+    /// In CLI mode, print `document` on stdout at the end instead of the outputs.
     pub fn set_document(&self, document: String) {
         if self.mode == Mode::Cli {
             *self.cli_document.lock().unwrap() = Some(document);
@@ -399,22 +372,18 @@ struct Log {
 }
 
 impl Log {
-    /// One of our own workflow commands, `::name::data` (Actions mode only). Its text travels
-    /// only as escaped data, which the runner never parses further.
-    /// Invisible characters in the text are shown escaped ([`escape_invisible`]), except in a
-    /// mask, which must match the value exactly.
+    /// One of our own workflow commands, `::name::data` (Actions mode only). Invisible characters
+    /// are shown escaped ([`escape_invisible`]), except in a mask, which must match exactly.
     fn command(&self, name: &'static str, data: &str) {
         debug_assert_eq!(self.mode, Mode::Actions);
         let data = if name == "add-mask" { data.into() } else { escape_invisible(data) };
         self.write(&[format!("::{name}::{}", escape_data(&data))]);
     }
 
-    /// Plain text: one log line per line of `text`, split where the runner splits (`\r`, `\n`
-    /// and `\r\n`, see [`runner_lines`]). In Actions mode a line the runner could read as a
-    /// command ([`could_be_command`]) is written between `::stop-commands::<token>` and
-    /// `::<token>::`, with a fresh random token; all lines go out under one lock, so no other
-    /// thread's line lands while commands are stopped. Invisible characters are shown escaped
-    /// ([`escape_invisible`]).
+    /// Plain text, split where the runner splits lines ([`runner_lines`]). In Actions mode a line
+    /// the runner could read as a command ([`could_be_command`]) goes between
+    /// `::stop-commands::<token>` and `::<token>::` with a fresh token, all under one lock so no
+    /// other thread's line lands while commands are stopped. Invisible characters are escaped.
     fn text(&self, text: &str) {
         let mut lines = Vec::new();
         for line in runner_lines(text) {
@@ -444,15 +413,11 @@ impl Log {
     }
 }
 
-/// The lines of `text` as the runner reads a step's output (.NET `StreamReader.ReadLine`): a
-/// line ends at `\n`, `\r` or `\r\n`; a break at the very end starts no further line.
-/// The most characters of an annotation (a warning, a notice, an error): ours are a few lines;
-/// one that quotes outside text at length (a note a process wrote into the reads log, an entry
-/// name from a hostile archive) is cut here, after redaction, so no part of a secret is left.
+/// The most characters of an annotation. One quoting outside text at length (a hostile entry
+/// name) is cut here, after redaction, so no part of a secret is left.
 const MAX_ANNOTATION_CHARS: usize = 4_000;
 
-/// `message`, cut after [`MAX_ANNOTATION_CHARS`] characters, at a character (never inside one),
-/// saying how much was left out.
+/// `message`, cut after [`MAX_ANNOTATION_CHARS`] characters, saying how much was left out.
 fn cut_annotation(message: &str) -> std::borrow::Cow<'_, str> {
     match message.char_indices().nth(MAX_ANNOTATION_CHARS) {
         None => message.into(),
@@ -463,6 +428,8 @@ fn cut_annotation(message: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The lines of `text` as the runner reads a step's output (.NET `StreamReader.ReadLine`): a
+/// line ends at `\n`, `\r` or `\r\n`; a break at the very end starts no further line.
 pub(crate) fn runner_lines(text: &str) -> impl Iterator<Item = &str> {
     let text = text.strip_suffix("\r\n").or_else(|| text.strip_suffix(['\r', '\n'])).unwrap_or(text);
     let mut rest = Some(text);
@@ -495,9 +462,8 @@ fn could_be_command(line: &str) -> bool {
 }
 
 /// Removes registered secrets from text; cheap to clone, and sees secrets registered later.
-/// Each secret is found as it is and URL-encoded in any way (through a percent-decoding view,
-/// [`forms::redact_url_encoded`]), and in every fixed form [`forms::forms`] gives (JSON-escaped,
-/// base64).
+/// A secret is found raw, URL-encoded in any way (`forms::redact_url_encoded`), and in every
+/// fixed form `forms::forms` gives (JSON-escaped, base64).
 #[derive(Clone, Default)]
 pub struct Redactor {
     patterns: Arc<Mutex<Vec<Pattern>>>,
@@ -570,9 +536,8 @@ fn registered() -> &'static Redactor {
     REGISTERED.get_or_init(Redactor::default)
 }
 
-/// `text` with every secret registered in this process (in any of its forms) replaced by
-/// `***`. Code that cuts outside text short calls this first — a cut secret would no longer
-/// match — even where it has no [`Runner`] at hand (a backend shortening a server's answer).
+/// `text` with every secret registered in this process replaced by `***`, for code without a
+/// [`Runner`] at hand. Call it before cutting text short: a cut secret would no longer match.
 pub fn redact_registered(text: &str) -> String {
     registered().redact(text)
 }
@@ -583,9 +548,8 @@ fn pending_warnings() -> &'static Mutex<Vec<String>> {
     PENDING.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// Say `message` as a warning from code that has no [`Runner`] at hand (a store that finds
-/// something it will not read): before the next line the runner writes, once per process
-/// however often it is said.
+/// Say `message` as a warning from code that has no [`Runner`] at hand: before the next line
+/// the runner writes, once per process however often it is said.
 pub fn warn_later(message: &str) {
     static SAID: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
     let said = SAID.get_or_init(|| Mutex::new(std::collections::HashSet::new()));
@@ -740,8 +704,7 @@ mod tests {
         assert_eq!(warnings.len(), 2, "{text}");
         let (head, tail) = warnings[0].split_once('…').expect("cut with an ellipsis");
         assert_eq!(head.chars().count(), MAX_ANNOTATION_CHARS);
-        // Redacted before the cut: the mask fills the last characters; no part of the secret is
-        // left.
+        // Redacted before the cut: the mask fills the last characters.
         assert!(head.starts_with("uncovered-reads: éé") && head.ends_with("é***"), "{head}");
         assert!(!warnings[0].contains("s3cr3t"));
         assert_eq!(tail, " (5000 more characters not shown)");

@@ -1,11 +1,8 @@
 //! A small Markdown builder for the step summary: headings, key/value tables, capped lists.
 //!
-//! Text from outside the binary (file names, labels, values, refs, server messages) enters a
-//! summary only as an [`Inline`] made by [`Markdown::text`], [`Markdown::code`] or
-//! [`Markdown::prose`]: registered secrets are redacted first, then the text is escaped, so it
-//! can neither break a table nor add HTML, links or formatting: invisible characters are shown
-//! as `\u{202e}`, and a word GitHub would turn into a link or a mention (`https://…`, `www.…`,
-//! `name@host`, `@user`) is set as inline code.
+//! Outside text enters a summary only as an [`Inline`] made by [`Markdown::text`],
+//! [`Markdown::code`] or [`Markdown::prose`]: redacted, then escaped, so it can neither break a
+//! table nor add HTML, links or formatting.
 
 use super::{Redactor, escape_invisible};
 use std::fmt::Write as _;
@@ -51,12 +48,10 @@ impl Markdown {
         escape_invisible(&self.redactor.redact(s)).into_owned()
     }
 
-    /// Outside text as plain inline text.
     pub fn text(&self, s: &str) -> Inline {
         Inline(escape_text(&self.outside(s)))
     }
 
-    /// Outside text as inline code.
     pub fn code(&self, s: &str) -> Inline {
         Inline(code_span(&self.outside(s)))
     }
@@ -90,7 +85,7 @@ impl Markdown {
         self
     }
 
-    /// A table with a header row (our own words).
+    /// A table with a header row of our own words.
     pub fn table(&mut self, header: &[&str], rows: impl IntoIterator<Item = Vec<Inline>>) -> &mut Self {
         let _ = writeln!(self.text, "| {} |", header.join(" | "));
         let _ = writeln!(self.text, "|{}", "---|".repeat(header.len()));
@@ -142,8 +137,8 @@ fn escape_text(s: &str) -> String {
     out
 }
 
-/// Whether GitHub could turn `word` (no whitespace) into a link or a mention: an autolinked
-/// URL (`http://`, `https://`, `www.`, or any `scheme://`), an e-mail address, an `@user`.
+/// Whether GitHub could turn `word` (no whitespace) into a link or a mention: a URL (any
+/// `scheme://`, `www.`), an e-mail address, an `@user`.
 fn links(word: &str) -> bool {
     let lower = word.to_ascii_lowercase();
     lower.contains("://") || lower.contains("www.") || lower.contains('@') || lower.contains("mailto:")

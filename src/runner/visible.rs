@@ -1,8 +1,6 @@
 //! Outside text made visible: characters that change how the rest of a line reads without
-//! showing themselves — control characters, Unicode format characters (bidi overrides such as
-//! U+202E, zero-width spaces and joiners, the byte-order mark, tag characters) and the line and
-//! paragraph separators — are shown as `\u{202e}` in the log and the summary, and the items of
-//! a list output are escaped so that each is exactly one line.
+//! showing themselves are shown as `\u{202e}` in the log and the summary, and the items of a list
+//! output are escaped so that each is exactly one line.
 
 use std::borrow::Cow;
 
@@ -45,7 +43,7 @@ fn is_format(c: char) -> bool {
     )
 }
 
-/// `s` with each [`is_invisible`] character written as `\u{<hex>}` (lower-case hex digits).
+/// `s` with each `is_invisible` character written as `\u{<hex>}` (lower-case hex digits).
 pub fn escape_invisible(s: &str) -> Cow<'_, str> {
     if !s.chars().any(is_invisible) {
         return Cow::Borrowed(s);
@@ -61,10 +59,9 @@ pub fn escape_invisible(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// One item of a list output (`changed-files`, `changes`, `keys`, `deleted`) as one line:
-/// `\` as `\\`, line feed, carriage return and tab as `\n`, `\r`, `\t`, and every other
-/// [`is_invisible`] character as `\u{<hex>}`. A backslash always starts one of these escapes,
-/// so the item reads back exactly ([`unescape_list_item`]).
+/// One item of a list output as one line: `\` as `\\`, line feed, carriage return and tab as
+/// `\n`, `\r`, `\t`, and every other `is_invisible` character as `\u{<hex>}`, so the item
+/// reads back exactly ([`unescape_list_item`]).
 pub fn escape_list_item(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {

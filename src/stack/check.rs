@@ -71,8 +71,7 @@ pub fn check_additions(layer: &Manifest, below: &Manifest) -> Result<(), CheckEr
 
 /// A layer's roots land where the base's did: a link the stack placed (`out/r -> inner`, with
 /// `path` lines `out` and `out/r`) must not carry a layer's root elsewhere, where the manifest
-/// check by entry path cannot see what lies below it. `lines` are the `path` lines of the roots,
-/// in order.
+/// check by entry path cannot see what lies below it.
 pub fn check_roots(lines: &[&str], layer: &[PathBuf], base: &[PathBuf]) -> Result<(), CheckError> {
     for (i, (now, then)) in layer.iter().zip(base).enumerate() {
         if now != then {

@@ -5,12 +5,10 @@ use super::slot::{Slot, generation_of, generations_prefix};
 use crate::backend::{Backend, BackendError, CacheEntry};
 use crate::keys::{Key, Version};
 
-/// The base a restore tries first.
 #[derive(Debug)]
 pub struct Bases {
     /// `(generation, entry)`: the newest base.
     pub newest: Option<(u32, CacheEntry)>,
-    /// The lookup failed.
     pub error: Option<BackendError>,
     /// A key the service offered instead of ours (a prefix match).
     pub offered: Option<Key>,
@@ -31,7 +29,6 @@ pub fn find_bases(backend: &dyn Backend, key: &Key, base_version: &Version) -> B
     bases
 }
 
-/// Why layers past the applied ones are not applied.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Gap {
     /// Layer `later` exists past the missing layer `missing`.
@@ -41,8 +38,8 @@ pub enum Gap {
 }
 
 /// The layers `1..=max_layers` of `generation` to apply, in order: those before the first one
-/// that is not there; and why a later one is not applied, when one exists past a gap. A layer is
-/// ours only under exactly `key` (a service may offer another key).
+/// that is not there; and why a later one is not applied. A layer is ours only under exactly
+/// `key` (a service may offer another key).
 pub fn find_layers(
     backend: &dyn Backend,
     key: &Key,

@@ -10,13 +10,12 @@ use std::collections::{HashMap, HashSet};
 pub struct KeptStack {
     pub generation: u32,
     /// The newest generation whose base the restore found (above `generation` when it could not
-    /// be placed): a compaction goes above it ([`Slot::next_base`]).
+    /// be placed): a compaction goes above it (`Slot::next_base`).
     #[serde(default)]
     pub highest: u32,
     /// Layers the restore looked for: a layer number above it may exist unseen.
     #[serde(default)]
     pub probed: u32,
-    /// Layers applied on top of the base.
     pub layers: u32,
     /// Bytes of file content of the base, and of the layers together.
     pub base_bytes: u64,
@@ -30,8 +29,7 @@ pub struct KeptStack {
     pub trouble: bool,
 }
 
-/// How far a stack grows before it is compacted: `grow-max-layers`, and `grow-max-share` as a
-/// fraction.
+/// How far a stack grows before it is compacted; `max_share` is a fraction.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Limits {
     pub max_layers: u32,
@@ -62,7 +60,6 @@ pub enum Growth {
     Compact { paths: HashSet<String>, why: CompactWhy },
 }
 
-/// Why a save does not grow the stack this run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SkipWhy {
     /// A layer could not be read in the restore step (the service's trouble): the stack may be
@@ -70,7 +67,6 @@ pub enum SkipWhy {
     LayerUnread,
 }
 
-/// Why the stack is compacted rather than given another layer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CompactWhy {
     /// A layer of the stack could not be applied.
@@ -79,13 +75,11 @@ pub enum CompactWhy {
     Full { layers: u32 },
     /// The restore looked for `probed` layers only, so the next one may exist.
     Unprobed { probed: u32 },
-    /// The layers would hold `layer_bytes` against a base of `base_bytes`, more than
-    /// `max_share` (`grow-max-share`, a fraction) of it.
+    /// The layers would hold more than `max_share` (a fraction) of the base's bytes.
     Heavy { layer_bytes: u64, base_bytes: u64, max_share: f64 },
 }
 
-/// What to save of `added` on top of the stack the restore applied (`stack`, its merged
-/// `manifest`).
+/// What to save of `added` on top of the stack the restore applied.
 pub fn plan(limits: Limits, stack: &KeptStack, manifest: &Manifest, added: Added) -> Growth {
     if added.paths.is_empty() {
         return Growth::Nothing;

@@ -2,19 +2,15 @@
 //! all ask it, so none of them can disagree about what is live.
 //!
 //! A restore of key `K` (base version `V`) asks the store once for the newest base
-//! ([`super::find_bases`]): the newest entry whose key starts with `K.g` (a later generation's
-//! base, [`super::generations_prefix`]), else generation 0's `(K, V)`. It uses that base or
-//! nothing (an unusable one is replaced by the save of the job that regenerates), then the
-//! layers of its generation, in one round. So a restore **reaches** one base, the newest, and its
-//! layers: deleting or evicting any other generation changes nothing a restore does, and
-//! reaching the newest never depends on an older one surviving.
+//! ([`super::find_bases`]): the newest entry whose key starts with `K.g`, else generation 0's
+//! `(K, V)`. It uses that base or nothing, then the layers of its generation, in one round. So a
+//! restore **reaches** one base, the newest, and its layers: deleting or evicting any other
+//! generation changes nothing a restore does.
 //!
 //! "Newest" is the store's: the cache services answer the newest entry a prefix matches; the
 //! stores that list pick the newest by creation time, the higher generation on a tie. A save
 //! numbers a new generation above the newest it finds, so the highest generation is the newest
-//! unless an entry was planted. So prune keeps, of each stack it keeps, what [`reached`] says —
-//! the highest later generation's base (and a later-created one, if any), or generation 0's
-//! when there is no later one, and their layers — and deletes the rest.
+//! unless an entry was planted.
 
 use super::slot::{MAX_LAYERS, Slot, split_generation};
 use crate::keys::{Key, Version};
@@ -31,11 +27,10 @@ pub struct Placed {
 /// Generations whose layers are named from a `known` base version alone (their base may be gone).
 const KNOWN_GENERATIONS: u32 = 64;
 
-/// Which stack and slot each listed `(key, version)` is. Every entry whose key is ours
-/// (`<key>` or `<key>.g<g>`) is a base of the stack of its version unless it is a layer of a base
-/// the listing holds, or of the first generations of the `known` base version (the `path`
-/// lines'); any other layer whose base is not listed is named as a base of its own version (no
-/// restore reaches it; it is kept or deleted with its key).
+/// Which stack and slot each listed `(key, version)` is: a base of the stack of its version
+/// unless it is a layer of a base the listing holds, or of the `known` base version (the `path`
+/// lines'). A layer whose base is not listed reads as a base of its own version (no restore
+/// reaches it; it is kept or deleted with its key).
 pub fn classify(entries: &[(&Key, &Version)], known: Option<&Version>) -> Vec<Placed> {
     let bases: Vec<Placed> = entries
         .iter()
@@ -85,10 +80,8 @@ pub fn classify(entries: &[(&Key, &Version)], known: Option<&Version>) -> Vec<Pl
 }
 
 /// Which of one stack's entries (`slots`, each with its creation time) a restore reaches: the
-/// highest later generation's base — and any created after it (the newest, which a cache
-/// service would answer; a save numbers a generation above the newest it sees, so only a
-/// planted or hand-made entry can be) — or, when there is no later base, generation 0's; and
-/// the layers of those generations.
+/// highest later generation's base, and any created after it (a planted one, which a cache
+/// service would answer), else generation 0's; and the layers of those generations.
 pub fn reached(slots: &[(Slot, i64)]) -> Vec<bool> {
     let later: Vec<(u32, i64)> =
         slots.iter().filter(|(s, _)| s.is_base() && s.generation > 0).map(|(s, c)| (s.generation, *c)).collect();

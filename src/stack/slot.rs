@@ -2,13 +2,10 @@
 //!
 //! In the stack of key `K` whose generation-0 base has version `V`:
 //! * generation 0's base is `(K, V)`, as every entry saved before stacks existed;
-//! * generation `g ≥ 1`'s base is `(K.g<g>, V)`: a key of its own that starts with `K.g`
-//!   ([`generations_prefix`]), so that one lookup of that prefix finds the newest base whatever
-//!   generations exist (the cache services match a primary key as a prefix and answer the
-//!   newest; stores that list read them from one listing). `K` ends in 64 hex digits, so only
-//!   a prefix made to hold another key whole could start with `K.g`; a lookup takes nothing but
-//!   `K.g<g>` itself ([`generation_of`]). The mark is made of characters every store keeps as
-//!   they are in object names, URLs and file names;
+//! * generation `g ≥ 1`'s base is `(K.g<g>, V)`, so that one lookup of the prefix `K.g` finds the
+//!   newest base whatever generations exist. `K` ends in 64 hex digits, so only a prefix made to
+//!   hold another key whole could start with `K.g`, and a lookup takes nothing but `K.g<g>`
+//!   itself ([`generation_of`]). Every store keeps the mark as it is in names and URLs;
 //! * layer `n ≥ 1` of generation `g` is `(K, SHA-256 hex of
 //!   exact-cache-slot|<V>|generation=<g>|layer=<n>)`: the key stays, the version varies, so every
 //!   layer is an exact lookup, also on act's server, which prefix-matches keys but never versions.
@@ -21,7 +18,7 @@ use std::fmt;
 /// Generations a key may have: each replacement or compaction writes the generation above the
 /// newest one. Reaching the newest costs the same whatever its number ([`super::reach`]).
 pub const MAX_GENERATIONS: u32 = 10_000;
-/// The most layers a generation may have (`grow-max-layers` is at most this).
+/// The most layers a generation may have (the bound of `grow-max-layers`).
 pub const MAX_LAYERS: u32 = 16;
 pub use crate::keys::GENERATION_MARK;
 
@@ -32,14 +29,12 @@ pub struct Slot {
     pub layer: u32,
 }
 
-/// The prefix every later generation's base key of `key` starts with: `<key>.g`.
 pub fn generations_prefix(key: &Key) -> String {
     format!("{key}{GENERATION_MARK}")
 }
 
 /// Which generation's base key `found` is in `key`'s stack: 0 for `key` itself, `g` for
-/// `<key>.g<g>` (`g` from 1 below [`MAX_GENERATIONS`], no leading zero); `None` for any other
-/// key, a near-match of another fingerprint among them.
+/// `<key>.g<g>` (`g` from 1 below [`MAX_GENERATIONS`], no leading zero); `None` for any other.
 pub fn generation_of(key: &Key, found: &str) -> Option<u32> {
     if found == key.as_str() {
         return Some(0);
@@ -87,8 +82,6 @@ impl Slot {
         (next < MAX_GENERATIONS).then_some(Slot::base(next))
     }
 
-    /// The key and version this slot's entry is stored under, in the stack of `key` whose
-    /// generation-0 base has `base_version`.
     pub fn names(self, key: &Key, base_version: &Version) -> (Key, Version) {
         match self {
             Slot { generation: 0, layer: 0 } => (key.clone(), base_version.clone()),
@@ -99,8 +92,7 @@ impl Slot {
         }
     }
 
-    /// This slot's version in the stack whose generation-0 base has `base_version` (a base's is
-    /// `base_version` itself: its key tells the generations apart).
+    /// A base's version is `base_version` itself: its key tells the generations apart.
     pub fn version(self, base_version: &Version) -> Version {
         match self.layer {
             0 => base_version.clone(),
@@ -121,7 +113,6 @@ impl Slot {
     }
 }
 
-/// The version of layer `layer` of `generation`.
 fn layer_version(base_version: &Version, generation: u32, layer: u32) -> Version {
     let text = format!("exact-cache-slot|{base_version}|generation={generation}|layer={layer}");
     Version::from(hex::encode(Sha256::digest(text.as_bytes())))

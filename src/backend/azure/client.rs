@@ -1,7 +1,6 @@
-//! Requests to one container: its URLs, each request authorized by `object_store`'s
-//! [`AzureAuthorizer`] with the current credential (Shared Key, a bearer token, or the SAS
-//! token's query), sent through [`send`] and checked with [`Check`]; a download URL that
-//! authorizes itself (a SAS); listings page by page; Azure's error answers as [`BackendError`]s.
+//! Requests to one container, each authorized by `object_store`'s [`AzureAuthorizer`] with the
+//! current credential (Shared Key, a bearer token, or a SAS), and Azure's error answers as
+//! [`BackendError`]s.
 
 use super::AzureSettings;
 use super::upload;
@@ -27,15 +26,12 @@ use std::time::Duration;
 const SIGNED_FOR: Duration = Duration::from_secs(3600);
 /// The longest wait for credentials (a managed identity endpoint may never answer).
 const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
-/// The header prefix of a blob's metadata.
 pub(super) const META: &str = "x-ms-meta-";
 
-/// The Azure Blob store's client ([`ObjectClient`]), under its backend and catalog.
 pub struct Client {
     pub(super) http: Arc<Http>,
     store: MicrosoftAzure,
     settings: AzureSettings,
-    /// The account's blob endpoint.
     endpoint: url::Url,
 }
 
@@ -125,8 +121,7 @@ impl Client {
         Ok((url, std::mem::take(request.headers_mut())))
     }
 
-    /// One authorized request with its body, retried when transient: the answer's headers and
-    /// body (an error answer becomes a [`BackendError`] named `what`, as [`azure_error`] reads it).
+    /// One authorized request with its body, retried when transient: the answer's headers and body.
     pub(super) async fn call(
         &self,
         what: &str,
@@ -166,8 +161,7 @@ impl Client {
             .await
     }
 
-    /// Every blob whose name starts with `prefix`, with its metadata (List Blobs, page by page,
-    /// bounded like every listing).
+    /// Every blob whose name starts with `prefix`, with its metadata (List Blobs).
     async fn list_blobs(&self, prefix: &str) -> Result<Vec<ListedBlob>, BackendError> {
         let what = "list the container";
         bounded_listing(&self.http.tuning, what, |marker| async move {
@@ -269,9 +263,7 @@ impl ObjectClient for Client {
 
 /// An Azure error answer: its code (the `x-ms-error-code` header, which a `HEAD` answer carries
 /// too, or the `<Error>` document), and what to do about the common ones. The kind comes from
-/// the status and the code, never from words: `401`/`403` are [`ErrorKind::Forbidden`], `412`
-/// (an `If-None-Match: *` refused) [`ErrorKind::Precondition`], `409 BlobAlreadyExists`
-/// [`ErrorKind::AlreadyExists`].
+/// the status and the code, never from words.
 pub(super) fn azure_error(
     what: &str,
     status: StatusCode,

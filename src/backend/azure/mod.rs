@@ -1,30 +1,14 @@
 //! Azure Blob Storage (`backend: azure-blob`): a container of an Azure storage account (or
 //! Azurite, or a sovereign cloud's endpoint) for self-hosted fleets on Azure.
 //!
-//! `object_store` (apache arrow-rs) holds the credentials — the Azure environment only: an
-//! account key (Shared Key), a SAS token, a bearer token, a client secret, workload identity
-//! (`AZURE_FEDERATED_TOKEN_FILE`), managed identity, the Azure CLI; or a connection string — and
-//! signs; our own HTTP client ([`Http`]) sends every request, so Azure gets the same retries,
-//! timeouts, parallel ranged downloads and block uploads as the other backends. Requests are
+//! `object_store` (apache arrow-rs) holds the credentials (the Azure environment only, or a
+//! connection string) and signs; our own HTTP client ([`Http`]) sends every request. Requests are
 //! authorized one by one with `object_store`'s `AzureAuthorizer` rather than as SAS URLs, because
 //! a SAS from `object_store` covers one blob only (a listing needs the container) and cannot be
-//! made from a SAS token; downloads, which send no header, get a SAS URL instead. Keys, tokens
-//! and signatures are registered as secrets before any request.
+//! made from a SAS token; downloads, which send no header, get a SAS URL instead.
 //!
-//! Layout and metadata are S3's ([`super::entries`]): `<prefix><key>/<first 16 hex digits of the
-//! version>`, one block blob per entry, with the full version, the ref that saved it and its
-//! creation time as blob metadata (`x-ms-meta-version`, `-ref`, `-created`). A listing carries
-//! the metadata (`include=metadata`), so listing needs no request per entry.
-//!
-//! An entry appears atomically and only once: the blob is created by Put Blob or Put Block List
-//! with `If-None-Match: *`, so a second saver is refused (`409 BlobAlreadyExists` or `412`) and
-//! reported as `exists` (see [`upload`]).
-//!
-//! Its files are every store's: this one, its `azure-*` inputs (checked here) and [`connect`];
-//! [`settings`], where entries live and who we are there; [`client`], each request authorized
-//! and sent, Azure's answers read (its [`ObjectClient`](crate::backend::object::ObjectClient),
-//! under the backend and catalog every object store shares, [`ObjectBackend`]); [`upload`], its
-//! saves.
+//! Entries are laid out as `super::entries` says, one block blob each, created with
+//! `If-None-Match: *` so that a second saver is refused and reported as `exists` (`upload`).
 
 mod client;
 mod settings;
@@ -89,11 +73,10 @@ impl AzureInputs {
     }
 }
 
-/// The Azure Blob store's backend, which is also its catalog.
 pub type AzureBlobBackend = ObjectBackend<Client>;
 
-/// The backend of the container `inputs` and `env` name, with the credentials of `env` (masked
-/// through `secrets` before any request).
+/// The backend of the container `inputs` and `env` name; its secrets are masked through
+/// `secrets` before any request.
 pub fn connect(inputs: &AzureInputs, env: &Env, secrets: SecretSink) -> Result<AzureBlobBackend, BackendError> {
     let settings = AzureSettings::resolve(inputs, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
     let http = Arc::new(Http::new(env, secrets)?);

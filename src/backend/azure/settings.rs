@@ -7,21 +7,19 @@ use crate::backend::entries;
 use crate::env::Env;
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 
-/// Where entries live, resolved from the inputs and the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AzureSettings {
     pub account: String,
     pub container: String,
-    /// Name prefix inside the container: empty, or ending in `/`.
+    /// Empty, or ending in `/`.
     pub prefix: String,
-    /// The account's blob endpoint, without a trailing `/`: `https://<account>.blob.core.windows.net`
-    /// unless given (Azurite: `http://127.0.0.1:10000/devstoreaccount1`; sovereign clouds).
+    /// Without a trailing `/`: `https://<account>.blob.core.windows.net` unless given (Azurite:
+    /// `http://127.0.0.1:10000/devstoreaccount1`; sovereign clouds).
     pub endpoint: String,
     /// Whether the endpoint was given (not derived from the account name).
     pub custom_endpoint: bool,
 }
 
-/// The `azure-*` inputs as given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AzureInputs {
     pub account: Option<String>,
@@ -30,10 +28,10 @@ pub struct AzureInputs {
     pub endpoint: Option<String>,
 }
 
-/// A connection string (`AccountName=…;AccountKey=…;BlobEndpoint=…`), as the Azure tools set it.
+/// Holds `AccountName=…;AccountKey=…;BlobEndpoint=…`, as the Azure tools set it.
 const CONNECTION_STRING: &str = "AZURE_STORAGE_CONNECTION_STRING";
 
-/// The variables whose values are secrets: masked from the start, never saved.
+/// Masked from the start, never saved.
 pub const SECRET_VARS: &[&str] = &[
     "AZURE_STORAGE_ACCOUNT_KEY",
     "AZURE_STORAGE_ACCESS_KEY",

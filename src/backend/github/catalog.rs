@@ -2,11 +2,9 @@
 //! `GITHUB_REPOSITORY`, the `github-token` input): the cache service protocols themselves cannot
 //! list or delete, and the runtime token does not work with REST.
 //!
-//! Answers are read with a size limit ([`MAX_ANSWER_BYTES`]), and a listing has an overall
-//! deadline (`EXACT_CACHE_LIST_DEADLINE_SECONDS`) besides its page limit. A call that finds no
-//! cache API where it asked (no answer, an error status other than a refused token's or a rate
-//! limit, an answer that is no listing) names the URL and says that self-hosted cache servers usually lack it: a runner
-//! pointed at one still has `GITHUB_API_URL`, which cannot list or delete that server's entries.
+//! A call that finds no cache API where it asked (no answer, an error status other than a refused
+//! token's or a rate limit, an answer that is no listing) names the URL: a runner pointed at a
+//! self-hosted cache server still has `GITHUB_API_URL`, which cannot list or delete its entries.
 
 use crate::backend::catalog::{Catalog, CatalogError, Listed};
 use crate::backend::http::{MAX_ANSWER_BYTES, list_deadline};
@@ -15,14 +13,12 @@ use crate::keys::{Key, Version};
 use http_body_util::BodyExt;
 use std::time::Duration;
 
-/// The GitHub REST API of one repository.
 pub struct GithubCatalog {
     rt: tokio::runtime::Runtime,
     crab: octocrab::Octocrab,
     owner: String,
     repo: String,
     api: String,
-    /// The longest one listing may take, all pages.
     list_deadline: Duration,
 }
 
@@ -62,8 +58,8 @@ impl GithubCatalog {
         Ok(Self { rt, crab, owner: owner.to_owned(), repo: repo.to_owned(), api, list_deadline })
     }
 
-    /// `GET` (or `DELETE`) `route`: the body of a success, at most [`MAX_ANSWER_BYTES`] of it;
-    /// an error status becomes the matching [`CatalogError`] (`needs`: the permission).
+    /// `GET` (or `DELETE`) `route`: the body of a success; an error status becomes the matching
+    /// [`CatalogError`] (`needs`: the permission).
     async fn call(
         &self,
         what: &str,

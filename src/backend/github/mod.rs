@@ -2,10 +2,7 @@
 //! the v1 REST protocol and v2 (Twirp + Azure Blob), chosen by the `protocol` input and the
 //! environment as the official client chooses ([`settings`]), and the REST API as its catalog.
 //!
-//! Its files are every store's: this one, its input and how it connects; [`settings`], which
-//! service serves the run; [`catalog`]; and, where another store has one `backend.rs`, one file
-//! per protocol ([`v1`], [`v2`]), each with its upload (v2's bytes go up as a block blob,
-//! [`super::blob`]); [`packs`], its packs (each an entry of its own, either protocol).
+//! Where another store has one `backend.rs`, it has one file per protocol ([`v1`], [`v2`]).
 
 mod catalog;
 mod packs;
@@ -36,8 +33,7 @@ pub static PROTOCOL: Input<Protocol> = Input::choice(
 
 pub(super) static INPUTS: [&InputSpec; 1] = [&PROTOCOL.spec];
 
-/// Whether the runner offers a cache service under `protocol` (with `backend: auto`, it serves
-/// the run).
+/// Whether the runner offers a cache service under `protocol`.
 pub(super) fn serves(protocol: Protocol, env: &Env) -> bool {
     settings::service(protocol, env).is_some()
 }

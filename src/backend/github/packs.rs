@@ -1,11 +1,8 @@
-//! The cache service's packs (v1 and v2 alike): each pack an entry of its own, of key
-//! `<prefix>-pack.<hex>` and the pack version ([`crate::content::names`]), saved as the
-//! protocol saves any entry (v2: create, upload to the signed URL as a block blob, finalize; v1:
-//! reserve, patch, commit), found by exact lookups — so a pack is visible exactly where an
-//! entry saved in its scope would be: one saved on a pull request's ref is not found from the
-//! default branch — and read by ranged GETs of the URL its lookup gave. A server that answers a
-//! range with the whole pack (`200`) is read whole from then on. Listing and deleting packs
-//! (for prune) go through the REST API, where there is one.
+//! The cache service's packs (v1 and v2 alike): each pack an entry of its own
+//! ([`crate::content::names`]), saved as the protocol saves any entry and found by exact lookups,
+//! so a pack is visible exactly where an entry saved in its scope would be (one saved on a pull
+//! request's ref is not found from the default branch). Ranges are read from the URL its lookup
+//! gave. Listing and deleting packs go through the REST API, where there is one.
 
 use crate::backend::download::open_range;
 use crate::backend::http::Http;
@@ -20,7 +17,6 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// One prefix's packs on the cache service.
 pub struct ServicePacks {
     backend: Box<dyn Backend>,
     http: Arc<Http>,
@@ -29,7 +25,6 @@ pub struct ServicePacks {
     located: Mutex<HashMap<PackName, String>>,
     /// A read of a range was answered with the whole pack: later plans read whole packs.
     whole_only: AtomicBool,
-    /// The REST API, for `list` and `delete`.
     catalog: Option<Box<dyn Catalog + Send + Sync>>,
 }
 
@@ -40,7 +35,6 @@ impl ServicePacks {
         Self { backend, http, prefix: prefix.to_owned(), located, whole_only, catalog: None }
     }
 
-    /// With the REST API, which lists and deletes packs.
     pub fn with_catalog(self, catalog: Box<dyn Catalog + Send + Sync>) -> Self {
         Self { catalog: Some(catalog), ..self }
     }

@@ -7,14 +7,10 @@
 //! keys); act never answers 409 and checks the commit against the reserved `cacheSize`.
 //!
 //! The reservation must carry the exact `cacheSize` (GHES checks its size limit with it), so a
-//! v1 save first spools the archive — in memory up to 64 MiB, then in a temporary file — and
-//! reserves, uploads and commits once it is complete. Before that, an exact lookup detects an
-//! entry that exists already, so nothing is packed for nothing; and once the archive is
-//! spooled, another just before the reservation and another before the commit, since self-hosted
-//! servers (act, falcondev-oss/github-actions-cache-server) accept a reservation for an entry
-//! that exists and let its commit replace it. A reservation refused with 409 or 412, or answered
-//! `{"cacheId": null}` (falcondev's "another job is creating it"), is `exists`. A job whose
-//! `ACTIONS_CACHE_MODE` forbids reads makes none of those lookups.
+//! save first spools the archive (`SPOOL_IN_MEMORY`), then reserves, uploads and commits. An
+//! exact lookup comes before packing, before the reservation and before the commit, since
+//! self-hosted servers (act, falcondev) accept a reservation for an entry that exists and let its
+//! commit replace it. A job whose `ACTIONS_CACHE_MODE` forbids reads makes none of them.
 
 use crate::backend::download;
 use crate::backend::http::{Check, Http, read_answer, send};
@@ -153,7 +149,6 @@ impl V1Backend {
         Ok(Self { api: Arc::new(Api { http, base, token, readable: true }) })
     }
 
-    /// The backend of a job whose `ACTIONS_CACHE_MODE` is `mode`.
     pub fn with_mode(self, mode: CacheMode) -> Self {
         let api = Arc::into_inner(self.api).expect("not shared before it is configured");
         Self { api: Arc::new(Api { readable: mode.readable(), ..api }) }
@@ -169,8 +164,7 @@ impl Backend for V1Backend {
         self.api.http.rt().block_on(self.api.lookup_keys(&[key.as_str()], version))
     }
 
-    /// `keys=<newest_of>,<key>`: the service tries each in order, an exact match first, then the
-    /// newest entry the key is a prefix of.
+    /// `keys=<newest_of>,<key>`, as `Api::lookup_keys` sends them.
     fn lookup_newest_or(
         &self,
         newest_of: &str,
@@ -188,7 +182,7 @@ impl Backend for V1Backend {
         download::read_prefix(&self.api.http, &entry.location, len)
     }
 
-    /// Each pack an entry of the service ([`super::packs`]).
+    /// Each pack an entry of the service (`super::packs`).
     fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
         let same = V1Backend { api: Arc::clone(&self.api) };
         Some(Box::new(super::packs::ServicePacks::new(Box::new(same), Arc::clone(&self.api.http), prefix)))

@@ -6,13 +6,9 @@
 //!
 //! Saves: an exact lookup first, since self-hosted servers (falcondev-oss/github-actions-cache-
 //! server) accept a second `CreateCacheEntry` for an entry that exists and let its upload replace
-//! it, where github.com answers 409. Then the archive goes up as a block blob at the signed URL
-//! ([`crate::backend::blob`]: one Put Blob, or Put Block several in flight and one Put Block
-//! List); then, after a second exact lookup, `FinalizeCacheEntryUpload` with the exact byte
-//! count. A refusal to create — 409, 412, or `ok: false` without a message (such a server's
-//! "another job is creating it") — is `exists`; `ok: false` with a message says why (a read-only
-//! token, a cache over its quota: [`kind_in_words`]), from Create or Finalize, and is never
-//! `exists`. A job whose `ACTIONS_CACHE_MODE` forbids reads asks no lookup before it creates.
+//! it, where github.com answers 409. Then the block blob at the signed URL
+//! ([`crate::backend::blob`]); then, after a second exact lookup, `FinalizeCacheEntryUpload`
+//! with the exact byte count. A job whose `ACTIONS_CACHE_MODE` forbids reads asks no lookup.
 
 use crate::backend::blob::{AZURE_VERSION, BlobRequest, BlobTarget, BlockBlob};
 use crate::backend::download;
@@ -49,7 +45,6 @@ impl V2Backend {
         Ok(Self { twirp: Arc::new(Twirp { http, origin, token, readable: true }) })
     }
 
-    /// The backend of a job whose `ACTIONS_CACHE_MODE` is `mode`.
     pub fn with_mode(self, mode: CacheMode) -> Self {
         let twirp = Arc::into_inner(self.twirp).expect("not shared before it is configured");
         Self { twirp: Arc::new(Twirp { readable: mode.readable(), ..twirp }) }
@@ -154,7 +149,7 @@ impl Backend for V2Backend {
         download::read_prefix(&self.twirp.http, &entry.location, len)
     }
 
-    /// Each pack an entry of the service ([`super::packs`]).
+    /// Each pack an entry of the service (`super::packs`).
     fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
         let same = V2Backend { twirp: Arc::clone(&self.twirp) };
         Some(Box::new(super::packs::ServicePacks::new(Box::new(same), Arc::clone(&self.twirp.http), prefix)))
@@ -176,8 +171,7 @@ impl Backend for V2Backend {
         };
         if !r.ok {
             // Without a message, a self-hosted server's "another job is creating it"; the
-            // official client reads every refusal so. A message says why: a read-only token, a
-            // cache over its quota ([`kind_in_words`]) — never "exists".
+            // official client reads every refusal so. A message says why, never "exists".
             if r.message.trim().is_empty() || r.message.to_ascii_lowercase().contains("already exists") {
                 return Ok(Reservation::Exists);
             }

@@ -2,18 +2,10 @@
 //! persistent disk (`backend: local`).
 //!
 //! Layout under the root: `entries/<key>@<version>` (one archive each), `meta/<key>@<version>`
-//! (the ref that saved it and, as its modification time, its last use: [`super::meta`]),
-//! `packs/<prefix>-pack.<hex>` (content stored once: [`crate::content::store::LocalPackStore`])
-//! and `tmp/`. A save writes `tmp/upload-<pid>-<random>`, syncs it, and links it to its final name
-//! only if that name does not exist yet (`persist_noclobber`): entries are immutable, readers
-//! never see a partial file, and of two processes saving the same key exactly one wins while
-//! the other hears `Exists`; the winner then records its ref. A restore that opens an entry
-//! records the use on its record, never on the entry.
-//!
-//! A save that was killed leaves its temporary file behind; the next save sweeps those whose
-//! process is gone, or that are older than a day. A writing upload holds an advisory lock on
-//! its file, so a store shared by containers (where another's pid means nothing here) never
-//! loses a live upload.
+//! ([`super::meta`]), `packs/<prefix>-pack.<hex>` ([`crate::content::store::LocalPackStore`])
+//! and `tmp/`. A save links a synced temporary file to its final name only if that name does
+//! not exist yet: entries are immutable, readers never see a partial file, and of two processes
+//! saving the same key exactly one wins ([`super::upload`]).
 
 use super::upload::{self, LocalUpload};
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind, Reservation};
@@ -26,7 +18,7 @@ use std::time::SystemTime;
 
 pub struct LocalBackend {
     root: PathBuf,
-    /// The ref recorded with each entry saved (`GITHUB_REF`; the empty ref outside Actions).
+    /// `GITHUB_REF`; empty outside Actions.
     saving_ref: String,
 }
 
@@ -159,7 +151,6 @@ impl Backend for LocalBackend {
         Ok(bytes)
     }
 
-    /// `packs/` beside `entries/`.
     fn packs(&self, prefix: &str) -> Option<Box<dyn crate::content::store::PackStore>> {
         Some(Box::new(crate::content::store::LocalPackStore::new(self.root.join("packs"), prefix)))
     }
@@ -187,8 +178,7 @@ impl Backend for LocalBackend {
 }
 
 impl LocalBackend {
-    /// The entry's file, reached beneath the store's directory: never through a link, never
-    /// blocking on a FIFO, only a plain file.
+    /// The entry's file, as [`super::meta::open_entry`] reaches it.
     fn open_file(&self, entry: &CacheEntry) -> Result<File, BackendError> {
         let path = Path::new(&entry.location);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();

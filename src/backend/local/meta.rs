@@ -1,14 +1,11 @@
 //! What the local store keeps beside each entry: `meta/<key>@<version>`, a small JSON document
-//! naming the ref that saved it (`{"ref":"refs/heads/main"}`; the empty ref for a save outside
-//! Actions), whose modification time is when a restore last used the entry. An entry saved before
-//! the store kept these has none: its ref is not known, and its last use is its creation until a
-//! restore records one. Records are written whole and renamed into place, and a failure to write
-//! one never fails a save or a restore (a store this user may only read keeps no record).
+//! naming the ref that saved it, whose modification time is when a restore last used the entry.
+//! A failure to write one never fails a save or a restore.
 //!
 //! A shared store is written by others: records (and, for [`open_entry`], entries) are reached
-//! beneath the store's directory handle, `meta/` and the record itself never through a link,
-//! opened without blocking (a FIFO cannot stall a restore or a listing) and read only when they
-//! are plain files, at most [`MAX_RECORD`] bytes. Anything else is ignored, with one warning.
+//! beneath the store's directory handle, never through a link, opened without blocking (a FIFO
+//! cannot stall a restore) and read only when they are plain files. Anything else is ignored,
+//! with one warning.
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, OpenOptions};
@@ -22,7 +19,6 @@ const DIR: &str = "meta";
 /// A record is a few dozen bytes; one longer than this is not one of ours.
 const MAX_RECORD: u64 = 4096;
 
-/// A record as stored.
 #[derive(Default, Serialize, Deserialize)]
 struct Record {
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
@@ -79,8 +75,7 @@ pub(super) fn open_plain(dir: &Dir, name: &str, write: bool) -> io::Result<File>
     Ok(file)
 }
 
-/// The entry file `name` of the store, as [`open_plain`] opens it: `entries/` and the file
-/// never through a link, never blocking, only a plain file.
+/// The entry file `name` of the store, as [`open_plain`] opens it.
 pub(super) fn open_entry(root: &Path, name: &str) -> io::Result<std::fs::File> {
     let dir = open_store_dir(root, "entries", false)?;
     let file = open_plain(&dir, name, false)?.into_std();
@@ -227,7 +222,6 @@ pub(super) fn read(root: &Path, name: &str) -> EntryMeta {
     EntryMeta { saved_ref: record.saved_ref, last_used }
 }
 
-/// Remove the record of a deleted entry.
 pub(super) fn remove(root: &Path, name: &str) {
     if let Ok(dir) = open_store_dir(root, DIR, false) {
         let _ = dir.remove_file(name);
@@ -278,8 +272,8 @@ mod tests {
         assert_eq!(read(root.path(), "old@v"), EntryMeta::default());
     }
 
-    /// Issue 30, finding 3: a FIFO, a link to `/dev/zero` or a directory as a record, and a
-    /// linked `meta/`, are ignored: nothing blocks, nothing grows, nothing outside is touched.
+    /// A FIFO, a link to `/dev/zero` or a directory as a record, and a linked `meta/`, are
+    /// ignored: nothing blocks, nothing grows, nothing outside is touched.
     #[cfg(unix)]
     #[test]
     fn records_that_are_not_plain_files_are_ignored_without_blocking() {

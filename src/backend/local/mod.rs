@@ -1,10 +1,6 @@
 //! The local directory store (`backend: local`, and `auto` where no runner offers a cache
 //! service): entries are files in one directory, which is also their catalog, each with a
 //! record of the ref that saved it and of its last use.
-//!
-//! Its files are every store's: this one, its input (read here) and the store it opens;
-//! [`backend`], [`catalog`] and [`upload`], the roles by those names; and [`meta`], its records.
-//! It has no settings of its own beyond a directory, and no client: the file system is one.
 
 mod backend;
 mod catalog;

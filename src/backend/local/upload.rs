@@ -1,5 +1,7 @@
 //! A save to the local store: a temporary file in `tmp/`, written, synced, and linked to the
 //! entry's name only if that name does not exist yet; and the sweep of what killed saves left.
+//! A save holds an advisory lock on its file, so a store shared by containers (where another's
+//! pid means nothing here) never loses a live upload.
 
 use crate::backend::{BackendError, Committed, ErrorKind, Upload};
 use std::fs::{self, File};

@@ -17,9 +17,8 @@ pub struct ObjectBackend<C> {
     client: Arc<C>,
     /// The client's own, for downloads and to wait on requests.
     http: Arc<Http>,
-    /// The name prefix of every entry: empty, or ending in `/`.
+    /// Empty, or ending in `/`.
     prefix: String,
-    /// The ref saved with each entry.
     current_ref: Option<String>,
 }
 

@@ -1,7 +1,5 @@
-//! What an object store's client does, the only part of an object store that differs from
-//! another's ([`ObjectClient`]): a `HEAD` of an entry's object, a listing, a download URL, a
-//! delete and the start of a save, each in its own store's requests. The backend and the catalog
-//! built on it are written once ([`super::ObjectBackend`]).
+//! What an object store's client does ([`ObjectClient`]), the only part of an object store that
+//! differs from another's.
 
 use crate::backend::entries::Metadata;
 use crate::backend::{BackendError, CacheEntry, Upload};
@@ -10,7 +8,6 @@ use reqwest::header::HeaderName;
 use std::future::Future;
 use std::sync::Arc;
 
-/// One object of a listing.
 pub struct Object {
     pub name: String,
     pub size: u64,
@@ -53,8 +50,7 @@ impl NewEntry {
     }
 }
 
-/// An object store's requests, behind [`super::ObjectBackend`] (which knows the HTTP client and
-/// the prefix, and names each entry's object).
+/// An object store's requests, behind [`super::ObjectBackend`] (which names each entry's object).
 pub trait ObjectClient: Send + Sync + Sized + 'static {
     const NEEDS: Needs;
 
@@ -80,9 +76,7 @@ pub trait ObjectClient: Send + Sync + Sized + 'static {
     /// A URL that reads the object `name` by itself (signed; its signature masked).
     fn download_url(&self, name: &str) -> impl Future<Output = Result<String, BackendError>>;
 
-    /// Delete the object `name`.
     fn delete(&self, name: &str) -> impl Future<Output = Result<(), BackendError>>;
 
-    /// Start the save of `entry`.
     fn upload(self: &Arc<Self>, entry: NewEntry) -> impl Future<Output = Result<Box<dyn Upload>, BackendError>>;
 }

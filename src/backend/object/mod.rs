@@ -1,10 +1,7 @@
-//! What every object store (S3, Azure Blob) shares, written once: [`client`], what each store's
-//! client does ([`ObjectClient`]); [`backend`] and [`catalog`], the [`ObjectBackend`] over any
-//! client, which is both the store's backend and its catalog; [`packs`], its packs
-//! ([`ObjectPacks`]). The inputs of the same role take
-//! the same parses: a prefix ([`prefix_input`]) and an endpoint ([`endpoint_input`]).
-//!
-//! How entries are kept inside an object store (names, metadata, listings) is [`super::entries`].
+//! What every object store (S3, Azure Blob) shares, written once over each store's
+//! [`ObjectClient`]: the [`ObjectBackend`], which is both the store's backend and its catalog,
+//! its packs ([`ObjectPacks`]), and the parses of the prefix and endpoint inputs. How entries are
+//! kept inside an object store is [`super::entries`].
 
 mod backend;
 mod catalog;

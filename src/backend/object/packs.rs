@@ -19,7 +19,6 @@ use std::sync::Arc;
 /// The folder of packs under a store's prefix.
 pub const PACKS_DIR: &str = "packs/";
 
-/// One prefix's packs in an object store.
 pub struct ObjectPacks<C> {
     client: Arc<C>,
     http: Arc<Http>,

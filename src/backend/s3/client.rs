@@ -1,6 +1,5 @@
-//! Requests to one bucket: each a pre-signed URL (`object_store` signs with the credentials of
-//! the AWS environment) sent through [`send`] and checked with [`Check`]; listings page by page;
-//! S3's error answers, and its credential and transport failures, as [`BackendError`]s.
+//! Requests to one bucket, each at a URL `object_store` pre-signs with the AWS environment's
+//! credentials, and S3's error answers as [`BackendError`]s.
 
 use super::settings::{CREDENTIAL_VARS, CredentialSource, S3Settings};
 use super::upload;
@@ -25,10 +24,8 @@ const SIGNED_FOR: Duration = Duration::from_secs(3600);
 /// The longest wait for credentials (the instance metadata service may never answer, as in a
 /// container on EC2 with an IMDSv2 hop limit of 1).
 const CREDENTIALS_WITHIN: Duration = Duration::from_secs(20);
-/// The header prefix of an object's metadata.
 pub(super) const META: &str = "x-amz-meta-";
 
-/// The S3 store's client ([`ObjectClient`]), under its backend and catalog.
 pub struct Client {
     pub(super) http: Arc<Http>,
     store: AmazonS3,
@@ -115,8 +112,7 @@ impl Client {
         Ok(url)
     }
 
-    /// One signed request with its body, retried when transient; the answer's headers and
-    /// body (an S3 error answer becomes a [`BackendError`] named `what`, as [`s3_error`] reads it).
+    /// One signed request with its body, retried when transient; the answer's headers and body.
     pub(super) async fn call(
         &self,
         what: &str,
@@ -167,10 +163,8 @@ impl Client {
         error
     }
 
-    /// Every object whose name starts with `prefix` (ListObjectsV2, page by page): its name,
-    /// size and modification time (seconds since the epoch). A listing that has not ended
-    /// after `list_pages` pages or `list_deadline` (a server that always says `IsTruncated`) is
-    /// an error, never an endless loop.
+    /// Every object whose name starts with `prefix` (ListObjectsV2): its name, size and
+    /// modification time (seconds since the epoch).
     async fn list_objects(&self, prefix: &str) -> Result<Vec<(String, u64, i64)>, BackendError> {
         let root = StorePath::from("");
         bounded_listing(&self.http.tuning, "list the bucket", |token| {
@@ -203,9 +197,8 @@ impl Client {
         .await
     }
 
-    /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket
-    /// is an error, not an endless series of misses.
-    /// A policy that does not allow listing leaves the question open: then it is a plain miss.
+    /// Whether the bucket exists: asked once a lookup finds nothing, so that a missing bucket is
+    /// an error, not an endless series of misses. A policy that forbids listing leaves it open.
     async fn check_bucket(&self) -> Result<(), BackendError> {
         let root = StorePath::from("");
         let query = [("list-type", "2"), ("max-keys", "1"), ("prefix", self.settings.prefix.as_str())];
@@ -275,8 +268,7 @@ impl ObjectClient for Client {
 }
 
 /// An S3 error answer: its `<Code>`, and what to do about the common ones. The kind comes from
-/// the status and the code, never from words: `403` is [`ErrorKind::Forbidden`], `412` (an
-/// `If-None-Match: *` refused) [`ErrorKind::Precondition`].
+/// the status and the code, never from words.
 fn s3_error(what: &str, status: StatusCode, headers: &HeaderMap, body: &str, settings: &S3Settings) -> BackendError {
     let document = wire::error_document(body);
     let code = document.as_ref().map(|d| one_line(&d.code));

@@ -1,30 +1,11 @@
 //! S3-compatible object storage (`backend: s3`): AWS S3, MinIO, Ceph RGW, R2, GCS's
 //! interoperability endpoint.
 //!
-//! `object_store` (apache arrow-rs) holds the credentials — the standard AWS environment only:
-//! keys and session token, a web-identity role (`AWS_ROLE_ARN` + `AWS_WEB_IDENTITY_TOKEN_FILE`,
-//! GitHub OIDC), container credentials, instance metadata — and signs. Every data request is a
-//! pre-signed URL sent with our own HTTP client ([`Http`]), so S3 gets the same retries,
-//! timeouts, parallel ranged downloads and block uploads as the GitHub service, and a signed URL
-//! never reaches a log (its signature and session token are registered as secrets).
-//!
-//! Layout: `<s3-prefix><key>/<first 16 hex digits of the version>`, one object per entry, with
-//! the full version, the ref that saved it and its creation time as object metadata
-//! (`x-amz-meta-version`, `-ref`, `-created`). A lookup checks the full version, so the short
-//! name only keeps object names short (s3s-fs, for one, stores metadata in files named after
-//! them).
-//!
-//! An entry appears atomically and only once: the archive is streamed as a multipart upload to
-//! its final name, and `CompleteMultipartUpload` carries `If-None-Match: *` — until it
-//! completes, the object does not exist for any reader; a second saver's completion is refused
-//! (`412`, or `409` while another completion is in flight) and reported as `exists`. Every path
-//! that does not complete aborts the multipart upload, so no parts are left behind (and a
-//! lifecycle rule for incomplete uploads is the backstop for a killed process).
-//!
-//! Its files are every store's: this one, its `s3-*` inputs (checked here) and [`connect`];
-//! [`settings`], where entries live and who we are there; [`client`], each request signed and
-//! sent, S3's answers read (its [`ObjectClient`](crate::backend::object::ObjectClient), under
-//! the backend and catalog every object store shares, [`ObjectBackend`]); [`upload`], its saves.
+//! `object_store` (apache arrow-rs) holds the credentials (the standard AWS environment only)
+//! and signs. Every data request is a pre-signed URL sent with our own HTTP client ([`Http`]), so
+//! S3 gets the same retries, timeouts, ranged downloads and block uploads as the GitHub service.
+//! Entries are laid out as `crate::backend::entries` says, and appear atomically and only once
+//! (`upload`).
 
 mod client;
 mod settings;
@@ -92,11 +73,10 @@ impl S3Inputs {
     }
 }
 
-/// The S3 store's backend, which is also its catalog.
 pub type S3Backend = ObjectBackend<Client>;
 
-/// The backend of the bucket `inputs` and `env` name, with the credentials of `env` (masked
-/// through `secrets` before any request).
+/// The backend of the bucket `inputs` and `env` name; its secrets are masked through `secrets`
+/// before any request.
 pub fn connect(inputs: &S3Inputs, env: &Env, secrets: SecretSink) -> Result<S3Backend, BackendError> {
     let settings = S3Settings::resolve(inputs, env).map_err(|reason| BackendError::new(ErrorKind::Fatal, reason))?;
     let http = Arc::new(Http::new(env, secrets)?);

@@ -5,14 +5,13 @@
 use crate::backend::{BackendError, ErrorKind, entries};
 use crate::env::Env;
 
-/// The AWS variables holding secrets: masked in every step with `backend: s3`, never saved.
+/// Masked in every step with `backend: s3`, never saved.
 pub const SECRET_VARS: [&str; 2] = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"];
 
-/// Where entries live, resolved from the inputs and the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct S3Settings {
     pub bucket: String,
-    /// Key prefix inside the bucket: empty, or ending in `/`.
+    /// Empty, or ending in `/`.
     pub prefix: String,
     pub region: String,
     /// `None`: AWS.
@@ -20,7 +19,6 @@ pub struct S3Settings {
     pub path_style: bool,
 }
 
-/// The `s3-*` inputs as given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct S3Inputs {
     pub bucket: Option<String>,
