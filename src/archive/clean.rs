@@ -353,8 +353,7 @@ fn account_home() -> Option<PathBuf> {
     None
 }
 
-/// Remove what each `path` line covers, after [`CleanGuard::check`] allows it — and again
-/// allows what was opened — keeping what `tracked` says the repository tracks.
+/// Remove what each `path` line covers, as the module doc says.
 #[cfg(test)]
 pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
@@ -697,7 +696,6 @@ mod tests {
         assert_eq!(fs::metadata(s.root.join("ws/out/ro")).unwrap().permissions().mode() & 0o777, 0o555);
     }
 
-    /// What a fake repository tracks below one directory.
     struct FakeTracked {
         at: PathBuf,
         files: &'static [&'static str],
@@ -749,8 +747,8 @@ mod tests {
         assert!(ws.join("out/gen.py").exists());
     }
 
-    /// A `.git` below the root (a nested `git init`, a `.git` file pointing anywhere) makes the
-    /// walk ask that repository too: it only adds files to keep; what the outer one tracks stays.
+    /// A `.git` below the root (a nested `git init`, a `.git` file pointing anywhere) only adds
+    /// files to keep.
     #[test]
     fn clean_keeps_what_the_outer_repository_tracks_below_a_nested_one() {
         struct Two {

@@ -29,7 +29,6 @@ impl SecretScanner {
         Self { finders: values.iter().map(|v| Finder::new(v.as_bytes()).into_owned()).collect(), longest }
     }
 
-    /// A scanner that finds nothing.
     pub fn none() -> Self {
         Self::new(Vec::<String>::new())
     }
@@ -64,7 +63,6 @@ impl SecretScanner {
             })
     }
 
-    /// A gate for one file's bytes.
     pub fn gate(&self) -> Gate<'_> {
         Gate { scanner: self, held: Vec::with_capacity(self.longest) }
     }
