@@ -1,20 +1,19 @@
 //! The fingerprint: every fact that decides whether a cached native artifact is valid here,
 //! as named components of labelled values, and the key derived from it.
 //!
-//! | component | labels → values |
-//! |---|---|
-//! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` (the `hash-files` matches, and the module files their imports reach) |
-//! | `imports` | module file reached through imports (not itself in `hash-files`) → the files that import it, `, `-separated; `(computed name)` after one that loads its package's every module by a computed name, `(import *)` after a `*` import of a package whose `__all__` is computed |
-//! | `env` | variable name → value (absent when unset) |
-//! | `commands` | command line → its stdout |
-//! | `native.<facet>` | one component per facet the `native` input names: `src/fingerprint/facets/` has one file per facet, saying what it records |
-//! | `python.interpreter` | `implementation`, `version`, `abi` |
-//! | `python.dists` | normalized distribution name → version |
-//! | `variant` | `variant` |
-//! | `torch` | `torch`, `triton`, `cuda`, `hip`, `cxx11-abi`, `device<i>` (the `torch-inductor` preset) |
+//! Components and their labels → values:
 //!
-//! A `files` path is workspace-relative, `~/…` or absolute; `x` / `-` is the executable bit; a
-//! link is recorded with its target and the content it resolves to.
+//! - `files`: path → `<sha256> x|-`, or `symlink <target> -> <sha256> x|-` (the `hash-files`
+//!   matches and the module files their imports reach). A path is workspace-relative, `~/…` or
+//!   absolute; `x` / `-` is the executable bit.
+//! - `imports`: module file reached through imports (not itself in `hash-files`) → the files that
+//!   import it, `, `-separated; `(computed name)` after one that loads its package's every module
+//!   by a computed name, `(import *)` after a `*` import of a package whose `__all__` is computed.
+//! - `env`: variable name → value (absent when unset). `commands`: command line → its stdout.
+//! - `native.<facet>`: one per facet the `native` input names (`facets/` says what each records).
+//! - `python.interpreter`: `implementation`, `version`, `abi`; `python.dists`: normalized
+//!   distribution name → version; `variant`: `variant`.
+//! - `torch`: `torch`, `triton`, `cuda`, `hip`, `cxx11-abi`, `device<i>` (`torch-inductor`).
 //!
 //! Deliberately **not** included: mtimes, absolute checkout paths, directory or glob order, the
 //! order of `hash-env`, and anything about exact-cache's own build.
