@@ -2,18 +2,15 @@
 //! directory of exact-cache's own, put first on `PYTHONPATH` for the job's later steps, makes
 //! every Python process of the job (3.8 and later) append to a log the files under the workspace
 //! it opens, reads (bytecode as its source), writes and loads as shared libraries, each process
-//! with the processes it descends from. The save reads the log back and, for one cache, weighs
-//! the reads of its generator — the processes that wrote under its `path`, their ancestors and
-//! descendants — and names the files no input covers. The hook chains to the next
-//! `sitecustomize` on the path and takes its own directory off `sys.path`, so the job's Python
-//! behaves as before; on a Python without audit hooks (2.7 included) it does nothing. Processes
-//! that are not Python are not seen. After a hit of a compile cache the same hook, armed for
-//! [`Record::Torch`], reports instead what torch's compile caches spared ([`torch`]).
+//! with the processes it descends from. The save names the files its generator read that no
+//! input covers ([`Log::weigh`]). The hook chains to the next `sitecustomize` and takes its own
+//! directory off `sys.path`, so the job's Python behaves as before; on a Python without audit
+//! hooks it does nothing; processes that are not Python are not seen. After a hit of a compile
+//! cache the same hook, armed for [`Record::Torch`], reports what torch's caches spared.
 //!
 //! Our files are ours: the directory and the log are created fresh (a new directory of a random
 //! name, mode 0700, checked to be this user's, in `RUNNER_TEMP/exact-cache`, itself checked),
-//! never through a link; the save reads the log only when it is a plain file of this user's,
-//! without blocking and at most [`LOG_CAP`] of it.
+//! never through a link; the save reads the log as [`Log::load`] says.
 
 use crate::env::Env;
 use crate::paths::{Locations, PatternSet};
@@ -256,8 +253,7 @@ mod own {
     use std::io::{self, Write};
     use std::path::{Path, PathBuf};
 
-    /// `temp/exact-cache/reads-<random>`, new, with `sitecustomize.py` holding `hook` and an
-    /// empty `reads.log`.
+    /// As the unix `create`.
     pub(super) fn create(temp: &Path, hook: &str) -> Result<PathBuf, ReadsError> {
         let write_error = |path: &Path| {
             let path = path.to_owned();
