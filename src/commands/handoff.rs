@@ -164,8 +164,7 @@ const RECORDS_LOOKED_AT: usize = 1_000;
 
 /// The keys this job's restores of the same cache computed: of `prefix`, for `version`, from
 /// `store`, with the same `inputs` ([`RestoreRecord::inputs`]) — the keys of the restore records
-/// beside the fingerprint files (each read as [`read_record`] reads it; outside Actions only
-/// those of the last 12 hours).
+/// beside the fingerprint files, each read as [`read_record`] reads it.
 pub(super) fn restored_keys(
     fingerprint_file: Option<&Path>,
     env: &Env,

@@ -276,7 +276,6 @@ mod tests {
         format!("p-{}", format!("{n:x}").repeat(64).get(..64).unwrap())
     }
 
-    /// A catalog of fixed entries that records what is deleted.
     struct Fixed(Vec<Listed>, std::cell::RefCell<Vec<String>>);
 
     impl Catalog for Fixed {
