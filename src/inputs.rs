@@ -207,12 +207,11 @@ impl Input<bool> {
 }
 
 impl Input<Vec<String>> {
-    /// Newline-separated lines, trimmed, blank ones dropped.
+    /// Trimmed, blank ones dropped.
     pub const fn lines(name: &'static str, readers: Readers, description: &'static str) -> Self {
         Input::new(name, InputKind::Lines, readers, "", description, parse_lines)
     }
 
-    /// Names separated by commas, spaces or newlines.
     pub const fn list(name: &'static str, readers: Readers, description: &'static str) -> Self {
         Input::new(name, InputKind::List, readers, "", description, parse_list)
     }

@@ -117,8 +117,8 @@ pub enum Note {
 /// Labelled values of one component.
 pub type Component = BTreeMap<String, Value>;
 
-/// The components exact-cache collects (the table above). [`ComponentName::name`] is the name
-/// in the JSON and the key; fingerprints of other versions may hold names not listed here.
+/// The components exact-cache collects (as the module doc lists them). [`ComponentName::name`]
+/// is the name in the JSON and the key; fingerprints of other versions may hold others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ComponentName {
     Files,
@@ -261,7 +261,7 @@ pub struct FingerprintRecord {
     pub key: Key,
     pub prefix: String,
     pub digest: String,
-    /// The cache service version string of the entry (paths and compression).
+    /// The entry's version (its `path` lines and compression).
     pub version: Version,
     /// Informational; never hashed.
     pub tool: String,
