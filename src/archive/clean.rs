@@ -1,13 +1,11 @@
 //! `clean-on-miss`: remove stale files under the `path` roots before generation starts, so a
 //! miss begins from nothing rather than from leftovers of an older run.
 //!
-//! What it may clean at all is [`CleanGuard`]'s decision (guarantee 8), judged on real paths
-//! (symlinks resolved): beneath the workspace, `RUNNER_TEMP`, or a strict subdirectory of the
-//! home directory; a preset's own cache directory; or a directory exact-cache restored into or
-//! saved from before, which carries the marker [`OWNED_MARKER`]. Never the workspace, the home
-//! directory (as `HOME` says, and as the password database says), `RUNNER_TEMP`, or any of their
-//! ancestors — except for a glob that picks particular names (`**/*.expected`), which removes
-//! only what it matches. Anything else is refused with the reason.
+//! What it may clean at all is [`CleanGuard`]'s decision (guarantee 8 says where), judged on
+//! real paths; a directory exact-cache restored into or saved from carries [`OWNED_MARKER`].
+//! Never the workspace, the home directory (as `HOME` and as the password database say),
+//! `RUNNER_TEMP`, or their ancestors — except for a glob that picks particular names
+//! (`**/*.expected`), which removes only what it matches. Anything else is refused with the reason.
 //!
 //! The decision is made on what is removed through: each root (or the directory of a file
 //! root) is opened from `/` one component at a time without following links, and that handle —
@@ -361,7 +359,7 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Res
     Ok(stats)
 }
 
-/// [`clean`], counting into `stats`: what went before a failure is named too.
+/// `clean`, counting into `stats`: what went before a failure is named too.
 pub fn clean_into(
     set: &PatternSet,
     guard: &CleanGuard,

@@ -1,6 +1,5 @@
-//! Checks on untrusted archive names and link targets, and on what a `path` line covers.
-//! Nothing here touches the filesystem:
-//! names are judged as text, so a hostile archive cannot steer the check through links.
+//! Checks on untrusted archive names and link targets, and on what a `path` line covers. Nothing
+//! here touches the filesystem: names are judged as text, so links cannot steer the check.
 
 use crate::manifest::EntryPath;
 use crate::paths::{OWNED_MARKER, PatternSet, STAGING_PREFIX};

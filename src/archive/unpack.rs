@@ -301,7 +301,7 @@ pub struct Staged {
 }
 
 /// Read, check and stage an archive from `reader` (compressed bytes). Every header record is
-/// bounded ([`Records`]), the fingerprint and the manifest by their own limits.
+/// bounded (`Records`), the fingerprint and the manifest by their own limits.
 pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackError> {
     let buffered = BufReader::with_capacity(1 << 20, reader);
     let stream = decoder(plan.compression, buffered).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
