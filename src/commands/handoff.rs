@@ -52,7 +52,7 @@ pub struct RestoreRecord {
     pub hit: Option<HitRecord>,
     /// What the restore's inputs asked of the fingerprint
     /// ([`crate::fingerprint::FingerprintSpec::inputs_digest`]): a save without `key` with the
-    /// same is a save of the same cache ([`restored_keys`]). Absent in records of earlier versions.
+    /// same is a save of the same cache (`restored_keys`). Absent in records of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<String>,
 }
