@@ -122,7 +122,7 @@ impl Generation {
 }
 
 /// The record of a slot of a stack (the base of a generation, `layer` 0, or one of its layers), as
-/// a manifest carries it; [`crate::stack::Slot`] is the slot itself.
+/// a manifest carries it; `crate::stack::Slot` is the slot itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSlot {
     pub generation: u32,

@@ -14,8 +14,7 @@
 //!   (`__cxx11`); elsewhere `True` where `compiled_with_cxx11_abi()` is `return True` (torch 2.10
 //!   and later), else `False` (libc++ and MSVC builds).
 //! - **device\<i\>**: `<name>, sm_<major><minor>` from the `gpu` facet's `nvidia-smi` run, for a
-//!   CUDA build, filtered and numbered as torch does under `CUDA_VISIBLE_DEVICES` (indices or
-//!   `GPU-` UUID prefixes; the first invalid entry ends the list, a repeated one empties it). A
+//!   CUDA build, filtered and numbered as torch does under `CUDA_VISIBLE_DEVICES` (`visible`). A
 //!   ROCm build still imports torch for its devices only ([`ROCM_DEVICES`]): nothing confirmed
 //!   that `rocm-smi` names them as torch does, and a key without the GPU could reuse another's
 //!   kernels.

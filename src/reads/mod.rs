@@ -303,7 +303,7 @@ pub struct Log {
     path_ids: HashMap<PathBuf, usize>,
     /// (what, process, path)
     records: Vec<(Did, usize, usize)>,
-    /// What the hooks said of themselves (each once, at most [`MAX_NOTES`]).
+    /// What the hooks said of themselves (each once, at most `MAX_NOTES`).
     pub notes: BTreeSet<String>,
     /// Processes whose record was cut (the hook's cap).
     pub cut: usize,
@@ -671,8 +671,7 @@ mod tests {
         assert_eq!(log.weigh(&locations, &other, &none).files, ["other/in.txt"]);
     }
 
-    /// Where /proc gives no start time, a parent known by its pid alone is the latest process
-    /// of that pid logged before.
+    /// Where /proc gives no start time.
     #[test]
     fn an_ancestor_known_by_pid_alone_is_the_latest_of_that_pid_before() {
         let (_dir, ws, locations) = project();

@@ -65,7 +65,7 @@ enum Unlabelled {
     Every,
 }
 
-/// A native facet, as the `native` input names it; ordered as [`REGISTRY`] lists them.
+/// A native facet, as the `native` input names it; ordered as `REGISTRY` lists them.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Facet(usize);
 
