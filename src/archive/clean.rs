@@ -91,7 +91,6 @@ pub struct CleanGuard {
 /// What a `path` line would clean.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CleanTarget {
-    /// Nothing is there.
     Nothing,
     /// The contents of a directory (its real path), or what a glob picks beneath it.
     Dir(PathBuf),
@@ -351,7 +350,7 @@ fn account_home() -> Option<PathBuf> {
     None
 }
 
-/// Remove what each `path` line covers, as the module doc says.
+/// [`clean_into`], from empty stats.
 #[cfg(test)]
 pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
@@ -359,7 +358,8 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Res
     Ok(stats)
 }
 
-/// `clean`, counting into `stats`: what went before a failure is named too.
+/// Remove what each `path` line covers, as the module doc says, counting into `stats`: what
+/// went before a failure is named too.
 pub fn clean_into(
     set: &PatternSet,
     guard: &CleanGuard,

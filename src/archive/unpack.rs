@@ -221,7 +221,6 @@ impl Site {
         self.pattern.covers(rel)
     }
 
-    /// Where `anchor` is.
     pub fn anchor_path(&self) -> &Path {
         self.real.ancestors().nth(self.missing.len()).unwrap_or(&self.real)
     }
