@@ -1,9 +1,10 @@
-//! What each hit is worth. A save records how long its entry took to generate ([`measure`]): up
-//! to the newest modification time under the saved paths, so what the job did after the
-//! generator does not count. A hit reports its stack's figure against its own time as what a job
-//! that skips its generator saves at most ([`of_stack`]); a compile cache's job runs its torch
-//! code either way, so its hit reports torch's own figure ([`crate::reads::torch`]). A figure no
-//! job could take (negative, longer than three days) is "not recorded".
+//! What each hit is worth. A save records how long its entry took to generate ([`measure`]):
+//! from the end of this job's restore to the newest modification time under the saved paths, so
+//! what the job did after the generator does not count. A hit reports its stack's figure against
+//! its own time as what a job that skips its generator saves at most ([`of_stack`]); a compile
+//! cache's job runs its torch code either way, so its hit reports torch's own figure
+//! ([`crate::reads::torch`]). A figure no job could take (negative, longer than three days) is
+//! "not recorded".
 use crate::archive::Inventory;
 use crate::env::Env;
 use crate::manifest::{EntryKind, Generation};
