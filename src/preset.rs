@@ -2,8 +2,8 @@
 //!
 //! `torch-inductor` (docs/usage.md says what it caches and fingerprints) picks TorchInductor's and
 //! Triton's directories and adds the `torch`, `native`, `python` and `env` facts its kernels
-//! depend on; explicit inputs add to it. The directories' paths must be stable (torch keys on
-//! absolute paths); in the entry's version exact-cache's own directory is named
+//! depend on; explicit inputs add to it. The directories' paths must be stable (absolute paths
+//! matter to torch); in the entry's version exact-cache's own directory is named
 //! `<exact-cache-dir>`, wherever it is, so every runner of a pool shares the entries.
 
 use crate::env::Env;

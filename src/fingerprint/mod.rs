@@ -114,7 +114,6 @@ pub enum Note {
     EditableLeftOut { name: String, version: String, location: String },
 }
 
-/// Labelled values of one component.
 pub type Component = BTreeMap<String, Value>;
 
 /// The components exact-cache collects (as the module doc lists them). [`ComponentName::name`]

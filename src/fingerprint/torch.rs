@@ -3,9 +3,10 @@
 //! missing triton is recorded as absent; a `python` without torch is an error (the wrong
 //! interpreter), and a torch whose files cannot be read is recorded with `torch-error`.
 //!
-//! Nothing here imports torch or triton: that cost every restore 2–7 s and a CUDA context on every
-//! GPU. One short Python process (`torch_facts.py`, standard library only) finds the files through
-//! the interpreter's `sys.path` and reads them:
+//! Nothing here imports torch or triton: that cost every restore 2–7 s and a CUDA context on
+//! every GPU. One short Python process (`torch_facts.py`, standard library only) finds the files
+//! through the interpreter's `sys.path` and reads them (reading them in Rust would still need
+//! that process, and would re-implement Python's literal syntax):
 //!
 //! - **torch, cuda, hip**: the literal assignments of `torch/version.py`.
 //! - **triton**: the literal `__version__` of `triton/__init__.py`, else the version of the

@@ -154,7 +154,6 @@ mod own {
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
 
-    /// The user this process runs as.
     pub(super) fn euid() -> u32 {
         // SAFETY: geteuid has no preconditions and cannot fail.
         unsafe { libc::geteuid() }
@@ -470,12 +469,11 @@ impl Log {
             .collect()
     }
 
-    /// For the cache whose `paths` the save keeps: the generator's reads and loads that nothing
-    /// covers, as `locations` shows them. The generator is every process that wrote under
-    /// `paths`, with its ancestors and descendants; when none did, every process. Covered: not
-    /// written by the job (reads), not under `paths`, among `covered` (the key's `files` labels:
-    /// `hash-files` and imports), or gone; a library is also covered when the key holds a
-    /// native source or build file (it cannot be told which library those build).
+    /// For the cache whose `paths` the save keeps: the reads and loads of its [`Generator`] that
+    /// nothing covers, as `locations` shows them. Covered: not written by the job (reads), not
+    /// under `paths`, among `covered` (the key's `files` labels: `hash-files` and imports), or
+    /// gone; a library is also covered when the key holds a native source or build file (it
+    /// cannot be told which library those build).
     pub fn weigh(&self, locations: &Locations, paths: &PatternSet, covered: &BTreeSet<String>) -> Weighed {
         let in_workspace = |p: &Path| p.starts_with(&locations.workspace);
         let writers: HashSet<usize> = self

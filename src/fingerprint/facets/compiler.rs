@@ -60,7 +60,8 @@ fn is_msvc(program: &str) -> bool {
     name.eq_ignore_ascii_case(MSVC) || name.eq_ignore_ascii_case("cl.exe")
 }
 
-/// The banner's first line (`Microsoft (R) C/C++ Optimizing Compiler Version 19.40 for x64`).
+/// The banner's first line:
+/// `Microsoft (R) C/C++ Optimizing Compiler Version 19.40.33811 for x64`.
 fn msvc_banner(stderr: &str) -> String {
     stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_owned()
 }
