@@ -19,9 +19,8 @@ pub const STAGING_PREFIX: &str = ".exact-cache-staging-";
 /// directory is outside the places `clean-on-miss` may clean anyway; walks skip it.
 pub const OWNED_MARKER: &str = ".exact-cache-root";
 
-/// Where the reads hook's directories, which exact-cache puts on the job's `PYTHONPATH`, lie:
-/// `<RUNNER_TEMP>/exact-cache/reads…` (the hook's side keeps to this shape). The fingerprint
-/// leaves them out of every `hash-env` value ([`is_hook_dir`]): one cache's miss enters no key.
+/// Where the reads hook's directories on `PYTHONPATH` lie: `<RUNNER_TEMP>/exact-cache/reads…`
+/// (the hook's side keeps to this shape); `hash-env` values leave them out ([`is_hook_dir`]).
 pub const HOOK_DIRS: (&str, &str) = ("exact-cache", "reads");
 
 /// Whether `entry` (one entry of a path list such as `PYTHONPATH`) is one of exact-cache's own

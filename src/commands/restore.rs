@@ -463,9 +463,8 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     }
 }
 
-/// The replacement this job's save writes, as the log and the summary name it: after bases were
-/// found and none could be used for what it holds, the base above the newest (the save checks
-/// the store again and numbers it: [`Slot::next_base`]).
+/// The replacement this job's save writes after [`NotReused::Unusable`], as the log and the
+/// summary name it (the save numbers it again against the store: [`Slot::next_base`]).
 fn replacement(ctx: &Context, tried: &Result<Reuse, NotReused>) -> Option<Slot> {
     let Err(NotReused::Unusable { newest, .. }) = tried else { return None };
     let slot = Slot::next_base([*newest]);
