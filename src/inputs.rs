@@ -5,9 +5,8 @@
 //! contribute their own definitions to it.
 //!
 //! Rules for values: a default is written once, in the definition; an enumerated input accepts
-//! its documented names only, with surrounding whitespace ignored and ASCII case not
-//! significant ([`crate::choice`]); a boolean is `true`, `True`, `TRUE`, `false`, `False` or
-//! `FALSE`, as the official toolkit's `getBooleanInput` reads it.
+//! its documented names only, as [`crate::choice`] reads them; a boolean is `true`, `True`,
+//! `TRUE`, `false`, `False` or `FALSE`, as the official toolkit's `getBooleanInput` reads it.
 
 use crate::choice::{self, Named};
 use crate::env;
@@ -207,12 +206,11 @@ impl Input<bool> {
 }
 
 impl Input<Vec<String>> {
-    /// Newline-separated lines, trimmed, blank ones dropped.
+    /// Trimmed, blank ones dropped.
     pub const fn lines(name: &'static str, readers: Readers, description: &'static str) -> Self {
         Input::new(name, InputKind::Lines, readers, "", description, parse_lines)
     }
 
-    /// Names separated by commas, spaces or newlines.
     pub const fn list(name: &'static str, readers: Readers, description: &'static str) -> Self {
         Input::new(name, InputKind::List, readers, "", description, parse_list)
     }

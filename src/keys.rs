@@ -1,9 +1,7 @@
 //! The two names an entry is stored under, as types, and their recipes. A [`Key`] and a
-//! [`Version`] travel together (a lookup, a reservation, a found or listed entry, a stack's
-//! slots), so the compiler catches a swapped pair. Both are text: `Display`, `as_str`, and serde
-//! as the plain string. Keys and versions that others made (a store's listing, the key a service
-//! answered with) are taken as they are ([`From`]); a key from the user is checked
-//! ([`Key::parse`]).
+//! [`Version`] travel together, so the compiler catches a swapped pair; serde reads and writes
+//! each as a plain string. Names that others made (a store's listing, a service's answer) are
+//! taken as they are ([`From`]); a key from the user is checked ([`Key::parse`]).
 //!
 //! * **Key** = `<prefix>-<64 lowercase hex>` (see [`crate::fingerprint`]). All keys of one
 //!   prefix have the same length, so no key is a prefix of another.
@@ -14,7 +12,7 @@
 //!   elsewhere is named by that place ([`crate::paths::VersionRoots`]). The `exact-cache` salt
 //!   keeps our entries invisible to `actions/cache`, whose versions hash `paths|compression|1.0`.
 //! * **Slots** (`grow`, replacements): a later generation's base is stored under a key of its
-//!   own (`<key>.g<n>`), a layer under a version of its own; [`crate::stack`] owns slots.
+//!   own (`<key>.g<n>`), a layer under a version of its own; `crate::stack` owns slots.
 
 use crate::archive::{ARCHIVE_FORMAT, Compression};
 use crate::choice::Named;
@@ -174,7 +172,7 @@ fn check_key(key: &str) -> Result<(), String> {
 }
 
 /// The key and version slot `(generation, layer)` of `key`'s stack is stored under, when its
-/// generation-0 base has `base_version` ([`Slot::names`]; outside the crate, the tests plant
+/// generation-0 base has `base_version` (`Slot::names`; outside the crate, the tests plant
 /// slots with it).
 pub fn slot_names(key: &Key, base_version: &Version, generation: u32, layer: u32) -> (Key, Version) {
     Slot::new(generation, layer).names(key, base_version)

@@ -4,11 +4,8 @@
 //! Entry paths are `<root>` or `<root>/<relative path>`, where `<root>` is the index of the
 //! `path` line the entry belongs to. The manifest is the last member of the archive, so it can
 //! be written in the same pass that hashes the files; a truncated archive therefore has none.
-//!
-//! A restore parses the manifest as it streams ([`Manifest::from_reader_bounded`]), with room
-//! for one more entry than the archive carried (so the usual damage, one entry missing from the
-//! archive, is still named), so a manifest that lists more than the archive holds costs no more
-//! memory than the archive's own entries.
+//! A restore parses it as it streams, bounded by what the archive carried
+//! ([`Manifest::from_reader_bounded`]).
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -85,10 +82,9 @@ pub struct Manifest {
     pub generation: Option<Generation>,
 }
 
-/// What an entry took to make, as its save recorded it: from the end of the restore that did not
-/// reuse (or, for a layer, that reused what is below it) to the newest modification time under
-/// the saved paths — or what the `generation-seconds` input said. A step could write anything
-/// into an entry: [`Generation::plausible`] is what may be shown as a saving.
+/// What an entry took to make, as its save measured it (or the `generation-seconds` input said).
+/// A step could write anything into an entry: [`Generation::plausible`] is what may be shown as
+/// a saving.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Generation {
     pub millis: i64,
@@ -126,7 +122,7 @@ impl Generation {
 }
 
 /// The record of a slot of a stack (the base of a generation, `layer` 0, or one of its layers), as
-/// a manifest carries it; [`crate::stack::Slot`] is the slot itself.
+/// a manifest carries it; `crate::stack::Slot` is the slot itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSlot {
     pub generation: u32,

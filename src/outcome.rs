@@ -1,12 +1,9 @@
 //! The vocabulary of what a step tells the runner, and the typed outcome of each command.
 //!
-//! Commands compute an outcome value ([`RestoreOutcome`], [`SaveOutcome`], …) and one publisher
-//! (`commands::publish`) turns it into step outputs, state, exported variables and the step
-//! summary. Output and state names are enums ([`Output`], [`State`]) so that the compiler
-//! checks every name a command writes; `config::OUTPUTS` documents each [`Output`] the action
-//! declares. This module is plain data, without sentences (`commands::render` words each value
-//! for users): it depends on nothing but the fingerprint record, [`crate::choice`] and the
-//! stack's [`Slot`].
+//! Commands compute an outcome value and one publisher (`commands::publish`) turns it into step
+//! outputs, state, exported variables and the summary; `commands::render` words it. Output and
+//! state names are enums so the compiler checks every name a command writes. Plain data: no
+//! sentences here.
 
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::{Key, Version};
@@ -15,8 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 crate::choice::named_enum! {
-    /// A step output. The action's outputs are documented in `config::OUTPUTS`; the catalog
-    /// commands' (`explain`, `list`, `prune`) exist only on the command line.
+    /// A step output, documented in `config::OUTPUTS`; those of `explain`, `list` and `prune`
+    /// exist only on the command line.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Output {
         CacheHit => "cache-hit",
@@ -69,7 +66,6 @@ crate::choice::named_enum! {
 }
 
 crate::choice::named_enum! {
-    /// `miss-reason` output values.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum MissReason {
         None => "none",
@@ -124,7 +120,6 @@ impl MissReason {
 }
 
 crate::choice::named_enum! {
-    /// `save-result` output values.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum SaveResult {
         Saved => "saved",
@@ -158,7 +153,7 @@ pub struct FingerprintOutcome {
 #[derive(Debug)]
 pub struct RestoreOutcome {
     pub record: FingerprintRecord,
-    /// What collecting the fingerprint had to say (imports not followed, editable installs left out).
+    /// As [`FingerprintOutcome::notes`].
     pub notes: Vec<crate::fingerprint::Note>,
     pub fingerprint_file: PathBuf,
     /// The backend, as the log and summary name it.
@@ -192,9 +187,8 @@ pub struct Worth {
     pub recorded: Option<(i64, Option<String>)>,
     /// This restore, from its start to the files in place.
     pub restore: Duration,
-    /// A compile cache (`preset: torch-inductor`, or TorchInductor's directories under `path`):
-    /// the job runs its torch code either way, and what the hit saved is torch's own figure, read
-    /// at the save ([`CompileWorth`]).
+    /// A compile cache: the job runs its torch code either way, so what the hit saved is torch's
+    /// own figure, read at the save ([`CompileWorth`]).
     pub compile_cache: bool,
 }
 
@@ -345,11 +339,10 @@ pub struct Cleaned {
 #[derive(Debug)]
 pub struct Explanation {
     pub against_key: Key,
-    /// The ref that saved it (`None` for the local backend).
+    /// The ref that saved it (`None`: not known).
     pub against_ref: Option<String>,
     pub changes: Vec<String>,
-    /// `against_key` is this very key: the fingerprint is the same, and the entry was saved
-    /// for other `path` lines or another compression (its `changes` is the one line saying so).
+    /// `against_key` is this very key (`changes` is the one line saying so).
     pub same_key: Option<SameKey>,
 }
 
@@ -525,7 +518,7 @@ pub struct ListedEntry {
     #[serde(serialize_with = "slot_name")]
     pub slot: Option<Slot>,
     /// What it took to generate, in seconds, as its save recorded it: absent when not recorded
-    /// (or not read: `list` reads the newest entries' only).
+    /// or not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation_seconds: Option<f64>,
     /// Whether `list` read its generation time (it reads the newest entries' only).
@@ -533,7 +526,6 @@ pub struct ListedEntry {
     pub generation_read: bool,
 }
 
-/// A slot in `list`'s JSON: its name.
 fn slot_name<S: serde::Serializer>(slot: &Option<Slot>, serializer: S) -> Result<S::Ok, S::Error> {
     match slot {
         Some(slot) => serializer.collect_str(slot),

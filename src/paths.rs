@@ -19,11 +19,8 @@ pub const STAGING_PREFIX: &str = ".exact-cache-staging-";
 /// directory is outside the places `clean-on-miss` may clean anyway; walks skip it.
 pub const OWNED_MARKER: &str = ".exact-cache-root";
 
-/// Where exact-cache keeps, under `RUNNER_TEMP`, the directories it puts on the job's
-/// `PYTHONPATH` (the reads hook's `sitecustomize`): `<RUNNER_TEMP>/<HOOK_DIRS.0>/<HOOK_DIRS.1>…`,
-/// i.e. directly under `<RUNNER_TEMP>/exact-cache/`, named `reads` or `reads` and more. The
-/// fingerprint leaves such a directory out of every `hash-env` value ([`is_hook_dir`]): what one
-/// cache's miss exported enters no key. The hook's side keeps its directory of this shape.
+/// Where the reads hook's directories on `PYTHONPATH` lie: `<RUNNER_TEMP>/exact-cache/reads…`
+/// (the hook's side keeps to this shape); `hash-env` values leave them out ([`is_hook_dir`]).
 pub const HOOK_DIRS: (&str, &str) = ("exact-cache", "reads");
 
 /// Whether `entry` (one entry of a path list such as `PYTHONPATH`) is one of exact-cache's own
@@ -404,8 +401,7 @@ mod tests {
         }
     }
 
-    /// Issue 30, finding 6: two places never share a name. A workspace directory named `~` or
-    /// `<runner-temp>` is not the home directory or `RUNNER_TEMP`.
+    /// A workspace directory named `~` or `<runner-temp>` is not the home or `RUNNER_TEMP`.
     #[cfg(unix)]
     #[test]
     fn a_symbolic_name_never_equals_what_a_literal_line_says() {

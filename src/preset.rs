@@ -1,31 +1,10 @@
 //! Presets: ready-made configurations for well-known caches.
 //!
-//! `torch-inductor` caches TorchInductor's and Triton's cache directories and fingerprints what
-//! decides whether their compiled kernels are valid here:
-//!
-//! - **directories**: `TORCHINDUCTOR_CACHE_DIR` and `TRITON_CACHE_DIR` when already set; else a
-//!   stable path (absolute paths matter to torch): `<own>/torch-inductor/{inductor,triton}`,
-//!   where exact-cache's own directory `<own>` is `<RUNNER_TEMP>/../_exact-cache` on a runner,
-//!   else `~/.cache/exact-cache` (also under nektos/act, whose `RUNNER_TEMP` changes every run),
-//!   else `<temp dir>/exact-cache` without a home. Both are exported to later steps. In the
-//!   entry's version `<own>` is named `<exact-cache-dir>`, wherever it is, so every runner of a
-//!   pool shares the entries.
-//! - **torch**: the `torch` component: torch, triton, CUDA runtime and HIP versions, the C++11
-//!   ABI flag, and each visible GPU with its compute capability; read from the installed files
-//!   of the `python` interpreter's torch and triton (`python3` by default) and from
-//!   `nvidia-smi`, without importing either (`fingerprint/torch.rs` says how); an interpreter
-//!   without torch is an input error.
-//! - **native**: `os`, `arch`, `isa` (vector ISA level, plus the AMX and AVX-512 BF16/FP16/VNNI
-//!   extensions Inductor picks kernels by), `libc`, `compiler` (also `g++`, Inductor's default,
-//!   when `CXX` is unset) and `gpu` (compute capability, driver major) facets, added to those
-//!   asked for.
-//! - **python**: the interpreter version and distributions (the `python` facet).
-//! - **env**: every `TORCHINDUCTOR_*`, `TORCH_*` and `TRITON_*` variable that is set, except
-//!   paths (`*_DIR`, `*_HOME`, `*_PATH`, and any whose value is a path, such as `TORCH_PY=/…/python`:
-//!   the interpreter enters through the `python` facet) and logging (`TORCH_LOGS`, `TORCH_TRACE`).
-//!   The log names the variables that entered and those left out.
-//!
-//! Explicit inputs add to all of this.
+//! `torch-inductor` (docs/usage.md says what it caches and fingerprints) picks TorchInductor's and
+//! Triton's directories and adds the `torch`, `native`, `python` and `env` facts its kernels
+//! depend on; explicit inputs add to it. The directories' paths must be stable (absolute paths
+//! matter to torch); in the entry's version exact-cache's own directory is named
+//! `<exact-cache-dir>`, wherever it is, so every runner of a pool shares the entries.
 
 use crate::env::Env;
 use crate::fingerprint::{EnvPatterns, Facet, FingerprintSpec};

@@ -177,7 +177,6 @@ fn check_component(name: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// The permission bits of an open directory.
 pub(crate) fn dir_mode(dir: &Dir) -> io::Result<u32> {
     #[cfg(unix)]
     {

@@ -29,11 +29,12 @@ struct Claim {
 /// The outcome of a claim that was granted.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Granted {
-    /// A new place.
     New,
     /// A place an earlier entry of another root claims the same way: entry `index` (compare
     /// content once it is known) or a directory.
-    Same { index: Option<usize> },
+    Same {
+        index: Option<usize>,
+    },
 }
 
 #[derive(Default)]

@@ -1,13 +1,11 @@
 //! `clean-on-miss`: remove stale files under the `path` roots before generation starts, so a
 //! miss begins from nothing rather than from leftovers of an older run.
 //!
-//! What it may clean at all is [`CleanGuard`]'s decision (guarantee 8), judged on real paths
-//! (symlinks resolved): beneath the workspace, `RUNNER_TEMP`, or a strict subdirectory of the
-//! home directory; a preset's own cache directory; or a directory exact-cache restored into or
-//! saved from before, which carries the marker [`OWNED_MARKER`]. Never the workspace, the home
-//! directory (as `HOME` says, and as the password database says), `RUNNER_TEMP`, or any of their
-//! ancestors — except for a glob that picks particular names (`**/*.expected`), which removes
-//! only what it matches. Anything else is refused with the reason.
+//! What it may clean at all is [`CleanGuard`]'s decision (guarantee 8 says where), judged on
+//! real paths; a directory exact-cache restored into or saved from carries [`OWNED_MARKER`].
+//! Never the workspace, the home directory (as `HOME` and as the password database say),
+//! `RUNNER_TEMP`, or their ancestors — except for a glob that picks particular names
+//! (`**/*.expected`), which removes only what it matches. Anything else is refused with the reason.
 //!
 //! The decision is made on what is removed through: each root (or the directory of a file
 //! root) is opened from `/` one component at a time without following links, and that handle —
@@ -93,7 +91,6 @@ pub struct CleanGuard {
 /// What a `path` line would clean.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CleanTarget {
-    /// Nothing is there.
     Nothing,
     /// The contents of a directory (its real path), or what a glob picks beneath it.
     Dir(PathBuf),
@@ -353,8 +350,7 @@ fn account_home() -> Option<PathBuf> {
     None
 }
 
-/// Remove what each `path` line covers, after [`CleanGuard::check`] allows it — and again
-/// allows what was opened — keeping what `tracked` says the repository tracks.
+/// [`clean_into`], from empty stats.
 #[cfg(test)]
 pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Result<CleanStats, CleanError> {
     let mut stats = CleanStats::default();
@@ -362,7 +358,8 @@ pub fn clean(set: &PatternSet, guard: &CleanGuard, tracked: &dyn Tracked) -> Res
     Ok(stats)
 }
 
-/// [`clean`], counting into `stats`: what went before a failure is named too.
+/// Remove what each `path` line covers, as the module doc says, counting into `stats`: what
+/// went before a failure is named too.
 pub fn clean_into(
     set: &PatternSet,
     guard: &CleanGuard,
@@ -697,7 +694,6 @@ mod tests {
         assert_eq!(fs::metadata(s.root.join("ws/out/ro")).unwrap().permissions().mode() & 0o777, 0o555);
     }
 
-    /// What a fake repository tracks below one directory.
     struct FakeTracked {
         at: PathBuf,
         files: &'static [&'static str],
@@ -749,8 +745,8 @@ mod tests {
         assert!(ws.join("out/gen.py").exists());
     }
 
-    /// A `.git` below the root (a nested `git init`, a `.git` file pointing anywhere) makes the
-    /// walk ask that repository too: it only adds files to keep; what the outer one tracks stays.
+    /// A `.git` below the root (a nested `git init`, a `.git` file pointing anywhere) only adds
+    /// files to keep.
     #[test]
     fn clean_keeps_what_the_outer_repository_tracks_below_a_nested_one() {
         struct Two {

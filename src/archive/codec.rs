@@ -99,7 +99,6 @@ pub enum Encoder<W: Write> {
 }
 
 impl<W: Write> Encoder<W> {
-    /// Flush the compressed stream's end and hand back the writer.
     pub fn finish(self) -> io::Result<W> {
         match self {
             Encoder::Zstd(e) => e.finish(),

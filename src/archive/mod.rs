@@ -13,8 +13,8 @@
 //! Restore ([`unpack`]) extracts into a staging directory beside each root (same filesystem),
 //! verifies everything against the manifest, and only then moves entries into place, undoing
 //! every move if one fails. Restore, rollback and clean touch the file system only through
-//! directory handles that never follow links ([`beneath`]). Every archive is read through
-//! [`records`], which bounds each header record (pax, GNU long names) before the tar reader
+//! directory handles that never follow links (`beneath`). Every archive is read through
+//! `records`, which bounds each header record (pax, GNU long names) before the tar reader
 //! holds it.
 //!
 //! [`FingerprintRecord`]: crate::fingerprint::FingerprintRecord

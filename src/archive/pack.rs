@@ -195,9 +195,9 @@ pub struct Stamp {
 /// that do not know it skip it, as pax readers skip every record they do not know.
 pub const GENERATION_PAX: &str = "EXACT_CACHE.generation";
 
-/// Stream `inv` into `out` as an archive (`stack`: its slot, for a layer or a later generation's base); `on_bytes` hears about every chunk of file content.
-/// `path` lines, names, link targets and contents pass `secrets` first: a hit ends the archive
-/// unfinished.
+/// Stream `inv` into `out` as an archive (`stack`: its slot, for a layer or a later generation's
+/// base); `on_bytes` hears about every chunk of file content. `path` lines, names, link targets
+/// and contents pass `secrets` first: a hit ends the archive unfinished.
 pub fn write_archive<W: Write>(
     inv: &Inventory,
     record: &FingerprintRecord,

@@ -127,9 +127,8 @@ enum Placing {
 }
 
 impl Staged {
-    /// What of this entry the platform cannot keep as it was saved, as one log line: on
-    /// Windows, files' exec bits (it has none) and symlinks (made as file links, so one that
-    /// leads to a directory does not work there); `None` elsewhere, and when nothing is lost.
+    /// What of this entry the platform cannot keep as it was saved (on Windows: exec bits and
+    /// links to directories), as one log line; `None` when nothing is lost.
     pub fn not_kept_here(&self) -> Option<String> {
         if cfg!(windows) { not_kept_on_windows(&self.entries) } else { None }
     }

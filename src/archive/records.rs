@@ -1,13 +1,11 @@
 //! The decoded tar stream on its way to the tar reader, watched block by block so that no
 //! header record costs more than [`MAX_RECORD_BYTES`] of memory.
 //!
-//! The tar reader holds an extension record — a pax record (`x`, `g`), a GNU long name (`L`) or
-//! long link (`K`) — whole before the member it describes: a pax record of 1 GiB, which
-//! compresses to a few KiB, would cost 1 GiB, and was skipped as unknown and the entry reused.
-//! What our archives put there is a path, a link target, a size and the generation record: a few
-//! KiB (a path the save could read is under 4 KiB). A larger record is a corrupt archive,
-//! refused when its header arrives, before a byte of it is read (the bound `list`'s reading of
-//! the generation record has, 64 KiB).
+//! The tar reader holds an extension record — pax (`x`, `g`), GNU long name (`L`) or long link
+//! (`K`) — whole before the member it describes, and a 1 GiB pax record compresses to a few KiB.
+//! Ours hold a path (under 4 KiB), a link target, a size, the generation record or the pack
+//! names. A larger record is a corrupt archive, refused when its header arrives, before a byte
+//! of it is read (the bound `unpack::first_pax` reads with too).
 //!
 //! The watcher reads the stream as the tar reader does — its headers parsed by the `tar` crate
 //! itself, a pax `size` overriding the next member's size as the crate applies it — and passes

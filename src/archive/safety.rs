@@ -1,14 +1,12 @@
-//! Checks on untrusted archive names and link targets, and on what a `path` line covers.
-//! Nothing here touches the filesystem:
-//! names are judged as text, so a hostile archive cannot steer the check through links.
+//! Checks on untrusted archive names and link targets, and on what a `path` line covers. Nothing
+//! here touches the filesystem: names are judged as text, so links cannot steer the check.
 
 use crate::manifest::EntryPath;
 use crate::paths::{OWNED_MARKER, PatternSet, STAGING_PREFIX};
 
-/// Split an archive member name into `(root index, relative path)`.
-///
-/// Accepted: `<digits>` or `<digits>/<components>` where no component is empty, `.` or `..`,
-/// and nothing is absolute or contains `\` or NUL. A trailing `/` (directory) is allowed.
+/// Split an archive member name into `(root index, relative path)`. Accepted: `<digits>` or
+/// `<digits>/<components>` where no component is empty, `.` or `..`, and nothing is absolute or
+/// contains `\` or NUL. A trailing `/` (directory) is allowed.
 pub fn check_entry_name(name: &str) -> Result<(usize, String), String> {
     let trimmed = name.strip_suffix('/').unwrap_or(name);
     if trimmed.is_empty() || trimmed.starts_with('/') {

@@ -1,10 +1,9 @@
 //! The secret scan of a save: the bytes, names and link targets being archived, and the `path`
-//! lines the manifest keeps, must not contain the job's tokens (`ACTIONS_RUNTIME_TOKEN`,
-//! `GITHUB_TOKEN`, the `github-token` input) or the values of the variables named in
-//! `secret-env`. The packer scans each file's bytes as it reads
-//! them (no second pass over the data) and passes them on only after they are cleared, so a
-//! secret never reaches the encoder, let alone the wire; finding one aborts the archive and the
-//! entry is never committed. A finding names the file, never the secret.
+//! lines the manifest keeps, must not contain the job's tokens, the store's credentials or the
+//! values of the variables named in `secret-env`. The packer scans each file's bytes as it reads
+//! them (no second pass) and passes them on only once cleared, so a secret never reaches the
+//! encoder, let alone the wire; finding one aborts the archive and the entry is never committed.
+//! A finding names the file, never the secret.
 
 use crate::fingerprint::FingerprintRecord;
 use crate::manifest::RootRecord;
@@ -29,7 +28,6 @@ impl SecretScanner {
         Self { finders: values.iter().map(|v| Finder::new(v.as_bytes()).into_owned()).collect(), longest }
     }
 
-    /// A scanner that finds nothing.
     pub fn none() -> Self {
         Self::new(Vec::<String>::new())
     }
@@ -64,7 +62,6 @@ impl SecretScanner {
             })
     }
 
-    /// A gate for one file's bytes.
     pub fn gate(&self) -> Gate<'_> {
         Gate { scanner: self, held: Vec::with_capacity(self.longest) }
     }

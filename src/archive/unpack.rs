@@ -221,7 +221,6 @@ impl Site {
         self.pattern.covers(rel)
     }
 
-    /// Where `anchor` is.
     pub fn anchor_path(&self) -> &Path {
         self.real.ancestors().nth(self.missing.len()).unwrap_or(&self.real)
     }
@@ -301,7 +300,7 @@ pub struct Staged {
 }
 
 /// Read, check and stage an archive from `reader` (compressed bytes). Every header record is
-/// bounded ([`Records`]), the fingerprint and the manifest by their own limits.
+/// bounded (`Records`), the fingerprint and the manifest by their own limits.
 pub fn unpack<R: Read>(reader: R, plan: &RestorePlan) -> Result<Staged, UnpackError> {
     let buffered = BufReader::with_capacity(1 << 20, reader);
     let stream = decoder(plan.compression, buffered).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
@@ -902,7 +901,7 @@ pub fn read_fingerprint<R: Read>(reader: R, compression: Compression) -> Result<
         .map_err(|e| UnpackError::Corrupt { detail: format!("bad fingerprint member: {e}"), source: None })
 }
 
-/// What [`read_generation`] decodes at most.
+/// What [`first_pax`] decodes at most.
 const GENERATION_HEAD_BYTES: u64 = 64 << 10;
 
 /// The generation record copied before the fingerprint member ([`super::GENERATION_PAX`]):
@@ -919,13 +918,12 @@ pub fn read_packs<R: Read>(reader: R, compression: Compression) -> Result<Option
     Ok(value.and_then(|v| String::from_utf8(v).ok()).and_then(|text| parse_packs_record(&text)))
 }
 
-/// The value of pax record `key` before the archive's first member, decoding at most
-/// [`GENERATION_HEAD_BYTES`].
+/// The value of pax record `key` before the archive's first member.
 fn first_pax<R: Read>(reader: R, compression: Compression, key: &str) -> Result<Option<Vec<u8>>, UnpackError> {
     let stream =
         decoder(compression, BufReader::new(reader)).map_err(|e| UnpackError::corrupt("cannot start decoding", e))?;
-    // The record and the fingerprint's header are the archive's first few KiB: a pax record that
-    // claims more (the tar reader holds a pax record whole) is cut here, whatever it decompresses to.
+    // The record and the fingerprint's header are the archive's first few KiB: a pax record
+    // that claims more (the tar reader holds one whole) is cut here, whatever it decompresses to.
     let mut archive = tar::Archive::new(Records::new(stream.take(GENERATION_HEAD_BYTES)));
     let mut entries = archive.entries().map_err(|e| UnpackError::corrupt("unreadable tar stream", e))?;
     let mut first = entries
@@ -995,7 +993,6 @@ fn json_len(text: &str) -> u64 {
     escaped as u64 + 2
 }
 
-/// A reader that counts the bytes read through it.
 struct Counted<'a, R> {
     inner: &'a mut R,
     n: u64,

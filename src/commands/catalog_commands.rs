@@ -82,7 +82,6 @@ fn recorded_generation(backend: &dyn Backend, listed: &Listed) -> Option<Option<
     read_generation(&bytes[..], explain::sniff(&bytes)).ok()
 }
 
-/// `--all-refs`, `--ref`, else the run's own ref, else every ref.
 pub(super) fn refs(ctx: &Context, on_ref: Option<&str>, all_refs: bool) -> Refs {
     Refs::chosen(on_ref, all_refs, ctx.runner.env().non_empty("GITHUB_REF"))
 }

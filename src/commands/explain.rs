@@ -1,7 +1,7 @@
 //! `explain-misses` and `exact-cache explain`: why is this a miss? List the entries with the
-//! same prefix (REST, or the local store), take the newest (this ref's first), read its
-//! fingerprint from the first bytes of its archive — one small ranged read, never the whole
-//! entry — and name every component that differs from ours.
+//! same prefix (the store's catalog), take the newest (this ref's first), read its fingerprint
+//! from the first bytes of its archive — one small ranged read, never the whole entry — and
+//! name every component that differs from ours.
 
 use super::Context;
 use super::prune::ListedSlots;

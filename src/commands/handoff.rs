@@ -52,7 +52,7 @@ pub struct RestoreRecord {
     pub hit: Option<HitRecord>,
     /// What the restore's inputs asked of the fingerprint
     /// ([`crate::fingerprint::FingerprintSpec::inputs_digest`]): a save without `key` with the
-    /// same is a save of the same cache ([`restored_keys`]). Absent in records of earlier versions.
+    /// same is a save of the same cache (`restored_keys`). Absent in records of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<String>,
 }
@@ -164,8 +164,7 @@ const RECORDS_LOOKED_AT: usize = 1_000;
 
 /// The keys this job's restores of the same cache computed: of `prefix`, for `version`, from
 /// `store`, with the same `inputs` ([`RestoreRecord::inputs`]) — the keys of the restore records
-/// beside the fingerprint files (each read as [`read_record`] reads it; outside Actions only
-/// those of the last 12 hours).
+/// beside the fingerprint files, each read as [`read_record`] reads it.
 pub(super) fn restored_keys(
     fingerprint_file: Option<&Path>,
     env: &Env,

@@ -1,8 +1,8 @@
 //! The commands — `fingerprint`, `restore`, `save` and the catalog's `explain`, `list` and
 //! `prune` — as orchestration only: configuration in, a typed outcome ([`crate::outcome`])
-//! out, which [`publish`] alone turns into outputs, state, exported variables and the step
+//! out, which `publish` alone turns into outputs, state, exported variables and the step
 //! summary. Commands see the cache only through [`Backend`](crate::backend::Backend) and the
-//! machine only through [`System`]; what they say, [`render`] words.
+//! machine only through [`System`]; what they say, `render` words.
 
 mod catalog_commands;
 mod content;

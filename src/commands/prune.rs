@@ -1,19 +1,12 @@
 //! `prune` and `exact-cache list` / `exact-cache prune`: which entries of a prefix they work on
 //! ([`Refs`]), and which of those a prune deletes ([`Rule`]).
 //!
-//! After a save, prune deletes the older entries of the same prefix on the same ref, keeping the
-//! newest `prune-keep`. Only keys of exactly our form (`<prefix>-<64 hex>`) are touched, so a
-//! longer prefix that starts with ours is never someone else's loss, and entries of other refs
-//! are never deleted unless asked (`--all-refs`): without a ref (a workstation), the command
-//! line keeps the newest of each ref on its own. An entry whose ref is not known (the local
-//! store's, saved before it recorded refs) belongs to no ref: only a prune of every ref touches
-//! it. The entry a save just created is never deleted. Matrix jobs that share a prefix and a ref
-//! each save their own entry: give them `prune-keep` of at least the matrix size, or a prefix
-//! each. The default prefix is never pruned by count ([`refused`]).
-//!
-//! With `--older-than`, the rule is age instead of count: an entry neither created nor used
-//! (where the store records uses) within that time is deleted, whether or not it is its ref's
-//! newest — retention where nothing evicts.
+//! docs/usage.md gives the rules as users see them. Only keys of exactly our form
+//! (`<prefix>-<64 hex>`) are touched, so a longer prefix that starts with ours is never someone
+//! else's loss; an entry whose ref is not known belongs to no ref, and only a prune of every ref
+//! touches it; the entry a save just created is never deleted; the default prefix is never
+//! pruned by count ([`refused`]). Matrix jobs that share a prefix and a ref each save their own
+//! entry: give them `prune-keep` of at least the matrix size, or a prefix each.
 //!
 //! A key is a stack of entries (its bases and their layers; without `grow`, a base and its
 //! replacements), named from the listing alone ([`ListedSlots`]): prune counts keys and, of each
@@ -276,7 +269,6 @@ mod tests {
         format!("p-{}", format!("{n:x}").repeat(64).get(..64).unwrap())
     }
 
-    /// A catalog of fixed entries that records what is deleted.
     struct Fixed(Vec<Listed>, std::cell::RefCell<Vec<String>>);
 
     impl Catalog for Fixed {

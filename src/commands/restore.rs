@@ -196,14 +196,13 @@ struct Reuse {
     /// Every entry of the base and its layers (a later layer's entry replaces an earlier one's).
     manifest: Manifest,
     kept: KeptStack,
-    /// Files under `path` not in the entry, as shown, and as entry paths.
+    /// Files under `path` not in the entry: as shown, and (`preexisting`) as entry paths.
     extra_files: Vec<String>,
     preexisting: Vec<String>,
     /// What each slot put in place took to generate (the base's first), as its save recorded it.
     generations: Vec<Option<Generation>>,
 }
 
-/// How an entry was not reused.
 enum NotReused {
     /// `lookup-only` found it.
     Found,
@@ -320,7 +319,6 @@ fn place_base(
     Ok((newest, base, manifest, roots))
 }
 
-/// Why a slot was not put in place.
 struct SlotFailure {
     reason: MissReason,
     detail: String,
@@ -420,8 +418,7 @@ fn place_slot(
     let stream = slots.backend.open(entry).map_err(|e| failure(miss_reason(e.kind), error_chain(&e)))?;
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
     // Every slot's manifest names the stack's key (a later generation's base is stored under a
-    // key of its own).
-    // An entry whose files are in packs reads them from the packs of its prefix.
+    // key of its own). An entry whose files are in packs reads them from its prefix's packs.
     let packs = slots.key.prefix().and_then(|prefix| slots.backend.packs(prefix));
     let plan = RestorePlan {
         key: slots.key,
@@ -466,9 +463,8 @@ fn log_attempt(ctx: &Context, tried: &Result<Reuse, NotReused>) {
     }
 }
 
-/// The replacement this job's save writes, as the log and the summary name it: after bases were
-/// found and none could be used for what it holds, the base above the newest (the save checks
-/// the store again and numbers it: [`Slot::next_base`]).
+/// The replacement this job's save writes after [`NotReused::Unusable`], as the log and the
+/// summary name it (the save numbers it again against the store: [`Slot::next_base`]).
 fn replacement(ctx: &Context, tried: &Result<Reuse, NotReused>) -> Option<Slot> {
     let Err(NotReused::Unusable { newest, .. }) = tried else { return None };
     let slot = Slot::next_base([*newest]);
@@ -476,7 +472,6 @@ fn replacement(ctx: &Context, tried: &Result<Reuse, NotReused>) -> Option<Slot> 
     slot
 }
 
-/// The miss reason for a backend failure.
 fn miss_reason(kind: ErrorKind) -> MissReason {
     match kind {
         ErrorKind::Timeout => MissReason::Timeout,

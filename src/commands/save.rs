@@ -120,12 +120,9 @@ fn store_name(ctx: &Context, locate: &Locate) -> String {
     (ctx.backend)(locate, ctx.runner.env(), ctx.runner.secret_sink()).describe()
 }
 
-/// A save without `key` computes the fingerprint after the job's steps ran; one of them may
-/// have changed what enters it (installed a package, exported a variable, rewritten a hashed
-/// file). When this job's restore of the same cache (prefix, `path` lines, compression, store,
-/// and the inputs that say what enters the key) computed another key, saving under this one
-/// would store an entry no restore ever looks for: refused, naming what changed and the key to
-/// pass.
+/// A save without `key` computes the fingerprint after the job's steps, which may have changed
+/// what enters it. When this job's restore of the same cache computed another key, no restore
+/// would look for this entry: refused, naming what changed and the key to pass.
 fn check_restored_key(ctx: &Context, config: &Config, record: &FingerprintRecord) -> Result<(), Error> {
     let locate = &config.locate;
     let env = ctx.runner.env();
@@ -308,7 +305,6 @@ struct Target {
 }
 
 impl Target {
-    /// Everything under `path`, at `place`.
     fn whole(place: Place) -> Target {
         Target { place, parent: None, only: None, stack_dirs: HashMap::new(), compacting: None }
     }
@@ -602,7 +598,6 @@ fn upload(
     }
 }
 
-/// Why a slot was not reserved.
 enum NotReserved {
     /// The save ends without an upload (`exists`).
     Settled(Box<SaveOutcome>),

@@ -85,8 +85,7 @@ fn workspace(invocation: &Invocation, env: &Env) -> Result<PathBuf, Error> {
 }
 
 /// What a save must never archive: the job's tokens, the `github-token` input, the values of
-/// the variables named in `secret-env`, and the chosen store's credentials (S3's secret key
-/// and session token).
+/// the variables named in `secret-env`, and the chosen store's credentials (S3's, Azure's).
 pub(super) fn secret_values(secret_env: &[String], locate: &Locate, env: &Env) -> Vec<String> {
     TOKEN_VARIABLES
         .iter()

@@ -92,7 +92,6 @@ const HARDENED_ARGS: &[&str] = &[
 /// repository whose configuration includes a FIFO would wait for ever.
 const GIT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// `args` after [`HARDENED_ARGS`].
 fn hardened<'a>(args: &[&'a str]) -> Vec<&'a str> {
     HARDENED_ARGS.iter().copied().chain(args.iter().copied()).collect()
 }
@@ -117,7 +116,6 @@ pub(super) struct GitTracked<'a> {
     workspace: PathBuf,
     /// Said once per run: git is missing.
     said_missing: Cell<bool>,
-    /// The workspace's repository, asked once.
     authority: OnceCell<Workspace>,
     /// What each directory answered (a root may be asked about again).
     asked: RefCell<Vec<(PathBuf, HashSet<String>)>>,
@@ -339,8 +337,8 @@ mod tests {
         calls: RefCell<Vec<(Vec<String>, Env)>>,
     }
 
-    /// Review of issue 30: a planted repository whose configuration includes a FIFO made each
-    /// call wait for the machine's 120 s bound; every git call now has its own.
+    /// A planted repository whose configuration includes a FIFO holds a git call only until
+    /// its own bound.
     #[test]
     fn every_git_call_has_a_short_time_bound() {
         struct Bounded(RefCell<Vec<std::time::Duration>>);

@@ -1,20 +1,16 @@
 //! What each hit is worth. A save records how long its entry took to generate ([`measure`]):
-//! from the end of the restore that did not reuse it (a miss, or an entry it could not use) — or,
-//! for a layer, of the restore that reused what is below — to the newest modification time under
-//! the saved paths (never later than the save), so what the job did after the generator does
-//! not count; or what `generation-seconds` says. Where exact-cache cannot see whether the job
-//! skipped its generator, a hit reports that figure for its base and layers against its own time
-//! as what a job that skips its generator saves at most ([`of_stack`]). A compile cache's job
-//! runs its torch code either way: what its hit saved is what torch reports as spared, read at
-//! the save ([`crate::reads::torch`]). A figure no job could take (negative, longer than three
-//! days) is "not recorded".
+//! from the end of this job's restore to the newest modification time under the saved paths, so
+//! what the job did after the generator does not count. A hit reports its stack's figure against
+//! its own time as what a job that skips its generator saves at most ([`of_stack`]); a compile
+//! cache's job runs its torch code either way, so its hit reports torch's own figure
+//! ([`crate::reads::torch`]). A figure no job could take (negative, longer than three days) is
+//! "not recorded".
 use crate::archive::Inventory;
 use crate::env::Env;
 use crate::manifest::{EntryKind, Generation};
 use crate::outcome::Worth;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the epoch, now.
 pub(super) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

@@ -1,9 +1,9 @@
 //! The `files` component: content and executable bit of every file `hash-files` matches.
 //!
 //! Labels are paths as [`Locations::display`] writes them, so the component does not depend on
-//! where the checkout lives, on directory order, or on the order of the patterns. Symlinks are
-//! hashed as links (their target text), never followed. The Python files among them are
-//! followed through their imports ([`imported`]).
+//! where the checkout lives, on directory order, or on the order of the patterns. A symlink is
+//! hashed as its target text and what it resolves to (`symlink_value`). The Python files among
+//! them are followed through their imports ([`imported`]).
 
 use super::imports::{self, SearchPath};
 use super::{Component, FingerprintError, Note, Value};

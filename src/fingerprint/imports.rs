@@ -2,21 +2,15 @@
 //! `hash-files` selects is followed through its imports ([`super::pyscan`]: parsed, never run),
 //! transitively, and each module file inside the workspace that it reaches enters the key.
 //!
-//! A module is looked for as the interpreter would look for it: in the `sys.path` entries the
-//! importing file and the files that led to it insert (where [`super::pyscan`] can work them
-//! out), the script's own directory, then the `python` interpreter's `sys.path` (when the
-//! `python` input names one), the entries they append, then the workspace itself (for
-//! generators run as `python -m tools.gen`). Without `python`, a standard-library name is looked
-//! for only before the interpreter's own places (where a script's directory can shadow it), never
-//! in the workspace. In each directory a package (`name/__init__.py`) comes before an extension
-//! module, which comes before a module (`name.py`), and a directory without `__init__.py` is a
-//! namespace package. The first place that has the module wins; when that place is outside the
-//! workspace, or is the interpreter's own (its prefixes, the standard library, `site-packages` —
-//! also a virtual environment inside the workspace), the module is not followed: the
-//! `python.dists` component covers installed distributions. A module found nowhere is no error (an
-//! optional import). `from package import *` loads the names of the package's literal `__all__`
-//! (all of the package's modules when `__all__` is computed); an import by a computed name with a
-//! known package ([`pyscan::Import::whole`]) loads all of the package's modules.
+//! A module is looked for as the interpreter would (docs/usage.md gives the order of places).
+//! Without `python`, a standard-library name is looked for only before the interpreter's own
+//! places (where a script's directory can shadow it), never in the workspace. In each directory
+//! a package (`name/__init__.py`) comes before an extension module, then a module (`name.py`);
+//! a directory without `__init__.py` is a namespace package. The first place that has the module
+//! wins; when it is outside the workspace or the interpreter's own (prefixes, standard library,
+//! `site-packages`, also a virtual environment inside the workspace), it is not followed:
+//! `python.dists` covers it. A computed name with a known package ([`pyscan::Import::whole`])
+//! and a `*` import of a computed `__all__` load all of the package's modules.
 //!
 //! Bounded and linear: only regular files inside the workspace are read (a link out of it, or to
 //! a special file, is not), each up to [`SCAN_LIMIT`]; each directory is listed once and each

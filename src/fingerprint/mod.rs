@@ -1,20 +1,19 @@
 //! The fingerprint: every fact that decides whether a cached native artifact is valid here,
 //! as named components of labelled values, and the key derived from it.
 //!
-//! | component | labels → values |
-//! |---|---|
-//! | `files` | path → `<sha256> x` / `<sha256> -`, or `symlink <target> -> <sha256> x|-` (the `hash-files` matches, and the module files their imports reach) |
-//! | `imports` | module file reached through imports (not itself in `hash-files`) → the files that import it, `, `-separated; `(computed name)` after one that loads its package's every module by a computed name, `(import *)` after a `*` import of a package whose `__all__` is computed |
-//! | `env` | variable name → value (absent when unset) |
-//! | `commands` | command line → its stdout |
-//! | `native.<facet>` | one component per facet the `native` input names: `src/fingerprint/facets/` has one file per facet, saying what it records |
-//! | `python.interpreter` | `implementation`, `version`, `abi` |
-//! | `python.dists` | normalized distribution name → version |
-//! | `variant` | `variant` |
-//! | `torch` | `torch`, `triton`, `cuda`, `hip`, `cxx11-abi`, `device<i>` (the `torch-inductor` preset) |
+//! Components and their labels → values:
 //!
-//! A `files` path is workspace-relative, `~/…` or absolute; `x` / `-` is the executable bit; a
-//! link is recorded with its target and the content it resolves to.
+//! - `files`: path → `<sha256> x|-`, or `symlink <target> -> <sha256> x|-` (the `hash-files`
+//!   matches and the module files their imports reach). A path is workspace-relative, `~/…` or
+//!   absolute; `x` / `-` is the executable bit.
+//! - `imports`: module file reached through imports (not itself in `hash-files`) → the files that
+//!   import it, `, `-separated; `(computed name)` after one that loads its package's every module
+//!   by a computed name, `(import *)` after a `*` import of a package whose `__all__` is computed.
+//! - `env`: variable name → value (absent when unset). `commands`: command line → its stdout.
+//! - `native.<facet>`: one per facet the `native` input names (`facets/` says what each records).
+//! - `python.interpreter`: `implementation`, `version`, `abi`; `python.dists`: normalized
+//!   distribution name → version; `variant`: `variant`.
+//! - `torch`: `torch`, `triton`, `cuda`, `hip`, `cxx11-abi`, `device<i>` (`torch-inductor`).
 //!
 //! Deliberately **not** included: mtimes, absolute checkout paths, directory or glob order, the
 //! order of `hash-env`, and anything about exact-cache's own build.
@@ -115,11 +114,10 @@ pub enum Note {
     EditableLeftOut { name: String, version: String, location: String },
 }
 
-/// Labelled values of one component.
 pub type Component = BTreeMap<String, Value>;
 
-/// The components exact-cache collects (the table above). [`ComponentName::name`] is the name
-/// in the JSON and the key; fingerprints of other versions may hold names not listed here.
+/// The components exact-cache collects (as the module doc lists them). [`ComponentName::name`]
+/// is the name in the JSON and the key; fingerprints of other versions may hold others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ComponentName {
     Files,
@@ -262,7 +260,7 @@ pub struct FingerprintRecord {
     pub key: Key,
     pub prefix: String,
     pub digest: String,
-    /// The cache service version string of the entry (paths and compression).
+    /// The entry's version (its `path` lines and compression).
     pub version: Version,
     /// Informational; never hashed.
     pub tool: String,

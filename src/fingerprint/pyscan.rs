@@ -1,17 +1,9 @@
-//! What a Python file imports, read statically and never run: a byte tokenizer (names, string
-//! literals, numbers, operators and logical line ends; comments and the inside of strings
-//! skipped) and a scan of its statements for `import a.b`, `from .x import y` (and `*`),
-//! `importlib.import_module(…)` and `__import__(…)`, the changes to `sys.path` (`insert`,
-//! `append`, `extend`, `sys.path[:0] = […]`, `sys.path += […]`, `site.addsitedir`) and a literal
-//! `__all__`.
-//!
-//! Values are worked out where that needs nothing run: string literals and f-strings of known
-//! names, `__file__`, `os.path.dirname/join/abspath/realpath/normpath`, `+` on strings,
-//! `pathlib.Path(…)` with `/`, `.parent`, `.parents[n]`, `.joinpath`, `.resolve()`, an
-//! `os.environ.get`/`os.getenv` fallback, `os.getcwd()` (the workspace), and names assigned such
-//! values. What cannot be worked out is never silent: a `sys.path` change or an import by a name
-//! that is computed is reported with its line ([`Unfollowed`]); a computed name with a known
-//! package (`import_module(f".{stem}", "pkg")`) stands for every module of that package.
+//! What a Python file imports, read statically and never run: a byte tokenizer (comments and the
+//! inside of strings skipped) and a scan of its statements for imports, `import_module(…)` and
+//! `__import__(…)` calls, `sys.path` changes and a literal `__all__` (docs/usage.md lists the
+//! forms and values understood). What cannot be worked out is never silent: a `sys.path` change
+//! or an import by a computed name is reported with its line ([`Unfollowed`]); a computed name
+//! with a known package (`import_module(f".{stem}", "pkg")`) stands for every module of it.
 //!
 //! Bounded on any source: tokens are read one at a time over the file's bytes; a statement is held
 //! up to [`STATEMENT_TOKENS`] tokens (a longer one is read in overlapping windows); brackets are
@@ -1002,8 +994,8 @@ impl Scanner<'_> {
         }
     }
 
-    /// A statement's tokens (`window`: a window of a longer one, whose calls from `cutoff` on are
-    /// read with the next window).
+    /// A statement's tokens, or a window of a longer one (`first`: its first window), whose
+    /// calls from `cutoff` on are read with the next window.
     fn statement(&mut self, toks: &[Tok], first: bool, cutoff: usize) {
         let (mut close, mut open) = std::mem::take(&mut self.buffers);
         brackets(toks, &mut close, &mut open);

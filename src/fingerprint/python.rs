@@ -1,18 +1,12 @@
 //! The Python facet: interpreter identity and installed distributions.
 //!
-//! The interpreter named by the `python` input is asked (one short script) for its
-//! implementation, version, ABI tag and every installed distribution in `sys.path` order.
-//! Names are normalized as PEP 503 does (`Foo_Bar.baz` → `foo-bar-baz`); where a name appears
-//! twice the first one wins, as it does for `import`. `python-exclude` names leave the list.
-//! The interpreter is always one the workflow (or the preset) named, so one that does not exist is
-//! an error, never `absent`. The same script reports where the interpreter looks for modules
-//! (its `sys.path` and the places its installation owns), for following imports: one run.
-//!
-//! A distribution installed in editable mode whose sources lie in the workspace (PEP 660: its
-//! `direct_url.json` says `dir_info.editable`; legacy: its `.egg-info` lies outside the
-//! interpreter's site directories, put on `sys.path` by an `.egg-link` or a `.pth`) is left out
-//! unless `python-keep-editable`: its files enter through `hash-files` and imports, and its
-//! version (setuptools-scm's changes with every commit) would make every commit a miss.
+//! One short script asks the `python` interpreter for its implementation, version, ABI tag,
+//! every installed distribution in `sys.path` order, and where it looks for modules (for
+//! following imports). Names are normalized as PEP 503 does; where a name appears twice the
+//! first one wins, as it does for `import`. The interpreter is always one the workflow (or the
+//! preset) named, so one that does not exist is an error, never `absent`. Distributions
+//! installed in editable mode from the workspace are left out unless `python-keep-editable`
+//! (docs/keys.md says why, and how they are recognized).
 
 use super::imports::SearchPath;
 use super::system::System;

@@ -1,43 +1,30 @@
 //! The `torch` component of the `torch-inductor` preset: torch, triton, CUDA runtime and HIP
 //! versions, the C++11 ABI flag, and each GPU torch would see with its compute capability. A
-//! missing triton is recorded as absent; a `python` without torch is an error (it is the wrong
-//! interpreter: the kernels are compiled by some other one's torch), while a torch whose files
-//! cannot be read is recorded with `torch-error`.
+//! missing triton is recorded as absent; a `python` without torch is an error (the wrong
+//! interpreter), and a torch whose files cannot be read is recorded with `torch-error`.
 //!
-//! Nothing here imports torch or triton. Importing them cost every restore 2–7 s (and, on a GPU
-//! runner, a CUDA context on every GPU); the facts are in files and in `nvidia-smi`:
+//! Nothing here imports torch or triton: that cost every restore 2–7 s and a CUDA context on
+//! every GPU. One short Python process (`torch_facts.py`, standard library only) finds the files
+//! through the interpreter's `sys.path` and reads them (reading them in Rust would still need
+//! that process, and would re-implement Python's literal syntax):
 //!
-//! - **torch, cuda, hip**: the literal assignments of `torch/version.py`, which is what
-//!   `torch.__version__`, `torch.version.cuda` and `torch.version.hip` return.
+//! - **torch, cuda, hip**: the literal assignments of `torch/version.py`.
 //! - **triton**: the literal `__version__` of `triton/__init__.py`, else the version of the
 //!   `triton`, `pytorch-triton`, `pytorch-triton-rocm` or `pytorch-triton-xpu` distribution.
-//! - **cxx11-abi** (`torch._C._GLIBCXX_USE_CXX11_ABI`): on Linux, whether the dynamic symbol
-//!   names of `torch/lib/libc10.so` are C++11-ABI ones (`__cxx11`); elsewhere `True` where torch
-//!   hard-codes it (`compiled_with_cxx11_abi()` is `return True`, as in torch 2.10 and later),
-//!   else `False` (libc++ and MSVC builds).
-//! - **device\<i\>**: `<name>, sm_<major><minor>` from `nvidia-smi` (the run the `gpu` facet
-//!   makes), for a CUDA build of torch, filtered and numbered as torch numbers them under
-//!   `CUDA_VISIBLE_DEVICES` (indices or `GPU-` UUID prefixes; the first invalid entry ends the
-//!   list, a repeated one empties it). A ROCm build (`hip` set) is the one case that still
-//!   imports torch, for its devices only ([`ROCM_DEVICES`]): nothing confirmed that `rocm-smi`'s
-//!   names and gfx versions give torch's, and a key without the GPU could reuse kernels built
-//!   for another one; ROCm runners pay the old cost rather than risk that.
+//! - **cxx11-abi**: on Linux, whether `torch/lib/libc10.so` has C++11-ABI symbol names
+//!   (`__cxx11`); elsewhere `True` where `compiled_with_cxx11_abi()` is `return True` (torch 2.10
+//!   and later), else `False` (libc++ and MSVC builds).
+//! - **device\<i\>**: `<name>, sm_<major><minor>` from the `gpu` facet's `nvidia-smi` run, for a
+//!   CUDA build, filtered and numbered as torch does under `CUDA_VISIBLE_DEVICES` (`visible`). A
+//!   ROCm build still imports torch for its devices only ([`ROCM_DEVICES`]): nothing confirmed
+//!   that `rocm-smi` names them as torch does, and a key without the GPU could reuse another's
+//!   kernels.
 //!
-//! Finding the files takes the `python` interpreter (its `sys.path`, `.pth` files, editable
-//! installs), so one short Python process (`torch_facts.py`: standard library only, no import
-//! of either package) locates and reads them; doing the reading in Rust would still need that
-//! process and would re-implement Python's literal syntax. Where the result can differ from
-//! importing torch:
-//!
-//! - a torch or triton that is installed but fails to import is recorded with its versions;
-//!   `torch-error`/`triton-error` now only say that a file could not be read or parsed;
-//! - a `MIG-` UUID in `CUDA_VISIBLE_DEVICES` records no device (MIG instances are not in the
-//!   GPU list);
-//! - a driver too old for torch's CUDA runtime: torch saw no GPU, `nvidia-smi` lists them;
-//! - with GPUs of different models, CUDA's default `CUDA_DEVICE_ORDER=FASTEST_FIRST` can number
-//!   them differently from `nvidia-smi`'s PCI order;
-//! - `cxx11-abi` is absent on Linux when neither `torch/lib` nor `<prefix>/lib` has `libc10.so`
-//!   and torch does not hard-code the flag.
+//! Where this can differ from importing torch: a torch or triton that fails to import is recorded
+//! with its versions; a `MIG-` UUID records no device; with a driver too old for torch's CUDA
+//! runtime torch sees no GPU but `nvidia-smi` lists them; GPUs of different models can be numbered
+//! differently (`CUDA_DEVICE_ORDER=FASTEST_FIRST` against PCI order); `cxx11-abi` is absent on
+//! Linux when no `libc10.so` is found and torch does not hard-code the flag.
 
 use super::facets::gpu::NvidiaGpu;
 use super::system::System;

@@ -2,18 +2,15 @@
 //! directory of exact-cache's own, put first on `PYTHONPATH` for the job's later steps, makes
 //! every Python process of the job (3.8 and later) append to a log the files under the workspace
 //! it opens, reads (bytecode as its source), writes and loads as shared libraries, each process
-//! with the processes it descends from. The save reads the log back and, for one cache, weighs
-//! the reads of its generator — the processes that wrote under its `path`, their ancestors and
-//! descendants — and names the files no input covers. The hook chains to the next
-//! `sitecustomize` on the path and takes its own directory off `sys.path`, so the job's Python
-//! behaves as before; on a Python without audit hooks (2.7 included) it does nothing. Processes
-//! that are not Python are not seen. After a hit of a compile cache the same hook, armed for
-//! [`Record::Torch`], reports instead what torch's compile caches spared ([`torch`]).
+//! with the processes it descends from. The save names the files its generator read that no
+//! input covers ([`Log::weigh`]). The hook chains to the next `sitecustomize` and takes its own
+//! directory off `sys.path`, so the job's Python behaves as before; on a Python without audit
+//! hooks it does nothing; processes that are not Python are not seen. After a hit of a compile
+//! cache the same hook, armed for [`Record::Torch`], reports what torch's caches spared.
 //!
 //! Our files are ours: the directory and the log are created fresh (a new directory of a random
 //! name, mode 0700, checked to be this user's, in `RUNNER_TEMP/exact-cache`, itself checked),
-//! never through a link; the save reads the log only when it is a plain file of this user's,
-//! without blocking and at most [`LOG_CAP`] of it.
+//! never through a link; the save reads the log as [`Log::load`] says.
 
 use crate::env::Env;
 use crate::paths::{Locations, PatternSet};
@@ -157,7 +154,6 @@ mod own {
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
 
-    /// The user this process runs as.
     pub(super) fn euid() -> u32 {
         // SAFETY: geteuid has no preconditions and cannot fail.
         unsafe { libc::geteuid() }
@@ -256,8 +252,7 @@ mod own {
     use std::io::{self, Write};
     use std::path::{Path, PathBuf};
 
-    /// `temp/exact-cache/reads-<random>`, new, with `sitecustomize.py` holding `hook` and an
-    /// empty `reads.log`.
+    /// As the unix `create`.
     pub(super) fn create(temp: &Path, hook: &str) -> Result<PathBuf, ReadsError> {
         let write_error = |path: &Path| {
             let path = path.to_owned();
@@ -307,7 +302,7 @@ pub struct Log {
     path_ids: HashMap<PathBuf, usize>,
     /// (what, process, path)
     records: Vec<(Did, usize, usize)>,
-    /// What the hooks said of themselves (each once, at most [`MAX_NOTES`]).
+    /// What the hooks said of themselves (each once, at most `MAX_NOTES`).
     pub notes: BTreeSet<String>,
     /// Processes whose record was cut (the hook's cap).
     pub cut: usize,
@@ -474,12 +469,11 @@ impl Log {
             .collect()
     }
 
-    /// For the cache whose `paths` the save keeps: the generator's reads and loads that nothing
-    /// covers, as `locations` shows them. The generator is every process that wrote under
-    /// `paths`, with its ancestors and descendants; when none did, every process. Covered: not
-    /// written by the job (reads), not under `paths`, among `covered` (the key's `files` labels:
-    /// `hash-files` and imports), or gone; a library is also covered when the key holds a
-    /// native source or build file (it cannot be told which library those build).
+    /// For the cache whose `paths` the save keeps: the reads and loads of its [`Generator`] that
+    /// nothing covers, as `locations` shows them. Covered: not written by the job (reads), not
+    /// under `paths`, among `covered` (the key's `files` labels: `hash-files` and imports), or
+    /// gone; a library is also covered when the key holds a native source or build file (it
+    /// cannot be told which library those build).
     pub fn weigh(&self, locations: &Locations, paths: &PatternSet, covered: &BTreeSet<String>) -> Weighed {
         let in_workspace = |p: &Path| p.starts_with(&locations.workspace);
         let writers: HashSet<usize> = self
@@ -675,8 +669,7 @@ mod tests {
         assert_eq!(log.weigh(&locations, &other, &none).files, ["other/in.txt"]);
     }
 
-    /// Where /proc gives no start time, a parent known by its pid alone is the latest process
-    /// of that pid logged before.
+    /// Where /proc gives no start time.
     #[test]
     fn an_ancestor_known_by_pid_alone_is_the_latest_of_that_pid_before() {
         let (_dir, ws, locations) = project();

@@ -7,11 +7,6 @@
 //! spared (`CompilationMetrics.distributed_ephemeral_timeout_us`: what each graph took to compile
 //! when it was made) with the cache files that compile read. Nothing of torch is imported: what
 //! a process holds in memory is read as it ends.
-//!
-//! What the hit saved counts a compile only when every cache file it read is one the restore put
-//! in place, and each set of such files once per job: a graph another process of the job
-//! compiled (the first worker, for the second) or that an earlier process took from the entry
-//! already would have been spared without this hit.
 
 use super::path_from;
 use crate::manifest::Manifest;
@@ -177,7 +172,8 @@ impl Compiles {
 
     /// What the job's processes reported, and what the files `restored` says the restore put in
     /// place spared: a compile counts when every cache file it read is restored, and a set of
-    /// files counts once.
+    /// files once per job (a graph another process compiled or took already would have been
+    /// spared without this hit).
     pub fn saving(&self, restored: impl Fn(&Path) -> bool) -> CompileSaving {
         let mut saving =
             CompileSaving { processes: self.processes.len(), saved: Some(Duration::ZERO), ..Default::default() };

@@ -51,7 +51,6 @@ impl Said {
     }
 }
 
-/// Say each line in order.
 pub fn say_all(runner: &Runner, lines: impl IntoIterator<Item = Said>) {
     lines.into_iter().for_each(|line| line.say(runner));
 }

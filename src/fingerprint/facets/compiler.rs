@@ -14,7 +14,6 @@ pub(super) const FACET: FacetDef = FacetDef {
     collect,
 };
 
-/// Each compiler command (e.g. `cc`, `c++`, or `$CC` as configured) → its `--version` output.
 /// A compiler that is not installed is absent, unless the `compilers` input named it: a command
 /// the workflow named and that does not exist is a mistake, not a fact.
 fn collect(probe: &Probe) -> Result<Component, FingerprintError> {
@@ -61,7 +60,8 @@ fn is_msvc(program: &str) -> bool {
     name.eq_ignore_ascii_case(MSVC) || name.eq_ignore_ascii_case("cl.exe")
 }
 
-/// The banner's first line (`Microsoft (R) C/C++ Optimizing Compiler Version 19.40.33811 for x64`).
+/// The banner's first line:
+/// `Microsoft (R) C/C++ Optimizing Compiler Version 19.40.33811 for x64`.
 fn msvc_banner(stderr: &str) -> String {
     stderr.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_owned()
 }

@@ -1,14 +1,12 @@
 //! `native.container`: the container the job's steps run in, as far as a step can tell. Opt-in.
 //!
-//! A step cannot see its job container's image. The runner creates the container from the image
-//! the workflow names (`jobs.<job_id>.container.image`) but passes nothing about it into the
-//! container: inside it the runner sets `GITHUB_ACTIONS`, `CI` and `HOME`, mounts `/__w`,
-//! `/__e` and `/__t`, and the `job.container` context holds only the container's `id` and
-//! `network`. So the facet records two facts:
+//! A step cannot see its job container's image: the runner passes nothing about it into the
+//! container, and the `job.container` context holds only its `id` and `network`. So the facet
+//! records two facts:
 //!
 //! - `image`: the image as the workflow declares it, from [`IMAGE_VARIABLE`], which a workflow
-//!   sets from the same expression as `container.image`. A digest (`…@sha256:…`) names one image;
-//!   a tag may be moved to another. Absent when unset or empty.
+//!   sets from the same expression as `container.image`. A digest (`…@sha256:…`) names one
+//!   image; a tag may be moved to another. Absent when unset or empty.
 //! - `marker`: which marker files of container engines exist: `/.dockerenv` (Docker, which the
 //!   runner and act use for `container:` jobs), `/run/.containerenv` (Podman, CRI-O). Absent on a
 //!   runner's own machine, and in containers of engines that write neither (containerd, so

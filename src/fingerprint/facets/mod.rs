@@ -65,7 +65,7 @@ enum Unlabelled {
     Every,
 }
 
-/// A native facet, as the `native` input names it; ordered as [`REGISTRY`] lists them.
+/// A native facet, as the `native` input names it; ordered as `REGISTRY` lists them.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Facet(usize);
 
@@ -80,7 +80,6 @@ impl Facet {
         all
     };
 
-    /// The facets on when the `native` input is not given.
     pub fn defaults() -> impl Iterator<Item = Facet> {
         Facet::ALL.into_iter().filter(|f| f.is_default())
     }
@@ -95,22 +94,18 @@ impl Facet {
         REGISTRY[self.0]
     }
 
-    /// The name the `native` input takes (`cpu-flags`).
     pub fn name(self) -> &'static str {
         &self.def().component[COMPONENT_PREFIX.len()..]
     }
 
-    /// What the facet records (Markdown).
     pub fn records(self) -> &'static str {
         self.def().records
     }
 
-    /// Whether it is on when the `native` input is not given.
     pub fn is_default(self) -> bool {
         self.def().default
     }
 
-    /// Its component, `native.<facet>`.
     pub fn component(self) -> ComponentName {
         ComponentName::Native(self)
     }
@@ -170,7 +165,6 @@ impl<'a> Probe<'a> {
         Self { sys, env, spec, cpu: OnceCell::new(), nvidia: OnceCell::new() }
     }
 
-    /// Where commands run: the workspace.
     fn cwd(&self) -> &Path {
         &self.spec.locations.workspace
     }
