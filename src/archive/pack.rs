@@ -237,10 +237,7 @@ pub fn write_archive_with<W: Write>(
         let json = serde_json::to_vec(generation).expect("generation records serialize");
         tar.append_pax_extensions([(GENERATION_PAX, &json[..])]).map_err(write_err)?;
     }
-    append(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, 0, None, fingerprint.len() as u64)
-        .map_err(write_err)?;
-    tar.get_mut().write_all(fingerprint.as_bytes()).map_err(write_err)?;
-    pad(&mut tar, fingerprint.len() as u64).map_err(write_err)?;
+    append_ours(&mut tar, FINGERPRINT_NAME, fingerprint.as_bytes()).map_err(write_err)?;
 
     let mut entries = Vec::with_capacity(inv.entries.len());
     let mut stats = (0usize, 0usize, 0usize, 0u64);
@@ -298,19 +295,8 @@ pub fn write_archive_with<W: Write>(
         entries.push(manifest_entry);
     }
 
-    let manifest = Manifest {
-        exact_cache_manifest: MANIFEST_FORMAT,
-        key: record.key.to_string(),
-        roots: inv.roots.clone(),
-        entries,
-        stack,
-        generation,
-    };
-    let manifest_json = serde_json::to_vec(&manifest).expect("manifests always serialize");
-    append(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, 0, None, manifest_json.len() as u64)
-        .map_err(write_err)?;
-    tar.get_mut().write_all(&manifest_json).map_err(write_err)?;
-    pad(&mut tar, manifest_json.len() as u64).map_err(write_err)?;
+    let manifest_json = manifest_json(record, inv, entries, stack, generation);
+    append_ours(&mut tar, MANIFEST_NAME, &manifest_json).map_err(write_err)?;
 
     let encoder = tar.into_inner().map_err(write_err)?;
     let out = encoder.finish().map_err(write_err)?;
@@ -400,6 +386,31 @@ fn truncate(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// A member of our own (the fingerprint, the content map, the manifest): a file of `bytes`.
+fn append_ours<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> io::Result<()> {
+    append(tar, name, tar::EntryType::Regular, 0o644, 0, None, bytes.len() as u64)?;
+    tar.get_mut().write_all(bytes)?;
+    pad(tar, bytes.len() as u64)
+}
+
+fn manifest_json(
+    record: &FingerprintRecord,
+    inv: &Inventory,
+    entries: Vec<ManifestEntry>,
+    stack: Option<StackSlot>,
+    generation: Option<Generation>,
+) -> Vec<u8> {
+    let manifest = Manifest {
+        exact_cache_manifest: MANIFEST_FORMAT,
+        key: record.key.to_string(),
+        roots: inv.roots.clone(),
+        entries,
+        stack,
+        generation,
+    };
+    serde_json::to_vec(&manifest).expect("manifests always serialize")
 }
 
 fn pad<W: Write>(tar: &mut tar::Builder<W>, size: u64) -> io::Result<()> {
@@ -539,10 +550,7 @@ pub fn write_content_archive<W: Write>(
     pax.push((PACKS_PAX, packs.as_bytes()));
     tar.append_pax_extensions(pax).map_err(write_err)?;
     let fingerprint = record.to_json();
-    append(&mut tar, FINGERPRINT_NAME, tar::EntryType::Regular, 0o644, 0, None, fingerprint.len() as u64)
-        .map_err(write_err)?;
-    tar.get_mut().write_all(fingerprint.as_bytes()).map_err(write_err)?;
-    pad(&mut tar, fingerprint.len() as u64).map_err(write_err)?;
+    append_ours(&mut tar, FINGERPRINT_NAME, fingerprint.as_bytes()).map_err(write_err)?;
 
     let mut entries = Vec::with_capacity(inv.entries.len());
     let (mut files, mut symlinks, mut bytes) = (0usize, 0usize, 0u64);
@@ -573,23 +581,10 @@ pub fn write_content_archive<W: Write>(
     }
 
     let map = content.map.to_vec();
-    append(&mut tar, CONTENT_NAME, tar::EntryType::Regular, 0o644, 0, None, map.len() as u64).map_err(write_err)?;
-    tar.get_mut().write_all(&map).map_err(write_err)?;
-    pad(&mut tar, map.len() as u64).map_err(write_err)?;
+    append_ours(&mut tar, CONTENT_NAME, &map).map_err(write_err)?;
 
-    let manifest = Manifest {
-        exact_cache_manifest: MANIFEST_FORMAT,
-        key: record.key.to_string(),
-        roots: inv.roots.clone(),
-        entries,
-        stack,
-        generation,
-    };
-    let manifest_json = serde_json::to_vec(&manifest).expect("manifests always serialize");
-    append(&mut tar, MANIFEST_NAME, tar::EntryType::Regular, 0o644, 0, None, manifest_json.len() as u64)
-        .map_err(write_err)?;
-    tar.get_mut().write_all(&manifest_json).map_err(write_err)?;
-    pad(&mut tar, manifest_json.len() as u64).map_err(write_err)?;
+    let manifest_json = manifest_json(record, inv, entries, stack, generation);
+    append_ours(&mut tar, MANIFEST_NAME, &manifest_json).map_err(write_err)?;
 
     let encoder = tar.into_inner().map_err(write_err)?;
     let out = encoder.finish().map_err(write_err)?;
