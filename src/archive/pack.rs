@@ -240,57 +240,41 @@ pub fn write_archive_with<W: Write>(
     append_ours(&mut tar, FINGERPRINT_NAME, fingerprint.as_bytes()).map_err(write_err)?;
 
     let mut entries = Vec::with_capacity(inv.entries.len());
-    let mut stats = (0usize, 0usize, 0usize, 0u64);
+    let (mut files, mut symlinks, mut bytes) = (0usize, 0usize, 0u64);
     let mut buf = vec![0u8; 1 << 20];
     for e in &inv.entries {
         if secrets.in_name(&e.rel) || e.target.as_deref().is_some_and(|t| secrets.in_name(t)) {
             return Err(PackError::Secret { path: e.abs.clone() });
         }
-        let path = e.entry_path().to_string();
-        let mut manifest_entry =
-            ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
-        match e.kind {
-            EntryKind::Dir => {
-                append(&mut tar, &format!("{path}/"), tar::EntryType::Directory, e.mode, e.mtime, None, 0)
-                    .map_err(write_err)?;
-                stats.1 += 1;
-            }
-            EntryKind::Symlink => {
-                append(&mut tar, &path, tar::EntryType::Symlink, e.mode, e.mtime, e.target.as_deref(), 0)
-                    .map_err(write_err)?;
-                manifest_entry.target = e.target.clone();
-                stats.2 += 1;
-            }
-            EntryKind::File => {
-                let mut file = File::open(&e.abs).map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
-                append(&mut tar, &path, tar::EntryType::Regular, e.mode, e.mtime, None, e.size).map_err(write_err)?;
-                let mut hasher = Sha256::new();
-                let mut remaining = e.size;
-                let mut gate = secrets.gate();
-                let mut emit = |bytes: &[u8]| tar.get_mut().write_all(bytes);
-                while remaining > 0 {
-                    let want = remaining.min(buf.len() as u64) as usize;
-                    let n = file
-                        .read(&mut buf[..want])
-                        .map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
-                    if n == 0 {
-                        return Err(PackError::Changed { path: e.abs.clone() });
-                    }
-                    hasher.update(&buf[..n]);
-                    gate.feed(&buf[..n], &mut emit).map_err(|g| match g {
-                        GateError::Secret => PackError::Secret { path: e.abs.clone() },
-                        GateError::Write(io) => PackError::Write(io),
-                    })?;
-                    remaining -= n as u64;
-                    on_bytes(n as u64);
+        let (mut manifest_entry, path) = append_unless_file(&mut tar, e, &mut symlinks).map_err(write_err)?;
+        if e.kind == EntryKind::File {
+            let mut file = File::open(&e.abs).map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
+            append(&mut tar, &path, tar::EntryType::Regular, e.mode, e.mtime, None, e.size).map_err(write_err)?;
+            let mut hasher = Sha256::new();
+            let mut remaining = e.size;
+            let mut gate = secrets.gate();
+            let mut emit = |bytes: &[u8]| tar.get_mut().write_all(bytes);
+            while remaining > 0 {
+                let want = remaining.min(buf.len() as u64) as usize;
+                let n =
+                    file.read(&mut buf[..want]).map_err(|source| PackError::Read { path: e.abs.clone(), source })?;
+                if n == 0 {
+                    return Err(PackError::Changed { path: e.abs.clone() });
                 }
-                gate.finish(&mut emit).map_err(write_err)?;
-                pad(&mut tar, e.size).map_err(write_err)?;
-                manifest_entry.size = e.size;
-                manifest_entry.sha256 = Some(hex::encode(hasher.finalize()));
-                stats.0 += 1;
-                stats.3 += e.size;
+                hasher.update(&buf[..n]);
+                gate.feed(&buf[..n], &mut emit).map_err(|g| match g {
+                    GateError::Secret => PackError::Secret { path: e.abs.clone() },
+                    GateError::Write(io) => PackError::Write(io),
+                })?;
+                remaining -= n as u64;
+                on_bytes(n as u64);
             }
+            gate.finish(&mut emit).map_err(write_err)?;
+            pad(&mut tar, e.size).map_err(write_err)?;
+            manifest_entry.size = e.size;
+            manifest_entry.sha256 = Some(hex::encode(hasher.finalize()));
+            files += 1;
+            bytes += e.size;
         }
         entries.push(manifest_entry);
     }
@@ -300,7 +284,7 @@ pub fn write_archive_with<W: Write>(
 
     let encoder = tar.into_inner().map_err(write_err)?;
     let out = encoder.finish().map_err(write_err)?;
-    Ok((out, PackStats { effort, sample_ratio, files: stats.0, symlinks: stats.2, content_bytes: stats.3 }))
+    Ok((out, PackStats { effort, sample_ratio, files, symlinks, content_bytes: bytes }))
 }
 
 /// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:
@@ -336,6 +320,28 @@ fn sample(inv: &Inventory) -> Vec<u8> {
 
 /// Write a ustar header for `name`, preceded by a pax header when the name, link target or
 /// size do not fit the ustar fields.
+/// The member of a directory or link (counted in `symlinks`); a file's is its writer's to add.
+/// Returns the entry's manifest line and its path in the archive.
+fn append_unless_file<W: Write>(
+    tar: &mut tar::Builder<W>,
+    e: &SourceEntry,
+    symlinks: &mut usize,
+) -> io::Result<(ManifestEntry, String)> {
+    let path = e.entry_path().to_string();
+    let mut line =
+        ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
+    match e.kind {
+        EntryKind::Dir => append(tar, &format!("{path}/"), tar::EntryType::Directory, e.mode, e.mtime, None, 0)?,
+        EntryKind::Symlink => {
+            append(tar, &path, tar::EntryType::Symlink, e.mode, e.mtime, e.target.as_deref(), 0)?;
+            line.target = e.target.clone();
+            *symlinks += 1;
+        }
+        EntryKind::File => {}
+    }
+    Ok((line, path))
+}
+
 fn append<W: Write>(
     tar: &mut tar::Builder<W>,
     name: &str,
@@ -555,27 +561,13 @@ pub fn write_content_archive<W: Write>(
     let mut entries = Vec::with_capacity(inv.entries.len());
     let (mut files, mut symlinks, mut bytes) = (0usize, 0usize, 0u64);
     for (index, e) in inv.entries.iter().enumerate() {
-        let path = e.entry_path().to_string();
-        let mut manifest_entry =
-            ManifestEntry { path: path.clone(), kind: e.kind, mode: e.mode, size: 0, sha256: None, target: None };
-        match e.kind {
-            EntryKind::Dir => {
-                append(&mut tar, &format!("{path}/"), tar::EntryType::Directory, e.mode, e.mtime, None, 0)
-                    .map_err(write_err)?;
-            }
-            EntryKind::Symlink => {
-                append(&mut tar, &path, tar::EntryType::Symlink, e.mode, e.mtime, e.target.as_deref(), 0)
-                    .map_err(write_err)?;
-                manifest_entry.target = e.target.clone();
-                symlinks += 1;
-            }
-            EntryKind::File => {
-                let hash = content.hashes.get(&index).expect("every file was stored");
-                manifest_entry.size = e.size;
-                manifest_entry.sha256 = Some(hash.to_hex());
-                files += 1;
-                bytes += e.size;
-            }
+        let (mut manifest_entry, _) = append_unless_file(&mut tar, e, &mut symlinks).map_err(write_err)?;
+        if e.kind == EntryKind::File {
+            let hash = content.hashes.get(&index).expect("every file was stored");
+            manifest_entry.size = e.size;
+            manifest_entry.sha256 = Some(hash.to_hex());
+            files += 1;
+            bytes += e.size;
         }
         entries.push(manifest_entry);
     }

@@ -325,7 +325,6 @@ impl GitTracked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::{CpuFacts, OsFacts};
     use crate::runner::Mode;
     use std::io;
 
@@ -357,21 +356,7 @@ mod tests {
                 self.0.borrow_mut().push(limit);
                 Ok(Some(out(128, "", "fatal: not a git repository")))
             }
-            fn run_shell(&self, _: &str, _: &Env, _: &Path) -> io::Result<CommandOutput> {
-                unreachable!()
-            }
-            fn cpu(&self) -> CpuFacts {
-                CpuFacts::default()
-            }
-            fn os(&self) -> OsFacts {
-                OsFacts::default()
-            }
-            fn libc(&self, _: &Env) -> Option<String> {
-                None
-            }
-            fn is_file(&self, _: &Path) -> bool {
-                false
-            }
+            crate::fingerprint::system::runs_programs_only!();
         }
         let runner = runner();
         let system = Bounded(RefCell::new(Vec::new()));
@@ -395,21 +380,7 @@ mod tests {
                 (false, false) => out(128, "", "fatal: not a git repository (or any of the parent directories): .git"),
             }))
         }
-        fn run_shell(&self, _command: &str, _env: &Env, _cwd: &Path) -> io::Result<CommandOutput> {
-            unreachable!()
-        }
-        fn cpu(&self) -> CpuFacts {
-            CpuFacts::default()
-        }
-        fn os(&self) -> OsFacts {
-            OsFacts::default()
-        }
-        fn libc(&self, _env: &Env) -> Option<String> {
-            None
-        }
-        fn is_file(&self, _path: &Path) -> bool {
-            false
-        }
+        crate::fingerprint::system::runs_programs_only!();
     }
 
     fn runner() -> Runner {

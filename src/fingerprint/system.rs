@@ -12,6 +12,35 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The rest of a test's fake [`System`] that only runs programs: no shell, a blank machine, no files.
+#[cfg(test)]
+macro_rules! runs_programs_only {
+    () => {
+        fn run_shell(
+            &self,
+            _: &str,
+            _: &$crate::env::Env,
+            _: &std::path::Path,
+        ) -> std::io::Result<$crate::fingerprint::CommandOutput> {
+            unreachable!("this fake runs no shell")
+        }
+        fn cpu(&self) -> $crate::fingerprint::CpuFacts {
+            Default::default()
+        }
+        fn os(&self) -> $crate::fingerprint::OsFacts {
+            Default::default()
+        }
+        fn libc(&self, _: &$crate::env::Env) -> Option<String> {
+            None
+        }
+        fn is_file(&self, _: &std::path::Path) -> bool {
+            false
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use runs_programs_only;
+
 /// What a finished command printed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandOutput {

@@ -183,7 +183,7 @@ fn leading_index(entry: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::system::{CommandOutput, CpuFacts, OsFacts};
+    use crate::fingerprint::system::CommandOutput;
     use std::cell::RefCell;
     use std::collections::HashMap;
     use std::io;
@@ -210,21 +210,7 @@ mod tests {
                 stderr: String::new(),
             }))
         }
-        fn run_shell(&self, _command: &str, _env: &Env, _cwd: &Path) -> io::Result<CommandOutput> {
-            unreachable!()
-        }
-        fn cpu(&self) -> CpuFacts {
-            CpuFacts::default()
-        }
-        fn os(&self) -> OsFacts {
-            OsFacts::default()
-        }
-        fn libc(&self, _env: &Env) -> Option<String> {
-            None
-        }
-        fn is_file(&self, _path: &Path) -> bool {
-            false
-        }
+        crate::fingerprint::system::runs_programs_only!();
     }
 
     const CUDA_TORCH: &str =
