@@ -35,7 +35,7 @@ fn output<'a>(stdout: &'a str, name: &str) -> &'a str {
 #[test]
 #[ignore = "slow: 200 MB in 20k files"]
 fn a_tree_of_200_mb_and_20k_files_round_trips() {
-    let _disk = support::one_disk_heavy_test_at_a_time();
+    let _disk = support::one_disk_heavy_test_at_a_time(2);
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
@@ -69,7 +69,7 @@ fn a_tree_of_200_mb_and_20k_files_round_trips() {
 #[test]
 #[ignore = "slow: a 2 GB entry"]
 fn restoring_a_2_gb_entry_streams_in_bounded_memory() {
-    let _disk = support::one_disk_heavy_test_at_a_time();
+    let _disk = support::one_disk_heavy_test_at_a_time(5);
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     let cache = dir.path().join("cache");

@@ -283,7 +283,7 @@ fn a_server_echoing_the_signed_request_never_shows_part_of_a_secret_at_any_paddi
 #[needs(s3s_fs)]
 #[ignore = "slow: kills and restarts the S3 server mid-transfer"]
 fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing() {
-    let _disk = crate::support::one_disk_heavy_test_at_a_time();
+    let _disk = crate::support::one_disk_heavy_test_at_a_time(2);
     let mut server = S3Server::start();
     let mut saver = step(&server);
     saver.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "5");
@@ -323,7 +323,7 @@ fn a_server_that_dies_mid_upload_commits_nothing_and_mid_download_places_nothing
 #[needs(s3s_fs)]
 #[ignore = "slow: 30k files and 1 GiB through S3"]
 fn thirty_thousand_files_and_a_gigabyte_of_weights_round_trip_in_bounded_memory() {
-    let _disk = crate::support::one_disk_heavy_test_at_a_time();
+    let _disk = crate::support::one_disk_heavy_test_at_a_time(4);
     let server = S3Server::start();
     let mut saver = step(&server);
     saver.measure = true;

@@ -222,7 +222,7 @@ fn catalog_commands_name_the_rest_api_a_self_hosted_server_lacks() {
 #[test]
 #[ignore = "slow: a 300 MB entry"]
 fn a_300_mb_entry_round_trips_in_many_blocks() {
-    let _disk = support::one_disk_heavy_test_at_a_time();
+    let _disk = support::one_disk_heavy_test_at_a_time(2);
     let services = Services::start_strict();
     let step = Step::against(services.v2_env());
     support::random_file(&step.ws.join("out/weights.bin"), 300_000_000);

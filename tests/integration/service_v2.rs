@@ -286,7 +286,7 @@ fn cache_mode_read_skips_saving() {
 #[needs(azurite)]
 #[ignore = "slow: a 1 GiB entry through the v2 service and Azurite"]
 fn a_1_gib_entry_round_trips_in_bounded_memory() {
-    let _disk = support::one_disk_heavy_test_at_a_time();
+    let _disk = support::one_disk_heavy_test_at_a_time(4);
     let services = Services::start_with(BlobStore::AzuriteFront);
     let mut step = Step::against(services.v2_env());
     step.measure = true;

@@ -86,10 +86,29 @@ pub fn snapshot(root: &Path) -> BTreeMap<String, String> {
 }
 
 /// Held by the tests that write gigabytes, so that no two of them fill the disk at once (they were
-/// separate test binaries, which run one after another).
-pub fn one_disk_heavy_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+/// separate test binaries, which run one after another). A test that writes about `gib` GiB
+/// under the temporary directory fails at once, saying so, where less is free: a full disk
+/// otherwise fails it later with a message about something else.
+pub fn one_disk_heavy_test_at_a_time(gib: u64) -> std::sync::MutexGuard<'static, ()> {
     static DISK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    DISK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    let guard = DISK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tmp = std::env::temp_dir();
+    if let Some(free) = free_gib(&tmp) {
+        assert!(
+            free >= gib as f64,
+            "this test writes about {gib} GiB under {}: only {free:.1} GiB are free",
+            tmp.display()
+        );
+    }
+    guard
+}
+
+/// The space free to this user under `dir` (`df`'s answer; `None` where `df` gives none).
+pub fn free_gib(dir: &Path) -> Option<f64> {
+    let out = std::process::Command::new("df").args(["-Pk"]).arg(dir).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let kib: f64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
+    Some(kib / (1024.0 * 1024.0))
 }
 
 /// Clears the immutable flag it set, whatever the test does.
