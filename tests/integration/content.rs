@@ -651,4 +651,27 @@ mod commands {
             assert_eq!(snapshot(&fresh.ws.join("out")), snapshot(&reference.ws.join("out")), "v{round}");
         }
     }
+
+    /// A restore of an entry of 3,000 files in packs, run with at most 256 open files (macOS's
+    /// default limit): each file is open only while it is written.
+    #[test]
+    fn a_restore_of_thousands_of_files_keeps_few_open() {
+        let peer = Store::Local.start();
+        let saver = step(peer.as_ref());
+        for i in 0..3_000u32 {
+            write(&saver.ws.join(format!("out/d{}/f{i}", i % 7)), format!("file {i}\n").as_bytes());
+        }
+        let ins = inputs(peer.as_ref(), "many", &[]);
+        let saved = saver.run(&["save"], &ins, NO_STATE);
+        assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
+        let mut restorer = step(peer.as_ref());
+        // Python, not a shell: `sh` drops the `INPUT_…` variables whose names hold a `-`.
+        let limit = "import os, resource, sys\n\
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))\n\
+            os.execv(sys.argv[1], sys.argv[1:])";
+        restorer.wrapper = ["python3", "-c", limit].map(str::to_owned).to_vec();
+        let restored = restorer.run(&["restore"], &ins, NO_STATE);
+        assert_eq!(restored.output("cache-hit"), "true", "{}", restored.stdout);
+        assert_eq!(snapshot(&restorer.ws.join("out")), snapshot(&saver.ws.join("out")));
+    }
 }
