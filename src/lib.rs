@@ -26,4 +26,4 @@ pub mod reads;
 pub mod runner;
 pub(crate) mod stack;
 pub mod text;
-pub(crate) mod units;
+pub mod units;

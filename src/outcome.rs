@@ -524,6 +524,19 @@ pub struct ListedEntry {
     /// Whether `list` read its generation time (it reads the newest entries' only).
     #[serde(skip)]
     pub generation_read: bool,
+    /// Its files' content in packs (docs/content.md): `None` where its files are members of
+    /// its archive or its references were not read.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub packs: Option<PackShare>,
+}
+
+/// The bytes of the packs an entry references, by whole packs as prune frees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PackShare {
+    /// Of the packs no other entry references: what deleting it frees.
+    pub own_bytes: u64,
+    /// Of the packs other entries reference too.
+    pub shared_bytes: u64,
 }
 
 fn slot_name<S: serde::Serializer>(slot: &Option<Slot>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -558,6 +571,7 @@ mod tests {
             slot,
             generation_seconds: None,
             generation_read: true,
+            packs: None,
         };
         let json = |slot| serde_json::to_string(&entry(slot)).unwrap();
         assert_eq!(
@@ -565,5 +579,8 @@ mod tests {
             r#"{"key":"k","size":1,"created":"2026-01-01T00:00:00Z","ref":null,"version":"v","slot":"generation 1 layer 2"}"#
         );
         assert!(json(None).ends_with(r#""slot":null}"#));
+        let shared = ListedEntry { packs: Some(PackShare { own_bytes: 10, shared_bytes: 20 }), ..entry(None) };
+        let shared = serde_json::to_string(&shared).unwrap();
+        assert!(shared.ends_with(r#""slot":null,"own_bytes":10,"shared_bytes":20}"#), "{shared}");
     }
 }

@@ -7,11 +7,11 @@
 
 use super::beneath::{self, Tree};
 use super::unpack::{Staged, UnpackError, staged_rel};
-use crate::content::restore::{Sink, Wanted, in_place_all};
+use crate::content::restore::{OpenFiles, Sink, Wanted, in_place_all};
 use cap_std::fs::Dir;
 use std::io::{self, Read};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// Whether each of `files` (an entry's index in `staged.entries`, and what it must hold) is in
 /// place at its destination, on `threads` threads.
@@ -59,7 +59,8 @@ struct Target {
 /// The staging of the files a restore fetches, in the order of its wanted files.
 pub(super) struct StageSink {
     targets: Vec<Target>,
-    files: Vec<OnceLock<std::fs::File>>,
+    files: OpenFiles,
+    umask: u32,
 }
 
 impl StageSink {
@@ -86,36 +87,13 @@ impl StageSink {
                 .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
             targets.push(Target { dir, name: leaf.to_owned(), path: stage_path.join(&staged), mode });
         }
-        let files = targets.iter().map(|_| OnceLock::new()).collect();
-        Ok(Self { targets, files })
+        let files = OpenFiles::new(targets.len());
+        Ok(Self { targets, files, umask: crate::file_mode::current_umask() })
     }
 
-    fn file(&self, file: usize) -> io::Result<&std::fs::File> {
-        self.files[file].get().ok_or_else(|| io::Error::other(format!("wanted file {file} was not made")))
-    }
-
-    /// Give every file its mode (the owner could write while it was filled), and close it.
-    pub(super) fn finish(self) -> Result<(), UnpackError> {
-        let umask = crate::file_mode::current_umask();
-        for (target, file) in self.targets.iter().zip(self.files) {
-            let Some(file) = file.into_inner() else { continue };
-            let io = |source| UnpackError::Io { path: target.path.clone(), source };
-            #[cfg(unix)]
-            if (target.mode | 0o200) & !umask != target.mode {
-                use std::os::unix::fs::PermissionsExt;
-                file.set_permissions(std::fs::Permissions::from_mode(target.mode)).map_err(io)?;
-            }
-            #[cfg(not(unix))]
-            {
-                let _ = umask;
-                if target.mode & 0o200 == 0 {
-                    let mut permissions = file.metadata().map_err(io)?.permissions();
-                    permissions.set_readonly(true);
-                    file.set_permissions(permissions).map_err(io)?;
-                }
-            }
-        }
-        Ok(())
+    fn make(&self, file: usize) -> io::Result<std::fs::File> {
+        let target = &self.targets[file];
+        beneath::create_file_rw(&target.dir, &target.name, target.mode | 0o200)
     }
 
     /// Where wanted file `file` is staged (for messages).
@@ -125,20 +103,37 @@ impl StageSink {
 }
 
 impl Sink for StageSink {
-    fn create(&self, file: usize, _size: u64) -> io::Result<()> {
-        let target = &self.targets[file];
-        let made = beneath::create_file_rw(&target.dir, &target.name, target.mode | 0o200)?;
-        self.files[file].set(made).map_err(|_| io::Error::other(format!("wanted file {file} made twice")))
-    }
-
     fn write_at(&self, file: usize, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        crate::content::restore::write_all_at(self.file(file)?, bytes, offset)
+        crate::content::restore::write_all_at(&*self.files.get_or_make(file, || self.make(file))?, bytes, offset)
     }
 
     fn read_back(&self, file: usize) -> io::Result<Box<dyn Read + '_>> {
         use std::io::Seek;
-        let mut clone = self.file(file)?.try_clone()?;
+        let mut clone = self.files.get(file)?.try_clone()?;
         clone.seek(io::SeekFrom::Start(0))?;
         Ok(Box::new(clone))
+    }
+
+    /// Give the file its mode (the owner could write while it was filled), and close it.
+    fn done(&self, file: usize) -> io::Result<()> {
+        let (target, umask) = (&self.targets[file], self.umask);
+        let handle = self.files.get_or_make(file, || self.make(file))?;
+        #[cfg(unix)]
+        if (target.mode | 0o200) & !umask != target.mode {
+            use std::os::unix::fs::PermissionsExt;
+            handle.set_permissions(std::fs::Permissions::from_mode(target.mode))?;
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = umask;
+            if target.mode & 0o200 == 0 {
+                let mut permissions = handle.metadata()?.permissions();
+                permissions.set_readonly(true);
+                handle.set_permissions(permissions)?;
+            }
+        }
+        drop(handle);
+        self.files.close(file);
+        Ok(())
     }
 }

@@ -731,7 +731,6 @@ impl<'p> Stager<'p> {
             FetchError::Sink(source) if wanted.len() == 1 => UnpackError::Io { path: sink.path(0).to_owned(), source },
             other => UnpackError::Content(other),
         })?;
-        sink.finish()?;
         self.staged.stats.fetched = fetched.fetched;
         Ok(())
     }

@@ -5,7 +5,7 @@
 use super::fingerprint::compute;
 use super::prune::{ListedSlots, Refs, Rule};
 use super::render::{self, Shown};
-use super::{Context, Error, explain, prune as pruning};
+use super::{Context, Error, content, explain, prune as pruning};
 use crate::archive::read_generation;
 use crate::backend::{Backend, Listed};
 use crate::config::{Config, InputError, Keep, Locate, defs};
@@ -52,10 +52,13 @@ pub(super) fn list(
     for &i in newest.iter().take(GENERATION_READS) {
         figures[i] = recorded_generation(backend.as_ref(), &entries[i]);
     }
+    let shares = content::pack_shares(ctx, (locate, backend.as_ref()), &locate.prefix, &entries);
     let entries: Vec<ListedEntry> = entries
         .into_iter()
         .zip(figures)
-        .map(|(e, figure)| ListedEntry {
+        .zip(shares)
+        .map(|((e, figure), packs)| ListedEntry {
+            packs,
             generation_seconds: figure
                 .as_ref()
                 .and_then(|g| g.as_ref()?.plausible())
@@ -123,6 +126,11 @@ pub(super) fn prune(
     let slots = ListedSlots::new(&entries, known_version(locate).as_ref());
     let report = pruning::delete(catalog.as_ref(), entries, refs, rule, &slots, dry_run)?;
     render::say_all(runner, render::prune::report(&report, &slots, rule, dry_run));
+    let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
+    let gone = if dry_run { &report.deleted[..] } else { &[] };
+    let packs =
+        content::prune_packs(ctx, (locate, backend.as_ref(), catalog.as_ref()), &locate.prefix, (gone, dry_run));
+    render::say_all(runner, render::content::pruned(&packs, dry_run));
     let deleted = report.deleted.iter().map(|e| (e.key.clone(), slots.slot(e))).collect();
     Ok(CatalogOutcome::Prune { deleted, dry_run })
 }

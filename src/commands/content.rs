@@ -10,14 +10,17 @@ use crate::archive::{
     Compression, Content, Inventory, PackError, SecretScanner, Stamp, read_content_map, read_packs, store_content,
     write_content_archive,
 };
-use crate::backend::{Backend, Listed};
+use crate::backend::{Backend, Catalog, Listed};
 use crate::config::Locate;
+use crate::content::PackName;
 use crate::content::chunk::Chunking;
 use crate::content::map::ContentMap;
 use crate::content::pack::PackOptions;
+use crate::content::prune::{GRACE_SECONDS, freed, prunable, sizes};
 use crate::content::save::{ContentIndex, ContentSaver, SaveError, SaveStats};
-use crate::content::store::PackStore;
+use crate::content::store::{ListedPack, PackStore};
 use crate::fingerprint::FingerprintRecord;
+use crate::outcome::PackShare;
 use crate::text::error_line;
 use std::io::Write;
 
@@ -178,4 +181,124 @@ fn store_once(
             .map_err(PackError::Write)?;
         store_content(inv, secrets, saver, on_bytes)
     })
+}
+
+/// Seconds an unreferenced pack is kept after it was stored: `EXACT_CACHE_PACK_GRACE_SECONDS`,
+/// else [`GRACE_SECONDS`] (longer than any save takes between its first pack and its commit).
+const GRACE: &str = "EXACT_CACHE_PACK_GRACE_SECONDS";
+
+/// What a prune did with the packs of its prefix.
+#[derive(Debug)]
+pub(crate) enum PacksPruned {
+    /// The store keeps none of the prefix.
+    None,
+    /// None deleted, because an entry's references could not be read or the packs not listed.
+    Kept { why: String },
+    Done {
+        deleted: Vec<ListedPack>,
+        /// Their bytes.
+        freed: u64,
+        /// Unreferenced, but stored within the grace period.
+        young: usize,
+        /// Packs the store would not delete, with why.
+        failed: Vec<(PackName, String)>,
+        grace: i64,
+    },
+}
+
+/// Delete the packs of `prefix` that no entry of it references, on any ref, once they are older
+/// than the grace period (`content::prune`'s rule); `gone`: entries a dry run would have
+/// deleted, whose references no longer count. Every entry's references are read from its
+/// archive's first bytes as this run's lookup reaches it: one this run cannot read (another
+/// ref's scope on the cache service, a damaged head) keeps every pack.
+pub(super) fn prune_packs(
+    ctx: &Context,
+    (locate, backend, catalog): (&Locate, &dyn Backend, &dyn Catalog),
+    prefix: &str,
+    (gone, dry_run): (&[Listed], bool),
+) -> PacksPruned {
+    let kept = |why: String| PacksPruned::Kept { why };
+    let packs = match pack_store(ctx, locate, prefix) {
+        Ok(packs) => packs,
+        Err(why) => return kept(words::packs_not_listed(&why)),
+    };
+    // Listed before the references are read: a pack stored after this is not considered.
+    let listed = match packs.list() {
+        Ok(listed) if listed.is_empty() => return PacksPruned::None,
+        Ok(listed) => listed,
+        Err(e) => return kept(words::packs_not_listed(&error_line(&e))),
+    };
+    let entries = match catalog.list(&format!("{prefix}-"), None) {
+        Ok(entries) => entries,
+        Err(e) => return kept(words::packs_not_listed(&error_line(&e))),
+    };
+    let mut references = Vec::new();
+    for entry in entries.iter().filter(|l| l.key.is_of(prefix) && !gone.iter().any(|g| g.id == l.id)) {
+        match packs_of(backend, entry) {
+            Ok(names) => references.push(Some(names)),
+            Err(why) => return kept(words::references_unread(&entry.key.to_string(), &why)),
+        }
+    }
+    let grace = ctx.runner.env().non_empty(GRACE).and_then(|g| g.trim().parse().ok()).unwrap_or(GRACE_SECONDS);
+    let now = chrono::Utc::now().timestamp();
+    let names = prunable(&references, &listed, now, grace);
+    let unreferenced = prunable(&references, &listed, i64::MAX, 0).len();
+    let mut failed = Vec::new();
+    if !dry_run {
+        for name in &names {
+            if let Err(e) = packs.delete(name) {
+                failed.push((*name, error_line(&e)));
+            }
+        }
+    }
+    let deleted: Vec<ListedPack> =
+        listed.into_iter().filter(|p| names.contains(&p.name) && !failed.iter().any(|(f, _)| *f == p.name)).collect();
+    let freed = freed(&names, &deleted);
+    PacksPruned::Done { young: unreferenced - names.len(), deleted, freed, failed, grace }
+}
+
+/// The packs `listed`'s archive references, read from its first bytes (none: its files are
+/// members); an error where this run cannot read them.
+fn packs_of(backend: &dyn Backend, listed: &Listed) -> Result<Vec<PackName>, String> {
+    let entry = backend.lookup(&listed.key, &listed.version).map_err(|e| error_line(&e))?;
+    let entry = entry.filter(|e| e.key == listed.key).ok_or_else(words::not_reached)?;
+    let head = backend.read_prefix(&entry, HEAD_BYTES).map_err(|e| error_line(&e))?;
+    Ok(read_packs(&head[..], sniff(&head)).map_err(|e| error_line(&e))?.unwrap_or_default())
+}
+
+/// The most entries whose references `list` reads for their packs' sizes (a lookup and a ranged
+/// read each); a prefix with more shows none.
+const SHARE_READS: usize = 200;
+
+/// For each of `entries` (of `prefix`), the bytes of the packs it references that are its own and
+/// shared with another of them; `None` for an entry whose files are members or whose references
+/// could not be read, and for all where the store keeps no packs of the prefix.
+pub(super) fn pack_shares(
+    ctx: &Context,
+    (locate, backend): (&Locate, &dyn Backend),
+    prefix: &str,
+    entries: &[Listed],
+) -> Vec<Option<PackShare>> {
+    let none = vec![None; entries.len()];
+    let Ok(packs) = pack_store(ctx, locate, prefix) else { return none };
+    let listed = match packs.list() {
+        Ok(listed) if !listed.is_empty() && entries.len() <= SHARE_READS => listed,
+        _ => return none,
+    };
+    let references: Vec<Option<Vec<PackName>>> =
+        entries.iter().map(|e| packs_of(backend, e).ok().filter(|names| !names.is_empty())).collect();
+    let shares = sizes(&references, &listed);
+    references
+        .iter()
+        .zip(shares)
+        .map(|(refs, (own_bytes, shared_bytes))| refs.as_ref().map(|_| PackShare { own_bytes, shared_bytes }))
+        .collect()
+}
+
+/// The packs of `prefix` in the chosen store, with what lists and deletes them (the REST API's
+/// token, on the cache service).
+fn pack_store(ctx: &Context, locate: &Locate, prefix: &str) -> Result<Box<dyn PackStore>, String> {
+    let runner = ctx.runner;
+    let token = locate.github_token.as_deref();
+    locate.store.packs(runner.env(), runner.secret_sink(), token, prefix).map_err(|e| error_line(&e))
 }

@@ -711,6 +711,7 @@ fn prune_after_save(ctx: &Context, locate: &Locate, keep: Keep, saved_key: &Key)
     // The prefix of the key saved (an explicit `key` carries the restore step's prefix).
     let prefix = saved_key.rsplit_once('-').map_or(locate.prefix.as_str(), |(p, _)| p);
     let current_ref = runner.env().non_empty("GITHUB_REF");
+    let mut packs = super::content::PacksPruned::None;
     let pruned = if super::prune::refused(prefix) {
         Pruned::Refused
     } else {
@@ -718,18 +719,32 @@ fn prune_after_save(ctx: &Context, locate: &Locate, keep: Keep, saved_key: &Key)
             Err(e) => Pruned::NoCatalog(error_line(&e)),
             Ok(catalog) => {
                 match super::prune::prune(catalog.as_ref(), prefix, current_ref, keep.newest, false, Some(saved_key)) {
-                    Ok((report, slots)) => Pruned::Done {
-                        prefix: prefix.to_owned(),
-                        on_ref: current_ref.map(str::to_owned),
-                        kept_keys: report.kept_keys,
-                        deleted: report.deleted.iter().map(|e| (e.key.clone(), slots.slot(e))).collect(),
-                        failed: report.failed.into_iter().map(|(e, why)| (e.key, why)).collect(),
-                    },
+                    Ok((report, slots)) => {
+                        // Entries deleted may leave packs no entry references.
+                        if !report.deleted.is_empty() {
+                            let backend = (ctx.backend)(locate, runner.env(), runner.secret_sink());
+                            let gone = (&[][..], false);
+                            packs = super::content::prune_packs(
+                                ctx,
+                                (locate, backend.as_ref(), catalog.as_ref()),
+                                prefix,
+                                gone,
+                            );
+                        }
+                        Pruned::Done {
+                            prefix: prefix.to_owned(),
+                            on_ref: current_ref.map(str::to_owned),
+                            kept_keys: report.kept_keys,
+                            deleted: report.deleted.iter().map(|e| (e.key.clone(), slots.slot(e))).collect(),
+                            failed: report.failed.into_iter().map(|(e, why)| (e.key, why)).collect(),
+                        }
+                    }
                     Err(e) => Pruned::Failed(error_line(&e)),
                 }
             }
         }
     };
     render::say_all(runner, render::prune::after_save(&pruned));
+    render::say_all(runner, render::content::pruned(&packs, false));
     pruned
 }

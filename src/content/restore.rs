@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::ops::Range;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Whether the `size` bytes `reader` gives (the file already at an entry's path, opened without
 /// following a link) are the content of hash `hash`: the same length and the same hash.
@@ -185,14 +185,54 @@ impl FetchPlan {
 }
 
 /// Where a restore writes the files it fetches: its staging, never the files in place.
+///
+/// A file is open only from its first write to its [`Sink::done`]: a tree of many thousands of
+/// files never holds more than a few open at once (the limit on open files is 256 on macOS).
 pub trait Sink: Sync {
-    /// Make wanted file `file` (empty; `size` bytes will be written into it). Called once per
-    /// file, before any write to it, from several threads at once for different files.
-    fn create(&self, file: usize, size: u64) -> io::Result<()>;
-    /// Write `bytes` at `offset` of wanted file `file`; from several threads at once, in any order.
+    /// Write `bytes` at `offset` of wanted file `file`, made (empty) by its first write; from
+    /// several threads at once, in any order.
     fn write_at(&self, file: usize, offset: u64, bytes: &[u8]) -> io::Result<()>;
     /// Wanted file `file` as written, from its start (to check a file of several blobs).
     fn read_back(&self, file: usize) -> io::Result<Box<dyn Read + '_>>;
+    /// Every byte of wanted file `file` is written and checked: finish and close it. An empty
+    /// file, which no blob writes, is made by this call alone.
+    fn done(&self, file: usize) -> io::Result<()>;
+}
+
+/// The files of a [`Sink`] open now: each made on first use, shared by the threads writing it,
+/// and closed once done (when the last writer lets go of it).
+pub struct OpenFiles {
+    slots: Vec<Mutex<Option<std::sync::Arc<std::fs::File>>>>,
+}
+
+impl OpenFiles {
+    pub fn new(files: usize) -> Self {
+        OpenFiles { slots: (0..files).map(|_| Mutex::new(None)).collect() }
+    }
+
+    /// File `file`, made by `make` if it is not open.
+    pub fn get_or_make(
+        &self,
+        file: usize,
+        make: impl FnOnce() -> io::Result<std::fs::File>,
+    ) -> io::Result<std::sync::Arc<std::fs::File>> {
+        let mut slot = self.slots[file].lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(std::sync::Arc::new(make()?));
+        }
+        Ok(std::sync::Arc::clone(slot.as_ref().expect("just made")))
+    }
+
+    /// File `file` if it is open.
+    pub fn get(&self, file: usize) -> io::Result<std::sync::Arc<std::fs::File>> {
+        let slot = self.slots[file].lock().unwrap_or_else(|e| e.into_inner());
+        slot.clone().ok_or_else(|| io::Error::other(format!("wanted file {file} is not open")))
+    }
+
+    /// Let go of file `file` (closed once no writer holds it).
+    pub fn close(&self, file: usize) {
+        self.slots[file].lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -260,27 +300,13 @@ pub fn fetch(
         first_error.lock().expect("not poisoned").get_or_insert(e);
     };
     let stats = Mutex::new(FetchStats::default());
-    // Files are made first, spread over the threads in runs of neighbours (a directory's files
-    // are neighbours in an archive's order).
-    let next = AtomicUsize::new(0);
-    const RUN: usize = 64;
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let start = next.fetch_add(RUN, Ordering::Relaxed);
-                    if start >= plan.files.len() || failed.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    for i in start..(start + RUN).min(plan.files.len()) {
-                        if let Err(e) = sink.create(i, plan.files[i].size) {
-                            return fail(FetchError::Sink(e));
-                        }
-                    }
-                }
-            });
+    let written = Written::new(plan);
+    // Empty files: no blob writes them.
+    for (i, w) in plan.files.iter().enumerate() {
+        if w.size == 0 {
+            sink.done(i).map_err(FetchError::Sink)?;
         }
-    });
+    }
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -291,7 +317,7 @@ pub fn fetch(
                     if i >= plan.reads.len() || failed.load(Ordering::Relaxed) {
                         break;
                     }
-                    if let Err(e) = read_one(store, map, plan, &plan.reads[i], sink, &mut mine) {
+                    if let Err(e) = read_one(store, map, (plan, &written), &plan.reads[i], sink, &mut mine) {
                         fail(e);
                         break;
                     }
@@ -307,23 +333,53 @@ pub fn fetch(
     if let Some(e) = first_error.into_inner().expect("not poisoned") {
         return Err(e);
     }
-    for &i in &plan.several {
-        let w = plan.files[i];
-        let back = sink.read_back(i).map_err(FetchError::Sink)?;
-        if !in_place(back, w.size, &w.hash).map_err(FetchError::Sink)? {
-            return Err(FetchError::Assembled { hash: w.hash });
-        }
+    // A map that left bytes of a file unwritten.
+    if let Some(i) = written.left.iter().position(|left| left.load(Ordering::Acquire) != 0) {
+        return Err(FetchError::Assembled { hash: plan.files[i].hash });
     }
     let mut stats = stats.into_inner().expect("not poisoned");
     stats.files = plan.files.len() as u64;
     Ok(stats)
 }
 
+/// The bytes of each wanted file still to be written: the write that ends a file checks it (a
+/// file of several blobs is read back) and closes it.
+struct Written {
+    left: Vec<AtomicU64>,
+    several: std::collections::HashSet<usize>,
+}
+
+impl Written {
+    fn new(plan: &FetchPlan) -> Self {
+        let left = plan.files.iter().map(|w| AtomicU64::new(w.size)).collect();
+        Written { left, several: plan.several.iter().copied().collect() }
+    }
+
+    /// `len` more bytes of wanted file `file` were written; the last of them finish it.
+    fn wrote(&self, plan: &FetchPlan, sink: &dyn Sink, file: usize, len: u64) -> Result<(), FetchError> {
+        let w = plan.files[file];
+        let before = self.left[file]
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(len))
+            // Places that write more than the file holds: only a forged map has them.
+            .map_err(|_| FetchError::Assembled { hash: w.hash })?;
+        if before != len {
+            return Ok(());
+        }
+        if self.several.contains(&file) {
+            let back = sink.read_back(file).map_err(FetchError::Sink)?;
+            if !in_place(back, w.size, &w.hash).map_err(FetchError::Sink)? {
+                return Err(FetchError::Assembled { hash: w.hash });
+            }
+        }
+        sink.done(file).map_err(FetchError::Sink)
+    }
+}
+
 /// One read: its frames in order, each verified, then written at its places.
 fn read_one(
     store: &dyn PackStore,
     map: &ContentMap,
-    plan: &FetchPlan,
+    (plan, written): (&FetchPlan, &Written),
     read: &PackRead,
     sink: &dyn Sink,
     stats: &mut FetchStats,
@@ -360,6 +416,7 @@ fn read_one(
         for &(file, offset) in &plan.places[&b] {
             sink.write_at(file, offset, &bytes).map_err(FetchError::Sink)?;
             stats.written += bytes.len() as u64;
+            written.wrote(plan, sink, file, bytes.len() as u64)?;
         }
         stats.blobs += 1;
     }
@@ -375,34 +432,31 @@ fn trouble(pack: PackName, e: io::Error) -> FetchError {
 /// writing; positional writes, so threads share it.
 pub struct FileSink<F: Fn(usize) -> io::Result<std::fs::File> + Sync> {
     open: F,
-    files: Vec<std::sync::OnceLock<std::fs::File>>,
+    files: OpenFiles,
 }
 
 impl<F: Fn(usize) -> io::Result<std::fs::File> + Sync> FileSink<F> {
     pub fn new(files: usize, open: F) -> Self {
-        FileSink { open, files: (0..files).map(|_| std::sync::OnceLock::new()).collect() }
-    }
-
-    fn file(&self, file: usize) -> io::Result<&std::fs::File> {
-        self.files[file].get().ok_or_else(|| io::Error::other(format!("wanted file {file} was not made")))
+        FileSink { open, files: OpenFiles::new(files) }
     }
 }
 
 impl<F: Fn(usize) -> io::Result<std::fs::File> + Sync> Sink for FileSink<F> {
-    fn create(&self, file: usize, _size: u64) -> io::Result<()> {
-        let made = (self.open)(file)?;
-        self.files[file].set(made).map_err(|_| io::Error::other(format!("wanted file {file} made twice")))
-    }
-
     fn write_at(&self, file: usize, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        write_all_at(self.file(file)?, bytes, offset)
+        write_all_at(&*self.files.get_or_make(file, || (self.open)(file))?, bytes, offset)
     }
 
     fn read_back(&self, file: usize) -> io::Result<Box<dyn Read + '_>> {
         use std::io::Seek;
-        let mut clone = self.file(file)?.try_clone()?;
+        let mut clone = self.files.get(file)?.try_clone()?;
         clone.seek(io::SeekFrom::Start(0))?;
         Ok(Box::new(clone))
+    }
+
+    fn done(&self, file: usize) -> io::Result<()> {
+        self.files.get_or_make(file, || (self.open)(file))?;
+        self.files.close(file);
+        Ok(())
     }
 }
 

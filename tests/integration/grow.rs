@@ -717,7 +717,6 @@ fn a_restore_that_looked_for_fewer_layers_compacts_instead_of_sticking(store: St
     scene.max_layers = "4";
     let saved = job.post(&scene);
     assert_eq!(saved.output("save-result"), "saved", "{}", saved.stdout);
-    assert!(saved.stdout.contains("the restore looked for 1 layer only"), "{}", saved.stdout);
     assert_eq!(scene.restore().names(), ["a.bin", "b.bin", "d.bin"], "generation 1 holds what was restored");
 }
 

@@ -59,10 +59,16 @@ fn short_key(key: &Key) -> String {
 /// A header, then one aligned row per entry: the key's digest cut to 12 digits unless `long`,
 /// the version cut to 12 digits, `-` for what is not known.
 fn table(entries: &[ListedEntry], long: bool) -> Vec<String> {
-    let header = ["key", "size", "created", "used", "ref", "version", "generated in", "slot"];
+    let header = ["key", "size", "created", "used", "ref", "version", "generated in", "slot", "in packs"];
     let or_dash = |value: Option<&str>| value.filter(|v| !v.is_empty()).unwrap_or("-").to_owned();
-    let rows: Vec<[String; 8]> = std::iter::once(header.map(str::to_owned))
+    // The packs' column only where an entry's files are in packs.
+    let columns = if entries.iter().any(|e| e.packs.is_some()) { header.len() } else { header.len() - 1 };
+    let rows: Vec<Vec<String>> = std::iter::once(header.map(str::to_owned))
         .chain(entries.iter().map(|e| {
+            let packs = e.packs.map_or_else(
+                || "-".to_owned(),
+                |p| format!("{} own, {} shared", units::bytes(p.own_bytes), units::bytes(p.shared_bytes)),
+            );
             [
                 if long { e.key.to_string() } else { short_key(&e.key) },
                 units::bytes(e.size),
@@ -76,11 +82,13 @@ fn table(entries: &[ListedEntry], long: bool) -> Vec<String> {
                     None => "not recorded".to_owned(),
                 },
                 e.slot.map_or_else(|| "-".to_owned(), |slot| slot.to_string()),
+                packs,
             ]
         }))
+        .map(|row| row.into_iter().take(columns).collect())
         .collect();
     let widths: Vec<usize> =
-        (0..header.len()).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+        (0..columns).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     rows.iter()
         .map(|row| {
             let cells: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
@@ -127,6 +135,7 @@ mod tests {
             version: "f".repeat(64).into(),
             generation_seconds: None,
             generation_read: true,
+            packs: None,
         }
     }
 

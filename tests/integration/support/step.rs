@@ -319,7 +319,8 @@ fn restore_record(outputs: &BTreeMap<String, String>) -> Option<RestoreRecord> {
 /// The rows of the table `list` prints in `text` (its log, or its stdout on the command line):
 /// each a map from column name (`key`, `size`, `ref`, `generated in`, …) to value.
 pub fn list_table(text: &str) -> Vec<BTreeMap<String, String>> {
-    let mut lines = text.lines().skip_while(|l| !(l.trim_start().starts_with("key ") && l.ends_with(" slot")));
+    let header = |l: &str| l.trim_start().starts_with("key ") && (l.ends_with(" slot") || l.ends_with(" in packs"));
+    let mut lines = text.lines().skip_while(|l| !header(l));
     let Some(header) = lines.next() else { return Vec::new() };
     let indent = header.len() - header.trim_start().len();
     let header: Vec<char> = header.chars().collect();

@@ -953,8 +953,15 @@ async fn rest_list(
         .skip((page - 1) * per_page)
         .take(per_page)
         .map(|e| {
-            // One entry per second, so `created_at` orders like the sequence.
-            let at = format!("2026-11-01T00:{:02}:{:02}Z", (e.seq / 60) % 60, e.seq % 60);
+            // One entry per second from when the first listing was made, so `created_at` orders
+            // like the sequence and is as recent as the service's own.
+            static START: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+                now.as_secs() as i64 - 3600
+            });
+            let at = chrono::DateTime::from_timestamp(*START + e.seq as i64, 0)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             serde_json::json!({
                 "id": e.seq, "ref": e.r#ref, "key": e.key, "version": e.version,
                 "last_accessed_at": at, "created_at": at, "size_in_bytes": e.size,
