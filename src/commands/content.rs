@@ -126,15 +126,15 @@ fn map_of(backend: &dyn Backend, listed: &Listed) -> Result<Option<ContentMap>, 
     read_content_map(&archive[..], compression).map_err(|e| error_line(&e))
 }
 
-/// Store the files of `inv` in `packs`, reusing what `maps` hold, then write the archive that
-/// names them into `out`; what the save uploaded and found. Packs gone from the store while the
+/// Store the files of `inv` in `packs`, reusing what `maps` hold but the `bad` packs, then write
+/// the archive that names them into `out`; what the save uploaded and found. Packs gone from the store while the
 /// save ran, or an entry that would reference more than [`MAX_PACKS`], make it store its content
 /// anew (referencing nothing), once.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn write_with_content<W: Write>(
     ctx: &Context,
     packs: &dyn PackStore,
-    maps: &[ContentMap],
+    (maps, bad): (&[ContentMap], &[PackName]),
     (inv, record, compression, stamp): (&Inventory, &FingerprintRecord, Compression, Stamp),
     secrets: &SecretScanner,
     out: W,
@@ -142,7 +142,7 @@ pub(super) fn write_with_content<W: Write>(
 ) -> Result<(W, crate::archive::PackStats, SaveStats), PackError> {
     let runner = ctx.runner;
     let refs: Vec<&ContentMap> = maps.iter().collect();
-    let index = match ContentIndex::build(&refs, &[], packs) {
+    let index = match ContentIndex::build(&refs, bad, packs) {
         Ok(index) => index,
         Err(e) => {
             runner.info(&words::not_reusing_packs(&error_line(&e)));

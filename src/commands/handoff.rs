@@ -95,7 +95,13 @@ pub enum Restored {
     Reused(Box<Kept>),
     /// Bases were found and none could be used for what it holds: the save of the job that
     /// regenerated writes a replacement above the newest, unless one newer than `newest` exists.
-    Unusable { newest: u32 },
+    /// `bad_packs`: the packs the restore found missing or corrupt (hex), which the replacement
+    /// never references; absent in records of earlier versions.
+    Unusable {
+        newest: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        bad_packs: Vec<String>,
+    },
     /// Nothing was reused (nothing found, service trouble, `lookup-only`, a file in the way).
     NotReused,
 }

@@ -10,6 +10,7 @@ use crate::archive::{
 };
 use crate::backend::{Backend, BackendError, CacheEntry, ErrorKind};
 use crate::config::{Config, Locate, RestoreConfig};
+use crate::content::PackName;
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::Key;
 use crate::manifest::{EntryKind, Generation, Manifest};
@@ -99,7 +100,9 @@ pub(super) fn run(ctx: &Context, config: &Config) -> Result<(RestoreOutcome, Opt
         Err(other) => {
             keep(
                 match &other {
-                    NotReused::Unusable { newest, .. } => Restored::Unusable { newest: *newest },
+                    NotReused::Unusable { newest, bad_pack, .. } => {
+                        Restored::Unusable { newest: *newest, bad_packs: bad_pack.iter().map(|p| p.to_hex()).collect() }
+                    }
                     _ => Restored::NotReused,
                 },
                 None,
@@ -216,6 +219,8 @@ enum NotReused {
         reason: MissReason,
         detail: Option<String>,
         newest: u32,
+        /// The pack found missing or corrupt, where that was the trouble.
+        bad_pack: Option<PackName>,
     },
 }
 
@@ -258,10 +263,10 @@ fn reuse(
     }
     let (generation, base, mut manifest, roots) =
         place_base(ctx, locate, &slots, (newest, entry)).map_err(|failed| match failed {
-            SlotFailure { reason, detail } if reason.calls_for_replacement() => {
-                NotReused::Unusable { reason, detail: Some(detail), newest }
+            SlotFailure { reason, detail, bad_pack } if reason.calls_for_replacement() => {
+                NotReused::Unusable { reason, detail: Some(detail), newest, bad_pack }
             }
-            SlotFailure { reason, detail } => miss(reason, detail),
+            SlotFailure { reason, detail, .. } => miss(reason, detail),
         })?;
     let mut kept = KeptStack {
         generation,
@@ -322,11 +327,17 @@ fn place_base(
 struct SlotFailure {
     reason: MissReason,
     detail: String,
+    /// The pack found missing or corrupt (`content-missing`), which a replacement leaves out.
+    bad_pack: Option<PackName>,
 }
 
 impl SlotFailure {
     fn corrupt(detail: String) -> SlotFailure {
-        SlotFailure { reason: MissReason::Corrupt, detail }
+        SlotFailure { reason: MissReason::Corrupt, detail, bad_pack: None }
+    }
+
+    fn unpacking(err: &UnpackError) -> SlotFailure {
+        SlotFailure { reason: classify(err), detail: error_chain(err), bad_pack: err.bad_pack() }
     }
 
     /// The service's trouble, not the entry's.
@@ -413,7 +424,7 @@ fn place_slot(
     commit: fn(Staged) -> Result<RestoreStats, UnpackError>,
     check: impl FnOnce(&Manifest, &[PathBuf]) -> Result<(), SlotFailure>,
 ) -> Result<(Transfer, Manifest, Vec<PathBuf>), SlotFailure> {
-    let failure = |reason, detail| SlotFailure { reason, detail };
+    let failure = |reason, detail| SlotFailure { reason, detail, bad_pack: None };
     let started = Instant::now();
     let stream = slots.backend.open(entry).map_err(|e| failure(miss_reason(e.kind), error_chain(&e)))?;
     let mut reader = ProgressReader::new(stream, ctx.runner.progress("download", entry.size));
@@ -427,7 +438,7 @@ fn place_slot(
         compression: locate.compression,
         packs: packs.as_deref(),
     };
-    let staged = unpack(&mut reader, &plan).map_err(|e| failure(classify(&e), error_chain(&e)))?;
+    let staged = unpack(&mut reader, &plan).map_err(|e| SlotFailure::unpacking(&e))?;
     reader.progress().finish();
     let archive_bytes = reader.progress().bytes();
     let roots = staged.root_locations();
@@ -436,7 +447,7 @@ fn place_slot(
         render::Said::Warning(note).say(ctx.runner);
     }
     let manifest = staged.manifest.clone();
-    let stats = commit(staged).map_err(|e| failure(classify(&e), error_chain(&e)))?;
+    let stats = commit(staged).map_err(|e| SlotFailure::unpacking(&e))?;
     if stats.content {
         ctx.runner.info(&super::render::content::restored(&stats));
     }

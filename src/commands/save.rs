@@ -9,6 +9,7 @@ use super::{Context, Error, setup::secret_values, verify, worth};
 use crate::archive::{Inventory, PackError, SecretScanner, Stamp, inventory, write_archive_with};
 use crate::backend::{Backend, BackendError, CacheMode, Committed, ErrorKind, Reservation};
 use crate::config::{Config, Keep, Locate, SaveConfig, UncoveredReads, VerifyReuse};
+use crate::content::PackName;
 use crate::content::save::SaveError;
 use crate::fingerprint::FingerprintRecord;
 use crate::keys::Key;
@@ -81,6 +82,7 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         generation_seconds: config.save.generation_seconds,
     };
     let after = |hit| after_hit(ctx, &config.save, config.preset, writing, hit);
+    let mut bad_packs = Vec::new();
     let place = match restored {
         Some(Restored::Reused(kept)) => {
             return after(Hit { record: &record, kept: Some(*kept), post, times });
@@ -89,8 +91,10 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         _ if post && runner.state(State::SkipSave).as_deref() == Some("true") => {
             return after(Hit { record: &record, kept: None, post, times });
         }
-        Some(Restored::Unusable { newest }) => {
+        Some(Restored::Unusable { newest, bad_packs: bad }) => {
             words::replacing().say(runner);
+            // A name that is no pack's (a step could write anything here) names nothing.
+            bad_packs = bad.iter().filter_map(|hex| PackName::parse(hex)).collect();
             Place::Above { seen: newest, replacing: true }
         }
         Some(Restored::NotReused) | None => Place::First,
@@ -112,7 +116,8 @@ fn attempt(ctx: &Context, config: &Config, post: bool) -> Result<SaveOutcome, Er
         let detail = words::uncovered(refused);
         return Ok(with_uncovered(SaveOutcome::skipped(Some(&record.key), SaveResult::UncoveredReads, &detail)));
     }
-    Ok(with_uncovered(save(ctx, writing, &record, &Target::whole(place), times)))
+    let target = Target { bad_packs, ..Target::whole(place) };
+    Ok(with_uncovered(save(ctx, writing, &record, &target, times)))
 }
 
 /// The store as the restore's record names it.
@@ -266,7 +271,7 @@ fn grow_stack(
         }
         Growth::Layer { slot, parent, paths, stack_dirs } => {
             words::grow_layer(paths.len(), changes.layer_bytes, slot).say(runner);
-            Target { place: Place::Slot(slot), parent: Some(parent), only: Some(paths), stack_dirs, compacting: None }
+            Target { parent: Some(parent), only: Some(paths), stack_dirs, ..Target::whole(Place::Slot(slot)) }
         }
         Growth::Compact { paths, why } => {
             let seen = applied.highest.max(applied.generation);
@@ -293,6 +298,8 @@ enum Place {
 /// Which slot of the key's stack a save writes, and which entries go into it.
 struct Target {
     place: Place,
+    /// A replacement: the packs the restore found missing or corrupt, which it never references.
+    bad_packs: Vec<PackName>,
     /// A layer's parent: the digest of the manifest of the slot below.
     parent: Option<String>,
     /// A layer or a compacted base: only these entry paths, and the directories above them.
@@ -306,7 +313,7 @@ struct Target {
 
 impl Target {
     fn whole(place: Place) -> Target {
-        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), compacting: None }
+        Target { place, parent: None, only: None, stack_dirs: HashMap::new(), compacting: None, bad_packs: Vec::new() }
     }
 }
 
@@ -531,18 +538,19 @@ fn upload(
     let mut content_stats = None;
     let written = match packs.as_deref() {
         Some(packs) => {
-            // A replacement references nothing earlier: what made the entry unusable (a pack
-            // missing or corrupt) is never referenced again.
+            // A replacement references what the entries it reaches hold but the packs the
+            // restore found missing or corrupt; where it could not say which, nothing earlier.
             let replacing = matches!(target.place, Place::Above { replacing: true, .. });
             // A job that may not read the cache (`write-only`) asks it nothing.
             let readable = CacheMode::from_env(runner.env()).0.readable();
-            let maps = if replacing || !readable {
+            let maps = if (replacing && target.bad_packs.is_empty()) || !readable {
                 Vec::new()
             } else {
                 super::content::reusable_maps(ctx, writing.locate, backend, record)
             };
             let parts = (inv, record, compression, stamp);
-            super::content::write_with_content(ctx, packs, &maps, parts, secrets, out, &mut |n| progress.add(n)).map(
+            let refs = (&maps[..], &target.bad_packs[..]);
+            super::content::write_with_content(ctx, packs, refs, parts, secrets, out, &mut |n| progress.add(n)).map(
                 |(out, stats, saved)| {
                     content_stats = Some(saved);
                     (out, stats)

@@ -684,4 +684,33 @@ mod commands {
         assert_eq!(restored.output("cache-hit"), "true", "{}", restored.stdout);
         assert_eq!(snapshot(&restorer.ws.join("out")), snapshot(&saver.ws.join("out")));
     }
+
+    on_every_store!(where lists_entries: a_replacement_reuses_every_pack_but_the_corrupt_one);
+
+    /// Entry B holds A's pack and a small one of its own; its own pack is corrupted. B's restore
+    /// is a miss `content-missing`, and its replacement stores only what the corrupt pack held
+    /// (it still references A's pack), never the corrupt pack; the replacement restores whole.
+    fn a_replacement_reuses_every_pack_but_the_corrupt_one(store: Store) {
+        let peer = store.start();
+        let catalog = peer.catalog_inputs();
+        job(peer.as_ref(), &inputs(peer.as_ref(), "a", &catalog), &[]);
+        let a_pack = peer.packs(PREFIX).remove(0);
+        let b_inputs = inputs(peer.as_ref(), "b", &catalog);
+        job(peer.as_ref(), &b_inputs, &[5]);
+        let b_pack = peer.packs(PREFIX).into_iter().find(|p| *p != a_pack).expect("B's own pack");
+        peer.corrupt_pack(&b_pack.0);
+
+        let before = stored(peer.as_ref());
+        let (_, refused, replaced) = job(peer.as_ref(), &b_inputs, &[5]);
+        assert_eq!(refused.output("miss-reason"), "content-missing", "{}", refused.stdout);
+        assert_eq!(replaced.output("save-result"), "saved", "{}", replaced.stdout);
+        let added = stored(peer.as_ref()) - before;
+        assert!(added * 100 <= tree_bytes() * 3, "the replacement stored {added} bytes: {}", replaced.stdout);
+
+        let (healed, hit, _) = job(peer.as_ref(), &b_inputs, &[]);
+        assert_eq!(hit.output("cache-hit"), "true", "{}", hit.stdout);
+        let reference = peer.step();
+        generate(&reference, &[5]);
+        assert_eq!(snapshot(&healed.ws.join("out")), snapshot(&reference.ws.join("out")));
+    }
 }

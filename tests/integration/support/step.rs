@@ -203,7 +203,7 @@ impl StepResult {
     /// `Restored::Unusable`'s `newest`: the newest base found and not usable.
     pub fn unusable_newest(&self) -> Option<u32> {
         match self.restored() {
-            Restored::Unusable { newest } => Some(*newest),
+            Restored::Unusable { newest, .. } => Some(*newest),
             _ => None,
         }
     }
