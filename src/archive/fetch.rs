@@ -6,7 +6,7 @@
 //! blobs' offsets by several threads at once, then given its mode).
 
 use super::beneath::{self, Tree};
-use super::unpack::{Staged, UnpackError, staged_rel};
+use super::unpack::{Staged, UnpackError};
 use crate::content::restore::{OpenFiles, Sink, Wanted, in_place_all};
 use cap_std::fs::Dir;
 use std::io::{self, Read};
@@ -74,18 +74,8 @@ impl StageSink {
                 (e.root, e.rel.clone(), e.mode)
             };
             // A file root replaces whatever is at its destination: its staging is beside it.
-            let stage = staged.stage(root, !rel.is_empty())?;
-            let stage_path = stage.path();
-            let staged = staged_rel(&rel);
-            let (parent_rel, leaf) = beneath::split_last(&staged);
-            let dir = stage
-                .tree
-                .dir_with(parent_rel, &mut |dir, rel, found| match found {
-                    None => dir.create_dir(beneath::split_last(rel).1),
-                    Some(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "staged parent is not a directory")),
-                })
-                .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
-            targets.push(Target { dir, name: leaf.to_owned(), path: stage_path.join(&staged), mode });
+            let (dir, name, path) = staged.staged_parent(root, &rel, !rel.is_empty())?;
+            targets.push(Target { dir, name, path, mode });
         }
         let files = OpenFiles::new(targets.len());
         Ok(Self { targets, files, umask: crate::file_mode::current_umask() })

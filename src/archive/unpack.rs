@@ -520,19 +520,7 @@ impl<'p> Stager<'p> {
 
         // A file root replaces whatever is at its destination, so its staging cannot live inside.
         let inside_ok = !(rel.is_empty() && kind != EntryKind::Dir);
-        let stage = self.staged.stage(root, inside_ok)?;
-        let stage_path = stage.path();
-        let staged_rel = staged_rel(&rel);
-        let (parent_rel, leaf) = beneath::split_last(&staged_rel);
-        // Parents are created once: an explicit directory entry, or the first file below it.
-        let parent = stage
-            .tree
-            .dir_with(parent_rel, &mut |dir, rel, found| match found {
-                None => dir.create_dir(beneath::split_last(rel).1),
-                Some(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "staged parent is not a directory")),
-            })
-            .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
-        let path = stage_path.join(&staged_rel);
+        let (parent, leaf, path) = self.staged.staged_parent(root, &rel, inside_ok)?;
         let record = StagedEntry {
             root,
             rel,
@@ -548,20 +536,20 @@ impl<'p> Stager<'p> {
             self.file_members += 1;
         }
         match kind {
-            EntryKind::Dir => match parent.create_dir(leaf) {
+            EntryKind::Dir => match parent.create_dir(&leaf) {
                 Ok(()) => {}
                 Err(e)
                     if e.kind() == io::ErrorKind::AlreadyExists
-                        && matches!(beneath::kind_of(&parent, leaf), Ok(Some(beneath::Kind::Dir))) => {}
+                        && matches!(beneath::kind_of(&parent, &leaf), Ok(Some(beneath::Kind::Dir))) => {}
                 Err(source) => return Err(UnpackError::Io { path, source }),
             },
             EntryKind::Symlink => {
                 let target = target.expect("checked above");
-                make_symlink(&parent, &target, leaf).map_err(UnpackError::io(&path))?;
+                make_symlink(&parent, &target, &leaf).map_err(UnpackError::io(&path))?;
             }
             EntryKind::File => {
                 let mtime = entry.header().mtime().ok().map(|m| m as i64);
-                let file = NewFile { dir: parent, name: leaf.to_owned(), path };
+                let file = NewFile { dir: parent, name: leaf, path };
                 self.writers().begin(index, file, mode, mtime).map_err(io_failure)?;
                 let size = self.stream_content(&mut entry, &name)?;
                 self.writers().end().map_err(io_failure)?;
@@ -844,6 +832,29 @@ impl Staged {
             self.stages[i] = Some(Stage { holder, holder_path, name, tree: Tree::new(Arc::new(dir)) });
         }
         Ok(self.stages[i].as_mut().expect("just created"))
+    }
+
+    /// The staged parent directory of entry `rel` of root `root` (in [`Staged::stage`]'s
+    /// staging; parents are made once, by an explicit directory entry or the first file below
+    /// it), the entry's name there, and its staged path.
+    pub(super) fn staged_parent(
+        &mut self,
+        root: usize,
+        rel: &str,
+        inside_ok: bool,
+    ) -> Result<(Arc<Dir>, String, PathBuf), UnpackError> {
+        let stage = self.stage(root, inside_ok)?;
+        let stage_path = stage.path();
+        let staged = staged_rel(rel);
+        let (parent_rel, leaf) = beneath::split_last(&staged);
+        let parent = stage
+            .tree
+            .dir_with(parent_rel, &mut |dir, rel, found| match found {
+                None => dir.create_dir(beneath::split_last(rel).1),
+                Some(_) => Err(io::Error::new(io::ErrorKind::NotADirectory, "staged parent is not a directory")),
+            })
+            .map_err(|source| UnpackError::Io { path: stage_path.join(parent_rel), source })?;
+        Ok((parent, leaf.to_owned(), stage_path.join(&staged)))
     }
 }
 
