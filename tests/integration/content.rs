@@ -155,6 +155,14 @@ mod archive_level {
 
     /// Save the tree at `ws` into `packs`, reusing what `maps` hold: the archive, its content map
     /// and what the save uploaded.
+    /// A source holding [`tree`], an empty destination and an empty store directory.
+    fn dirs() -> (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir) {
+        let (src, dst, store) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        tree(src.path());
+        (src, dst, store)
+    }
+
     fn save(ws: &Path, packs: &dyn PackStore, maps: &[&ContentMap]) -> (Vec<u8>, ContentMap, SaveStats) {
         let inv = inventory(&pattern_set(ws)).unwrap();
         let index = ContentIndex::build(maps, &[], packs).unwrap();
@@ -206,9 +214,7 @@ mod archive_level {
     /// restore onto that tree fetches nothing and writes nothing.
     #[test]
     fn an_entry_with_content_in_packs_restores_whole_and_a_full_tree_fetches_nothing() {
-        let (src, dst, store) =
-            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        tree(src.path());
+        let (src, dst, store) = dirs();
         let packs = LocalPackStore::new(store.path(), "ct");
         let (bytes, map, stats) = save(src.path(), &packs, &[]);
         assert!(stats.uploaded > 9 << 20, "incompressible: {stats:?}");
@@ -239,9 +245,7 @@ mod archive_level {
     #[test]
     fn a_tampered_file_in_place_is_rewritten() {
         use std::os::unix::fs::PermissionsExt;
-        let (src, dst, store) =
-            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        tree(src.path());
+        let (src, dst, store) = dirs();
         let packs = LocalPackStore::new(store.path(), "ct");
         let (bytes, _, _) = save(src.path(), &packs, &[]);
         restore(&bytes, dst.path(), Some(&packs)).unwrap();
@@ -300,9 +304,7 @@ mod archive_level {
     /// An archive of today's kind (files as members) restores as it always did, packs or not.
     #[test]
     fn an_old_entry_restores_beside_packs() {
-        let (src, dst, store) =
-            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        tree(src.path());
+        let (src, dst, store) = dirs();
         let inv = inventory(&pattern_set(src.path())).unwrap();
         let (bytes, _) =
             write_archive(&inv, &record(), Compression::Zstd, None, &SecretScanner::none(), Vec::new(), &mut |_| {})
