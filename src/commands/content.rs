@@ -24,14 +24,14 @@ use crate::outcome::PackShare;
 use crate::text::error_line;
 use std::io::Write;
 
-/// The switch that makes saves store their files' content in packs: `EXACT_CACHE_CONTENT=packs`.
-/// Off by default until the transport tests written for whole entries (chunked uploads, ranged
-/// downloads, racing saves, request counts) are rewritten for entries that share content.
+/// The switch that makes saves write whole archives again, as before content was shared:
+/// `EXACT_CACHE_CONTENT=whole` (for a pool whose runners still hold binaries that cannot read
+/// entries of packs, while they are updated; see docs/content.md).
 pub(super) const SWITCH: &str = "EXACT_CACHE_CONTENT";
 
-/// Whether saves store content in packs ([`SWITCH`]).
+/// Whether saves store content in packs: unless [`SWITCH`] says `whole`.
 pub(super) fn enabled(env: &crate::env::Env) -> bool {
-    env.non_empty(SWITCH).is_some_and(|v| v.trim() == "packs")
+    env.non_empty(SWITCH).is_none_or(|v| v.trim() != "whole")
 }
 
 /// How much of an entry's start is read to learn whether its files are in packs (its packs
@@ -152,33 +152,39 @@ pub(super) fn write_with_content<W: Write>(
     if !index.left_out.is_empty() {
         runner.info(&words::packs_no_longer_stored(index.left_out.len()));
     }
-    let mut content = match store_once(packs, &index, inv, secrets, on_bytes) {
+    let mut content = match store_once(packs, &index, (inv, compression), secrets, on_bytes) {
         Err(PackError::Content(SaveError::Gone(gone))) => {
             runner.info(&words::packs_gone_while_saving(gone.len()));
-            store_once(packs, &ContentIndex::default(), inv, secrets, on_bytes)?
+            store_once(packs, &ContentIndex::default(), (inv, compression), secrets, on_bytes)?
         }
         other => other?,
     };
     if content.map.packs.len() > MAX_PACKS {
         runner.info(&words::too_many_packs(content.map.packs.len()));
-        content = store_once(packs, &ContentIndex::default(), inv, secrets, on_bytes)?;
+        content = store_once(packs, &ContentIndex::default(), (inv, compression), secrets, on_bytes)?;
     }
     let stats = content.stats.clone();
     let (out, pack_stats) = write_content_archive(inv, record, compression, stamp, &content, out)?;
     Ok((out, pack_stats, stats))
 }
 
+/// Store `inv`'s content in packs. Blobs are zstd frames whatever the `compression` input says
+/// (a restore reads each one alone); `none`, chosen for data that does not compress, makes them
+/// at zstd's fastest level.
 fn store_once(
     packs: &dyn PackStore,
     index: &ContentIndex,
-    inv: &Inventory,
+    (inv, compression): (&Inventory, Compression),
     secrets: &SecretScanner,
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<Content, PackError> {
     let scratch = tempfile::tempdir().map_err(PackError::Write)?;
+    let mut options = PackOptions::new(scratch.path());
+    if compression == Compression::None {
+        options.level = 1;
+    }
     std::thread::scope(|scope| {
-        let saver = ContentSaver::new(scope, index, packs, Chunking::DEFAULT, PackOptions::new(scratch.path()))
-            .map_err(PackError::Write)?;
+        let saver = ContentSaver::new(scope, index, packs, Chunking::DEFAULT, options).map_err(PackError::Write)?;
         store_content(inv, secrets, saver, on_bytes)
     })
 }

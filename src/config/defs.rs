@@ -138,7 +138,8 @@ pub static COMPRESSION: Input<Compression> = Input::choice(
     "compression",
     Readers::CACHE.and_listing(),
     "zstd",
-    "Archive compression: `zstd` (multithreaded, no long mode), `gzip` or `none`.",
+    "Archive compression: `zstd` (multithreaded, no long mode), `gzip` or `none`. Files kept in shared packs \
+     (the default, docs/content.md) are zstd frames whatever this says; `none` makes them at zstd's fastest level.",
 );
 
 pub static STRICT: Input<bool> = Input::flag(

@@ -42,8 +42,9 @@ fn warnings(r: &StepResult) -> Vec<&str> {
     r.stdout.lines().filter_map(|l| l.strip_prefix("::warning::")).collect()
 }
 
+/// The finalized entries, packs left out (a save of a new tree stores one beside its entry).
 fn finalized(services: &Services) -> usize {
-    services.entries().iter().filter(|e| e.finalized).count()
+    services.entries().iter().filter(|e| e.finalized && !e.key.contains("-pack.")).count()
 }
 
 #[test]
@@ -215,7 +216,7 @@ fn a_rate_limited_lookup_waits_once_for_retry_after_then_misses() {
         assert_eq!(r.output("reused"), "true", "{}", r.stdout);
         assert_eq!(snapshot(&step.ws.join("out")), tree);
         assert!(warnings(&r).is_empty(), "{}", r.stdout);
-        assert_eq!(services.faults.calls(lookup) - calls, 2);
+        assert_eq!(services.faults.calls(lookup) - calls, 3, "the 429, the entry's, its pack's");
         assert!(took >= Duration::from_secs(1), "waited {took:?}");
         std::fs::remove_dir_all(step.ws.join("out")).unwrap();
 

@@ -241,10 +241,13 @@ fn prune_uses_the_saved_keys_prefix_and_never_deletes_what_it_just_saved() {
         NO_STATE,
     );
     assert_eq!(save.save_result(), SaveResult::Saved, "{}", save.stdout);
-    // The older entry of `models` is deleted, the new one stays, the default prefix's is untouched.
+    // The older entry of `models` is deleted, the new one stays, the default prefix's is untouched
+    // (and the pack the two entries of `models` shared stays: the new one references it).
     let keys = || -> Vec<String> { services.entries().into_iter().map(|e| e.key).collect() };
-    let models_keys = || keys().into_iter().filter(|k| k.starts_with("models-")).collect::<Vec<_>>();
+    let is_pack = |k: &String| k.contains("-pack.");
+    let models_keys = || keys().into_iter().filter(|k| k.starts_with("models-") && !is_pack(k)).collect::<Vec<_>>();
     assert_eq!(models_keys(), [key.to_string()], "{:?}", keys());
+    assert_eq!(keys().iter().filter(|k| k.starts_with("models-") && is_pack(k)).count(), 1, "{:?}", keys());
     assert!(keys().iter().any(|k| k.starts_with("exact-cache-")), "another prefix is untouched: {:?}", keys());
 
     // A 404 on delete (a concurrent prune got there first) is not a failure and does not stop
@@ -287,6 +290,8 @@ fn explain_reads_one_small_range_of_a_large_entry() {
     let services = Services::start();
     let mut step = step_with_rest(&services);
     step.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1");
+    // A large archive: an entry of packs is small whatever its files hold.
+    step.set_env("EXACT_CACHE_CONTENT", "whole");
     let data: Vec<u8> = (0..3_000_000u32).flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes()).collect();
     write(&step.ws.join("out/big.bin"), &data);
     let inputs = [("path", "out"), ("native", "none"), ("compression", "none"), ("github-token", REST_TOKEN)];
@@ -424,7 +429,8 @@ fn list_prints_a_table_or_json_and_quiet_keeps_only_the_outputs() {
     let list = cli(&["list", "--prefix=tbl"]);
     let mut rows = list.stdout.lines();
     let header: Vec<&str> = rows.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["key", "size", "created", "used", "ref", "version", "generated", "in", "slot"], "{list:?}");
+    let columns = ["key", "size", "created", "used", "ref", "version", "generated", "in", "slot", "in", "packs"];
+    assert_eq!(header, columns, "{list:?}");
     assert!(rows.next().unwrap().starts_with(&format!("{}…  ", &key[..4 + 12])), "a short key: {list:?}");
     let long = cli(&["list", "--prefix=tbl", "--long"]);
     assert!(long.stdout.lines().nth(1).unwrap().starts_with(&format!("{key}  ")), "{long:?}");

@@ -15,6 +15,8 @@ fn round_trip_with_chunked_uploads_and_ranged_downloads() {
     let mut step = Step::against(services.v1_env());
     step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "0.25");
     step.set_env("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "0.25");
+    // A whole archive of 2.4 MB (an entry of packs is small whatever its files hold).
+    step.set_env("EXACT_CACHE_CONTENT", "whole");
     let data: Vec<u8> = (0..600_000u32).flat_map(|i| (i.wrapping_mul(2654435761)).to_le_bytes()).collect();
     write(&step.ws.join("out/w.bin"), &data);
     write(&step.ws.join("out/e.expected"), b"e");

@@ -58,6 +58,8 @@ fn large_entries_use_blocks_and_parallel_ranges() {
         ("EXACT_CACHE_SINGLE_PUT_MIB", "1"),
         ("EXACT_CACHE_DOWNLOAD_CHUNK_MIB", "1"),
         ("EXACT_CACHE_PROGRESS_SECONDS", "0"),
+        // A whole archive of 12 MiB (an entry of packs is small whatever its files hold).
+        ("EXACT_CACHE_CONTENT", "whole"),
     ] {
         step.set_env(k, v);
     }
@@ -362,29 +364,35 @@ fn dropping_a_download_mid_flight_is_clean() {
 
 #[test]
 fn a_file_holding_the_runtime_token_never_reaches_the_blob_store() {
-    let services = Services::start();
-    let mut step = Step::against(services.v2_env());
-    // Small blocks, no compression: blocks go up while packing continues, and the token would be
-    // visible in the uploaded bytes if any part of it were sent.
-    // One block in flight and one queued: the packer cannot reach the second file before
-    // several blocks of the first were accepted, however slow the machine.
-    step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1");
-    step.set_env("EXACT_CACHE_SINGLE_PUT_MIB", "1");
-    step.set_env("EXACT_CACHE_UPLOAD_CONCURRENCY", "1");
-    let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
-    write(&step.ws.join("out/a-weights.bin"), &support::noise(8 << 20, 7));
-    let token = services::TOKEN;
-    write(&step.ws.join("out/z-config.json"), format!("{{\"token\": \"{token}\"}}").as_bytes());
+    // Whole archives stream blocks while packing goes on; packs are stored once written.
+    for content in ["whole", "packs"] {
+        let services = Services::start();
+        let mut step = Step::against(services.v2_env());
+        // Small blocks, no compression: blocks go up while packing continues, and the token
+        // would be visible in the uploaded bytes if any part of it were sent.
+        // One block in flight and one queued: the packer cannot reach the second file before
+        // several blocks of the first were accepted, however slow the machine.
+        step.set_env("EXACT_CACHE_UPLOAD_BLOCK_MIB", "1");
+        step.set_env("EXACT_CACHE_SINGLE_PUT_MIB", "1");
+        step.set_env("EXACT_CACHE_UPLOAD_CONCURRENCY", "1");
+        step.set_env("EXACT_CACHE_CONTENT", content);
+        let inputs = [("path", "out"), ("native", "none"), ("compression", "none")];
+        write(&step.ws.join("out/a-weights.bin"), &support::noise(8 << 20, 7));
+        let token = services::TOKEN;
+        write(&step.ws.join("out/z-config.json"), format!("{{\"token\": \"{token}\"}}").as_bytes());
 
-    let r = step.run(&["save"], &inputs, NO_STATE);
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert_eq!((r.output("saved"), r.output("save-result")), ("false", "secret-found"));
-    assert!(r.stdout.contains("::warning::") && r.stdout.contains("out/z-config.json"), "{}", r.stdout);
-    let uploaded = services.faults.blob_put_bytes.lock().unwrap().clone();
-    assert!(uploaded.len() >= 1 << 20, "blocks of the earlier file were streamed: {} bytes", uploaded.len());
-    let head = &token.as_bytes()[..8];
-    assert!(!uploaded.windows(8).any(|w| w == head), "not even the token's first bytes were uploaded");
-    assert!(services.entries().iter().all(|e| !e.finalized), "nothing was committed");
-    let restore = step.run(&["restore"], &inputs, NO_STATE);
-    assert_eq!(restore.output("miss-reason"), "not-found");
+        let r = step.run(&["save"], &inputs, NO_STATE);
+        assert_eq!(r.code, 0, "{content}: {}", r.stdout);
+        assert_eq!((r.output("saved"), r.output("save-result")), ("false", "secret-found"), "{content}");
+        assert!(r.stdout.contains("::warning::") && r.stdout.contains("out/z-config.json"), "{}", r.stdout);
+        let uploaded = services.faults.blob_put_bytes.lock().unwrap().clone();
+        if content == "whole" {
+            assert!(uploaded.len() >= 1 << 20, "blocks of the earlier file were streamed: {} bytes", uploaded.len());
+        }
+        let head = &token.as_bytes()[..8];
+        assert!(!uploaded.windows(8).any(|w| w == head), "{content}: not even the token's first bytes were uploaded");
+        assert!(services.entries().iter().all(|e| !e.finalized), "{content}: nothing was committed");
+        let restore = step.run(&["restore"], &inputs, NO_STATE);
+        assert_eq!(restore.output("miss-reason"), "not-found", "{content}");
+    }
 }

@@ -24,6 +24,8 @@ pub fn redactions(root: &Path) -> insta::Settings {
     s.add_filter(r"\b\d+ (h|min) \d+ (min|s)\b", "[TIME]");
     s.add_filter(r"\b\d+(\.\d+)? (ms|s)\b", "[TIME]");
     s.add_filter(r"(generation-seconds|time-saved)=\d+(\.\d+)?", "$1=[SECONDS]");
+    // A summary gives the rate of a transfer that took 100 ms or more: here as often as not.
+    s.add_filter(r", \d+(\.\d+)? (B|KiB|MiB|GiB)/s of content", "");
     s.add_filter(r"\d+(\.\d+)? (B|KiB|MiB|GiB)/s", "[RATE]");
     s.add_filter(r"\(\d+(\.\d+)? (B|KiB|MiB) archive\)", "([ARCHIVE] archive)");
     s.add_filter(r"\d+(\.\d+)? (B|KiB|MiB) compressed", "[ARCHIVE] compressed");
