@@ -29,11 +29,17 @@ fn generate(step: &Step) {
     write(&step.ws.join("out/sub/expected.txt"), b"expected output\n");
 }
 
-/// The one stored entry object (not s3s-fs's own metadata files).
+/// The one stored entry object (not s3s-fs's own metadata files, nor the packs under `packs/`).
 fn only_object(server: &S3Server) -> std::path::PathBuf {
-    let objects: Vec<_> = server.objects().into_iter().filter(|o| o.starts_with("ci")).collect();
+    let objects: Vec<_> =
+        server.objects().into_iter().filter(|o| o.starts_with("ci") && !o.starts_with("ci/packs/")).collect();
     assert_eq!(objects.len(), 1, "{objects:?}");
     objects.into_iter().next().unwrap()
+}
+
+/// How many packs are stored.
+fn packs(server: &S3Server) -> usize {
+    server.objects().into_iter().filter(|o| o.starts_with("ci/packs/")).count()
 }
 
 #[needs(s3s_fs)]
@@ -46,6 +52,7 @@ fn a_round_trip_reuses_exactly_and_another_fingerprint_misses() {
     assert!(saved.stdout.contains(&format!("S3 bucket `{BUCKET}`, prefix `ci/`")), "{}", saved.stdout);
     let object = only_object(&server);
     assert!(object.starts_with(format!("ci/{}", saved.output("key"))), "{object:?}");
+    assert_eq!(packs(&server), 1, "the files' content, in one pack");
 
     let fresh = step(&server);
     let restored = fresh.run(&["restore"], &[], NO_STATE);
@@ -62,6 +69,7 @@ fn a_round_trip_reuses_exactly_and_another_fingerprint_misses() {
     // A second save of the same key is `exists`, and nothing else was stored.
     assert_eq!(saver.run(&["save"], &[], NO_STATE).output("save-result"), "exists");
     only_object(&server);
+    assert_eq!(packs(&server), 1);
 }
 
 #[test]
