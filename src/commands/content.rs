@@ -152,6 +152,9 @@ pub(super) fn write_with_content<W: Write>(
     if !index.left_out.is_empty() {
         runner.info(&words::packs_no_longer_stored(index.left_out.len()));
     }
+    if !index.repacked.is_empty() {
+        runner.info(&words::repacking_small_packs(index.repacked.len()));
+    }
     let mut content = match store_once(packs, &index, (inv, compression), secrets, on_bytes) {
         Err(PackError::Content(SaveError::Gone(gone))) => {
             runner.info(&words::packs_gone_while_saving(gone.len()));

@@ -439,3 +439,33 @@ fn a_prune_while_a_save_is_storing_its_packs_keeps_them() {
     restore(&store, &map, &listed, target.path()).unwrap();
     assert_tree(target.path(), &files);
 }
+
+#[test]
+fn a_long_line_of_keys_keeps_each_entry_to_few_packs() {
+    let store = MemoryPackStore::new();
+    let mut files = tree(7, 60);
+    let (mut map, mut listed, _) = save(&store, &[], &[], &files);
+    let (mut most, mut repacking_saves) = (map.packs.len(), 0);
+    for key in 1..70u64 {
+        // One small file changed: each save adds one small pack.
+        let i = (key as usize * 7) % files.len();
+        files[i].1 = noise(1_000_000 + key, 3_000);
+        let reused = map.packs.len();
+        let (next, next_listed, stats) = save(&store, &[&map], &[], &files);
+        if reused > ContentIndex::REPACK_ABOVE {
+            repacking_saves += 1;
+            assert!(stats.new_bytes > 3_000, "key {key}: the small packs' blobs stored anew");
+            assert!(next.packs.len() <= ContentIndex::REPACK_KEEP + 1, "key {key}: {} packs", next.packs.len());
+        } else {
+            assert_eq!(stats.new_bytes, 3_000, "key {key}: only the changed file");
+        }
+        most = most.max(next.packs.len());
+        (map, listed) = (next, next_listed);
+    }
+    assert!(repacking_saves >= 2, "{repacking_saves} saves re-packed");
+    assert!(most <= ContentIndex::REPACK_ABOVE + 1, "an entry referenced {most} packs");
+    // The last entry restores whole.
+    let target = tempfile::tempdir().unwrap();
+    restore(&store, &map, &listed, target.path()).unwrap();
+    assert_tree(target.path(), &files);
+}

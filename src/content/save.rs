@@ -41,10 +41,23 @@ pub struct ContentIndex {
     blobs: HashMap<Hash, Located>,
     /// Packs referenced by the maps and left out: gone from the store, or known bad.
     pub left_out: Vec<PackName>,
+    /// Small packs left out so that their blobs go into this save's new packs
+    /// ([`ContentIndex::REPACK_ABOVE`]).
+    pub repacked: Vec<PackName>,
 }
 
 impl ContentIndex {
-    /// The blobs of `maps` in packs that are not in `bad` and that `presence` says exist.
+    /// Each save of a tree with a few files changed adds a small pack, so a long line of keys
+    /// would reference more and more packs: more reads per restore, more entries on the cache
+    /// service. Where the maps reference more than this many live packs, a save keeps the
+    /// [`ContentIndex::REPACK_KEEP`] packs that hold the most of their bytes and stores the blobs
+    /// of the others that its tree still holds anew, in its own packs: a little upload, once
+    /// every few dozen saves, for an entry of few packs.
+    pub const REPACK_ABOVE: usize = 32;
+    pub const REPACK_KEEP: usize = 16;
+
+    /// The blobs of `maps` in packs that are not in `bad` and that `presence` says exist, less
+    /// the small packs a save re-packs.
     pub fn build(
         maps: &[&ContentMap],
         bad: &[PackName],
@@ -56,7 +69,12 @@ impl ContentIndex {
         let bad: HashSet<&PackName> = bad.iter().collect();
         let asked: Vec<PackName> = packs.iter().filter(|p| !bad.contains(p)).copied().collect();
         let there = if asked.is_empty() { Vec::new() } else { presence.exist(&asked)? };
-        let live: HashSet<PackName> = asked.iter().zip(&there).filter(|(_, t)| **t).map(|(p, _)| *p).collect();
+        let mut live: HashSet<PackName> = asked.iter().zip(&there).filter(|(_, t)| **t).map(|(p, _)| *p).collect();
+        let left_out = packs.into_iter().filter(|p| !live.contains(p)).collect();
+        let repacked = Self::small_packs(maps, &live);
+        for pack in &repacked {
+            live.remove(pack);
+        }
         let mut blobs = HashMap::new();
         for map in maps {
             for (hash, at) in map.located() {
@@ -65,8 +83,32 @@ impl ContentIndex {
                 }
             }
         }
-        let left_out = packs.into_iter().filter(|p| !live.contains(p)).collect();
-        Ok(ContentIndex { blobs, left_out })
+        Ok(ContentIndex { blobs, left_out, repacked })
+    }
+
+    /// Where `live` holds more than [`Self::REPACK_ABOVE`] packs: all but the
+    /// [`Self::REPACK_KEEP`] that hold the most compressed bytes of the maps' blobs (ties by
+    /// name), sorted.
+    fn small_packs(maps: &[&ContentMap], live: &HashSet<PackName>) -> Vec<PackName> {
+        if live.len() <= Self::REPACK_ABOVE {
+            return Vec::new();
+        }
+        let mut bytes: HashMap<PackName, u64> = live.iter().map(|p| (*p, 0)).collect();
+        let mut counted = HashSet::new();
+        for map in maps {
+            for (hash, at) in map.located() {
+                if let Some(held) = bytes.get_mut(&at.pack)
+                    && counted.insert((at.pack, hash))
+                {
+                    *held += at.compressed;
+                }
+            }
+        }
+        let mut by_size: Vec<(u64, PackName)> = bytes.into_iter().map(|(p, b)| (b, p)).collect();
+        by_size.sort_by(|a, b| b.cmp(a));
+        let mut small: Vec<PackName> = by_size.into_iter().skip(Self::REPACK_KEEP).map(|(_, p)| p).collect();
+        small.sort();
+        small
     }
 
     pub fn get(&self, hash: &Hash) -> Option<&Located> {

@@ -25,6 +25,13 @@ pub fn packs_no_longer_stored(packs: usize) -> String {
     format!("content: {} referenced by earlier entries no longer stored", units::count_of(packs, "pack"))
 }
 
+pub fn repacking_small_packs(packs: usize) -> String {
+    format!(
+        "content: storing the blobs of {} anew, so that the entry references few packs",
+        units::count_of(packs, "small pack")
+    )
+}
+
 pub fn packs_gone_while_saving(packs: usize) -> String {
     format!("content: {} gone while saving; storing anew", units::count_of(packs, "pack"))
 }
