@@ -300,17 +300,39 @@ pub enum BlobError {
 /// The blob `hash` of `size` bytes from its frame: decompressed into at most `size` bytes and
 /// verified by its hash.
 pub fn open_blob(frame: &[u8], size: u64, hash: &Hash) -> Result<Vec<u8>, BlobError> {
-    let bytes = zstd::bulk::Decompressor::new()
-        .and_then(|mut d| d.decompress(frame, size as usize))
-        .map_err(|e| BlobError::Undecodable { hash: *hash, detail: e.to_string() })?;
-    if bytes.len() as u64 != size {
-        return Err(BlobError::Size { hash: *hash, expected: size, actual: bytes.len() as u64 });
+    BlobOpener::default().open(frame, size, hash).map(<[u8]>::to_vec)
+}
+
+/// Opens blobs one after another ([`open_blob`]) with one zstd context and one buffer: a
+/// restore of tens of thousands of small files would otherwise make both for every blob.
+#[derive(Default)]
+pub struct BlobOpener {
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    out: Vec<u8>,
+}
+
+impl BlobOpener {
+    /// [`open_blob`]'s bytes, until the next call.
+    pub fn open(&mut self, frame: &[u8], size: u64, hash: &Hash) -> Result<&[u8], BlobError> {
+        let undecodable = |e: io::Error| BlobError::Undecodable { hash: *hash, detail: e.to_string() };
+        let decompressor = match &mut self.decompressor {
+            Some(d) => d,
+            None => self.decompressor.insert(zstd::bulk::Decompressor::new().map_err(undecodable)?),
+        };
+        // Room for `size` bytes, so a frame that holds more does not decode (more room may be
+        // left from a larger blob before: then the size check below refuses it).
+        self.out.clear();
+        self.out.reserve(size as usize);
+        decompressor.decompress_to_buffer(frame, &mut self.out).map_err(undecodable)?;
+        if self.out.len() as u64 != size {
+            return Err(BlobError::Size { hash: *hash, expected: size, actual: self.out.len() as u64 });
+        }
+        let actual = Hash::of(&self.out);
+        if actual != *hash {
+            return Err(BlobError::Hash { hash: *hash, actual });
+        }
+        Ok(&self.out)
     }
-    let actual = Hash::of(&bytes);
-    if actual != *hash {
-        return Err(BlobError::Hash { hash: *hash, actual });
-    }
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //!    replacement heals (the save leaves out [`FetchError::bad_pack`]).
 
 use super::map::{ContentMap, MapError};
-use super::pack::{BlobError, open_blob};
+use super::pack::{BlobError, BlobOpener};
 use super::store::{PackStore, PackStoreError, Ranged};
 use super::{Hash, PackName};
 use std::collections::BTreeMap;
@@ -29,15 +29,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 /// Whether the `size` bytes `reader` gives (the file already at an entry's path, opened without
 /// following a link) are the content of hash `hash`: the same length and the same hash.
 pub fn in_place(reader: impl Read, size: u64, hash: &Hash) -> io::Result<bool> {
+    in_place_with(reader, size, hash, &mut Vec::new())
+}
+
+/// [`in_place`] reading through `buf`, which a thread keeps from one file to the next rather
+/// than allocating and clearing one for each file.
+fn in_place_with(reader: impl Read, size: u64, hash: &Hash, buf: &mut Vec<u8>) -> io::Result<bool> {
     use sha2::Digest;
     let mut hasher = sha2::Sha256::new();
     // One byte more than the manifest's size tells a file that grew. A small file is read in
     // one call (and one more that finds its end), a large one a MiB at a time.
     let mut reader = reader.take(size + 1);
-    let mut buf = vec![0u8; (size + 1).min(1 << 20) as usize];
+    let want = (size + 1).min(1 << 20) as usize;
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    let buf = &mut buf[..want];
     let mut n = 0u64;
     loop {
-        let got = match reader.read(&mut buf) {
+        let got = match reader.read(buf) {
             Ok(0) => break,
             Ok(got) => got,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -62,13 +72,14 @@ pub fn in_place_all<R: Read>(
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
+                let mut buf = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= files.len() {
                         return;
                     }
                     let kept = open(i).and_then(|r| match r {
-                        Some(r) => in_place(r, files[i].size, &files[i].hash),
+                        Some(r) => in_place_with(r, files[i].size, &files[i].hash, &mut buf),
                         None => Ok(false),
                     });
                     match kept {
@@ -396,6 +407,7 @@ fn read_one(
     };
     let corrupt = |detail: String| FetchError::Corrupt { pack, detail };
     let mut frame = Vec::new();
+    let mut opener = BlobOpener::default();
     stats.reads += 1;
     for &b in &read.blobs {
         let blob = &map.blobs[b as usize];
@@ -412,9 +424,9 @@ fn read_one(
             return Err(corrupt(format!("it ends before blob {:?}", blob.hash)));
         }
         at = blob.offset + blob.compressed;
-        let bytes = open_blob(&frame, blob.size, &blob.hash).map_err(|e: BlobError| corrupt(e.to_string()))?;
+        let bytes = opener.open(&frame, blob.size, &blob.hash).map_err(|e: BlobError| corrupt(e.to_string()))?;
         for &(file, offset) in &plan.places[&b] {
-            sink.write_at(file, offset, &bytes).map_err(FetchError::Sink)?;
+            sink.write_at(file, offset, bytes).map_err(FetchError::Sink)?;
             stats.written += bytes.len() as u64;
             written.wrote(plan, sink, file, bytes.len() as u64)?;
         }
