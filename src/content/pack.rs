@@ -396,6 +396,22 @@ mod tests {
     }
 
     #[test]
+    fn an_opener_kept_across_blobs_refuses_what_open_blob_refuses() {
+        let mut opener = BlobOpener::default();
+        let big = noise(5, 100_000);
+        let frame = zstd::bulk::compress(&big, 3).unwrap();
+        assert_eq!(opener.open(&frame, big.len() as u64, &Hash::of(&big)).unwrap(), &big[..]);
+        let small = b"hello hello hello ".repeat(10);
+        let (small_frame, hash) = (zstd::bulk::compress(&small, 3).unwrap(), Hash::of(&small));
+        // The room the larger blob left does not let a frame pass for fewer bytes than it holds.
+        assert!(opener.open(&small_frame, 10, &hash).is_err());
+        assert_eq!(opener.open(&small_frame, small.len() as u64, &hash).unwrap(), &small[..]);
+        let other = Hash::of(&big);
+        assert!(matches!(opener.open(&small_frame, small.len() as u64, &other), Err(BlobError::Hash { .. })));
+        assert_eq!(opener.open(&frame, big.len() as u64, &other).unwrap(), &big[..], "and goes on");
+    }
+
+    #[test]
     fn two_packs_of_the_same_blobs_have_different_names() {
         let dir = tempfile::tempdir().unwrap();
         let names: Vec<PackName> = (0..2)
