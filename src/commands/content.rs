@@ -183,6 +183,7 @@ fn store_once(
 ) -> Result<Content, PackError> {
     let scratch = tempfile::tempdir().map_err(PackError::Write)?;
     let mut options = PackOptions::new(scratch.path());
+    options.target = PackOptions::target_for(inv.content_bytes());
     if compression == Compression::None {
         options.level = 1;
     }

@@ -73,10 +73,22 @@ impl PackOptions {
     /// ~64 MiB packs (as hestia's): few new entries per save where each pack is one (GitHub
     /// allows 200 a minute), and still ranges worth fetching apart.
     pub const TARGET: u64 = 64 << 20;
+    /// The most new packs a save of a large tree makes: GitHub allows a repository 200 new
+    /// cache entries a minute, and a matrix of jobs saving at once shares them.
+    pub const MOST_PACKS: u64 = 24;
+    /// Packs grow to at most this size to stay within [`Self::MOST_PACKS`].
+    pub const LARGEST_TARGET: u64 = 1 << 30;
 
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
         PackOptions { dir: dir.into(), target: Self::TARGET, level: 3, threads }
+    }
+
+    /// The pack size for a save of `bytes` (uncompressed; what it stores anew is at most
+    /// that): [`Self::TARGET`], or larger, up to [`Self::LARGEST_TARGET`], so that the save makes
+    /// at most about [`Self::MOST_PACKS`] packs.
+    pub fn target_for(bytes: u64) -> u64 {
+        bytes.div_ceil(Self::MOST_PACKS).clamp(Self::TARGET, Self::LARGEST_TARGET)
     }
 }
 
@@ -425,6 +437,15 @@ mod tests {
             })
             .collect();
         assert_ne!(names[0], names[1]);
+    }
+
+    #[test]
+    fn a_large_tree_makes_few_large_packs_and_a_small_one_64_mib_packs() {
+        assert_eq!(PackOptions::target_for(0), PackOptions::TARGET);
+        assert_eq!(PackOptions::target_for(1 << 30), PackOptions::TARGET, "16 packs of 64 MiB");
+        // 6 GiB: 24 packs of 256 MiB rather than 96 of 64 MiB.
+        assert_eq!(PackOptions::target_for(6 << 30), 256 << 20);
+        assert_eq!(PackOptions::target_for(100 << 30), PackOptions::LARGEST_TARGET);
     }
 
     #[test]
