@@ -260,6 +260,11 @@ class Service:
             entries = json.load(r)
         return max((e["size"] for e in entries if e["key"] == key and e["finalized"]), default=0)
 
+    def stored(self) -> int:
+        """Every finalized entry's bytes: an entry of packs uploads its packs as entries too."""
+        with urllib.request.urlopen(self.url + "bench/entries") as r:
+            return sum(e["size"] for e in json.load(r) if e["finalized"])
+
     def twirp(self, method: str, body: dict) -> dict:
         req = urllib.request.Request(
             self.url + f"twirp/github.actions.results.api.v1.CacheService/{method}",
@@ -376,11 +381,11 @@ def run_cell(args, results, profile, name, ws, env, ours_env, exe, node_cli, scr
             if tool == "ours":
                 run_env.update(ours_env)
                 common = ["--path", "data", "--native", "none", "--prefix", "bench", "--variant", key, *key_flags(exe)]
+                stored = service.stored()
                 save = measure([exe, "save", *common, "--workspace", str(ws)], run_env, watch_dir=temp)
-                ours_key = next(l.split("=", 1)[1] for l in save["stdout"].splitlines() if l.startswith("key="))
+                wire = service.stored() - stored
                 restore = measure([exe, "restore", *common, "--workspace", str(target)], run_env, watch_dir=temp)
                 assert "reused=true" in restore["stdout"], restore["stdout"] + restore["stderr"]
-                wire = service.entry_size(ours_key)
             else:
                 save = measure(["node", node_cli, "save", key, "data"], dict(run_env, GITHUB_WORKSPACE=str(ws)), watch_dir=temp)
                 temp = scratch.fresh("runner-temp")

@@ -35,11 +35,7 @@ impl Compression {
     pub fn encoder_with<W: Write>(self, w: W, effort: Effort) -> io::Result<Encoder<W>> {
         Ok(match self {
             Compression::Zstd => {
-                let level = match effort {
-                    Effort::Normal => ZSTD_LEVEL,
-                    Effort::Fast => ZSTD_FAST_LEVEL,
-                };
-                let mut e = zstd::stream::write::Encoder::new(w, level)?;
+                let mut e = zstd::stream::write::Encoder::new(w, effort.zstd_level())?;
                 let workers = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
                 e.multithread(workers)?;
                 e.include_checksum(true)?;
@@ -64,6 +60,16 @@ pub enum Effort {
 
 const ZSTD_LEVEL: i32 = 3;
 const ZSTD_FAST_LEVEL: i32 = -1;
+
+impl Effort {
+    /// Its zstd level.
+    pub fn zstd_level(self) -> i32 {
+        match self {
+            Effort::Normal => ZSTD_LEVEL,
+            Effort::Fast => ZSTD_FAST_LEVEL,
+        }
+    }
+}
 
 /// Sampled data that compresses to more than this fraction is treated as incompressible.
 pub const INCOMPRESSIBLE: f64 = 0.9;

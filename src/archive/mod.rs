@@ -37,8 +37,8 @@ mod writers;
 pub use clean::{CleanError, CleanGuard, CleanStats, Tracked, clean_into};
 pub use codec::{Compression, Effort};
 pub use pack::{
-    Content, GENERATION_PAX, Inventory, PackError, PackStats, Stamp, inventory, store_content, write_archive,
-    write_archive_with, write_content_archive,
+    Content, GENERATION_PAX, Inventory, PackError, PackStats, Stamp, effort_of, inventory, store_content,
+    write_archive, write_archive_with, write_content_archive,
 };
 pub use safety::check_symlink_target;
 pub use secrets::{MIN_SECRET_LEN, SecretScanner};

@@ -289,6 +289,12 @@ pub fn write_archive_with<W: Write>(
 
 /// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:
 /// a few large weights files decide as much as their share of the bytes).
+/// The zstd effort for `inv`'s files, from a sample of them, and the ratio it saw (as a whole
+/// archive chooses its level; a save of packs uses it for its blobs).
+pub fn effort_of(inv: &Inventory) -> (Effort, f64) {
+    effort_for(&sample(inv))
+}
+
 fn sample(inv: &Inventory) -> Vec<u8> {
     const PIECES: u64 = 32;
     const PIECE: u64 = 128 * 1024;
@@ -318,8 +324,6 @@ fn sample(inv: &Inventory) -> Vec<u8> {
     sample
 }
 
-/// Write a ustar header for `name`, preceded by a pax header when the name, link target or
-/// size do not fit the ustar fields.
 /// The member of a directory or link (counted in `symlinks`); a file's is its writer's to add.
 /// Returns the entry's manifest line and its path in the archive.
 fn append_unless_file<W: Write>(

@@ -67,7 +67,9 @@ pub(super) fn stream_into(
     len: u64,
     bytes: &mut dyn Read,
 ) -> Result<(), PackStoreError> {
-    let copied = match io::copy(&mut bytes.take(len), &mut upload) {
+    // Read a MiB at a time (`io::copy` takes a `BufReader`'s buffer for its own; its default
+    // is 8 KiB, a quarter of a million reads for a 2 GB save).
+    let copied = match io::copy(&mut io::BufReader::with_capacity(1 << 20, bytes.take(len)), &mut upload) {
         Ok(n) => n,
         Err(e) => {
             return Err(match BackendError::from_io(e) {

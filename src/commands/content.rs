@@ -7,8 +7,8 @@ use super::Context;
 use super::explain::sniff;
 use super::render::content as words;
 use crate::archive::{
-    Compression, Content, Inventory, PackError, SecretScanner, Stamp, read_content_map, read_packs, store_content,
-    write_content_archive,
+    Compression, Content, Effort, Inventory, PackError, SecretScanner, Stamp, effort_of, read_content_map, read_packs,
+    store_content, write_content_archive,
 };
 use crate::backend::{Backend, Catalog, Listed};
 use crate::config::Locate;
@@ -141,6 +141,14 @@ pub(super) fn write_with_content<W: Write>(
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<(W, crate::archive::PackStats, SaveStats), PackError> {
     let runner = ctx.runner;
+    // Blobs are zstd frames whatever `compression` says (a restore reads each one alone): at
+    // the level a whole archive of these files would take (zstd's fastest for data that
+    // barely compresses), and the fastest where `compression` is `none`.
+    let (effort, sample_ratio) = match compression {
+        Compression::Zstd => effort_of(inv),
+        _ => (Effort::Normal, 0.0),
+    };
+    let level = if compression == Compression::None { Effort::Fast } else { effort }.zstd_level();
     let refs: Vec<&ContentMap> = maps.iter().collect();
     let index = match ContentIndex::build(&refs, bad, packs) {
         Ok(index) => index,
@@ -155,38 +163,35 @@ pub(super) fn write_with_content<W: Write>(
     if !index.repacked.is_empty() {
         runner.info(&words::repacking_small_packs(index.repacked.len()));
     }
-    let mut content = match store_once(packs, &index, (inv, compression), secrets, on_bytes) {
+    let mut content = match store_once(packs, &index, (inv, level), secrets, on_bytes) {
         Err(PackError::Content(SaveError::Gone(gone))) => {
             runner.info(&words::packs_gone_while_saving(gone.len()));
-            store_once(packs, &ContentIndex::default(), (inv, compression), secrets, on_bytes)?
+            store_once(packs, &ContentIndex::default(), (inv, level), secrets, on_bytes)?
         }
         other => other?,
     };
     if content.map.packs.len() > MAX_PACKS {
         runner.info(&words::too_many_packs(content.map.packs.len()));
-        content = store_once(packs, &ContentIndex::default(), (inv, compression), secrets, on_bytes)?;
+        content = store_once(packs, &ContentIndex::default(), (inv, level), secrets, on_bytes)?;
     }
     let stats = content.stats.clone();
-    let (out, pack_stats) = write_content_archive(inv, record, compression, stamp, &content, out)?;
+    let (out, mut pack_stats) = write_content_archive(inv, record, compression, stamp, &content, out)?;
+    (pack_stats.effort, pack_stats.sample_ratio) = (effort, sample_ratio);
     Ok((out, pack_stats, stats))
 }
 
-/// Store `inv`'s content in packs. Blobs are zstd frames whatever the `compression` input says
-/// (a restore reads each one alone); `none`, chosen for data that does not compress, makes them
-/// at zstd's fastest level.
+/// Store `inv`'s content in packs, its blobs compressed at zstd level `level`.
 fn store_once(
     packs: &dyn PackStore,
     index: &ContentIndex,
-    (inv, compression): (&Inventory, Compression),
+    (inv, level): (&Inventory, i32),
     secrets: &SecretScanner,
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<Content, PackError> {
     let scratch = tempfile::tempdir().map_err(PackError::Write)?;
     let mut options = PackOptions::new(scratch.path());
     options.target = PackOptions::target_for(inv.content_bytes());
-    if compression == Compression::None {
-        options.level = 1;
-    }
+    options.level = level;
     std::thread::scope(|scope| {
         let saver = ContentSaver::new(scope, index, packs, Chunking::DEFAULT, options).map_err(PackError::Write)?;
         store_content(inv, secrets, saver, on_bytes)

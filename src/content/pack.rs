@@ -63,7 +63,7 @@ pub struct PackOptions {
     pub dir: PathBuf,
     /// A pack is finished once it holds this many bytes (the last frame may pass it).
     pub target: u64,
-    /// The zstd level (3; 1 where the `compression` input is `none`).
+    /// The zstd level (3; -1 for data that barely compresses or where `compression` is `none`).
     pub level: i32,
     /// Compressing threads.
     pub threads: usize,
