@@ -287,14 +287,14 @@ pub fn write_archive_with<W: Write>(
     Ok((out, PackStats { effort, sample_ratio, files, symlinks, content_bytes: bytes }))
 }
 
-/// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:
-/// a few large weights files decide as much as their share of the bytes).
 /// The zstd effort for `inv`'s files, from a sample of them, and the ratio it saw (as a whole
 /// archive chooses its level; a save of packs uses it for its blobs).
 pub fn effort_of(inv: &Inventory) -> (Effort, f64) {
     effort_for(&sample(inv))
 }
 
+/// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:
+/// a few large weights files decide as much as their share of the bytes).
 fn sample(inv: &Inventory) -> Vec<u8> {
     const PIECES: u64 = 32;
     const PIECE: u64 = 128 * 1024;
