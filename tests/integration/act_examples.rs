@@ -144,41 +144,64 @@ fn a_runner_without_a_binary_warns_and_the_job_goes_on_as_on_a_miss() {
     assert!(r.log.contains("cache-hit=false reused=false miss-reason=unsupported-platform"), "{}", r.log);
 }
 
+/// Whether a file in act's storage is one of our packs (it opens with a zstd skippable frame
+/// whose payload starts "exact-cache pack"), not an entry's archive.
+fn is_pack(bytes: &[u8]) -> bool {
+    bytes.get(8..24) == Some(b"exact-cache pack")
+}
+
+/// Flip one byte in the middle of a file under act's storage (`<storage>/cache/`): the largest
+/// pack, or the newest entry archive.
+fn tamper(storage: &Path, pack: bool) {
+    let files: Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> = walkdir::WalkDir::new(storage.join("cache"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_owned(), std::fs::read(e.path()).unwrap(), e.metadata().unwrap().modified().unwrap()))
+        .filter(|(_, bytes, _)| is_pack(bytes) == pack)
+        .collect();
+    let (path, mut bytes, _) = if pack {
+        files.into_iter().max_by_key(|(_, bytes, _)| bytes.len())
+    } else {
+        files.into_iter().max_by_key(|(_, _, modified)| *modified)
+    }
+    .unwrap_or_else(|| panic!("no {} in act's storage", if pack { "pack" } else { "entry" }));
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A flipped byte in a pack (`content-missing`), then in the entry's own archive (`corrupt` or
+/// `manifest-mismatch`): each time the job regenerates, the post step saves the replacement, and
+/// the next run is an exact hit on it.
 #[needs(act)]
 fn a_tampered_entry_is_refused_the_job_regenerates_and_the_next_run_hits() {
     let repo = repo();
     let storage = tempfile::tempdir().unwrap();
     assert!(run(repo.path(), "fixtures", storage.path(), &[]).success);
-    // act keeps each entry as a file under <storage>/cache/; flip one byte in the middle.
-    let entry = walkdir::WalkDir::new(storage.path().join("cache"))
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .max_by_key(|e| e.metadata().unwrap().len())
-        .expect("an entry in act's storage");
-    let mut bytes = std::fs::read(entry.path()).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x55;
-    std::fs::write(entry.path(), bytes).unwrap();
+    let rounds = [(true, &["content-missing"][..]), (false, &["corrupt", "manifest-mismatch"][..])];
+    for (generation, (pack, reasons)) in (1..).zip(rounds) {
+        tamper(storage.path(), pack);
+        let warm = run(repo.path(), "fixtures", storage.path(), &[]);
+        assert!(warm.success, "the job regenerates and passes:\n{}", warm.log);
+        assert_eq!(warm.output("cache", "cache-hit"), "false", "the files are not in place");
+        assert_eq!(warm.output("cache", "entry-exists"), "true");
+        assert_eq!(warm.output("cache", "reused"), "false");
+        let reason = warm.output("cache", "miss-reason");
+        assert!(reasons.contains(&reason), "a flipped byte in the {}: {reason}", if pack { "pack" } else { "entry" });
+        let reported = format!("not reused ({reason})");
+        let warned = warm.annotations.iter().any(|(level, m)| level == "warning" && m.starts_with(&reported));
+        assert!(warned, "the reason is reported:\n{}", warm.log);
+        assert!(generated(&warm));
+        let saved = format!("saved generation {generation} base:");
+        assert!(warm.log.contains(&saved), "the post step saves the replacement:\n{}", warm.log);
 
-    let warm = run(repo.path(), "fixtures", storage.path(), &[]);
-    assert!(warm.success, "the job regenerates and passes:\n{}", warm.log);
-    assert_eq!(warm.output("cache", "cache-hit"), "false", "the files are not in place");
-    assert_eq!(warm.output("cache", "entry-exists"), "true");
-    assert_eq!(warm.output("cache", "reused"), "false");
-    let reason = warm.output("cache", "miss-reason");
-    assert!(reason == "corrupt" || reason == "manifest-mismatch", "{reason}");
-    let reported = format!("not reused ({reason})");
-    let warned = warm.annotations.iter().any(|(level, m)| level == "warning" && m.starts_with(&reported));
-    assert!(warned, "the reason is reported:\n{}", warm.log);
-    assert!(generated(&warm));
-    assert!(warm.log.contains("saved generation 1 base:"), "the post step saves the replacement:\n{}", warm.log);
-
-    // The entry healed: the next run is an exact hit on the replacement.
-    let healed = run(repo.path(), "fixtures", storage.path(), &[]);
-    assert!(healed.success, "{}", healed.log);
-    assert_eq!(healed.output("cache", "reused"), "true", "{}", healed.log);
-    assert!(!generated(&healed));
+        // The entry healed: the next run is an exact hit on the replacement.
+        let healed = run(repo.path(), "fixtures", storage.path(), &[]);
+        assert!(healed.success, "{}", healed.log);
+        assert_eq!(healed.output("cache", "reused"), "true", "{}", healed.log);
+        assert!(!generated(&healed));
+    }
 }
 
 #[needs(act)]
