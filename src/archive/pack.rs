@@ -294,7 +294,9 @@ pub fn effort_of(inv: &Inventory) -> (Effort, f64) {
 }
 
 /// Up to 32 pieces of 128 KiB, spread evenly over the bytes of the files (not over the files:
-/// a few large weights files decide as much as their share of the bytes).
+/// a few large weights files decide as much as their share of the bytes). The pieces never
+/// overlap: files of less than 4 MiB in all are sampled once each, not 32 pieces that repeat
+/// one another (which zstd would find, and call noise compressible).
 fn sample(inv: &Inventory) -> Vec<u8> {
     const PIECES: u64 = 32;
     const PIECE: u64 = 128 * 1024;
@@ -313,10 +315,14 @@ fn sample(inv: &Inventory) -> Vec<u8> {
         }
         let e = files[file];
         let offset = at - before;
+        let len = PIECE.min(total * (i + 1) / PIECES - at);
+        if len == 0 {
+            continue;
+        }
         if let Ok(mut f) = File::open(&e.abs) {
             use std::io::{Seek, SeekFrom};
-            let mut piece = Vec::with_capacity(PIECE as usize);
-            if f.seek(SeekFrom::Start(offset)).is_ok() && f.take(PIECE).read_to_end(&mut piece).is_ok() {
+            let mut piece = Vec::with_capacity(len as usize);
+            if f.seek(SeekFrom::Start(offset)).is_ok() && f.take(len).read_to_end(&mut piece).is_ok() {
                 sample.extend_from_slice(&piece);
             }
         }

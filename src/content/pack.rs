@@ -10,7 +10,9 @@
 //! [`PackWriter`] compresses the blobs it is given on a few threads at once (a blob is at most a
 //! few MiB, so whole blobs are the unit of parallel work and no frame needs zstd's own threads),
 //! appends the frames in the order given to a file, and rolls to a new pack once a pack reaches
-//! its target size; memory stays within a few blobs per thread.
+//! its target size; memory stays within a few blobs per thread. Appending, and hashing each
+//! pack for its name, is a thread of its own too: on the caller's thread it was a third pass
+//! over every byte (after the file's and the blob's hashes) in the way of the reading.
 
 use super::{Hash, PackName};
 use sha2::{Digest, Sha256};
@@ -112,7 +114,9 @@ impl FinishedPack {
 /// small files makes tens of thousands of small blobs, and a message and a wake-up for each cost
 /// more than compressing them (measured: a tenth of a cold save of 30,000 files in wake-ups).
 type Job = (u64, Vec<(Hash, Vec<u8>)>);
-type Done = (u64, io::Result<Vec<(Hash, u64, Vec<u8>)>>);
+type Done = (u64, io::Result<Frames>);
+/// Compressed blobs: hash, size uncompressed, frame.
+type Frames = Vec<(Hash, u64, Vec<u8>)>;
 
 /// A batch is sent once it holds this many bytes.
 const BATCH_BYTES: u64 = 1 << 20;
@@ -130,9 +134,18 @@ pub struct PackWriter {
     next_in: u64,
     next_out: u64,
     /// Compressed batches that came back before their turn.
-    waiting: BTreeMap<u64, Vec<(Hash, u64, Vec<u8>)>>,
+    waiting: BTreeMap<u64, Frames>,
+    /// Batches in order to the appending thread, and the packs it finished.
+    frames: Option<mpsc::SyncSender<Frames>>,
+    packs: mpsc::Receiver<io::Result<FinishedPack>>,
+    appender: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The appending thread's state: the pack being written.
+struct Appender {
+    options: PackOptions,
     current: Option<Open>,
-    finished: Vec<FinishedPack>,
+    packs: mpsc::Sender<io::Result<FinishedPack>>,
 }
 
 /// The pack being written.
@@ -173,6 +186,10 @@ impl PackWriter {
                 })
             })
             .collect();
+        let (frames, frames_rx) = mpsc::sync_channel::<Frames>(4);
+        let (packs_tx, packs) = mpsc::channel();
+        let mut appender = Appender { options: options.clone(), current: None, packs: packs_tx };
+        let appender = std::thread::spawn(move || appender.run(frames_rx));
         Ok(PackWriter {
             options,
             jobs: Some(jobs),
@@ -183,8 +200,9 @@ impl PackWriter {
             next_in: 0,
             next_out: 0,
             waiting: BTreeMap::new(),
-            current: None,
-            finished: Vec::new(),
+            frames: Some(frames),
+            packs,
+            appender: Some(appender),
         })
     }
 
@@ -200,7 +218,11 @@ impl PackWriter {
         while let Ok(done) = self.done.try_recv() {
             self.accept(done)?;
         }
-        Ok(std::mem::take(&mut self.finished))
+        let mut finished = Vec::new();
+        while let Ok(pack) = self.packs.try_recv() {
+            finished.push(pack?);
+        }
+        Ok(finished)
     }
 
     /// Append every blob given and finish the last pack; the packs not handed out yet.
@@ -211,8 +233,12 @@ impl PackWriter {
         while self.next_out < self.next_in {
             self.append_one()?;
         }
-        self.close_current()?;
-        Ok(std::mem::take(&mut self.finished))
+        // The appender finishes the last pack once its queue closes.
+        self.frames = None;
+        if let Some(appender) = self.appender.take() {
+            appender.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        }
+        self.packs.try_iter().collect()
     }
 
     fn send_batch(&mut self) -> io::Result<()> {
@@ -242,12 +268,36 @@ impl PackWriter {
     fn accept(&mut self, (seq, out): Done) -> io::Result<()> {
         self.waiting.insert(seq, out?);
         while let Some(frames) = self.waiting.remove(&self.next_out) {
-            for (hash, size, frame) in frames {
-                self.append(hash, size, &frame)?;
+            let appender = self.frames.as_ref().expect("open until finished");
+            if appender.send(frames).is_err() {
+                return Err(self.appender_failed());
             }
             self.next_out += 1;
         }
         Ok(())
+    }
+
+    /// Why the appending thread stopped: the error it sent last.
+    fn appender_failed(&mut self) -> io::Error {
+        self.packs.try_iter().find_map(Result::err).unwrap_or_else(|| io::Error::other("the appending thread stopped"))
+    }
+}
+
+impl Appender {
+    /// Append every batch, in order, and finish the last pack once the queue closes; an error
+    /// is sent and ends the thread (the writer's next send fails and reads it).
+    fn run(&mut self, batches: mpsc::Receiver<Frames>) {
+        let appended = (|| {
+            for frames in batches {
+                for (hash, size, frame) in frames {
+                    self.append(hash, size, &frame)?;
+                }
+            }
+            self.close_current()
+        })();
+        if let Err(e) = appended {
+            let _ = self.packs.send(Err(e));
+        }
     }
 
     fn append(&mut self, hash: Hash, size: u64, frame: &[u8]) -> io::Result<()> {
@@ -278,22 +328,23 @@ impl PackWriter {
         // Flushed, not synced: the file is only read back by this process, and a store syncs
         // what it keeps.
         open.file.into_inner().map_err(|e| e.into_error())?;
-        self.finished.push(FinishedPack {
-            name: Hash::from(open.hasher),
-            len: open.len,
-            blobs: open.blobs,
-            file: open.path,
-        });
+        let pack = FinishedPack { name: Hash::from(open.hasher), len: open.len, blobs: open.blobs, file: open.path };
+        // The writer gone (a save abandoned): nothing waits for the pack.
+        let _ = self.packs.send(Ok(pack));
         Ok(())
     }
 }
 
 impl Drop for PackWriter {
     fn drop(&mut self) {
-        // Closing the queue ends the threads once they finish the blob at hand.
+        // Closing the queues ends the threads once they finish the blob at hand.
         self.jobs = None;
         for worker in self.workers.drain(..) {
             let _ = worker.join();
+        }
+        self.frames = None;
+        if let Some(appender) = self.appender.take() {
+            let _ = appender.join();
         }
     }
 }
@@ -446,6 +497,26 @@ mod tests {
         // 6 GiB: 24 packs of 256 MiB rather than 96 of 64 MiB.
         assert_eq!(PackOptions::target_for(6 << 30), 256 << 20);
         assert_eq!(PackOptions::target_for(100 << 30), PackOptions::LARGEST_TARGET);
+    }
+
+    #[test]
+    fn a_pack_that_cannot_be_written_fails_the_writer_with_the_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let mut writer = PackWriter::new(options(&gone, 100_000, 2)).unwrap();
+        let mut failed = None;
+        for i in 0..50 {
+            let blob = noise(i, 50_000);
+            if let Err(e) = writer.add(Hash::of(&blob), blob) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let failed = match failed {
+            Some(e) => e,
+            None => writer.finish().expect_err("no directory to write packs in"),
+        };
+        assert_eq!(failed.kind(), io::ErrorKind::NotFound, "{failed}");
     }
 
     #[test]
