@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Compile small models with torch.compile (TorchInductor, CPU) and report whether the compiled
-graphs came from the FX graph cache. MODELS names them (`a`, `b` or `a,b`; default `a`). With
+"""Compile small models with torch.compile (TorchInductor) and report whether the compiled graphs
+came from the FX graph cache. MODELS names them (`a`, `b` or `a,b`; default `a`); DEVICE is where
+they run (`cpu`, the default, or `cuda`: Triton kernels, whose cache the preset keeps too). With
 EXPECT_WARM=true (the action's `reused` output) it asserts that the warm run compiled at most
 NEW_MODELS graphs (default 0): fxgraph_cache_hit > 0 and fxgraph_cache_miss <= NEW_MODELS."""
 import json
@@ -34,17 +35,20 @@ class Other(torch.nn.Module):
 
 
 MODELS = {"a": Tiny, "b": Other}
+DEVICE = os.environ.get("DEVICE", "cpu")
 torch.manual_seed(0)
-x = torch.randn(8, 64)
+x = torch.randn(8, 64, device=DEVICE)
 elapsed = 0.0
 for name in os.environ.get("MODELS", "a").split(","):
-    model = MODELS[name.strip()]().eval()
+    model = MODELS[name.strip()]().eval().to(DEVICE)
     compiled = torch.compile(model)
     started = time.perf_counter()
     with torch.no_grad():
         out = compiled(x)
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
     elapsed += time.perf_counter() - started
-    assert torch.allclose(out, model(x), atol=1e-5)
+    assert torch.allclose(out, model(x), atol=1e-4 if DEVICE == "cuda" else 1e-5)
 counters = torch._dynamo.utils.counters["inductor"]
 report = {
     "compile_seconds": round(elapsed, 2),
@@ -53,6 +57,7 @@ report = {
     "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
     "torch": torch.__version__,
     "models": os.environ.get("MODELS", "a"),
+    "device": torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE,
 }
 print("INDUCTOR " + json.dumps(report))
 if os.environ.get("EXPECT_WARM") == "true":
