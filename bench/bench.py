@@ -534,6 +534,7 @@ def main():
                    help="extra environment for exact-cache (tuning experiments, e.g. EXACT_CACHE_UPLOAD_BLOCK_MIB=32)")
     args = p.parse_args()
     out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     if args.s3:
         import s3
 
